@@ -1,0 +1,121 @@
+"""The Python API under the CLI: ``shardcheck.check(path, env=...) -> Result``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shardcheck.errors import InputError
+from shardcheck.job import ConfigNote, Job, MegatronLayout
+from shardcheck.origin import Traced
+
+
+@dataclass
+class Result:
+    """The verdict on one script: its resolved job, the findings, and the rules skipped."""
+
+    path: str
+    job: Job | None = None
+    findings: list = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    error: str | None = None  # the one-line reason when the input cannot be used at all
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None and not any(f.severity == "error" for f in self.findings)
+
+    @property
+    def layout_valid(self) -> bool | None:
+        """Whether Megatron-Core would initialise and build the layout (its MCORE-* rules), apart from
+        other start-up errors such as an unknown config key; None when the input could not be used."""
+        if self.job is None:
+            return None
+        return not any(f.severity == "error" and f.rule.startswith("MCORE-") for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return 2
+        return 0 if self.valid else 1
+
+    def layout_summary(self, role: str = "actor") -> dict | None:
+        """Sizes of one engine as plain values (None where unknown), for reports."""
+        if self.job is None:
+            return None
+        layout = self.job.layout(role)
+        return summarize_layout(self.job, layout) if layout is not None else None
+
+
+def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
+    from shardcheck.rules.megatron_model import layer_split
+    from shardcheck.frameworks.megatron.pipeline import Split
+
+    world = job.cluster.world
+
+    def v(t: Traced):
+        return t.value if t.known else None
+
+    stages = None
+    if job.model is not None and job.model.num_hidden_layers:
+        split = layer_split(layout, job.model.num_hidden_layers)
+        if isinstance(split, Split):
+            stages = list(split.stages)
+    return {
+        "world": v(world),
+        "nnodes": v(job.cluster.nnodes),
+        "devices_per_node": v(job.cluster.devices_per_node),
+        "tp": v(layout.tp),
+        "pp": v(layout.pp),
+        "cp": v(layout.cp),
+        "ep": v(layout.ep),
+        "etp": v(layout.etp),
+        "etp_setting": v(layout.etp_setting),
+        "dp": v(layout.dp(world)),
+        "edp": v(layout.edp(world)),
+        "vpp": v(layout.vpp),
+        "layers_per_stage": stages,
+    }
+
+
+def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
+          display: str | None = None) -> Result:
+    """Read the launch script at ``path`` statically and judge its layout."""
+    shown = display or str(path)
+    try:
+        job = resolve_script(path, env, model_config=model_config, display=shown)
+    except InputError as exc:
+        return Result(shown, error=str(exc))
+    from shardcheck.rules.registry import run_rules
+
+    findings, skipped = run_rules(job)
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings.sort(key=lambda f: (order[f.severity], f.line or 0, f.rule))
+    return Result(shown, job, findings, skipped)
+
+
+def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
+                   display: str | None = None) -> Job:
+    """The resolved Job of the script's (first) verl launch; InputError when there is none."""
+    from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl
+    from shardcheck.inputs.bash import read_bash
+    from shardcheck.inputs.hydra_overrides import parse_hydra_args
+    from shardcheck.inputs.launch import find_launches
+
+    shown = display or str(path)
+    reading = read_bash(path, env, display=shown)
+    launches = [launch for launch in find_launches(reading.commands) if is_verl_entry(launch)]
+    if not launches:
+        syntax = next((d for d in reading.diagnostics if d.code == "SHELL-SYNTAX"), None)
+        if syntax is not None:
+            raise InputError(f"{syntax.origin.location}: {syntax.message}")
+        raise InputError(
+            f"{shown}:1: no recognised launch command (python3 -m verl.trainer.main_ppo ...); "
+            "shardcheck reads verl launch scripts"
+        )
+    launch = launches[0]
+    hydra = parse_hydra_args(launch.args)
+    job = resolve_verl(launch, hydra, shown, model_config=model_config)
+    shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
+    from dataclasses import replace
+
+    return replace(job, notes=shell_notes + job.notes)

@@ -1,0 +1,267 @@
+"""verl's effective config: its generated defaults with the command line's Hydra overrides applied.
+
+The defaults are verl's own ``verl/trainer/config/_generated_<name>.yaml`` (the composed config
+verl generates from its defaults lists): read from the installed verl package when there is one
+(as data, verl is never imported), else from the snapshot shipped in ``data/``. Overrides are
+applied by Hydra's own code (``ConfigLoaderImpl._apply_overrides_to_config``) on a struct-mode
+config, exactly as ``@hydra.main`` does (hydra/_internal/config_loader_impl.py), so unknown keys,
+``+`` on existing keys and deletions fail or succeed as they would at verl's start.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shardcheck.errors import InputError
+from shardcheck.inputs.hydra_overrides import OverrideItem
+from shardcheck.origin import Origin, Traced
+
+BUNDLED_VERSION = "0.9.1"
+KNOWN_CONFIGS = ("ppo_trainer", "ppo_megatron_trainer")
+_DATA = Path(__file__).with_name("data")
+_INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?\s*([.\w]+)\s*(?:,.*)?\}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    """A problem with an override: ``kind`` is ``unknown_key``, ``added_key``, ``added_field`` or ``hydra``."""
+
+    kind: str
+    message: str
+    override: OverrideItem
+    suggestion: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VerlDefaults:
+    tree: dict
+    version: str
+    source: str
+    config_name: str
+
+
+def load_defaults(config_name: str) -> VerlDefaults:
+    """verl's generated config ``config_name``: from an installed verl when present, else the snapshot."""
+    spec = importlib.util.find_spec("verl")  # finds the package without importing it
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            path = Path(location) / "trainer" / "config" / f"_generated_{config_name}.yaml"
+            if path.is_file():
+                import yaml
+
+                from importlib.metadata import PackageNotFoundError, version
+
+                try:
+                    installed = version("verl")
+                except PackageNotFoundError:
+                    installed = "installed"
+                tree = yaml.safe_load(path.read_text())
+                return VerlDefaults(tree, installed, f"installed verl {installed} ({path})", config_name)
+    bundled = _DATA / f"verl_{BUNDLED_VERSION}_{config_name}.json"
+    doc = json.loads(bundled.read_text())
+    return VerlDefaults(doc["config"], doc["verl_version"], doc["source"], config_name)
+
+
+@dataclass
+class VerlConfig:
+    """The effective config and, for each key set on the command line, the override that set it."""
+
+    defaults: VerlDefaults
+    cfg: object  # omegaconf.DictConfig
+    set_by: dict[str, OverrideItem] = field(default_factory=dict)
+    issues: list[ConfigIssue] = field(default_factory=list)
+    unknown: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        return self.defaults.version
+
+    def default_origin(self, key: str) -> Origin:
+        return Origin(kind="default", text=f"default of verl {self.version}: {key}")
+
+    def get(self, key: str, _depth: int = 0) -> Traced:
+        """The effective value at ``key`` with where it came from; unknown when an input was unknown."""
+        from omegaconf import OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
+
+        item = self._setter(key)
+        try:
+            value = OmegaConf.select(self.cfg, key, throw_on_missing=False)
+        except OmegaConfBaseException as exc:
+            return Traced(None, item.origin if item else self.default_origin(key), f"{key}: {exc}")
+        if OmegaConf.is_config(value):
+            value = OmegaConf.to_container(value, resolve=True)
+        reason = self._unknown_reason(key, value)
+        if item is not None:
+            return Traced(None if reason else value, item.origin, reason)
+        origin = self.default_origin(key)
+        followed = self._interpolation_target(key)
+        if followed is not None and _depth < 8:
+            target = self.get(followed, _depth + 1)
+            origin = Origin(kind="default", text=f"verl {self.version} default: {key} follows {followed}",
+                            via=(target.origin,))
+            reason = reason or target.unknown
+        elif self._missing(key):
+            return Traced(None, origin, f"{key} is not in verl {self.version}'s config")
+        return Traced(None if reason else value, origin, reason)
+
+    def _missing(self, key: str) -> bool:
+        from omegaconf import OmegaConf
+
+        parent, _, last = key.rpartition(".")
+        node = OmegaConf.select(self.cfg, parent) if parent else self.cfg
+        return not (OmegaConf.is_dict(node) and last in node)
+
+    def _setter(self, key: str) -> OverrideItem | None:
+        parts = key.split(".")
+        for k in range(len(parts), 0, -1):
+            item = self.set_by.get(".".join(parts[:k]))
+            if item is not None:
+                return item
+        return None
+
+    def _unknown_reason(self, key: str, value: object) -> str | None:
+        for k, reason in self.unknown.items():
+            if key == k or key.startswith(k + "."):
+                return reason
+        if isinstance(value, str) and "__shardcheck_unknown_" in value:
+            return f"{key} depends on a value that is not known"
+        return None
+
+    def _interpolation_target(self, key: str) -> str | None:
+        from omegaconf import OmegaConf
+
+        parent_key, _, last = key.rpartition(".")
+        parent = OmegaConf.select(self.cfg, parent_key) if parent_key else self.cfg
+        if not OmegaConf.is_dict(parent) or last not in parent:
+            return None
+        if not OmegaConf.is_interpolation(parent, last):
+            return None
+        raw = parent._get_node(last)._value()
+        m = _INTERPOLATION.match(str(raw).strip())
+        if not m:
+            return None
+        target = m.group(1)
+        if target.startswith("."):
+            up = len(target) - len(target.lstrip("."))
+            base = key.split(".")[:-up] if up else key.split(".")
+            target = ".".join(base + [target.lstrip(".")])
+        return target
+
+
+def flatten_keys(tree: dict, prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for k, v in tree.items():
+        full = f"{prefix}{k}"
+        keys.append(full)
+        if isinstance(v, dict):
+            keys.extend(flatten_keys(v, full + "."))
+    return keys
+
+
+def did_you_mean(key: str, defaults: VerlDefaults) -> str | None:
+    """The closest existing key: same parent first, then anywhere in the tree."""
+    all_keys = _all_keys(defaults)
+    parent, _, last = key.rpartition(".")
+    siblings = [k for k in all_keys if k.rpartition(".")[0] == parent]
+    close = difflib.get_close_matches(key, siblings, n=1, cutoff=0.75)
+    if close:
+        return close[0]
+    same_leaf = [k for k in all_keys if k.rpartition(".")[2] == last]
+    if same_leaf:
+        return min(same_leaf, key=lambda k: -difflib.SequenceMatcher(None, k, key).ratio())
+    close = difflib.get_close_matches(key, all_keys, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+_KEYS_CACHE: dict[int, list[str]] = {}
+
+
+def _all_keys(defaults: VerlDefaults) -> list[str]:
+    cached = _KEYS_CACHE.get(id(defaults.tree))
+    if cached is None:
+        cached = _KEYS_CACHE[id(defaults.tree)] = flatten_keys(defaults.tree)
+    return cached
+
+
+def _nearest_node(tree: dict, key: str) -> tuple[list[str], dict]:
+    """The deepest existing dict on the path to ``key`` and the path to it."""
+    node = tree
+    path: list[str] = []
+    for part in key.split(".")[:-1]:
+        child = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(child, dict):
+            break
+        node = child
+        path.append(part)
+    return path, node
+
+
+def _added_key_issue(item: OverrideItem, defaults: VerlDefaults) -> ConfigIssue | None:
+    """What verl does with a ``+key`` its config does not have."""
+    path, node = _nearest_node(defaults.tree, item.key)
+    if len(path) == len(item.key.split(".")) - 1 and item.key.split(".")[-1] in node:
+        return None
+    target = node.get("_target_")
+    suggestion = did_you_mean(item.key, defaults)
+    where = ".".join(path) or "the root"
+    if target:
+        cls = str(target).rsplit(".", 1)[-1]
+        message = (f"verl builds {cls} from `{where}`, and {cls} has no field "
+                   f"'{item.key[len(where) + 1:].split('.')[0]}': instantiating it fails with TypeError at start")
+        return ConfigIssue("added_field", message, item, suggestion)
+    parent_path = path[:-1]
+    parent = defaults.tree
+    for part in parent_path:
+        parent = parent[part]
+    if path and isinstance(parent, dict) and parent.get("_target_"):
+        return None  # a free-form dict field of a verl dataclass (override_transformer_config, engine_kwargs, ...)
+    if not path:
+        message = f"verl's config has no section `{item.key.split('.')[0]}`; `+` adds it but verl does not read it"
+    else:
+        message = f"verl's config has no key `{item.key}`; `+` adds it but verl does not read it"
+    return ConfigIssue("added_key", message, item, suggestion)
+
+
+def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...]) -> VerlConfig:
+    """Apply ``overrides`` to ``defaults`` with Hydra's own code, one at a time, recording what failed."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        cfg = OmegaConf.create(defaults.tree)
+    except OmegaConfBaseException as exc:  # a broken installed config
+        raise InputError(f"{defaults.source}: verl's config cannot be read ({exc})") from None
+    OmegaConf.set_struct(cfg, True)  # hydra/_internal/config_loader_impl.py: set_struct(cfg, True)
+    config = VerlConfig(defaults, cfg)
+    for item in overrides:
+        if item.key.startswith("hydra.") or item.key == "hydra":
+            continue  # Hydra's own settings, not verl's config
+        if item.kind == "add":
+            issue = _added_key_issue(item, defaults)
+            if issue is not None:
+                config.issues.append(issue)
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config([item.hydra], cfg)
+        except ConfigCompositionException as exc:
+            message = " ".join(str(exc).split())
+            kind = "unknown_key" if item.kind == "change" and "Could not override" in message else "hydra"
+            suggestion = did_you_mean(item.key, defaults) if kind == "unknown_key" else None
+            config.issues.append(ConfigIssue(kind, message, item, suggestion))
+            continue
+        except OmegaConfBaseException as exc:
+            config.issues.append(ConfigIssue("hydra", f"Error merging override {item.text}: {exc}", item))
+            continue
+        config.set_by[item.key] = item
+        if item.unknown:
+            config.unknown[item.key] = item.unknown
+        else:
+            config.unknown.pop(item.key, None)
+    return config

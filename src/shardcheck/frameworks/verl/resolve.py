@@ -1,0 +1,188 @@
+"""Resolve a verl launch into a :class:`~shardcheck.job.Job`, the way verl builds its config.
+
+verl (target: the 0.9 release, 0.9.1): ``verl.trainer.main_ppo`` is a Hydra app
+(``@hydra.main(config_path="config", config_name="ppo_trainer")``); the world is
+``trainer.nnodes * trainer.n_gpus_per_node`` (verl/trainer/ppo/v1/trainer_base.py resource pool);
+each Megatron engine calls ``mpu.initialize_model_parallel`` with its ``megatron.*`` sizes and
+the default rank order (verl/workers/engine/megatron/transformer_impl.py ``_init_device_mesh``);
+``override_transformer_config`` entries are applied last to the Megatron-Bridge provider
+(``_build_tf_config``). The ref engine is built only when ``need_reference_policy`` holds
+(verl/trainer/ppo/utils.py: ``algorithm.use_kl_in_reward or actor.use_kl_loss``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shardcheck.frameworks.verl.config_tree import KNOWN_CONFIGS, VerlConfig, apply_overrides, load_defaults
+from shardcheck.inputs.hydra_overrides import HydraCommandLine
+from shardcheck.inputs.launch import Launch
+from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout
+from shardcheck.models.facts import load_model
+from shardcheck.origin import Origin, Traced
+
+ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref"}
+_OTC = "override_transformer_config"
+
+
+def is_verl_entry(launch: Launch) -> bool:
+    return bool(launch.module) and launch.module.split(".")[0] in ("verl", "recipe")
+
+
+def _config_name(hydra: HydraCommandLine) -> tuple[str, Origin | None]:
+    if hydra.config_name is None:
+        return "ppo_trainer", None
+    text = hydra.config_name.text or ""
+    name = text[:-5] if text.endswith(".yaml") else text
+    return name, hydra.config_name.origin
+
+
+def _int(traced: Traced, key: str, notes: list[ConfigNote], *, allow_none: bool = False,
+         positive: bool = True) -> Traced:
+    """An integer size; a value of another type becomes unknown with a note naming its line."""
+    if not traced.known:
+        return traced
+    value = traced.value
+    if value is None and allow_none:
+        return traced
+    if isinstance(value, bool) or not isinstance(value, int) or (positive and value < 1):
+        where = traced.origin.first_script_line() or traced.origin
+        notes.append(ConfigNote(
+            rule="VALUE-BAD-SIZE", origin=where,
+            message=f"{key} must be a positive integer, got {value!r}",
+            fix=f"set {key} to a whole number ≥ 1",
+        ))
+        return Traced(None, traced.origin, f"{key} is not a positive integer ({value!r})")
+    return traced
+
+
+def _bool(traced: Traced) -> Traced:
+    if traced.known and not isinstance(traced.value, bool):
+        return Traced(bool(traced.value), traced.origin)
+    return traced
+
+
+def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronLayout:
+    base = f"{ROLES[role]}.megatron"
+
+    def size(name: str, *, allow_none: bool = False) -> Traced:
+        return _int(config.get(f"{base}.{name}"), f"{base}.{name}", notes, allow_none=allow_none)
+
+    otc = config.get(f"{base}.{_OTC}")
+    overrides: dict[str, Traced] = {}
+    if otc.known and isinstance(otc.value, dict):
+        for k in otc.value:
+            overrides[k] = config.get(f"{base}.{_OTC}.{k}")
+
+    def otc_get(name: str, default):
+        if name in overrides:
+            return overrides[name]
+        return Traced(default, Origin(kind="default", text=f"default of megatron-core TransformerConfig: {name} = {default}"))
+
+    return MegatronLayout(
+        role=role,
+        key_prefix=base,
+        tp=size("tensor_model_parallel_size"),
+        pp=size("pipeline_model_parallel_size"),
+        cp=size("context_parallel_size"),
+        ep=size("expert_model_parallel_size"),
+        etp_setting=size("expert_tensor_parallel_size", allow_none=True),
+        vpp=size("virtual_pipeline_model_parallel_size", allow_none=True),
+        first_stage_layers=_int(otc_get("num_layers_in_first_pipeline_stage", None),
+                                f"{base}.{_OTC}.num_layers_in_first_pipeline_stage", notes, allow_none=True,
+                                positive=False),
+        last_stage_layers=_int(otc_get("num_layers_in_last_pipeline_stage", None),
+                               f"{base}.{_OTC}.num_layers_in_last_pipeline_stage", notes, allow_none=True,
+                               positive=False),
+        account_for_embedding=_bool(otc_get("account_for_embedding_in_pipeline_split", False)),
+        account_for_loss=_bool(otc_get("account_for_loss_in_pipeline_split", False)),
+        layout_string=otc_get("pipeline_model_parallel_layout", None),
+        sequence_parallel=_bool(config.get(f"{base}.sequence_parallel")),
+        transformer_overrides=overrides,
+    )
+
+
+def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
+    notes: list[ConfigNote] = []
+    for issue in config.issues:
+        item = issue.override
+        rule = {"unknown_key": "VERL-CFG-UNKNOWN-KEY", "added_key": "VERL-CFG-ADDED-KEY",
+                "added_field": "VERL-CFG-ADDED-FIELD", "hydra": "HYDRA-OVERRIDE"}[issue.kind]
+        fix = None
+        if issue.suggestion:
+            fix = f"did you mean `{issue.suggestion}`?"
+        elif issue.kind == "unknown_key":
+            fix = f"prefix it with `+` only if verl reads `{item.key}`; otherwise remove it"
+        notes.append(ConfigNote(rule=rule, message=f"{item.text}: {issue.message}", origin=item.word, fix=fix))
+    return notes
+
+
+def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None) -> Job:
+    """The Job verl would build from this launch's command line."""
+    notes: list[ConfigNote] = []
+    name, name_origin = _config_name(hydra)
+    for error in hydra.errors:
+        notes.append(ConfigNote(rule="HYDRA-OVERRIDE", origin=error.word,
+                                message=f"{error.text}: Hydra cannot parse this override ({error.message})",
+                                fix="quote the value for Hydra, e.g. key='\"value\"'"))
+    if hydra.config_path is not None and (hydra.config_path.text or "").rstrip("/") not in ("config", ""):
+        notes.append(ConfigNote(
+            rule="VERL-CONFIG-CUSTOM", origin=hydra.config_path.origin,
+            message=(f"--config-path {hydra.config_path.render()} is not verl's own config directory; shardcheck "
+                     f"reads verl's {name if name in KNOWN_CONFIGS else 'ppo_trainer'} defaults instead, so keys "
+                     "that config changes are not seen"),
+        ))
+    if name not in KNOWN_CONFIGS:
+        notes.append(ConfigNote(
+            rule="VERL-CONFIG-CUSTOM", origin=name_origin or launch.origin,
+            message=f"config {name!r} is not one of verl's trainer configs ({', '.join(KNOWN_CONFIGS)}); "
+                    "ppo_trainer's defaults are assumed for keys the command line does not set",
+        ))
+        name = "ppo_trainer"
+    defaults = load_defaults(name)
+    config = apply_overrides(defaults, hydra.overrides)
+    notes.extend(_issue_notes(config))
+
+    cluster = Cluster(
+        nnodes=_int(config.get("trainer.nnodes"), "trainer.nnodes", notes),
+        devices_per_node=_int(config.get("trainer.n_gpus_per_node"), "trainer.n_gpus_per_node", notes),
+        device=config.get("trainer.device"),
+    )
+    strategy = config.get("actor_rollout_ref.actor.strategy")
+    kl_loss = config.get("actor_rollout_ref.actor.use_kl_loss")
+    kl_reward = config.get("algorithm.use_kl_in_reward")
+    ref_used_value = None
+    if kl_loss.known and kl_reward.known:
+        ref_used_value = bool(kl_loss.value) or bool(kl_reward.value)
+    ref_used = Traced.derived(ref_used_value, "ref built = algorithm.use_kl_in_reward or actor.use_kl_loss",
+                              kl_reward, kl_loss)
+    layouts: list[MegatronLayout] = []
+    if strategy.known and strategy.value == "megatron":
+        layouts.append(_layout(config, "actor", notes))
+        ref_strategy = config.get("actor_rollout_ref.ref.strategy")
+        if ref_used.value is not False and (not ref_strategy.known or ref_strategy.value == "megatron"):
+            layouts.append(_layout(config, "ref", notes))
+
+    model_path = config.get("actor_rollout_ref.model.path")
+    from omegaconf import OmegaConf
+
+    raw_path = OmegaConf.select(config.cfg, "actor_rollout_ref.model.path", throw_on_missing=False)
+    base = Path(path).parent
+    model, problem = load_model(str(raw_path) if raw_path is not None else None, model_path.known,
+                                model_config, base=base)
+    return Job(
+        path=path,
+        framework="verl",
+        framework_version=config.version,
+        entry=launch.entry,
+        config_name=name,
+        config_source=defaults.source,
+        cluster=cluster,
+        strategy=strategy,
+        layouts=tuple(layouts),
+        ref_used=ref_used,
+        model_path=model_path,
+        model=model,
+        model_problem=problem,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,916 @@
+"""Read a bash launch script statically: evaluate its variables and find the commands it would run.
+
+tree-sitter-bash (chosen by measurement, ../shared/reference/parsers.md: 278/285 real verl scripts
+error-free, ~0.6 ms a script, local error recovery) gives the statements; every word is re-lexed
+from its raw text by :mod:`shell_words` and expanded here. Nothing from the script is executed:
+command substitution, ``eval``, loops, ``source`` and the like yield values marked *unknown*.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from shardcheck.errors import InputError
+from shardcheck.inputs import shell_arith, shell_words
+from shardcheck.inputs.shell_values import Command, Field, Seg, Var
+from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
+from shardcheck.origin import Origin
+
+_IFS = " \t\n"
+_LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
+_NOT_STATEMENTS = ("comment", "heredoc_body", "file_redirect", "heredoc_redirect", "herestring_redirect")
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """Something about the script itself: a line not understood, a construct not followed."""
+
+    code: str
+    message: str
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class ShellReading:
+    path: str
+    commands: tuple[Command, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    variables: dict[str, Var]
+
+
+def _parser():
+    import tree_sitter
+    import tree_sitter_bash
+
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+
+def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None) -> ShellReading:
+    """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file; give the path of a launch script") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory; give the path of a launch script") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
+    return read_bash_text(raw, display or str(path), env)
+
+
+def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None) -> ShellReading:
+    if b"\0" in raw[:4096]:
+        raise InputError(f"{path}:1: not a text file; give the path of a bash launch script")
+    # Byte offsets and character offsets agree on latin-1 text; literal text is re-decoded as UTF-8.
+    src = raw.decode("latin-1") + "\n\n"  # "\n\n": tree-sitter-bash quirk 1 (parsers.md)
+    tree = _parser().parse(src.encode("latin-1"))
+    interp = _Interpreter(src, path, dict(env or {}))
+    interp.run_block(tree.root_node.children)
+    return ShellReading(path, tuple(interp.commands), tuple(interp.diagnostics), dict(interp.vars))
+
+
+def _utf8(text: str) -> str:
+    try:
+        return text.encode("latin-1").decode("utf-8")
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        return text
+
+
+class _Unset(Exception):
+    pass
+
+
+@dataclass
+class _Frame:
+    """Mutable interpretation state that branches copy."""
+
+    vars: dict[str, Var] = field(default_factory=dict)
+    positional: tuple[Field, ...] = ()
+
+
+class _Interpreter:
+    def __init__(self, src: str, path: str, env: dict[str, str]) -> None:
+        self.src = src
+        self.path = path
+        self.env = env
+        self.vars: dict[str, Var] = {}
+        self.positional: tuple[Field, ...] = ()
+        self.functions: dict[str, object] = {}
+        self.commands: list[Command] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.consumed_until = 0
+        self.condition: str | None = None
+        self._line_starts = [0]
+        for i, ch in enumerate(src):
+            if ch == "\n":
+                self._line_starts.append(i + 1)
+
+    # -- positions -------------------------------------------------------------------------
+    def origin_at(self, offset: int, text: str | None = None) -> Origin:
+        import bisect
+
+        line = bisect.bisect_right(self._line_starts, offset)
+        col = offset - self._line_starts[line - 1] + 1
+        return Origin(kind="script", path=self.path, line=line, column=col, text=text)
+
+    def line_text(self, offset: int) -> str:
+        import bisect
+
+        line = bisect.bisect_right(self._line_starts, offset)
+        start = self._line_starts[line - 1]
+        end = self.src.find("\n", start)
+        return _utf8(self.src[start:end]).strip()
+
+    def diag(self, code: str, message: str, offset: int) -> None:
+        self.diagnostics.append(Diagnostic(code, message, self.origin_at(offset)))
+
+    # -- statements ------------------------------------------------------------------------
+    def run_block(self, nodes) -> None:
+        for node in nodes:
+            if not node.is_named or node.type in _NOT_STATEMENTS:
+                continue
+            if node.start_byte < self.consumed_until:
+                continue  # part of a word tree-sitter split in two (quirk 2)
+            self.run(node)
+
+    def run(self, node) -> None:
+        kind = node.type
+        handler = getattr(self, f"_run_{kind}", None)
+        if handler is not None:
+            handler(node)
+        elif kind == "ERROR":
+            self.diag(
+                "SHELL-PARSE",
+                f"line not understood by the shell parser: {self.line_text(node.start_byte)[:80]!r}; "
+                "values set there are unknown",
+                node.start_byte,
+            )
+            self.run_block(node.children)
+        elif kind in _LOOPS:
+            self._run_loop(node)
+        elif kind in ("compound_statement", "subshell", "do_group", "list", "pipeline", "negated_command"):
+            self.run_block(node.children)
+        elif kind == "redirected_statement":
+            body = node.child_by_field_name("body")
+            if body is not None:
+                self.run(body)
+        elif kind == "test_command":
+            pass
+        elif kind in ("case_statement",):
+            self._run_unknown_branches(node, [c for c in node.children if c.type == "case_item"], "case")
+        else:
+            self.consumed_until = max(self.consumed_until, node.end_byte)
+
+    # assignments ---------------------------------------------------------------------------
+    def _run_variable_assignment(self, node, *, exported: bool = False, local: bool = False) -> None:
+        self._assign_at(node.start_byte, exported=exported)
+
+    def _run_variable_assignments(self, node) -> None:
+        self.run_block(node.children)
+
+    def _assign_at(self, start: int, *, exported: bool = False, allow_empty_name: bool = False) -> str | None:
+        """Interpret ``NAME=word``, ``NAME+=word``, ``NAME=(...)`` starting at ``start``."""
+        src = self.src
+        j = start
+        while j < len(src) and (src[j].isalnum() or src[j] == "_"):
+            j += 1
+        name = src[start:j]
+        index: str | None = None
+        if j < len(src) and src[j] == "[":
+            close = src.find("]", j)
+            index = src[j + 1 : close]
+            j = close + 1
+        append = src.startswith("+=", j)
+        j += 2 if append else 1
+        origin = self.origin_at(start, self.line_text(start)[:60])
+        if j < len(src) and src[j] == "(":
+            items, end = self._array_literal(j + 1)
+            self.consumed_until = max(self.consumed_until, end)
+            old = self.vars.get(name)
+            if append and old is not None:
+                prev = old.items if old.items is not None else ((old.value,) if old.value else ())
+                items = prev + items
+            self.vars[name] = Var(name, origin, items=items, exported=exported or bool(old and old.exported))
+            return name
+        try:
+            parts, end = shell_words.lex_word(src, j)
+        except WordSyntaxError as exc:
+            self._syntax(exc)
+            self.vars[name] = self._unknown_var(name, origin, "a word bash cannot read")
+            return name
+        self.consumed_until = max(self.consumed_until, end)
+        value = self.expand_scalar(parts, origin)
+        old = self.vars.get(name)
+        if index is not None and index not in ("0",):
+            items = list(old.items) if old and old.items is not None else []
+            try:
+                k = int(index)
+            except ValueError:
+                self.vars[name] = self._unknown_var(name, origin, f"index {index!r} not evaluated")
+                return name
+            while len(items) <= k:
+                items.append(Field((), origin))
+            items[k] = value
+            self.vars[name] = Var(name, origin, items=tuple(items), exported=exported)
+            return name
+        if append and old is not None:
+            prev = old.as_scalar() or Field((), origin)
+            value = Field(prev.segs + value.segs, origin)
+        self.vars[name] = Var(name, origin, value=value, exported=exported or bool(old and old.exported))
+        return name
+
+    def _array_literal(self, i: int) -> tuple[tuple[Field, ...], int]:
+        src = self.src
+        items: list[Field] = []
+        n = len(src)
+        while i < n:
+            c = src[i]
+            if c in " \t\n":
+                i += 1
+                continue
+            if c == "\\" and i + 1 < n and src[i + 1] == "\n":
+                i += 2
+                continue
+            if c == "#":
+                i = src.find("\n", i)
+                continue
+            if c == ")":
+                return tuple(items), i + 1
+            try:
+                parts, end = shell_words.lex_word(src, i, in_array=True)
+            except WordSyntaxError as exc:
+                self._syntax(exc)
+                return tuple(items), n
+            if end == i:  # a metacharacter bash would reject inside ( )
+                i += 1
+                continue
+            origin = self.origin_at(i, _utf8(src[i:end])[:80])
+            items.extend(self.expand(parts, origin))
+            i = end
+        return tuple(items), n
+
+    def _unknown_var(self, name: str, origin: Origin, reason: str) -> Var:
+        return Var(name, origin, value=Field((Seg(None, origin, reason),), origin))
+
+    def _run_declaration_command(self, node) -> None:
+        keyword = node.children[0].type if node.children else ""
+        exported = keyword == "export"
+        flags = ""
+        for child in node.children[1:]:
+            if child.start_byte < self.consumed_until:
+                continue
+            if child.type == "variable_assignment":
+                self._assign_at(child.start_byte, exported=exported or "x" in flags)
+            elif child.type == "variable_name":
+                name = self.src[child.start_byte : child.end_byte]
+                var = self.vars.get(name)
+                if var is not None:
+                    self.vars[name] = replace(var, exported=True) if exported else var
+                elif "a" in flags:
+                    self.vars[name] = Var(name, self.origin_at(child.start_byte), items=())
+            elif child.type == "word":
+                text = self.src[child.start_byte : child.end_byte]
+                if text.startswith("-"):
+                    flags += text[1:]
+        self.consumed_until = max(self.consumed_until, node.end_byte)
+
+    def _run_unset_command(self, node) -> None:
+        for child in node.children[1:]:
+            name = self.src[child.start_byte : child.end_byte]
+            self.vars.pop(name, None)
+
+    def _run_function_definition(self, node) -> None:
+        name_node = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        if name_node is not None and body is not None:
+            self.functions[self.src[name_node.start_byte : name_node.end_byte]] = body
+        self.consumed_until = max(self.consumed_until, node.end_byte)
+
+    # control flow --------------------------------------------------------------------------
+    def _run_if_statement(self, node) -> None:
+        """Take the branch a known condition selects; merge the branches when it is not known."""
+        branches: list[tuple[object | None, list]] = []  # (condition node, body nodes)
+        cond = None
+        body: list = []
+        state = "cond"
+        for child in node.children:
+            t = child.type
+            if t in ("if", "elif", "fi"):
+                continue
+            if t == "then":
+                state = "body"
+                continue
+            if t == "elif_clause":
+                branches.append((cond, body))
+                cond, body = self._split_clause(child)
+                continue
+            if t == "else_clause":
+                branches.append((cond, body))
+                cond, body = None, [c for c in child.children if c.type != "else"]
+                state = "else"
+                continue
+            if state == "cond":
+                if child.is_named and child.type not in _NOT_STATEMENTS:
+                    cond = child
+            else:
+                body.append(child)
+        branches.append((cond, body))
+        if state != "else":
+            branches.append((None, []))  # implicit empty else
+        self._run_branches(branches, node)
+
+    def _split_clause(self, clause):
+        cond = None
+        body: list = []
+        seen_then = False
+        for c in clause.children:
+            if c.type in ("elif",):
+                continue
+            if c.type == "then":
+                seen_then = True
+                continue
+            if not seen_then:
+                if c.is_named and c.type not in _NOT_STATEMENTS:
+                    cond = c
+            else:
+                body.append(c)
+        return cond, body
+
+    def _run_branches(self, branches, node) -> None:
+        candidates: list[list] = []
+        for cond, body in branches:
+            verdict = True if cond is None else self.eval_condition(cond)
+            if verdict is True:
+                candidates.append(body)
+                break
+            if verdict is None:
+                candidates.append(body)
+        if len(candidates) == 1:
+            self.run_block(candidates[0])
+        else:
+            where = self.origin_at(node.start_byte)
+            self._merge_runs(candidates, f"the condition at line {where.line} is not known statically")
+        self.consumed_until = max(self.consumed_until, node.end_byte)
+
+    def _run_unknown_branches(self, node, items, what: str) -> None:
+        bodies = [[c for c in item.children if c.is_named] for item in items] + [[]]
+        where = self.origin_at(node.start_byte)
+        self._merge_runs(bodies, f"the {what} at line {where.line} is not evaluated")
+        self.consumed_until = max(self.consumed_until, node.end_byte)
+
+    def _merge_runs(self, bodies: list[list], reason: str) -> None:
+        """Run each body from the same state; a variable the bodies leave different becomes unknown."""
+        start = dict(self.vars)
+        outcomes: list[dict[str, Var]] = []
+        saved_condition = self.condition
+        self.condition = reason
+        for body in bodies:
+            self.vars = dict(start)
+            saved = self.consumed_until
+            self.run_block(body)
+            self.consumed_until = max(saved, self.consumed_until)
+            outcomes.append(self.vars)
+        self.condition = saved_condition
+        merged: dict[str, Var] = {}
+        for name in set().union(*outcomes):
+            versions = [o.get(name) for o in outcomes]
+            first = versions[0]
+            if all(_same_value(first, v) for v in versions[1:]):
+                if first is not None:
+                    merged[name] = first
+                continue
+            some = next(v for v in versions if v is not None)
+            merged[name] = self._unknown_var(name, some.origin, f"${name} {reason}")
+        self.vars = merged
+
+    def _run_loop(self, node) -> None:
+        """Loops are not run: what their bodies assign becomes unknown; commands inside are kept."""
+        where = self.origin_at(node.start_byte)
+        reason = f"assigned in the loop at line {where.line}, which is not run"
+        body = node.child_by_field_name("body")
+        start = dict(self.vars)
+        var_node = node.child_by_field_name("variable")
+        if var_node is not None:
+            name = self.src[var_node.start_byte : var_node.end_byte]
+            self.vars[name] = self._unknown_var(name, where, f"${name} {reason}")
+        saved_condition = self.condition
+        self.condition = f"inside the loop at line {where.line}"
+        if body is not None:
+            self.run_block(body.children)
+        self.condition = saved_condition
+        after = self.vars
+        self.vars = dict(start)
+        for name, var in after.items():
+            if not _same_value(start.get(name), var):
+                self.vars[name] = self._unknown_var(name, var.origin, f"${name} {reason}")
+        self.consumed_until = max(self.consumed_until, node.end_byte)
+
+    def eval_condition(self, node) -> bool | None:
+        """Evaluate a ``[ ... ]`` / ``[[ ... ]]`` test when its operands are known; None otherwise."""
+        if node.type != "test_command":
+            return None
+        text = self.src[node.start_byte : node.end_byte].strip()
+        if text.startswith("[["):
+            inner_start = node.start_byte + 2
+            inner_end = node.end_byte - 2
+        elif text.startswith("["):
+            inner_start = node.start_byte + 1
+            inner_end = node.end_byte - 1
+        else:
+            return None
+        words: list[str | None] = []
+        i = inner_start
+        while i < inner_end:
+            if self.src[i] in " \t\n\\":
+                i += 1
+                continue
+            try:
+                parts, end = shell_words.lex_word(self.src, i, in_array=True)
+            except WordSyntaxError:
+                return None
+            if end == i:
+                return None
+            fields = self.expand(parts, self.origin_at(i), split=False)
+            words.append(fields[0].text if fields else "")
+            i = end
+        return _test(words)
+
+    # simple commands -----------------------------------------------------------------------
+    def _run_command(self, node) -> None:
+        children = [c for c in node.children if c.is_named]
+        name_node = node.child_by_field_name("name")
+        # tree-sitter-bash joins "A=1\nsource x" into one command: split at the newline.
+        prefix = [c for c in children if c.type == "variable_assignment" and (name_node is None or c.start_byte < name_node.start_byte)]
+        env_prefix: list[tuple[str, Field]] = []
+        for c in prefix:
+            gap = self.src[c.end_byte : name_node.start_byte] if name_node is not None else "\n"
+            if "\n" in gap.replace("\\\n", ""):
+                self._assign_at(c.start_byte)
+            else:
+                saved = dict(self.vars)
+                var_name = self._assign_at(c.start_byte)
+                if var_name is not None and var_name in self.vars:
+                    env_prefix.append((var_name, self.vars[var_name].as_scalar() or Field((), self.origin_at(c.start_byte))))
+                self.vars = saved
+        if name_node is None:
+            return
+        fields: list[Field] = []
+        i = name_node.start_byte
+        end_of_command = node.end_byte
+        for c in node.children:
+            if c.start_byte < i or not c.is_named:
+                continue
+            if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                i = max(i, c.end_byte)
+                continue
+            fields.extend(self._word_fields(c.start_byte))
+            i = max(i, self.consumed_until)
+        self.consumed_until = max(self.consumed_until, end_of_command, i)
+        if not fields:
+            return
+        self._dispatch(fields, node, tuple(env_prefix))
+
+    def _word_fields(self, start: int) -> list[Field]:
+        try:
+            parts, end = shell_words.lex_word(self.src, start)
+        except WordSyntaxError as exc:
+            self._syntax(exc)
+            return [Field((Seg(None, self.origin_at(start), "a word bash cannot read"),), self.origin_at(start))]
+        self.consumed_until = max(self.consumed_until, end)
+        origin = self.origin_at(start, _utf8(self.src[start:end])[:80])
+        return self.expand(parts, origin)
+
+    def _dispatch(self, fields: list[Field], node, env_prefix) -> None:
+        name = fields[0].text
+        origin = self.origin_at(node.start_byte, self.line_text(node.start_byte)[:80])
+        if name in ("source", "."):
+            target = fields[1].render() if len(fields) > 1 else ""
+            self.diag(
+                "SHELL-SOURCE",
+                f"`{name} {target}` is not followed; variables it would set are unknown",
+                node.start_byte,
+            )
+            return
+        if name == "eval":
+            self.diag("SHELL-EVAL", "`eval` is never run; what it would set is unknown", node.start_byte)
+            return
+        if name in ("read", "mapfile", "readarray", "getopts", "printf", "let"):
+            self._unknown_targets(name, fields, origin)
+            return
+        if name == "set":
+            args = [f.text for f in fields[1:]]
+            if "--" in args:
+                self.positional = tuple(fields[1 + args.index("--") + 1 :])
+            return
+        if name == "shift":
+            k = int(fields[1].text) if len(fields) > 1 and (fields[1].text or "").isdigit() else 1
+            self.positional = self.positional[k:]
+            return
+        if name in self.functions:
+            self._call_function(name, fields, origin)
+            return
+        self.commands.append(Command(tuple(fields), origin, env_prefix, self.condition))
+
+    def _unknown_targets(self, name: str, fields: list[Field], origin: Origin) -> None:
+        texts = [f.text or "" for f in fields[1:]]
+        targets: list[str] = []
+        if name == "printf":
+            if "-v" in texts:
+                targets.append(texts[texts.index("-v") + 1] if texts.index("-v") + 1 < len(texts) else "")
+        elif name == "let":
+            targets = [t.split("=", 1)[0].rstrip("+-*/") for t in texts if "=" in t]
+        else:
+            targets = [t for t in texts if t and not t.startswith("-") and t.isidentifier()]
+            if name == "getopts":
+                targets = targets[1:2]
+        for target in targets:
+            if target:
+                self.vars[target] = self._unknown_var(target, origin, f"${target} is set by `{name}` at line {origin.line}, which is not run")
+
+    def _call_function(self, name: str, fields: list[Field], origin: Origin) -> None:
+        body = self.functions[name]
+        saved_positional = self.positional
+        saved_consumed = self.consumed_until
+        self.positional = tuple(fields[1:])
+        self.consumed_until = 0
+        start = dict(self.vars)
+        saved_condition = self.condition
+        self.condition = self.condition or f"inside function {name}() called at line {origin.line}"
+        self.run_block(body.children)
+        self.condition = saved_condition
+        after = self.vars
+        self.vars = dict(start)
+        reason = f"assigned by function {name}() called at line {origin.line}, which is not run"
+        for var_name, var in after.items():
+            if not _same_value(start.get(var_name), var):
+                self.vars[var_name] = self._unknown_var(var_name, var.origin, f"${var_name} {reason}")
+        self.positional = saved_positional
+        self.consumed_until = saved_consumed
+
+    def _syntax(self, exc: WordSyntaxError) -> None:
+        self.diag("SHELL-SYNTAX", f"{exc}; bash would reject this line", exc.offset)
+
+    # -- expansion --------------------------------------------------------------------------
+    def expand_scalar(self, parts: tuple, origin: Origin) -> Field:
+        """Expand an assignment's value: no field splitting, no globbing (bash rules)."""
+        segs: list[Seg] = []
+        for piece in self._pieces(parts, origin, assignment=True):
+            if piece is _BREAK:
+                segs.append(Seg(" ", origin))
+            else:
+                segs.extend(piece[0])
+        return Field(tuple(_merge_literals(segs, origin)), origin)
+
+    def expand(self, parts: tuple, origin: Origin, *, split: bool = True) -> list[Field]:
+        """Expand a command word into the fields a command would receive."""
+        fields: list[Field] = []
+        current: list[Seg] = []
+        have = False
+        item_origin: Origin | None = None  # set while the field is exactly one array element
+        for piece in self._pieces(parts, origin, assignment=False):
+            if piece is _BREAK:
+                if current or have:
+                    fields.append(Field(tuple(_merge_literals(current, origin)), item_origin or origin))
+                current, have, item_origin = [], False, None
+                continue
+            if isinstance(piece, _Item):
+                item_origin = piece.origin.with_via(origin) if not current and not have else None
+                piece = (piece.segs, False, True)
+            elif piece[0]:
+                item_origin = None
+            segs, splittable, quoted = piece
+            have = have or quoted
+            if not (split and splittable):
+                current.extend(segs)
+                continue
+            for seg in segs:
+                if seg.text is None:
+                    current.append(seg)
+                    continue
+                words = seg.text.split()
+                if not words:
+                    if seg.text and (current or have):
+                        fields.append(Field(tuple(_merge_literals(current, origin)), origin))
+                        current, have = [], False
+                    continue
+                if seg.text[0] in _IFS and (current or have):
+                    fields.append(Field(tuple(_merge_literals(current, origin)), origin))
+                    current, have = [], False
+                for k, w in enumerate(words):
+                    if k > 0:
+                        fields.append(Field(tuple(_merge_literals(current, origin)), origin))
+                        current, have = [], False
+                    current.append(Seg(w, seg.origin))
+                if seg.text[-1] in _IFS:
+                    fields.append(Field(tuple(_merge_literals(current, origin)), origin))
+                    current, have = [], False
+        if current or have:
+            fields.append(Field(tuple(_merge_literals(current, origin)), item_origin or origin))
+        return fields
+
+    def _pieces(self, parts: tuple, origin: Origin, *, assignment: bool):
+        """Yield (segments, splittable, quoted) per part, or _BREAK between array elements."""
+        for part in parts:
+            if isinstance(part, Lit):
+                yield [Seg(_utf8(part.text), origin)], False, part.quoted
+            elif isinstance(part, Glob):
+                yield [Seg(part.text, origin)], False, False
+            elif isinstance(part, Tilde):
+                home = self._lookup_env("HOME") if not part.user else None
+                if home is not None:
+                    yield list(home.segs), False, False
+                else:
+                    who = f"~{part.user}"
+                    yield [Seg(None, origin, f"{who} (the home directory on the launch machine); pass --env HOME=...")], False, False
+            elif isinstance(part, Opaque):
+                yield [Seg(None, origin, f"{_utf8(part.text)[:40]} at line {origin.line} is not run")], not part.quoted, part.quoted
+            elif isinstance(part, Arith):
+                yield [self._arith(part, origin)], not part.quoted, part.quoted
+            elif isinstance(part, Param):
+                yield from self._param(part, origin, assignment=assignment)
+
+    def _arith(self, part: Arith, origin: Origin) -> Seg:
+        body = self.expand_scalar(part.parts, origin)
+        if not body.known:
+            return Seg(None, origin, body.unknowns[0].unknown)
+        used: list[Origin] = []
+
+        def lookup(name: str) -> str | None:
+            var = self.vars.get(name)
+            if var is None:
+                env_field = self._lookup_env(name)
+                if env_field is None:
+                    return None
+                used.append(env_field.segs[0].origin if env_field.segs else origin)
+                return env_field.text
+            value = var.as_scalar()
+            if value is None or not value.known:
+                return None
+            used.append(var.origin)
+            return value.text
+
+        seg_origins = tuple(s.origin for s in body.segs if s.origin != origin)
+        try:
+            value = shell_arith.evaluate(body.text or "", lookup)
+        except shell_arith.ArithUnknown as exc:
+            name = str(exc)
+            var = self.vars.get(name)
+            reason = (var.as_scalar().unknowns[0].unknown if var and var.as_scalar() and var.as_scalar().unknowns
+                      else f"${name} is not set in the script; pass --env {name}=...")
+            return Seg(None, origin, reason)
+        except shell_arith.ArithError as exc:
+            self.diag("SHELL-ARITH", f"$(({body.text})): {exc}", part.offset)
+            return Seg(None, origin, f"$(({body.text})) is not valid arithmetic")
+        return Seg(str(value), origin.with_via(*seg_origins, *used))
+
+    def _lookup_env(self, name: str) -> Field | None:
+        if name in self.env:
+            o = Origin(kind="env", text=f"--env {name}={self.env[name]}")
+            return Field((Seg(self.env[name], o),), o)
+        return None
+
+    def _get(self, name: str, index: str | None, origin: Origin):
+        """Return ('scalar', Field) / ('array', [Field]) / raise _Unset."""
+        if name in ("@", "*"):
+            return "array", list(self.positional)
+        if name.isdigit():
+            k = int(name)
+            if k == 0:
+                return "scalar", Field((Seg(self.path, origin),), origin)
+            if k <= len(self.positional):
+                return "scalar", self.positional[k - 1]
+            raise _Unset
+        if name == "#":
+            return "scalar", Field((Seg(str(len(self.positional)), origin),), origin)
+        if name in "?$!-" or name in ("RANDOM", "SECONDS", "LINENO", "PPID", "BASHPID"):
+            return "scalar", Field((Seg(None, origin, f"${name} is only known at run time"),), origin)
+        if name == "BASH_SOURCE":
+            return "scalar", Field((Seg(self.path, origin),), origin)
+        var = self.vars.get(name)
+        if var is None:
+            env_field = self._lookup_env(name)
+            if env_field is None:
+                raise _Unset
+            return "scalar", env_field
+        if var.items is not None:
+            if index in ("@", "*"):
+                return "array", list(var.items)
+            k = 0
+            if index is not None:
+                try:
+                    k = int(index)
+                except ValueError:
+                    return "scalar", Field((Seg(None, origin, f"${{{name}[{index}]}} not evaluated"),), origin)
+            if k < len(var.items):
+                return "scalar", var.items[k]
+            raise _Unset
+        if index in ("@", "*"):
+            return "array", [var.value] if var.value is not None else []
+        if index not in (None, "0"):
+            raise _Unset
+        return "scalar", var.value
+
+    def _param(self, part: Param, origin: Origin, *, assignment: bool):
+        name, op = part.name, part.op
+        splittable = not part.quoted and not assignment
+        try:
+            kind, value = self._get(name, part.index, origin)
+            is_set = True
+        except _Unset:
+            kind, value, is_set = "scalar", None, False
+        if op == "indirect":
+            yield [Seg(None, origin, f"${{!{name}}} (indirect expansion) is not evaluated")], splittable, part.quoted
+            return
+        if op == "len":
+            if not is_set:
+                yield [Seg(None, origin, self._unset_reason(name))], False, part.quoted
+            elif kind == "array" and part.index in ("@", "*"):
+                yield [Seg(str(len(value)), origin)], False, part.quoted
+            elif value is not None and value.known:
+                yield [Seg(str(len(value.text)), origin)], False, part.quoted
+            else:
+                yield [Seg(None, origin, f"length of ${name}: its value is unknown")], False, part.quoted
+            return
+        empty = is_set and kind == "scalar" and value is not None and value.known and value.text == ""
+        null = empty or (is_set and kind == "array" and not value)
+        if op in (":-", "-", ":=", "=", ":?", "?"):
+            use_default = (not is_set) or (op.startswith(":") and null)
+            if is_set and value is not None and kind == "scalar" and not value.known and op.startswith(":"):
+                use_default = False  # unknown value: cannot tell whether it is empty; keep unknown
+            if use_default:
+                if op in ("?", ":?"):
+                    yield [Seg(None, origin, f"${{{name}{op}}}: {name} is not set, bash would stop here")], False, part.quoted
+                    return
+                default = self.expand_scalar(part.arg or (), origin)
+                if not is_set and not (not default.known):
+                    note = Origin(kind="script", path=origin.path, line=origin.line, column=origin.column,
+                                  text=f"default of ${{{name}{op}…}}; environment {name} not given")
+                    default = Field(tuple(Seg(s.text, note if s.origin == origin else s.origin, s.unknown) for s in default.segs), origin)
+                if op in (":=", "="):
+                    self.vars[name] = Var(name, origin, value=default)
+                if part.quoted or assignment:
+                    yield list(default.segs), False, part.quoted
+                else:
+                    for piece in self._pieces(part.arg or (), origin, assignment=False):
+                        yield piece
+                return
+        elif op in (":+", "+"):
+            use_alt = is_set and not (op == ":+" and null)
+            if is_set and kind == "scalar" and value is not None and not value.known:
+                yield [Seg(None, origin, f"${{{name}{op}…}}: whether {name} is empty is unknown")], False, part.quoted
+                return
+            if use_alt:
+                yield from self._pieces(part.arg or (), origin, assignment=assignment)
+            else:
+                yield [], False, part.quoted
+            return
+        if not is_set:
+            if name in ("@", "*"):
+                return
+            yield [Seg(None, origin, self._unset_reason(name))], splittable, part.quoted
+            return
+        if kind == "array":
+            if part.quoted and name != "*" and part.index != "*":
+                for k, item in enumerate(value):
+                    if k > 0:
+                        yield _BREAK
+                    yield _Item(self._apply_op(op, part, item, origin), item.origin)
+            else:
+                for k, item in enumerate(value):
+                    if k > 0:
+                        yield [Seg(" ", origin)], True, False
+                    yield self._apply_op(op, part, item, origin), splittable, part.quoted
+            return
+        yield self._apply_op(op, part, value, origin), splittable, part.quoted
+
+    def _apply_op(self, op: str | None, part: Param, value: Field, origin: Origin) -> list[Seg]:
+        """Apply a pattern operator (``#``, ``%``, ``/``, case) to a known value."""
+        if op is None or op in (":-", "-", ":=", "=", ":?", "?"):
+            return list(value.segs)
+        if not value.known:
+            return [Seg(None, origin, value.unknowns[0].unknown)]
+        text = value.text or ""
+        pattern_field = self.expand_scalar(part.arg or (), origin)
+        if not pattern_field.known:
+            return [Seg(None, origin, pattern_field.unknowns[0].unknown)]
+        pattern = pattern_field.text or ""
+        new_origin = value.segs[0].origin if len(value.segs) == 1 else origin
+        if op in ("#", "##"):
+            cuts = range(len(text) + 1) if op == "#" else range(len(text), -1, -1)
+            for k in cuts:
+                if fnmatch.fnmatchcase(text[:k], pattern):
+                    return [Seg(text[k:], new_origin)]
+            return [Seg(text, new_origin)]
+        if op in ("%", "%%"):
+            cuts = range(len(text), -1, -1) if op == "%" else range(len(text) + 1)
+            for k in cuts:
+                if fnmatch.fnmatchcase(text[k:], pattern):
+                    return [Seg(text[:k], new_origin)]
+            return [Seg(text, new_origin)]
+        if op in ("/", "//") and "/" not in pattern and not any(ch in pattern for ch in "*?["):
+            old, _, new = (pattern.partition("/") if "/" in pattern else (pattern, "", ""))
+            return [Seg(text.replace(old, new, -1 if op == "//" else 1), new_origin)]
+        if op in ("/", "//"):
+            raw_arg = "".join(p.text for p in part.arg or () if isinstance(p, Lit))
+            old, _, new = raw_arg.partition("/")
+            if not any(ch in old for ch in "*?["):
+                return [Seg(text.replace(old, new, -1 if op == "//" else 1), new_origin)]
+        if op == "^^":
+            return [Seg(text.upper(), new_origin)]
+        if op == ",,":
+            return [Seg(text.lower(), new_origin)]
+        if op == "^":
+            return [Seg(text[:1].upper() + text[1:], new_origin)]
+        if op == ",":
+            return [Seg(text[:1].lower() + text[1:], new_origin)]
+        if op == ":":
+            spec = pattern.split(":")
+            try:
+                off = int(spec[0]) if spec[0].strip() else 0
+                length = int(spec[1]) if len(spec) > 1 else None
+            except ValueError:
+                return [Seg(None, origin, f"${{{part.name}:{pattern}}} not evaluated")]
+            sliced = text[off:] if length is None else text[off : (off + length if length >= 0 else len(text) + length)]
+            return [Seg(sliced, new_origin)]
+        return [Seg(None, origin, f"${{{part.name}{op}…}} not evaluated")]
+
+    def _unset_reason(self, name: str) -> str:
+        if name.isdigit():
+            return f"${name} is a script argument, not given"
+        return f"${name} is not set in the script; pass --env {name}=..."
+
+
+_BREAK = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """One element of a quoted ``"${A[@]}"`` expansion: it becomes a field of its own."""
+
+    segs: list
+    origin: Origin
+
+
+def _merge_literals(segs: list[Seg], origin: Origin) -> list[Seg]:
+    """Join neighbouring known segments of the same origin (keeps fields small)."""
+    out: list[Seg] = []
+    for seg in segs:
+        if out and seg.text is not None and out[-1].text is not None and out[-1].origin == seg.origin:
+            out[-1] = Seg(out[-1].text + seg.text, seg.origin)
+        elif seg.text == "" and seg.origin == origin:
+            continue
+        else:
+            out.append(seg)
+    return out
+
+
+def _same_value(a: Var | None, b: Var | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    if a.is_array != b.is_array:
+        return False
+    if a.is_array:
+        return len(a.items) == len(b.items) and all(x.text is not None and x.text == y.text for x, y in zip(a.items, b.items))
+    av, bv = a.as_scalar(), b.as_scalar()
+    return av is not None and bv is not None and av.known and bv.known and av.text == bv.text
+
+
+def _test(words: list[str | None]) -> bool | None:
+    """Evaluate the words of a test expression (``test``/``[``/``[[``) when all are known."""
+    if any(w is None for w in words):
+        return None
+    if words and words[0] == "!":
+        inner = _test(words[1:])
+        return None if inner is None else not inner
+    for joiner in ("||", "-o", "&&", "-a"):
+        if joiner in words and len(words) > 3:
+            k = words.index(joiner)
+            left, right = _test(words[:k]), _test(words[k + 1 :])
+            if left is None or right is None:
+                return None
+            return (left or right) if joiner in ("||", "-o") else (left and right)
+    if len(words) == 1:
+        return words[0] != ""
+    if len(words) == 2:
+        op, arg = words
+        if op == "-n":
+            return arg != ""
+        if op == "-z":
+            return arg == ""
+        return None  # file tests etc. depend on the launch machine
+    if len(words) == 3:
+        a, op, b = words
+        if op in ("=", "=="):
+            return fnmatch.fnmatchcase(a, b)
+        if op == "!=":
+            return not fnmatch.fnmatchcase(a, b)
+        ints = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__, "-ge": int.__ge__}
+        if op in ints:
+            try:
+                return ints[op](int(a), int(b))
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,143 @@
+"""Hydra command-line overrides (``k=v``, ``+k=v``, ``++k=v``, ``~k``), parsed with Hydra's own grammar.
+
+hydra-core's ``OverridesParser`` is the grammar verl's ``@hydra.main`` uses, so quoting, lists,
+``null``/``true`` and floats such as ``1e-6`` come out exactly as verl sees them. It is imported
+lazily (≈0.2 s). Words with unknown parts are parsed with a placeholder in place of each unknown
+piece; values containing a placeholder are reported as unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardcheck.inputs.shell_values import Field
+from shardcheck.origin import Origin
+
+_PLACEHOLDER = "__shardcheck_unknown_{}__"
+
+# Hydra's own flags (hydra/_internal/utils.py get_args_parser), with whether they take a value.
+_HYDRA_FLAGS = {
+    "--config-path": True, "-cp": True, "--config-name": True, "-cn": True, "--config-dir": True,
+    "-cd": True, "--cfg": True, "-c": True, "--package": True, "-p": True, "--experimental-rerun": True,
+    "--multirun": False, "-m": False, "--resolve": False, "--run": False, "-r": False, "--info": False,
+    "-i": False, "--help": False, "-h": False, "--hydra-help": False, "--version": False,
+    "--shell-completion": False, "-sc": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideItem:
+    """One override: ``kind`` is ``change`` (k=v), ``add`` (+k), ``force_add`` (++k) or ``delete`` (~k)."""
+
+    key: str
+    kind: str
+    value: object
+    unknown: str | None  # why the value is unknown, when it is
+    origin: Origin  # where the value was written (the variable's line when it came from one)
+    word: Origin  # where the whole override word is
+    text: str  # the word as Hydra saw it (unknown pieces shown as ⟨?⟩)
+    hydra: object = None  # hydra's Override object, for applying it to a config
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideError:
+    message: str
+    word: Origin
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class HydraCommandLine:
+    overrides: tuple[OverrideItem, ...]
+    errors: tuple[OverrideError, ...]
+    config_path: Field | None
+    config_name: Field | None
+    flags: tuple[str, ...]
+
+
+def _placeholder_text(field: Field) -> tuple[str, dict[str, str]]:
+    reasons: dict[str, str] = {}
+    out: list[str] = []
+    for seg in field.segs:
+        if seg.text is None:
+            token = _PLACEHOLDER.format(len(reasons))
+            reasons[token] = seg.unknown or "unknown"
+            out.append(token)
+        else:
+            out.append(seg.text)
+    return "".join(out), reasons
+
+
+def _contains(value: object, tokens: dict[str, str]) -> str | None:
+    if isinstance(value, str):
+        for token, reason in tokens.items():
+            if token in value:
+                return reason
+    elif isinstance(value, dict):
+        for v in value.values():
+            r = _contains(v, tokens)
+            if r:
+                return r
+    elif isinstance(value, list):
+        for v in value:
+            r = _contains(v, tokens)
+            if r:
+                return r
+    return None
+
+
+def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
+    """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    overrides: list[OverrideItem] = []
+    errors: list[OverrideError] = []
+    config_path: Field | None = None
+    config_name: Field | None = None
+    flags: list[str] = []
+    i = 0
+    while i < len(args):
+        field = args[i]
+        text, tokens = _placeholder_text(field)
+        flag, eq, _ = text.partition("=")
+        if flag in _HYDRA_FLAGS and text.startswith("-"):
+            takes_value = _HYDRA_FLAGS[flag]
+            value_field = None
+            if takes_value and eq:
+                from shardcheck.inputs.launch import _suffix_field
+
+                value_field = _suffix_field(field, len(flag) + 1)
+            elif takes_value and i + 1 < len(args):
+                i += 1
+                value_field = args[i]
+            if flag in ("--config-path", "-cp"):
+                config_path = value_field
+            elif flag in ("--config-name", "-cn"):
+                config_name = value_field
+            flags.append(flag)
+            i += 1
+            continue
+        shown = field.render()
+        try:
+            (parsed,) = parser.parse_overrides([text])
+        except HydraException as exc:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            errors.append(OverrideError(message, field.origin, shown))
+            i += 1
+            continue
+        kind = {"CHANGE": "change", "ADD": "add", "FORCE_ADD": "force_add", "DEL": "delete"}[parsed.type.name]
+        key = parsed.key_or_group
+        if kind == "delete":
+            value, unknown = None, None
+        else:
+            value = parsed.value()
+            unknown = _contains(value, tokens) or _contains(key, tokens)
+        plain = field.render("?")  # unknown pieces count one character, as value_origin counts them
+        start = plain.find("=") + 1 if "=" in plain else len(plain)
+        overrides.append(
+            OverrideItem(key, kind, value, unknown, field.value_origin(start), field.origin, shown, parsed)
+        )
+        i += 1
+    return HydraCommandLine(tuple(overrides), tuple(errors), config_path, config_name, tuple(flags))

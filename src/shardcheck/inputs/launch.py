@@ -1,0 +1,182 @@
+"""Find the training launch among a script's commands: ``python3 -m verl.trainer.main_ppo ...``.
+
+Launchers recognised in front of the Python entry point: ``torchrun`` / ``python -m
+torch.distributed.run``, ``ray job submit ... --``, ``uv run``, ``nohup``, ``env``, ``timeout``,
+``time``, ``exec``, ``srun``, ``numactl``, ``stdbuf``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from shardcheck.inputs.shell_values import Command, Field
+from shardcheck.origin import Origin
+
+_PYTHON = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
+# Python interpreter options that take an argument (python --help).
+_PYTHON_OPTS_WITH_ARG = frozenset({"-X", "-W", "-c", "--check-hash-based-pycs"})
+# Options of simple wrappers that take an argument.
+_WRAPPER_OPTS_WITH_ARG = {
+    "timeout": {"-s", "--signal", "-k", "--kill-after"},
+    "srun": {"-N", "-n", "-p", "-A", "-t", "-J", "-c", "-w", "--nodes", "--ntasks", "--partition",
+             "--account", "--time", "--job-name", "--cpus-per-task", "--nodelist", "--gres", "--container-image",
+             "--container-mounts", "--mpi", "-o", "-e"},
+    "numactl": set(),
+    "stdbuf": set(),
+    "env": {"-u", "--unset", "-C", "--chdir"},
+    "uv": {"--python", "--with", "--project", "--directory", "--extra", "--group", "--env-file", "-p"},
+}
+_TORCHRUN_OPTS_WITH_ARG = frozenset({
+    "--nnodes", "--nproc-per-node", "--nproc_per_node", "--node-rank", "--node_rank", "--master-addr",
+    "--master_addr", "--master-port", "--master_port", "--rdzv-backend", "--rdzv_backend", "--rdzv-endpoint",
+    "--rdzv_endpoint", "--rdzv-id", "--rdzv_id", "--rdzv-conf", "--rdzv_conf", "--max-restarts",
+    "--max_restarts", "--monitor-interval", "--monitor_interval", "--start-method", "--start_method",
+    "--role", "--log-dir", "--log_dir", "-r", "--redirects", "-t", "--tee", "--local-addr", "--local_addr",
+    "--logs-specs", "--logs_specs", "--local-ranks-filter", "--local_ranks_filter",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A Python entry point the script starts, with the words after it."""
+
+    module: str | None  # ``verl.trainer.main_ppo`` for ``-m``; None for a script path
+    script: str | None  # ``train.py`` when a file is run
+    args: tuple[Field, ...]
+    origin: Origin
+    command: Command
+    launcher: tuple[str, ...] = ()  # the wrappers in front, e.g. ("ray job submit", "torchrun")
+    launcher_args: dict[str, Field] | None = None  # torchrun's --nnodes / --nproc-per-node
+
+    @property
+    def entry(self) -> str:
+        return self.module or self.script or "?"
+
+
+def find_launches(commands: tuple[Command, ...]) -> list[Launch]:
+    """Every Python entry point started by ``commands`` (after wrappers are peeled off)."""
+    found: list[Launch] = []
+    for command in commands:
+        launch = _launch_of(command)
+        if launch is not None:
+            found.append(launch)
+    return found
+
+
+def _launch_of(command: Command) -> Launch | None:
+    words = list(command.fields)
+    launcher: list[str] = []
+    launcher_args: dict[str, Field] = {}
+    i = 0
+    while i < len(words):
+        name = words[i].text
+        if name is None:
+            return None
+        base = name.rsplit("/", 1)[-1]
+        if base in ("nohup", "time", "exec", "command", "builtin"):
+            i += 1
+            continue
+        if base in _WRAPPER_OPTS_WITH_ARG:
+            launcher.append(base)
+            i += 1
+            if base == "uv" and i < len(words) and words[i].text == "run":
+                i += 1
+            if base == "timeout":
+                i = _skip_options(words, i, _WRAPPER_OPTS_WITH_ARG[base])
+                i += 1  # the duration
+                continue
+            i = _skip_options(words, i, _WRAPPER_OPTS_WITH_ARG[base], env_assignments=base == "env")
+            continue
+        if base == "ray" and i + 2 < len(words) and words[i + 1].text == "job" and words[i + 2].text == "submit":
+            rest = [w.text for w in words[i + 3 :]]
+            if "--" not in rest:
+                return None
+            launcher.append("ray job submit")
+            i = i + 3 + rest.index("--") + 1
+            continue
+        if base == "torchrun":
+            launcher.append("torchrun")
+            i = _torchrun_options(words, i + 1, launcher_args)
+            return _entry(words, i, command, launcher, launcher_args, torchrun=True)
+        if _PYTHON.match(base):
+            return _entry(words, i + 1, command, launcher, launcher_args)
+        return None
+    return None
+
+
+def _skip_options(words: list[Field], i: int, with_arg: set[str], *, env_assignments: bool = False) -> int:
+    while i < len(words):
+        text = words[i].text or ""
+        if text == "--":
+            return i + 1
+        if env_assignments and "=" in text and not text.startswith("-"):
+            i += 1
+            continue
+        if not text.startswith("-"):
+            return i
+        i += 2 if text in with_arg else 1
+    return i
+
+
+def _torchrun_options(words: list[Field], i: int, launcher_args: dict[str, Field]) -> int:
+    while i < len(words):
+        text = words[i].text or ""
+        if not text.startswith("-") or text in ("-m", "--module"):
+            return i
+        key, eq, _ = text.partition("=")
+        norm = key.replace("_", "-")
+        if eq:
+            launcher_args[norm] = _suffix_field(words[i], len(key) + 1)
+            i += 1
+        elif key in _TORCHRUN_OPTS_WITH_ARG and i + 1 < len(words):
+            launcher_args[norm] = words[i + 1]
+            i += 2
+        else:
+            i += 1
+    return i
+
+
+def _suffix_field(field: Field, start: int) -> Field:
+    """The part of ``field`` from character ``start`` on, keeping each segment's origin."""
+    from shardcheck.inputs.shell_values import Seg
+
+    segs: list[Seg] = []
+    pos = 0
+    for seg in field.segs:
+        length = len(seg.text) if seg.text is not None else 1
+        if pos + length <= start:
+            pos += length
+            continue
+        if seg.text is not None and pos < start:
+            segs.append(Seg(seg.text[start - pos :], seg.origin))
+        else:
+            segs.append(seg)
+        pos += length
+    return Field(tuple(segs), field.origin)
+
+
+def _entry(words, i, command, launcher, launcher_args, *, torchrun: bool = False) -> Launch | None:
+    while i < len(words):
+        text = words[i].text
+        if text is None:
+            return None
+        if text in ("-m", "--module") or (torchrun and text == "-m"):
+            if i + 1 >= len(words) or words[i + 1].text is None:
+                return None
+            module = words[i + 1].text
+            if module in ("torch.distributed.run", "torch.distributed.launch"):
+                launcher.append(module)
+                i = _torchrun_options(words, i + 2, launcher_args)
+                return _entry(words, i, command, launcher, launcher_args, torchrun=True)
+            return Launch(module, None, tuple(words[i + 2 :]), words[i].origin, command, tuple(launcher),
+                          launcher_args or None)
+        if text.startswith("-m") and len(text) > 2 and not torchrun:
+            return Launch(text[2:], None, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher),
+                          launcher_args or None)
+        if text.startswith("-"):
+            i += 2 if text in _PYTHON_OPTS_WITH_ARG else 1
+            continue
+        return Launch(None, text, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher),
+                      launcher_args or None)
+    return None

@@ -1,0 +1,148 @@
+"""The typed job every rule reads: cluster, training layouts, model, each value traced to its origin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shardcheck.origin import Origin, Traced
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cluster:
+    """The devices the trainer gets: ``nnodes`` × ``devices_per_node``."""
+
+    nnodes: Traced[int]
+    devices_per_node: Traced[int]
+    device: Traced[str]
+
+    @property
+    def world(self) -> Traced[int]:
+        """World size = nnodes · devices_per_node (verl: trainer.nnodes * trainer.n_gpus_per_node)."""
+        n, g = self.nnodes, self.devices_per_node
+        value = n.value * g.value if n.known and g.known else None
+        return Traced.derived(value, "world = nnodes · devices_per_node", n, g)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MegatronLayout:
+    """One Megatron-Core engine's parallel layout (verl: ``<role>.megatron.*``).
+
+    ``etp_setting`` is the configured expert_tensor_parallel_size: None means "follow TP", the
+    default Megatron-Core applies (parallel_state.initialize_model_parallel:
+    ``if expert_tensor_parallel_size is None: expert_tensor_parallel_size = tensor_model_parallel_size``).
+    ``vpp`` None means no interleaved schedule. ``first_stage_layers`` / ``last_stage_layers`` None
+    mean an even split.
+    """
+
+    role: str
+    key_prefix: str
+    tp: Traced[int]
+    pp: Traced[int]
+    cp: Traced[int]
+    ep: Traced[int]
+    etp_setting: Traced[int | None]
+    vpp: Traced[int | None]
+    first_stage_layers: Traced[int | None]
+    last_stage_layers: Traced[int | None]
+    account_for_embedding: Traced[bool]
+    account_for_loss: Traced[bool]
+    layout_string: Traced[str | None]
+    sequence_parallel: Traced[bool]
+    transformer_overrides: dict[str, Traced] = field(default_factory=dict)
+
+    @property
+    def etp(self) -> Traced[int]:
+        """The effective expert tensor parallel size (None → TP, Megatron-Core's default)."""
+        if self.etp_setting.known and self.etp_setting.value is None:
+            origin = Origin(kind="default", text="default of megatron-core: ETP = TP (expert_tensor_parallel_size is null)",
+                            via=(self.etp_setting.origin, self.tp.origin))
+            return Traced(self.tp.value, origin, self.tp.unknown)
+        return self.etp_setting  # type: ignore[return-value]
+
+    def sizes(self) -> tuple:
+        """The values that decide the process groups (for comparing two engines)."""
+        return tuple(t.value if t.known else ("?", t.unknown) for t in
+                     (self.tp, self.pp, self.cp, self.ep, self.etp_setting, self.vpp))
+
+    def dp(self, world: Traced[int]) -> Traced[int]:
+        """DP = world / (TP·PP·CP) (Megatron-Core: data_parallel_size excludes CP)."""
+        model = self.tp.value * self.pp.value * self.cp.value if all(t.known for t in (self.tp, self.pp, self.cp)) else None
+        value = world.value // model if world.known and model and world.value % model == 0 else None
+        return Traced.derived(value, "DP = world / (TP·PP·CP)", world, self.tp, self.pp, self.cp)
+
+    def edp(self, world: Traced[int]) -> Traced[int]:
+        """EDP = world / (ETP·EP·PP) (Megatron-Core's expert data parallel size)."""
+        etp = self.etp
+        grid = etp.value * self.ep.value * self.pp.value if all(t.known for t in (etp, self.ep, self.pp)) else None
+        value = world.value // grid if world.known and grid and world.value % grid == 0 else None
+        return Traced.derived(value, "EDP = world / (ETP·EP·PP)", world, etp, self.ep, self.pp)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelFacts:
+    """Architecture facts the rules need, named as in HF config.json (Megatron names in comments)."""
+
+    name: str
+    source: str  # "config.json at PATH" or "built-in preset NAME"
+    origin: Origin
+    num_hidden_layers: int | None  # Megatron num_layers
+    num_attention_heads: int | None
+    num_key_value_heads: int | None  # Megatron num_query_groups
+    hidden_size: int | None = None
+    num_experts: int | None = None  # Megatron num_moe_experts; None for dense models
+    num_experts_per_tok: int | None = None
+    vocab_size: int | None = None
+    max_position_embeddings: int | None = None
+    model_type: str | None = None
+    mla: bool = False
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.num_experts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigNote:
+    """A finding the resolution produced about an input (a key, a line): carried to its rule."""
+
+    rule: str
+    message: str
+    origin: Origin
+    fix: str | None = None
+    severity: str | None = None  # overrides the rule's default severity when set
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """Everything shardcheck knows about one launch, resolved the way the framework resolves it."""
+
+    path: str
+    framework: str
+    framework_version: str
+    entry: str
+    config_name: str
+    config_source: str
+    cluster: Cluster
+    strategy: Traced[str]
+    layouts: tuple[MegatronLayout, ...]  # the engines built: actor, then ref when verl builds one
+    ref_used: Traced[bool]
+    model_path: Traced[str]
+    model: ModelFacts | None
+    model_problem: str | None
+    notes: tuple[ConfigNote, ...] = ()
+
+    def layout(self, role: str) -> MegatronLayout | None:
+        return next((lay for lay in self.layouts if lay.role == role), None)
+
+    @property
+    def group_owner(self) -> MegatronLayout | None:
+        """The engine whose sizes build the process groups: verl builds the ref first, when it builds one.
+
+        verl/workers/engine_workers.py ActorRolloutRefWorker.init_model builds the reference model
+        before the actor; verl/workers/engine/megatron/transformer_impl.py _init_device_mesh returns
+        early when ``mpu.is_initialized()``, so the first engine's sizes are the ones used.
+        """
+        ref = self.layout("ref")
+        if ref is not None:
+            return ref
+        return self.layout("actor")

@@ -1,0 +1,95 @@
+"""Model architecture facts: from a local HF ``config.json``, ``--model-config FILE``, or a built-in preset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from shardcheck.errors import InputError
+from shardcheck.job import ModelFacts
+from shardcheck.origin import Origin
+
+_PRESETS = Path(__file__).with_name("data") / "presets.json"
+# Keys under which HF configs spell the routed expert count (presets.md, "num_experts").
+_EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
+
+
+def presets() -> dict[str, dict]:
+    return json.loads(_PRESETS.read_text())["models"]
+
+
+def facts_from_config(config: dict, name: str, source: str, origin: Origin) -> ModelFacts:
+    """Read the fields the rules need from an HF config dict (text_config for multimodal models)."""
+    cfg = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    experts = next((cfg[k] for k in _EXPERT_KEYS if isinstance(cfg.get(k), int) and cfg.get(k)), None)
+    heads = cfg.get("num_attention_heads")
+    kv = cfg.get("num_key_value_heads", heads)
+    return ModelFacts(
+        name=name,
+        source=source,
+        origin=origin,
+        num_hidden_layers=cfg.get("num_hidden_layers"),
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        hidden_size=cfg.get("hidden_size"),
+        num_experts=experts,
+        num_experts_per_tok=cfg.get("num_experts_per_tok"),
+        vocab_size=cfg.get("vocab_size"),
+        max_position_embeddings=cfg.get("max_position_embeddings"),
+        model_type=cfg.get("model_type"),
+        mla=bool(cfg.get("kv_lora_rank")) or bool((cfg.get("mla") or {}).get("kv_lora_rank")),
+    )
+
+
+def read_config_json(path: Path) -> ModelFacts:
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); give an HF config.json") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror}); give an HF config.json") from None
+    if not isinstance(config, dict) or "num_attention_heads" not in (config.get("text_config") or config):
+        raise InputError(f"{path}:1: not an HF model config (no num_attention_heads); give the model's config.json")
+    name = config.get("_name_or_path") or path.parent.name
+    origin = Origin(kind="model", path=str(path), line=1, text=f"config.json of {name}")
+    return facts_from_config(config, str(name), f"config.json at {path}", origin)
+
+
+def match_preset(component: str) -> str | None:
+    """The preset named by a path's last component: exact (case-insensitive), else the longest prefix."""
+    table = {k.lower(): k for k in presets()}
+    key = component.lower()
+    if key in table:
+        return table[key]
+    prefixes = [k for k in table if key.startswith(k + "-") or key.startswith(k + "_")]
+    return table[max(prefixes, key=len)] if prefixes else None
+
+
+def load_model(path_text: str | None, path_known: bool, model_config: str | None = None, *,
+               base: Path | None = None) -> tuple[ModelFacts | None, str | None]:
+    """Model facts for the job, and a one-line problem when none could be found.
+
+    ``path_text`` is the model path with unknown pieces left as placeholders; a path whose last
+    component is known can still name a preset (``${WORK_DIR}/Qwen3-8B``).
+    """
+    if model_config is not None:
+        return read_config_json(Path(model_config)), None
+    text = path_text
+    if not text or "__shardcheck_unknown_" in text.rstrip("/").rsplit("/", 1)[-1]:
+        return None, "the model path is unknown; pass --model-config config.json"
+    local = Path(text).expanduser() if not text.startswith(("hdfs://", "s3://", "gs://")) else None
+    if local is not None and not local.is_absolute() and base is not None:
+        local = base / local
+    if local is not None and path_known:
+        candidate = local / "config.json" if local.is_dir() else local
+        if candidate.is_file() and candidate.name.endswith(".json"):
+            return read_config_json(candidate), None
+    component = text.rstrip("/").rsplit("/", 1)[-1]
+    preset = match_preset(component)
+    if preset is None:
+        return None, (f"no config.json at {text} and no built-in preset named like {component!r}; "
+                      "pass --model-config config.json")
+    entry = presets()[preset]
+    how = "named" if preset.lower() == component.lower() else f"matched by the prefix of {component!r}"
+    origin = Origin(kind="model", text=f"built-in preset {preset} ({how}; source {entry.get('source', '?')})")
+    return facts_from_config(entry, preset, f"built-in preset {preset}", origin), None

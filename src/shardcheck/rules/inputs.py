@@ -1,0 +1,297 @@
+"""Rules about the inputs themselves: script lines, Hydra overrides, verl keys, values, the model.
+
+Their evidence is gathered while reading and resolving (``Job.notes``); each rule here owns its id,
+severity and documentation and reports the notes that carry its id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shardcheck.job import Job
+from shardcheck.rules.registry import Finding, finding, rule
+
+
+def _notes(job: Job, rule_id: str) -> Iterator[Finding]:
+    for note in job.notes:
+        if note.rule == rule_id:
+            yield finding(rule_id, note.message, note.origin, fix=note.fix, severity=note.severity)
+
+
+def _note_rule(rule_id: str, severity: str, title: str, doc: str) -> None:
+    def check(job: Job) -> Iterator[Finding]:
+        return _notes(job, rule_id)
+
+    check.__doc__ = doc
+    check.__name__ = rule_id.lower().replace("-", "_")
+    rule(rule_id, severity, title)(check)
+
+
+_note_rule("SHELL-PARSE", "warning", "A script line the shell parser does not understand", """
+    tree-sitter-bash could not parse a line. shardcheck reads the rest of the script; values set
+    on that line are unknown rather than guessed.
+
+    Why:
+    A value that silently came from a misread line would make every later verdict wrong.
+
+    Bad:
+    `X=${Y:-$(((a + b) * 2))` (an unbalanced expansion).
+
+    Good:
+    `X=$(( (a + b) * 2 ))`.
+
+    Fix:
+    Check the line with `bash -n script.sh`; simplify it if bash accepts it.
+
+    Source:
+    shardcheck's reader (tree-sitter-bash 0.25).
+""")
+_note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
+    An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching.
+
+    Why:
+    The script never reaches the launch command.
+
+    Bad:
+    `MODEL="/models/qwen`
+
+    Good:
+    `MODEL="/models/qwen"`
+
+    Fix:
+    Close the quote or expansion; `bash -n script.sh` shows the same error.
+
+    Source:
+    bash(1), QUOTING and EXPANSION.
+""")
+_note_rule("SHELL-SOURCE", "info", "`source FILE` is not followed", """
+    shardcheck does not follow `source` / `.`: variables the sourced file would set are unknown
+    where they are used (never guessed).
+
+    Why:
+    A value from a file that was not read cannot be known.
+
+    Bad:
+    `source "$CONFIG_DIR/model.sh"` and then `--num-layers $NUM_LAYERS`.
+
+    Good:
+    Set the values the launch needs in the script, or give them with `--env NAME=VALUE`.
+
+    Fix:
+    Pass the values with `--env`.
+
+    Source:
+    bash(1), `source`.
+""")
+_note_rule("SHELL-EVAL", "info", "`eval` is never run", """
+    `eval` would run text as code; shardcheck never executes anything from its input.
+
+    Why:
+    Whatever the eval'd text sets is unknown.
+
+    Bad:
+    `eval "export $SETTINGS"`
+
+    Good:
+    Plain assignments.
+
+    Fix:
+    Replace `eval` with assignments, or give values with `--env`.
+
+    Source:
+    bash(1), `eval`.
+""")
+_note_rule("SHELL-ARITH", "error", "Invalid bash arithmetic", """
+    A `$((...))` expression bash cannot evaluate (syntax error, division by zero).
+
+    Why:
+    bash stops with an error at that line.
+
+    Bad:
+    `$((NNODES * ))`
+
+    Good:
+    `$((NNODES * 8))`
+
+    Fix:
+    Correct the expression.
+
+    Source:
+    bash(1), ARITHMETIC EVALUATION.
+""")
+_note_rule("HYDRA-OVERRIDE", "error", "An override Hydra rejects", """
+    Hydra parses every `key=value` word with its override grammar and applies it to the composed
+    config; a word it cannot parse, `+key` on an existing key, or `~key` on a missing one stops the
+    launch before verl runs.
+
+    Why:
+    `hydra.errors.OverrideParseException` / `ConfigCompositionException` at start.
+
+    Bad:
+    `actor_rollout_ref.model.path=~/models/x` (an unquoted `~` inside a value).
+
+    Good:
+    `actor_rollout_ref.model.path=$HOME/models/x`
+
+    Fix:
+    Follow Hydra's message: quote the value, drop or double the `+`.
+
+    Source:
+    hydra-core 1.3: hydra/core/override_parser, hydra/_internal/config_loader_impl.py _apply_overrides_to_config.
+""")
+_note_rule("VERL-CFG-UNKNOWN-KEY", "error", "An override of a key verl's config does not have", """
+    verl's config is in Hydra's struct mode: `key=value` for a key that does not exist fails.
+
+    Why:
+    `Could not override 'key'. To append to your config use +key=value` at start.
+
+    Bad:
+    `actor_rollout_ref.actor.megatron.tensor_parallel_size=4`
+
+    Good:
+    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4`
+
+    Fix:
+    Use the key shardcheck suggests; add `+` only for keys verl reads but does not declare.
+
+    Source:
+    hydra/_internal/config_loader_impl.py (struct mode); verl/trainer/config/_generated_*.yaml (verl 0.9.1).
+""")
+_note_rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` verl does not read", """
+    `+key=value` adds a key Hydra accepts, but nothing in verl reads it: the setting has no effect.
+
+    Why:
+    A typo hidden behind `+` silently keeps the default.
+
+    Bad:
+    `+trainer.n_gpu_per_node=8`
+
+    Good:
+    `trainer.n_gpus_per_node=8`
+
+    Fix:
+    Use the existing key shardcheck suggests.
+
+    Source:
+    verl/trainer/config/_generated_*.yaml (verl 0.9.1).
+""")
+_note_rule("VERL-CFG-ADDED-FIELD", "error", "A `+key` inside a section verl builds a dataclass from", """
+    verl turns config sections that have `_target_` into its config dataclasses
+    (`omega_conf_to_dataclass` → `hydra.utils.instantiate`); a field the dataclass lacks is passed
+    as an unexpected keyword argument.
+
+    Why:
+    `TypeError: __init__() got an unexpected keyword argument` when the worker builds its config.
+
+    Bad:
+    `+actor_rollout_ref.actor.megatron.num_layers_in_first_pipeline_stage=5`
+
+    Good:
+    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5`
+
+    Fix:
+    Put Megatron TransformerConfig fields under `override_transformer_config`; otherwise use the suggested key.
+
+    Source:
+    verl/utils/config.py omega_conf_to_dataclass; verl/base_config.py (verl 0.9.1).
+""")
+_note_rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read in full", """
+    The launch names a config directory or config name other than verl's own trainer configs;
+    shardcheck then applies verl's ppo_trainer defaults for keys the command line does not set.
+
+    Why:
+    Values that config changes are not seen.
+
+    Bad:
+    `--config-path=/my/configs --config-name=my_trainer`
+
+    Good:
+    verl's `ppo_trainer` or `ppo_megatron_trainer` with overrides.
+
+    Fix:
+    Set the parallel sizes on the command line so they are read.
+
+    Source:
+    verl/trainer/main_ppo.py (@hydra.main config_path="config", config_name="ppo_trainer").
+""")
+_note_rule("VALUE-BAD-SIZE", "error", "A parallel size that is not a positive integer", """
+    Parallel sizes and node counts are positive integers.
+
+    Why:
+    Megatron-Core divides by them; verl multiplies them.
+
+    Bad:
+    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=two`
+
+    Good:
+    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2`
+
+    Fix:
+    Give a whole number ≥ 1.
+
+    Source:
+    megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
+""")
+
+
+@rule("VALUE-UNKNOWN", "warning", "A value a rule needs is not known statically")
+def value_unknown(job: Job) -> Iterator[Finding]:
+    """
+    A value came from something shardcheck does not run (command substitution, a loop, a function,
+    an environment variable not given): it is reported as unknown, never guessed, and the rules
+    that need it are not checked.
+
+    Why:
+    A verdict built on a guessed value is worse than none.
+
+    Bad:
+    `NNODES=$(scontrol show hostnames | wc -l)` then `trainer.nnodes=$NNODES`.
+
+    Good:
+    `shardcheck check run.sh --env NNODES=32`.
+
+    Fix:
+    Give the value with `--env NAME=VALUE`, or set it literally in the script.
+
+    Source:
+    shardcheck's reader.
+    """
+    needed = [("trainer.nnodes", job.cluster.nnodes), ("trainer.n_gpus_per_node", job.cluster.devices_per_node)]
+    for e in job.layouts:
+        needed += [(f"{e.key_prefix}.tensor_model_parallel_size", e.tp),
+                   (f"{e.key_prefix}.pipeline_model_parallel_size", e.pp),
+                   (f"{e.key_prefix}.context_parallel_size", e.cp),
+                   (f"{e.key_prefix}.expert_model_parallel_size", e.ep),
+                   (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting)]
+    for name, traced in needed:
+        if not traced.known and "not a positive integer" not in (traced.unknown or ""):
+            where = traced.origin.first_script_line() or traced.origin
+            yield finding("VALUE-UNKNOWN", f"{name} is unknown: {traced.unknown}", where,
+                          fix="give the value with --env NAME=VALUE, or set it literally in the script")
+
+
+@rule("MODEL-NOT-FOUND", "info", "No model facts: model rules skipped")
+def model_not_found(job: Job) -> Iterator[Finding]:
+    """
+    Without the model's architecture (a local `config.json`, `--model-config FILE`, or a built-in
+    preset matched by the model path's last component) the rules that need layer, head and expert
+    counts cannot run; they are listed as skipped.
+
+    Why:
+    Heads % TP, experts % EP and the pipeline split depend on the model.
+
+    Bad:
+    `actor_rollout_ref.model.path=/data/my-finetune` with no config.json there.
+
+    Good:
+    `shardcheck check run.sh --model-config /data/my-finetune/config.json`.
+
+    Fix:
+    Pass `--model-config`.
+
+    Source:
+    verl/workers/config/model.py HFModelConfig (AutoConfig.from_pretrained on model.path).
+    """
+    if job.model is None and job.model_problem:
+        yield finding("MODEL-NOT-FOUND", job.model_problem, job.model_path.origin.first_script_line() or job.model_path.origin,
+                      fix="pass --model-config path/to/config.json")

@@ -1,0 +1,438 @@
+"""Megatron-Core ``TransformerConfig`` checks and the model-build checks a verl config reaches.
+
+megatron-core 0.16.1: megatron/core/transformer/transformer_config.py (``__post_init__``),
+megatron/core/transformer/transformer_block.py (``get_num_layers_to_build``),
+megatron/core/transformer/moe/moe_layer.py (``BaseMoELayer.__init__``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+
+from shardcheck.frameworks.megatron.pipeline import Split, SplitError, split_layers
+from shardcheck.job import Job, MegatronLayout
+from shardcheck.origin import Traced
+from shardcheck.rules.megatron_parallel_state import engines, where
+from shardcheck.rules.registry import Finding, finding, need, rule
+
+
+def _valid(n: int, ok) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if ok(d))
+
+
+@rule("MCORE-TC-HEADS-TP", "error", "Attention heads must divide by TP", needs_model=True)
+def heads_tp(job: Job) -> Iterator[Finding]:
+    """
+    Tensor parallelism splits the attention heads over TP ranks, so the head count must be a
+    multiple of TP.
+
+    Why:
+    `TransformerConfig.__post_init__` raises `ValueError: num_attention_heads (H) must be a
+    multiple of tensor_model_parallel_size (TP).` when verl builds the model.
+
+    Bad:
+    A 40-head model (Qwen2.5-14B) with TP 16.
+
+    Good:
+    TP 8 (or 1, 2, 4, 5, 10, 20, 40).
+
+    Fix:
+    Pick a TP that divides the head count.
+
+    Source:
+    megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__ (megatron-core 0.16.1).
+    """
+    heads = job.model.num_attention_heads
+    for e in engines(job):
+        tp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size")
+        if heads and heads % tp:
+            yield finding(
+                "MCORE-TC-HEADS-TP",
+                f"[{e.role}] {job.model.name} has {heads} attention heads, not a multiple of TP {tp} "
+                f"(megatron-core: \"num_attention_heads ({heads}) must be a multiple of "
+                f"tensor_model_parallel_size ({tp}).\")",
+                where(e.tp),
+                fix=f"TP must divide {heads}: {_valid(heads, lambda d: heads % d == 0)}",
+                role=e.role,
+            )
+
+
+@rule("MCORE-TC-QG-TP", "error", "KV heads (query groups) must be a multiple or a divisor of TP", needs_model=True)
+def query_groups_tp(job: Job) -> Iterator[Finding]:
+    """
+    With grouped-query attention the KV heads (`num_query_groups`, HF `num_key_value_heads`) are
+    split over TP ranks, or replicated when TP is a multiple of them (megatron-core ≥ 0.16).
+
+    Why:
+    `TransformerConfig.__post_init__` raises `ValueError: num_query_groups (G) must be a multiple
+    or divisor of tensor_model_parallel_size (TP).`
+
+    Bad:
+    4 KV heads (Qwen3-235B-A22B) with TP 3 or TP 6.
+
+    Good:
+    TP 1, 2, 4, 8 or 16.
+
+    Fix:
+    Choose TP that divides the KV heads or is a multiple of them.
+
+    Source:
+    megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__ (megatron-core
+    0.16.1; core ≤ 0.15 required groups % TP == 0).
+    """
+    groups = job.model.num_key_value_heads or job.model.num_attention_heads
+    for e in engines(job):
+        tp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size")
+        if groups and groups % tp and tp % groups:
+            yield finding(
+                "MCORE-TC-QG-TP",
+                f"[{e.role}] {job.model.name} has {groups} KV heads, neither a multiple nor a divisor of TP {tp} "
+                f"(megatron-core: \"num_query_groups ({groups}) must be a multiple or divisor of "
+                f"tensor_model_parallel_size ({tp}).\")",
+                where(e.tp),
+                fix=f"a TP that divides {groups} or is a multiple of it, e.g. "
+                    f"{_valid(max(groups, 16), lambda d: groups % d == 0 or d % groups == 0)}",
+                role=e.role,
+            )
+
+
+@rule("MCORE-TC-MOE-EP-NOEXP", "error", "Expert parallelism needs a model with experts", needs_model=True)
+def ep_needs_experts(job: Job) -> Iterator[Finding]:
+    """
+    EP > 1 splits routed experts over ranks; a dense model has none.
+
+    Why:
+    `TransformerConfig.__post_init__` raises `ValueError: num_moe_experts must be non None to use
+    expert-parallel.`
+
+    Bad:
+    `expert_model_parallel_size=8` for Qwen3-8B (dense).
+
+    Good:
+    `expert_model_parallel_size=1` for dense models.
+
+    Fix:
+    Set EP to 1, or use a MoE model.
+
+    Source:
+    megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__ (megatron-core 0.16.1).
+    """
+    if job.model.is_moe:
+        return
+    for e in engines(job):
+        ep = need(e.ep, f"{e.key_prefix}.expert_model_parallel_size")
+        if ep > 1:
+            yield finding(
+                "MCORE-TC-MOE-EP-NOEXP",
+                f"[{e.role}] EP {ep} but {job.model.name} is a dense model (megatron-core: "
+                "\"num_moe_experts must be non None to use expert-parallel.\")",
+                where(e.ep),
+                fix=f"{e.key_prefix}.expert_model_parallel_size=1",
+                role=e.role,
+            )
+
+
+@rule("MCORE-BUILD-EXPERTS-EP", "error", "Routed experts must divide by EP", needs_model=True)
+def experts_ep(job: Job) -> Iterator[Finding]:
+    """
+    Each EP rank holds `num_moe_experts / EP` local experts; the count must divide evenly (ETP
+    does not matter here).
+
+    Why:
+    `BaseMoELayer.__init__` asserts `num_moe_experts % expert_model_parallel_size == 0` (a bare
+    AssertionError) while the model is built, after weights start loading.
+
+    Bad:
+    128 experts with EP 48.
+
+    Good:
+    EP 1, 2, 4, 8, 16, 32, 64 or 128.
+
+    Fix:
+    Choose EP that divides the number of routed experts.
+
+    Source:
+    megatron/core/transformer/moe/moe_layer.py, BaseMoELayer.__init__ (megatron-core 0.16.1).
+    """
+    experts = job.model.num_experts
+    if not experts:
+        return
+    for e in engines(job):
+        ep = need(e.ep, f"{e.key_prefix}.expert_model_parallel_size")
+        if experts % ep:
+            yield finding(
+                "MCORE-BUILD-EXPERTS-EP",
+                f"[{e.role}] {job.model.name} has {experts} routed experts, not divisible by EP {ep} "
+                "(megatron-core asserts num_moe_experts % expert_model_parallel_size == 0)",
+                where(e.ep),
+                fix=f"EP must divide {experts}: {_valid(experts, lambda d: experts % d == 0)}",
+                role=e.role,
+            )
+
+
+def layer_split(layout: MegatronLayout, num_layers: int) -> Split | SplitError | None:
+    """The pipeline split of ``layout`` (None when a value it needs is unknown or a layout string is used)."""
+    values = (layout.pp, layout.vpp, layout.first_stage_layers, layout.last_stage_layers,
+              layout.account_for_embedding, layout.account_for_loss)
+    if not all(v.known for v in values) or (layout.layout_string.known and layout.layout_string.value):
+        return None
+    return _split(num_layers, layout.pp.value, layout.first_stage_layers.value, layout.last_stage_layers.value,
+                  layout.vpp.value, bool(layout.account_for_embedding.value), bool(layout.account_for_loss.value))
+
+
+@lru_cache(maxsize=256)
+def _split(num_layers, pp, first, last, vpp, emb, loss):
+    return split_layers(num_layers, pp, first=first, last=last, vpp=vpp, account_for_embedding=emb,
+                        account_for_loss=loss)
+
+
+def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
+    layers = job.model.num_hidden_layers
+    if not layers:
+        return
+    for e in engines(job):
+        need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size")
+        need(e.vpp, f"{e.key_prefix}.virtual_pipeline_model_parallel_size")
+        need(e.first_stage_layers, f"{e.key_prefix}.override_transformer_config.num_layers_in_first_pipeline_stage")
+        need(e.last_stage_layers, f"{e.key_prefix}.override_transformer_config.num_layers_in_last_pipeline_stage")
+        result = layer_split(e, layers)
+        if not isinstance(result, SplitError) or result.rule != rule_id:
+            continue
+        first, last = e.first_stage_layers.value, e.last_stage_layers.value
+        uneven = first is not None or last is not None
+        facts = f"{layers} layers, PP {e.pp.value}"
+        if uneven:
+            facts += f", first stage {first if first is not None else '-'}, last stage {last if last is not None else '-'}"
+        if e.vpp.value is not None:
+            facts += f", VPP {e.vpp.value}"
+        yield finding(
+            rule_id,
+            f"[{e.role}] {facts}: megatron-core: \"{result.message}\"",
+            where(e.first_stage_layers, e.last_stage_layers, e.pp, e.vpp) if uneven else where(e.pp, e.vpp),
+            fix=_split_fix(e, layers),
+            role=e.role,
+        )
+
+
+def _split_fix(e: MegatronLayout, layers: int) -> str:
+    pp, vpp = e.pp.value, e.vpp.value
+    first, last = e.first_stage_layers.value, e.last_stage_layers.value
+    base = f"{e.key_prefix}.override_transformer_config"
+    if first is None and last is None:
+        fits = [p for p in range(1, min(layers, 64) + 1) if layers % p == 0 and (vpp is None or (layers // p) % vpp == 0)]
+        options = []
+        for f in range(1, layers):
+            if pp > 2 and (layers - 2 * f) > 0 and (layers - 2 * f) % (pp - 2) == 0 and (
+                    vpp is None or (f % vpp == 0 and ((layers - 2 * f) // (pp - 2)) % vpp == 0)):
+                options.append(f)
+        text = f"a PP dividing {layers}: {', '.join(map(str, fits))}"
+        if options:
+            text += (f"; or keep PP {pp} with an uneven split: +{base}.num_layers_in_first_pipeline_stage=F and "
+                     f"+{base}.num_layers_in_last_pipeline_stage=F with F in {', '.join(map(str, options[:8]))}")
+        return text
+    fixes = []
+    if pp > 2:
+        for f in range(1, layers):
+            rest = layers - 2 * f
+            if rest > 0 and rest % (pp - 2) == 0 and (vpp is None or (f % vpp == 0 and (rest // (pp - 2)) % vpp == 0)):
+                fixes.append(f)
+    if fixes:
+        return (f"with PP {pp}, first = last = F layers works for F in {', '.join(map(str, fixes[:8]))} "
+                f"({base}.num_layers_in_first/last_pipeline_stage)")
+    return f"choose first/last stage layers so the other {pp - 2 if pp > 2 else 0} stages get equal whole layers"
+
+
+_SPLIT_SOURCE = """
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+"""
+
+
+def _register_split_rule(rule_id: str, severity: str, title: str, doc: str) -> None:
+    def check(job: Job) -> Iterator[Finding]:
+        return _split_findings(job, rule_id)
+
+    check.__doc__ = doc + _SPLIT_SOURCE
+    check.__name__ = rule_id.lower().replace("-", "_")
+    rule(rule_id, severity, title, needs_model=True)(check)
+
+
+_register_split_rule("MCORE-TC-UNEVEN-POS", "error", "First/last pipeline stage layer counts must be positive", """
+    `num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage`, when set, must be > 0.
+
+    Why:
+    `TransformerConfig.__post_init__` raises `ValueError: num_layers_in_first_pipeline_stage must be larger than 0`.
+
+    Bad:
+    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=0`
+
+    Good:
+    Leave it unset (even split) or give a positive count.
+
+    Fix:
+    Remove the override or set a positive number of layers.
+""")
+_register_split_rule("MCORE-TC-UNEVEN-MIDDLE", "error", "Uneven pipeline: the middle stages must get equal whole layers", """
+    With an uneven split, the layers left after the first/last stage (M = L − first − last) are
+    shared equally by the S remaining stages: M > 0 exactly when S > 0, and M % S == 0.
+
+    Why:
+    `TransformerConfig.__post_init__` raises `ValueError: Mismatch: M middle layers remaining but S
+    middle PP stages available.` or `number of layers at middle stage: M must be divisible bythe
+    middle pipeline model parallel size S`.
+
+    Bad:
+    94 layers, PP 16, first = last = 4: 86 layers over 14 stages.
+
+    Good:
+    94 layers, PP 16, first = last = 5: 84 layers, 6 on each of 14 stages.
+
+    Fix:
+    Choose first/last so that (L − first − last) divides by PP − 2 (or by PP − 1 with only one of them).
+""")
+_register_split_rule("MCORE-TC-UNEVEN-VPP", "error", "Uneven pipeline with VPP: each stage's layers must divide by VPP", """
+    With the interleaved schedule every pipeline stage is split into VPP chunks: the first, last and
+    middle stages' layer counts must each divide by VPP.
+
+    Why:
+    `TransformerConfig.__post_init__` raises `ValueError: number of layers at first stage: Xmust be
+    divisible by virtual pipelineparallel degree V` (Megatron's text, spaces missing as in the source).
+
+    Bad:
+    PP 8, VPP 2, first stage 5 layers.
+
+    Good:
+    PP 8, VPP 2, first stage 6 layers (with the middle split also even per chunk).
+
+    Fix:
+    Make first, last and the middle-stage layer counts multiples of VPP, or drop VPP.
+""")
+_register_split_rule("MCORE-TC-UNEVEN-ACCOUNT", "error", "Uneven first/last stages exclude account_for_embedding/loss", """
+    `num_layers_in_first/last_pipeline_stage` cannot be combined with
+    `account_for_embedding_in_pipeline_split` or `account_for_loss_in_pipeline_split`.
+
+    Why:
+    `get_num_layers_to_build` asserts "Does not support standalone embedding stage and standalone
+    loss stage with uneven pp" when the model is built.
+
+    Bad:
+    `num_layers_in_first_pipeline_stage=5` with `account_for_embedding_in_pipeline_split=true`.
+
+    Good:
+    Only one of the two mechanisms.
+
+    Fix:
+    Remove one of the two override groups.
+""")
+_register_split_rule("MCORE-TC-ACCOUNT-SPLIT", "error", "With account_for_embedding/loss, L+e+l must split evenly over PP (and VPP)", """
+    When the embedding and/or loss count as a layer in the pipeline split, L + e + l must divide by
+    PP, and the per-stage count by VPP.
+
+    Why:
+    `TransformerConfig.__post_init__` raises `ValueError: number of middle layers: N must be
+    divisible by middle pipeline_model_parallel_size P`.
+
+    Bad:
+    61 layers, account_for_embedding and account_for_loss, PP 8: 63 does not divide by 8.
+
+    Good:
+    62 layers + 2 = 64 over PP 8.
+
+    Fix:
+    Change PP, or drop one of the account_* overrides.
+""")
+_register_split_rule("MCORE-BUILD-LAYERS-PP", "error", "Even pipeline split: layers must divide by PP", """
+    Without an uneven split, every pipeline stage builds L / PP layers.
+
+    Why:
+    `TransformerConfig` accepts any L and PP; the model build then asserts `num_layers should be
+    divisible by pipeline_model_parallel_size` (get_num_layers_to_build), after weights start loading.
+
+    Bad:
+    94 layers with PP 16.
+
+    Good:
+    PP 2 (47 per stage), or PP 16 with first = last = 5 (5, 6 ×14, 5).
+
+    Fix:
+    Choose PP dividing the layers, or set num_layers_in_first/last_pipeline_stage.
+""")
+_register_split_rule("MCORE-BUILD-VPP", "error", "Even split with VPP: layers per stage must divide by VPP", """
+    With the interleaved schedule each stage's L / PP layers are split into VPP chunks.
+
+    Why:
+    `get_num_layers_to_build` asserts `num_layers_per_pipeline_rank N should be divisible by
+    vp_size V` when the model is built.
+
+    Bad:
+    48 layers, PP 4, VPP 5.
+
+    Good:
+    48 layers, PP 4, VPP 3 (4 layers per chunk).
+
+    Fix:
+    Choose a VPP dividing L / PP.
+""")
+
+
+_RECOMPUTE = "override_transformer_config"
+
+
+@rule("MCORE-TC-RECOMPUTE", "error", "Activation recompute settings must be a combination Megatron-Core accepts")
+def recompute(job: Job) -> Iterator[Finding]:
+    """
+    `recompute_granularity` is `full` or `selective`; `full` needs `recompute_method` `block` or
+    `uniform` and a `recompute_num_layers`; `selective` forbids `recompute_num_layers`.
+
+    Why:
+    `TransformerConfig.__post_init__` raises e.g. `ValueError: Using recompute_granularity: full
+    so recompute_method must be "block" or "uniform"` when verl builds the model.
+
+    Bad:
+    `+...override_transformer_config.recompute_granularity=full` alone (verl's default
+    `recompute_method` is null).
+
+    Good:
+    `recompute_granularity=full recompute_method=uniform recompute_num_layers=1`.
+
+    Fix:
+    Set all three for full recompute, or use `selective` without `recompute_num_layers`.
+
+    Source:
+    megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__ (megatron-core 0.16.1).
+    """
+    for e in engines(job):
+        ov = e.transformer_overrides
+        gran_t = ov.get("recompute_granularity")
+        if gran_t is None:
+            continue
+        gran = need(gran_t, f"{e.key_prefix}.{_RECOMPUTE}.recompute_granularity")
+        if gran is None:
+            continue
+        method_t = ov.get("recompute_method", Traced(None, gran_t.origin))
+        layers_t = ov.get("recompute_num_layers", Traced(None, gran_t.origin))
+        method = need(method_t, f"{e.key_prefix}.{_RECOMPUTE}.recompute_method")
+        layers = need(layers_t, f"{e.key_prefix}.{_RECOMPUTE}.recompute_num_layers")
+        message = fix = None
+        at = gran_t
+        if gran not in ("full", "selective"):
+            message = f'When using recompute_granuarlity: {gran} must be "full"or "selective".'
+            fix = "recompute_granularity=full or selective"
+        elif method is not None and method not in ("block", "uniform"):
+            message, at = f'recompute_method: {method} must be "block" or "uniform".', method_t
+            fix = "recompute_method=uniform (or block)"
+        elif method is None and gran != "selective":
+            message = f'Using recompute_granularity: {gran} so recompute_method must be "block" or "uniform"'
+            fix = f"+{e.key_prefix}.{_RECOMPUTE}.recompute_method=uniform"
+        elif gran != "selective" and layers is None:
+            message = (f"When using recompute_granularity: {gran} recompute_num_layers must be between 1 and "
+                       "num_layers_per_pipeline_rank")
+            fix = f"+{e.key_prefix}.{_RECOMPUTE}.recompute_num_layers=1"
+        elif gran == "selective" and layers is not None:
+            message, at = f"When using recompute_granularity: {gran} recompute_num_layers must be None.", layers_t
+            fix = "remove recompute_num_layers"
+        if message:
+            yield finding("MCORE-TC-RECOMPUTE", f"[{e.role}] megatron-core: \"{message}\"", where(at), fix=fix,
+                          role=e.role)

@@ -1,0 +1,170 @@
+"""Megatron-Core ``parallel_state.initialize_model_parallel`` checks (megatron-core 0.16.1).
+
+The dense grid (TP·CP·DP·PP) and, since core_v0.10.0 ("MoE parallel folding"), the expert grid
+(ETP·EP·EDP·PP) are two independent factorisations of the world; they share only PP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shardcheck.job import Job, MegatronLayout
+from shardcheck.origin import Origin, Traced
+from shardcheck.rules.registry import Finding, finding, need, rule
+
+
+def engines(job: Job) -> list[MegatronLayout]:
+    """The engines to judge: the actor, and the ref too when verl builds one with other sizes."""
+    actor = job.layout("actor")
+    ref = job.layout("ref")
+    engines = [e for e in (actor,) if e is not None]
+    if ref is not None and (actor is None or ref.sizes() != actor.sizes()):
+        engines.append(ref)
+    return engines
+
+
+def where(*values: Traced) -> Origin | None:
+    """The first script line among ``values``: the place a user edits."""
+    for v in values:
+        line = v.origin.first_script_line()
+        if line is not None:
+            return line
+    return values[0].origin if values else None
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@rule("MCORE-PS-WORLD", "error", "The dense grid TP·PP·CP must divide the world size")
+def world_tiling(job: Job) -> Iterator[Finding]:
+    """
+    Megatron-Core splits the world into a dense grid of TP·CP·DP·PP ranks, so TP·PP·CP must divide
+    the number of devices; DP = world / (TP·PP·CP). CP is a factor of its own: DP excludes it.
+
+    Why:
+    `initialize_model_parallel` raises `RuntimeError: world_size (W) is not divisible by N` on
+    every rank before any model is built, after the job has queued and started.
+
+    Bad:
+    trainer.nnodes=2 trainer.n_gpus_per_node=8 (world 16) with TP 4, PP 3, CP 1: 12 does not divide 16.
+
+    Good:
+    TP 4, PP 2, CP 2: 16 divides 16, DP = 1.
+
+    Fix:
+    Choose TP, PP and CP whose product divides the world (nnodes · devices per node).
+
+    Source:
+    megatron/core/parallel_state.py, initialize_model_parallel (megatron-core 0.16.1).
+    """
+    world = job.cluster.world
+    for e in engines(job):
+        w = need(world, "world size (trainer.nnodes · trainer.n_gpus_per_node)")
+        tp, pp, cp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size"), need(
+            e.pp, f"{e.key_prefix}.pipeline_model_parallel_size"), need(e.cp, f"{e.key_prefix}.context_parallel_size")
+        model = tp * pp * cp
+        if model <= 0 or w % model:
+            yield finding(
+                "MCORE-PS-WORLD",
+                f"[{e.role}] TP {tp} · PP {pp} · CP {cp} = {model} does not divide world {w} "
+                f"(megatron-core: \"world_size ({w}) is not divisible by {model}\")",
+                where(e.tp, e.pp, e.cp, world),
+                fix=f"make TP·PP·CP a divisor of {w}: one of {', '.join(map(str, _divisors(w)))}",
+                role=e.role,
+            )
+
+
+@rule("MCORE-PS-EXPERT-FOLD", "error", "The expert grid ETP·EP·PP must divide the world size")
+def expert_grid(job: Job) -> Iterator[Finding]:
+    """
+    Since megatron-core 0.10 ("MoE parallel folding") the expert layers get their own grid:
+    ETP·EP·EDP·PP = world, independent of the dense TP·CP·DP·PP grid. EP may exceed DP and span
+    TP and CP ranks; only ETP·EP·PP has to divide the world. EDP = world / (ETP·EP·PP).
+    An unset `expert_tensor_parallel_size` (verl's default `null`) means ETP = TP.
+
+    Why:
+    `initialize_model_parallel` raises `RuntimeError: world_size (W) is not divisible by
+    expert_tensor_model_pipeline_parallel size (N)` at start. The common trap is leaving ETP unset
+    with TP > 1: ETP silently becomes TP and multiplies the expert grid.
+
+    Bad:
+    256 devices, TP 2, PP 16, CP 8, EP 16, ETP unset: EP 16 · ETP 2 · PP 16 = 512 does not divide 256.
+
+    Good:
+    The same with `expert_tensor_parallel_size=1`: 16 · 1 · 16 = 256, EDP = 1.
+
+    Fix:
+    Set `actor_rollout_ref.actor.megatron.expert_tensor_parallel_size` (usually 1) or lower EP so
+    that ETP·EP·PP divides the world.
+
+    Source:
+    megatron/core/parallel_state.py, initialize_model_parallel (megatron-core 0.16.1;
+    since core_v0.10.0).
+    """
+    world = job.cluster.world
+    for e in engines(job):
+        w = need(world, "world size (trainer.nnodes · trainer.n_gpus_per_node)")
+        etp = e.etp
+        etp_v = need(etp, f"{e.key_prefix}.expert_tensor_parallel_size")
+        ep = need(e.ep, f"{e.key_prefix}.expert_model_parallel_size")
+        pp = need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size")
+        grid = etp_v * ep * pp
+        if grid > 0 and w % grid == 0:
+            continue
+        unset = e.etp_setting.known and e.etp_setting.value is None
+        etp_text = f"ETP {etp_v} (= TP: expert_tensor_parallel_size is unset)" if unset else f"ETP {etp_v}"
+        good_etp = [d for d in _divisors(w // pp) if (w // pp) % (d * ep) == 0] if w % pp == 0 else []
+        good_ep = [d for d in _divisors(w // pp) if (w // pp) % (d * etp_v) == 0] if w % pp == 0 else []
+        fixes = []
+        if good_etp:
+            fixes.append(f"{e.key_prefix}.expert_tensor_parallel_size={good_etp[0]}")
+        if good_ep:
+            fixes.append(f"or an EP in {', '.join(map(str, good_ep))}")
+        yield finding(
+            "MCORE-PS-EXPERT-FOLD",
+            f"[{e.role}] EP {ep} · {etp_text} · PP {pp} = {grid} does not divide world {w} "
+            f"(megatron-core: \"world_size ({w}) is not divisible by expert_tensor_model_pipeline_parallel "
+            f"size ({grid})\")",
+            where(etp, e.ep, e.pp, world),
+            fix=" ".join(fixes) or f"make ETP·EP·PP a divisor of {w}",
+            role=e.role,
+        )
+
+
+@rule("MCORE-PS-VPP-PP", "error", "A virtual pipeline size needs pipeline parallelism (PP > 1)")
+def vpp_needs_pp(job: Job) -> Iterator[Finding]:
+    """
+    The interleaved schedule (virtual pipeline, VPP) splits each pipeline stage into chunks; it
+    exists only when there is more than one stage.
+
+    Why:
+    `initialize_model_parallel` raises `RuntimeError: pipeline-model-parallel size should be
+    greater than 1 with interleaved schedule` when VPP is set and PP is 1.
+
+    Bad:
+    `virtual_pipeline_model_parallel_size=2` with `pipeline_model_parallel_size=1`.
+
+    Good:
+    `virtual_pipeline_model_parallel_size=null` (the default), or PP ≥ 2.
+
+    Fix:
+    Remove the virtual pipeline size or raise PP above 1.
+
+    Source:
+    megatron/core/parallel_state.py, initialize_model_parallel (megatron-core 0.16.1).
+    """
+    for e in engines(job):
+        vpp = need(e.vpp, f"{e.key_prefix}.virtual_pipeline_model_parallel_size")
+        if vpp is None:
+            continue
+        pp = need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size")
+        if pp <= 1:
+            yield finding(
+                "MCORE-PS-VPP-PP",
+                f"[{e.role}] VPP {vpp} with PP {pp} (megatron-core: \"pipeline-model-parallel size should be "
+                "greater than 1 with interleaved schedule\")",
+                where(e.vpp, e.pp),
+                fix=f"{e.key_prefix}.virtual_pipeline_model_parallel_size=null, or PP > 1",
+                role=e.role,
+            )

@@ -1,0 +1,93 @@
+"""How verl hands its Megatron engines' sizes to Megatron-Core (verl 0.9.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shardcheck.job import Job
+from shardcheck.rules.megatron_parallel_state import engines, where
+from shardcheck.rules.registry import Finding, finding, rule
+
+_NAMES = ("TP", "PP", "CP", "EP", "ETP", "VPP")
+
+
+@rule("VERL-MC-ONE-INIT", "warning", "The ref engine's parallel sizes differ from the actor's")
+def one_parallel_state(job: Job) -> Iterator[Finding]:
+    """
+    verl builds one Megatron parallel state per worker process. The reference model is built
+    before the actor, so its `ref.megatron.*` sizes create the process groups; the actor's engine
+    then finds parallel state initialised and skips its own sizes, while its model is still built
+    with them. Nothing checks that the two agree.
+
+    Why:
+    With different sizes the actor's model is built for one layout and runs on the groups of
+    another: a crash or silently wrong sharding.
+
+    Bad:
+    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4` with
+    `actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2` and `use_kl_loss=True`.
+
+    Good:
+    Leave `ref.megatron.*` unset: verl's config makes each follow the actor's value.
+
+    Fix:
+    Remove the ref overrides, or set them equal to the actor's.
+
+    Source:
+    verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (ref built first) and
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh (returns early
+    when mpu.is_initialized()), verl 0.9.1.
+    """
+    actor, ref = job.layout("actor"), job.layout("ref")
+    if actor is None or ref is None or actor.sizes() == ref.sizes():
+        return
+    pairs = zip(_NAMES, (actor.tp, actor.pp, actor.cp, actor.ep, actor.etp_setting, actor.vpp),
+                (ref.tp, ref.pp, ref.cp, ref.ep, ref.etp_setting, ref.vpp))
+    diffs = [(n, a, r) for n, a, r in pairs if (a.value, a.unknown) != (r.value, r.unknown)]
+    text = ", ".join(f"{n} actor {a.value if a.known else '?'} vs ref {r.value if r.known else '?'}" for n, a, r in diffs)
+    yield finding(
+        "VERL-MC-ONE-INIT",
+        f"the ref engine is built first and its sizes create the process groups; the actor's differ ({text})",
+        where(*(r for _, _, r in diffs)),
+        fix="remove the actor_rollout_ref.ref.megatron.* size overrides (they follow the actor by default)",
+        role="ref",
+    )
+
+
+@rule("VERL-MC-ETP-MISMATCH", "warning", "ETP left unset with EP > 1: process groups and model config may disagree")
+def etp_unset(job: Job) -> Iterator[Finding]:
+    """
+    verl passes `expert_tensor_parallel_size: null` unchanged to Megatron-Core, whose parallel
+    state then uses ETP = TP. Megatron-Bridge ≥ v0.6.0 instead sets the model config's ETP to 1
+    when EP > 1, so the expert layers can be built for ETP 1 on groups made for ETP = TP.
+
+    Why:
+    The groups and the layers disagree silently (verl's docker pins Megatron-Bridge r0.5.0, where
+    both use TP; newer Bridge differs).
+
+    Bad:
+    `expert_model_parallel_size=16` with `tensor_model_parallel_size=2` and no ETP.
+
+    Good:
+    `expert_tensor_parallel_size=1` set explicitly.
+
+    Fix:
+    Always set `actor_rollout_ref.actor.megatron.expert_tensor_parallel_size` when EP > 1.
+
+    Source:
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh (verl 0.9.1);
+    Megatron-Bridge src/megatron/bridge/models/transformer_config.py (v0.6.0).
+    """
+    for e in engines(job):
+        if not (e.etp_setting.known and e.etp_setting.value is None):
+            continue
+        if not (e.ep.known and e.ep.value > 1 and e.tp.known and e.tp.value > 1):
+            continue
+        yield finding(
+            "VERL-MC-ETP-MISMATCH",
+            f"[{e.role}] expert_tensor_parallel_size is unset: megatron-core's groups use ETP = TP = "
+            f"{e.tp.value}, Megatron-Bridge ≥ 0.6 builds experts with ETP 1",
+            where(e.tp, e.ep),
+            fix=f"set {e.key_prefix}.expert_tensor_parallel_size explicitly (1 is the usual choice)",
+            role=e.role,
+        )
