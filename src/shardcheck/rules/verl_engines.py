@@ -39,7 +39,7 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     when mpu.is_initialized()), verl 0.9.1.
     """
     actor, ref = job.layout("actor"), job.layout("ref")
-    if actor is None or ref is None or actor.sizes() == ref.sizes():
+    if job.framework != "verl" or actor is None or ref is None or actor.sizes() == ref.sizes():
         return
     pairs = zip(_NAMES, (actor.tp, actor.pp, actor.cp, actor.ep, actor.etp_setting, actor.vpp),
                 (ref.tp, ref.pp, ref.cp, ref.ep, ref.etp_setting, ref.vpp))
@@ -78,6 +78,8 @@ def etp_unset(job: Job) -> Iterator[Finding]:
     verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh (verl 0.9.1);
     Megatron-Bridge src/megatron/bridge/models/transformer_config.py (v0.6.0).
     """
+    if job.framework != "verl":
+        return
     for e in engines(job):
         if not (e.etp_setting.known and e.etp_setting.value is None):
             continue
