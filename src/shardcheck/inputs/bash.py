@@ -224,6 +224,7 @@ class _Interpreter:
 
     def _array_literal(self, i: int) -> tuple[tuple[Field, ...], int]:
         src = self.src
+        start = i - 1
         items: list[Field] = []
         n = len(src)
         while i < n:
@@ -250,6 +251,7 @@ class _Interpreter:
             origin = self.origin_at(i, _utf8(src[i:end])[:80])
             items.extend(self.expand(parts, origin))
             i = end
+        self.diag("SHELL-SYNTAX", "array `(` is never closed; bash would reject this line", start)
         return tuple(items), n
 
     def _unknown_var(self, name: str, origin: Origin, reason: str) -> Var:
@@ -440,38 +442,47 @@ class _Interpreter:
 
     # simple commands -----------------------------------------------------------------------
     def _run_command(self, node) -> None:
-        children = [c for c in node.children if c.is_named]
+        redirects = ("file_redirect", "heredoc_redirect", "herestring_redirect")
         name_node = node.child_by_field_name("name")
-        # tree-sitter-bash joins "A=1\nsource x" into one command: split at the newline.
-        prefix = [c for c in children if c.type == "variable_assignment" and (name_node is None or c.start_byte < name_node.start_byte)]
-        env_prefix: list[tuple[str, Field]] = []
+        prefix = [c for c in node.children if c.type == "variable_assignment"
+                  and (name_node is None or c.start_byte < name_node.start_byte)]
+        saved = dict(self.vars)
+        assigned: list[str] = []
+        last_end = node.start_byte
         for c in prefix:
-            gap = self.src[c.end_byte : name_node.start_byte] if name_node is not None else "\n"
-            if "\n" in gap.replace("\\\n", ""):
-                self._assign_at(c.start_byte)
-            else:
-                saved = dict(self.vars)
-                var_name = self._assign_at(c.start_byte)
-                if var_name is not None and var_name in self.vars:
-                    env_prefix.append((var_name, self.vars[var_name].as_scalar() or Field((), self.origin_at(c.start_byte))))
-                self.vars = saved
-        if name_node is None:
-            return
-        fields: list[Field] = []
-        i = name_node.start_byte
-        end_of_command = node.end_byte
-        for c in node.children:
-            if c.start_byte < i or not c.is_named:
+            if c.start_byte < self.consumed_until:
                 continue
-            if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+            var_name = self._assign_at(c.start_byte)
+            if var_name is not None:
+                assigned.append(var_name)
+            last_end = self.consumed_until
+        # The words left once the assignments took what they lex to (tree-sitter-bash #315 splits
+        # `M=$A/$B` into an assignment and a "command" `B`).
+        words = [c for c in node.children if c.is_named and c.start_byte >= self.consumed_until
+                 and c.type != "variable_assignment"]
+        if not any(c.type not in redirects for c in words):
+            self.consumed_until = max(self.consumed_until, node.end_byte)
+            return  # only assignments: they stay set in the shell
+        gap = self.src[last_end : words[0].start_byte].replace("\\\n", "")
+        env_prefix: list[tuple[str, Field]] = []
+        if prefix and "\n" not in gap:  # NAME=v cmd: the assignments are the command's environment only
+            for var_name in assigned:
+                value = self.vars[var_name].as_scalar() if var_name in self.vars else None
+                env_prefix.append((var_name, value or Field((), self.origin_at(node.start_byte))))
+            self.vars = saved
+        fields: list[Field] = []
+        i = words[0].start_byte
+        for c in words:
+            if c.start_byte < i:
+                continue
+            if c.type in redirects:
                 i = max(i, c.end_byte)
                 continue
             fields.extend(self._word_fields(c.start_byte))
             i = max(i, self.consumed_until)
-        self.consumed_until = max(self.consumed_until, end_of_command, i)
-        if not fields:
-            return
-        self._dispatch(fields, node, tuple(env_prefix))
+        self.consumed_until = max(self.consumed_until, node.end_byte, i)
+        if fields:
+            self._dispatch(fields, words[0], tuple(env_prefix))
 
     def _word_fields(self, start: int) -> list[Field]:
         try:

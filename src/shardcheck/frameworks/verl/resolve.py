@@ -22,6 +22,13 @@ from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
 
 ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref"}
+# Config groups of verl 0.9.1's trainer config (directories of verl/trainer/config). A bare
+# `group=option` override selects an option in ppo_trainer.yaml's defaults list.
+CONFIG_GROUPS = frozenset({"actor", "algorithm", "critic", "data", "distillation", "engine", "model", "model_engine",
+                           "npu_profile", "optim", "profiler", "ref", "reward", "rollout", "transfer_queue"})
+# ppo_megatron_trainer.yaml is ppo_trainer with `override model_engine: megatron`; the generated
+# snapshot of each choice is the composed config for it.
+MODEL_ENGINES = {"dp": "ppo_trainer", "megatron": "ppo_megatron_trainer"}
 _OTC = "override_transformer_config"
 
 
@@ -109,7 +116,9 @@ def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
         rule = {"unknown_key": "VERL-CFG-UNKNOWN-KEY", "added_key": "VERL-CFG-ADDED-KEY",
                 "added_field": "VERL-CFG-ADDED-FIELD", "hydra": "HYDRA-OVERRIDE"}[issue.kind]
         fix = None
-        if issue.suggestion:
+        if issue.kind == "unknown_key" and ".megatron." in item.key and config.defaults.config_name == "ppo_trainer":
+            fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
+        elif issue.suggestion:
             fix = f"did you mean `{issue.suggestion}`?"
         elif issue.kind == "unknown_key":
             fix = f"prefix it with `+` only if verl reads `{item.key}`; otherwise remove it"
@@ -139,8 +148,21 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
                     "ppo_trainer's defaults are assumed for keys the command line does not set",
         ))
         name = "ppo_trainer"
+    overrides = []
+    for item in hydra.overrides:
+        group = item.key.split("@")[0]
+        if group not in CONFIG_GROUPS or "." in item.key:
+            overrides.append(item)
+        elif group == "model_engine" and item.kind in ("change", "force_add") and item.value in MODEL_ENGINES:
+            name = MODEL_ENGINES[item.value]
+        else:
+            notes.append(ConfigNote(
+                rule="VERL-CONFIG-CUSTOM", origin=item.word,
+                message=f"{item.text} selects a config group option; shardcheck reads only verl's generated "
+                        f"configs ({', '.join(f'model_engine={k}' for k in MODEL_ENGINES)}), so what it changes is not seen",
+            ))
     defaults = load_defaults(name)
-    config = apply_overrides(defaults, hydra.overrides)
+    config = apply_overrides(defaults, tuple(overrides))
     notes.extend(_issue_notes(config))
 
     cluster = Cluster(

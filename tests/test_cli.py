@@ -1,0 +1,115 @@
+"""The command line: exit codes, the JSON schema, bad input as one line, rule docs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shardcheck.cli import EXAMPLE, main
+
+CASES = Path(__file__).parent / "data" / "cases"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shardcheck", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_exit_codes(capsys):
+    assert main(["check", str(EXAMPLE)]) == 0
+    assert main(["check", str(CASES / "qwen3_235b_256k_etp_unset.sh")]) == 1
+    assert main(["check", str(CASES / "missing.sh")]) == 2
+    # several paths: the worst wins
+    assert main(["check", str(EXAMPLE), str(CASES / "qwen3_235b_256k_etp_unset.sh")]) == 1
+
+
+def test_default_runs_the_built_in_example(capsys):
+    assert main(["check"]) == 0
+    assert "built-in example" in capsys.readouterr().out
+
+
+def test_json_schema(capsys):
+    main(["check", "--format", "json", str(EXAMPLE), str(CASES / "qwen3_235b_256k_etp_unset.sh")])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["version"] == 1
+    assert len(doc["results"]) == 2
+    ok, bad = doc["results"]
+    assert set(ok) >= {"path", "framework", "valid", "layout", "model", "findings"}
+    assert set(ok["layout"]) >= {"world", "nnodes", "devices_per_node", "tp", "pp", "cp", "ep", "etp", "dp", "edp",
+                                 "vpp", "layers_per_stage"}
+    assert ok["valid"] is True and ok["layout"]["dp"] == 1 and ok["model"]["name"].startswith("Qwen3-235B")
+    assert bad["valid"] is False
+    f = next(f for f in bad["findings"] if f["rule"] == "MCORE-PS-EXPERT-FOLD")
+    assert set(f) == {"rule", "severity", "message", "path", "line", "fix"}
+    assert f["line"] == 25
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, "no such file"),
+    ("echo hello\n", "no recognised launch command"),
+    ('X="unterminated\npython3 -m verl.trainer.main_ppo\n', ":1: unterminated double quote"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, content, expected):
+    path = tmp_path / "run.sh"
+    if content is not None:
+        path.write_text(content)
+    proc = run("check", str(path))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stdout + proc.stderr
+    error_lines = [line for line in proc.stdout.splitlines() if "error:" in line]
+    assert len(error_lines) == 1 and expected in error_lines[0]
+
+
+def test_non_integer_size_is_a_finding(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("python3 -m verl.trainer.main_ppo model_engine=megatron "
+                    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2.5\n")
+    proc = run("check", str(path))
+    assert proc.returncode == 1
+    assert f"{path}:1: VALUE-BAD-SIZE error" in proc.stdout
+
+
+def test_directory_is_an_input_error(tmp_path):
+    proc = run("check", str(tmp_path))
+    assert proc.returncode == 2 and "is a directory" in proc.stdout
+
+
+def test_rules_and_explain(capsys):
+    assert main(["rules"]) == 0
+    listing = capsys.readouterr().out
+    assert "MCORE-PS-EXPERT-FOLD" in listing and "error" in listing
+    assert main(["explain", "mcore-ps-expert-fold"]) == 0
+    page = capsys.readouterr().out
+    for heading in ("## Why it fails", "## Bad", "## Good", "## Fix", "## Source"):
+        assert heading in page
+    assert main(["explain", "NO-SUCH-RULE"]) == 2
+
+
+def test_rule_docs_do_not_drift():
+    from shardcheck.rules.docs import docs_files
+
+    target = ROOT / "docs" / "rules"
+    expected = docs_files()
+    actual = {p.name: p.read_text() for p in target.glob("*.md")}
+    assert actual == expected, "docs/rules is stale: run `python -m shardcheck.rules.docs`"
+
+
+def test_default_install_stays_light():
+    """`check` never imports torch, megatron or verl."""
+    code = ("import sys; from shardcheck.api import check; from shardcheck.cli import EXAMPLE; check(EXAMPLE); "
+            "print(sorted(m for m in ('torch', 'megatron', 'verl', 'rich') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip() == "[]", proc.stderr
+
+
+def test_layers_are_one_way():
+    """import-linter contract in pyproject.toml: read -> resolve -> judge -> report."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists():
+        pytest.skip("import-linter not installed")
+    proc = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,189 @@
+"""Every rule: a case where it fires, and a case where it stays silent (sqlfluff style: one row per rule)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from shardcheck.api import check
+from shardcheck.rules.registry import all_rules
+
+M = "actor_rollout_ref.actor.megatron"
+OTC = f"+{M}.override_transformer_config"
+
+
+def script(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1, gpus: int = 8,
+           before: str = "", config: str = "--config-name=ppo_megatron_trainer") -> str:
+    words = " ".join(textwrap.dedent(overrides).split())
+    return (f"{before}\npython3 -m verl.trainer.main_ppo {config} actor_rollout_ref.model.path=/models/{model} "
+            f"trainer.nnodes={nodes} trainer.n_gpus_per_node={gpus} {words}\n")
+
+
+# rule id → (bad script, good script). Keep one row per registered rule.
+CASES: dict[str, tuple[str, str]] = {
+    "MCORE-PS-WORLD": (script(f"{M}.tensor_model_parallel_size=3"), script(f"{M}.tensor_model_parallel_size=4")),
+    "MCORE-PS-EXPERT-FOLD": (
+        script(f"{M}.tensor_model_parallel_size=2 {M}.expert_model_parallel_size=8"),
+        script(f"{M}.tensor_model_parallel_size=2 {M}.expert_model_parallel_size=8 {M}.expert_tensor_parallel_size=1"),
+    ),
+    "MCORE-PS-VPP-PP": (
+        script(f"{M}.virtual_pipeline_model_parallel_size=2"),
+        script(f"{M}.virtual_pipeline_model_parallel_size=2 {M}.pipeline_model_parallel_size=2"),
+    ),
+    "MCORE-TC-HEADS-TP": (script(f"{M}.tensor_model_parallel_size=3", gpus=12),
+                          script(f"{M}.tensor_model_parallel_size=4", gpus=12)),
+    "MCORE-TC-QG-TP": (script(f"{M}.tensor_model_parallel_size=7", model="Qwen2.5-7B", gpus=7),
+                       script(f"{M}.tensor_model_parallel_size=4", model="Qwen2.5-7B", gpus=8)),
+    "MCORE-TC-MOE-EP-NOEXP": (script(f"{M}.expert_model_parallel_size=2", model="Qwen3-8B"),
+                              script(f"{M}.expert_model_parallel_size=1", model="Qwen3-8B")),
+    "MCORE-BUILD-EXPERTS-EP": (script(f"{M}.expert_model_parallel_size=3", gpus=6),
+                               script(f"{M}.expert_model_parallel_size=2", gpus=6)),
+    "MCORE-TC-UNEVEN-POS": (
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=0"),
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=12 "
+               f"{OTC}.num_layers_in_last_pipeline_stage=12"),
+    ),
+    "MCORE-TC-UNEVEN-MIDDLE": (
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=10 "
+               f"{OTC}.num_layers_in_last_pipeline_stage=11"),
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=11 "
+               f"{OTC}.num_layers_in_last_pipeline_stage=11"),
+    ),
+    "MCORE-TC-UNEVEN-VPP": (
+        script(f"{M}.pipeline_model_parallel_size=4 {M}.virtual_pipeline_model_parallel_size=2 "
+               f"{OTC}.num_layers_in_first_pipeline_stage=11 {OTC}.num_layers_in_last_pipeline_stage=11"),
+        script(f"{M}.pipeline_model_parallel_size=4 {M}.virtual_pipeline_model_parallel_size=2 "
+               f"{OTC}.num_layers_in_first_pipeline_stage=12 {OTC}.num_layers_in_last_pipeline_stage=12"),
+    ),
+    "MCORE-TC-UNEVEN-ACCOUNT": (
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=12 "
+               f"{OTC}.num_layers_in_last_pipeline_stage=12 {OTC}.account_for_embedding_in_pipeline_split=True"),
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=12 "
+               f"{OTC}.num_layers_in_last_pipeline_stage=12"),
+    ),
+    "MCORE-TC-ACCOUNT-SPLIT": (
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.account_for_embedding_in_pipeline_split=True"),
+        script(f"{M}.pipeline_model_parallel_size=2 {OTC}.account_for_embedding_in_pipeline_split=True "
+               f"{OTC}.account_for_loss_in_pipeline_split=True"),
+    ),
+    "MCORE-BUILD-LAYERS-PP": (script(f"{M}.pipeline_model_parallel_size=5", gpus=5),
+                              script(f"{M}.pipeline_model_parallel_size=4", gpus=8)),
+    "MCORE-BUILD-VPP": (
+        script(f"{M}.pipeline_model_parallel_size=4 {M}.virtual_pipeline_model_parallel_size=5"),
+        script(f"{M}.pipeline_model_parallel_size=4 {M}.virtual_pipeline_model_parallel_size=3"),
+    ),
+    "MCORE-TC-RECOMPUTE": (
+        script(f"{OTC}.recompute_granularity=full".replace("+", "", 1)),
+        script(f"{OTC}.recompute_granularity=full {OTC}.recompute_method=uniform {OTC}.recompute_num_layers=1"
+               .replace("+", "")),
+    ),
+    "VERL-MC-ONE-INIT": (
+        script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
+               "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1"),
+        script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2"),
+    ),
+    "VERL-MC-ETP-MISMATCH": (
+        script(f"{M}.tensor_model_parallel_size=2 {M}.expert_model_parallel_size=2"),
+        script(f"{M}.tensor_model_parallel_size=2 {M}.expert_model_parallel_size=2 {M}.expert_tensor_parallel_size=1"),
+    ),
+    "SHELL-PARSE": (script(before="if then; fi"), script(before="if true; then X=1; fi")),
+    "SHELL-SYNTAX": (script(before="X=${A B}"), script(before="X=${A:-B}")),
+    "SHELL-SOURCE": (script(before="source ./env.sh"), script(before="X=1")),
+    "SHELL-EVAL": (script(before="eval X=1"), script(before="X=1")),
+    "SHELL-ARITH": (script(before="X=$((1 / 0))"), script(before="X=$((1 / 1))")),
+    "HYDRA-OVERRIDE": (script("trainer.default_local_dir=~/ckpt"), script("trainer.default_local_dir=/ckpt")),
+    "VERL-CFG-UNKNOWN-KEY": (script(f"{M}.tensor_parallel_size=2"), script(f"{M}.tensor_model_parallel_size=2")),
+    "VERL-CFG-ADDED-KEY": (script("+trainer.n_gpu_per_node=8"), script("trainer.n_gpus_per_node=8")),
+    "VERL-CFG-ADDED-FIELD": (
+        script(f"+{M}.num_layers_in_first_pipeline_stage=12"),
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=12 "
+               f"{OTC}.num_layers_in_last_pipeline_stage=12"),
+    ),
+    "VERL-CONFIG-CUSTOM": (script(config="--config-path=/my/configs --config-name=my_trainer"),
+                           script(config="--config-path=config --config-name=ppo_megatron_trainer")),
+    "VALUE-BAD-SIZE": (script(f"{M}.tensor_model_parallel_size=two"), script(f"{M}.tensor_model_parallel_size=2")),
+    "VALUE-UNKNOWN": (script(f"{M}.tensor_model_parallel_size=$TP"), script(f"{M}.tensor_model_parallel_size=2")),
+    "MODEL-NOT-FOUND": (script(model="my-private-model"), script(model="Qwen3-30B-A3B")),
+}
+
+
+def rule_findings(tmp_path, text: str, rule_id: str, env=None):
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    result = check(path, env)
+    assert result.error is None, result.error
+    return [f for f in result.findings if f.rule == rule_id], result
+
+
+def test_every_rule_has_a_case():
+    assert set(CASES) == set(all_rules())
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_fires_on_bad(tmp_path, rule_id):
+    found, _ = rule_findings(tmp_path, CASES[rule_id][0], rule_id)
+    assert found, f"{rule_id} did not fire"
+    for f in found:
+        assert f.severity == all_rules()[rule_id].severity
+        assert f.line is not None, f"{rule_id} finding has no line: {f}"
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_silent_on_good(tmp_path, rule_id):
+    found, result = rule_findings(tmp_path, CASES[rule_id][1], rule_id)
+    assert not found, f"{rule_id} fired on the good case: {found}"
+
+
+def test_good_cases_have_no_errors_at_all(tmp_path):
+    """The 'good' side of layout rules is a whole valid launch, not just silent for one rule."""
+    for rule_id, (_, good) in CASES.items():
+        if rule_id.startswith(("MCORE-", "VERL-MC-")):
+            _, result = rule_findings(tmp_path, good, rule_id)
+            assert result.valid, (rule_id, [(f.rule, f.message) for f in result.findings if f.severity == "error"])
+
+
+def test_unknown_value_names_the_variable_and_line(tmp_path):
+    found, _ = rule_findings(tmp_path, CASES["VALUE-UNKNOWN"][0], "VALUE-UNKNOWN")
+    assert "$TP is not set in the script" in found[0].message
+    assert found[0].line == 2
+
+
+def test_env_supplies_an_unknown(tmp_path):
+    found, result = rule_findings(tmp_path, CASES["VALUE-UNKNOWN"][0], "VALUE-UNKNOWN", env={"TP": "2"})
+    assert not found and result.layout_summary()["tp"] == 2
+
+
+def test_messages_list_valid_values(tmp_path):
+    found, _ = rule_findings(tmp_path, CASES["MCORE-TC-HEADS-TP"][0], "MCORE-TC-HEADS-TP")
+    assert "TP must divide 32: 1, 2, 4, 8, 16, 32" in found[0].fix
+
+
+def test_did_you_mean(tmp_path):
+    found, _ = rule_findings(tmp_path, CASES["VERL-CFG-UNKNOWN-KEY"][0], "VERL-CFG-UNKNOWN-KEY")
+    assert f"{M}.tensor_model_parallel_size" in found[0].fix
+
+
+def test_model_rules_are_skipped_without_a_model(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text(CASES["MODEL-NOT-FOUND"][0])
+    result = check(path)
+    assert "MCORE-TC-HEADS-TP" in result.skipped
+    assert "MCORE-PS-WORLD" not in result.skipped
+
+
+def test_ref_layout_is_judged_when_it_differs(tmp_path):
+    text = script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
+                  "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=3")
+    found, result = rule_findings(tmp_path, text, "MCORE-PS-WORLD")
+    assert [f.role for f in found] == ["ref"]
+
+
+def test_local_config_json_is_used(tmp_path):
+    model = tmp_path / "mymodel"
+    model.mkdir()
+    (model / "config.json").write_text('{"num_hidden_layers": 10, "num_attention_heads": 12, '
+                                       '"num_key_value_heads": 12, "hidden_size": 768}')
+    text = script(f"{M}.pipeline_model_parallel_size=4").replace("/models/Qwen3-30B-A3B", str(model))
+    found, result = rule_findings(tmp_path, text, "MCORE-BUILD-LAYERS-PP")
+    assert found and result.job.model.source.startswith("config.json at")
