@@ -1,0 +1,124 @@
+"""Benchmark: `shardcheck check` on the built-in example, whole process, against megatron-core itself.
+
+Prints CPU seconds (user + sys of the child process, median of N runs) for
+  1. `python -c pass`                       (the interpreter floor)
+  2. `shardcheck check <example>`           (the whole CLI)
+  3. megatron-core initialising the same layout on torch's fake process group (when installed)
+and an in-process breakdown of shardcheck's own stages: imports, bash parse, Hydra overrides,
+verl resolution, rules, report.
+
+Usage: python bench/bench_check.py [--runs N] [--script PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MEGATRON_INIT = """
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from megatron.core import parallel_state as ps
+dist.init_process_group(backend="fake", store=FakeStore(), world_size={world}, rank=0)
+ps.initialize_model_parallel(tensor_model_parallel_size={tp}, pipeline_model_parallel_size={pp},
+    context_parallel_size={cp}, expert_model_parallel_size={ep}, expert_tensor_parallel_size={etp},
+    create_gloo_process_groups=False)
+assert ps.get_data_parallel_world_size() == {dp}
+"""
+
+
+def child_cpu(cmd: list[str], env=None) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
+
+
+def median_cpu(cmd: list[str], runs: int) -> tuple[float, float]:
+    samples = [child_cpu(cmd) for _ in range(runs)]
+    return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+
+
+def stages(script: str) -> list[tuple[str, float]]:
+    """In-process wall seconds per stage, in a fresh interpreter (so imports are cold)."""
+    code = f"""
+import time, json
+t0 = time.perf_counter()
+import tree_sitter, tree_sitter_bash
+t1 = time.perf_counter()
+from hydra.core.override_parser.overrides_parser import OverridesParser
+t2 = time.perf_counter()
+import omegaconf
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+t3 = time.perf_counter()
+from shardcheck.inputs.bash import read_bash
+from shardcheck.inputs.launch import find_launches
+from shardcheck.inputs.hydra_overrides import parse_hydra_args
+from shardcheck.frameworks.verl.resolve import resolve_verl
+from shardcheck.rules.registry import run_rules
+from shardcheck.api import Result
+from shardcheck.report.text import render_text
+t4 = time.perf_counter()
+reading = read_bash({script!r})
+launch = find_launches(reading.commands)[0]
+t5 = time.perf_counter()
+hydra = parse_hydra_args(launch.args)
+t6 = time.perf_counter()
+job = resolve_verl(launch, hydra, {script!r})
+t7 = time.perf_counter()
+findings, skipped = run_rules(job)
+t8 = time.perf_counter()
+render_text([Result({script!r}, job, findings, skipped)])
+t9 = time.perf_counter()
+print(json.dumps([["import tree-sitter + bash grammar", t1-t0], ["import Hydra override grammar", t2-t1],
+    ["import omegaconf + Hydra config loader", t3-t2], ["import shardcheck modules", t4-t3],
+    ["parse + evaluate bash", t5-t4], ["parse Hydra overrides", t6-t5], ["resolve verl config + model", t7-t6],
+    ["rules", t8-t7], ["report", t9-t8]]))
+"""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--script", default=str(ROOT / "src/shardcheck/examples/qwen3_235b_256k.sh"))
+    args = parser.parse_args()
+    floor = median_cpu([sys.executable, "-c", "pass"], args.runs)
+    cli = median_cpu([sys.executable, "-m", "shardcheck", "check", args.script], args.runs)
+    print(f"python -c pass                      CPU {floor[0]:.3f} s   wall {floor[1]:.3f} s")
+    print(f"shardcheck check (example)          CPU {cli[0]:.3f} s   wall {cli[1]:.3f} s")
+    have_megatron = importlib.util.find_spec("megatron") and importlib.util.find_spec("torch")
+    if have_megatron:
+        code = MEGATRON_INIT.format(world=256, tp=2, pp=16, cp=8, ep=16, etp=1, dp=1)
+        mc = median_cpu([sys.executable, "-c", code], max(1, args.runs // 2))
+        print(f"megatron-core init, same layout     CPU {mc[0]:.3f} s   wall {mc[1]:.3f} s   "
+              f"(shardcheck is {mc[0] / cli[0]:.1f}x cheaper)")
+    else:
+        print("megatron-core init: not installed (pip install -e '.[verify]')")
+    print(f"shardcheck above the interpreter    CPU {cli[0] - floor[0]:.3f} s")
+    print("breakdown (wall, one cold process):")
+    total = 0.0
+    for name, seconds in stages(args.script):
+        total += seconds
+        print(f"  {name:<40} {seconds * 1000:8.1f} ms")
+    print(f"  {'total in-process':<40} {total * 1000:8.1f} ms")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
