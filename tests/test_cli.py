@@ -113,3 +113,10 @@ def test_layers_are_one_way():
         pytest.skip("import-linter not installed")
     proc = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_top_level_api():
+    import shardcheck
+
+    result = shardcheck.check(EXAMPLE)
+    assert isinstance(result, shardcheck.Result) and result.valid

@@ -78,6 +78,8 @@ CASES: dict[str, tuple[str, str]] = {
         script(f"{OTC}.recompute_granularity=full {OTC}.recompute_method=uniform {OTC}.recompute_num_layers=1"
                .replace("+", "")),
     ),
+    "MCORE-TC-MOE-DISPATCH": (script(f"{OTC}.moe_token_dispatcher_type=allgather"),
+                              script(f"{OTC}.moe_token_dispatcher_type=alltoall")),
     "VERL-MC-ONE-INIT": (
         script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
                "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1"),

@@ -436,3 +436,62 @@ def recompute(job: Job) -> Iterator[Finding]:
         if message:
             yield finding("MCORE-TC-RECOMPUTE", f"[{e.role}] megatron-core: \"{message}\"", where(at), fix=fix,
                           role=e.role)
+
+
+# verl's provider overrides (verl/workers/engine/megatron/transformer_impl.py _build_tf_config, verl 0.9.1):
+# moe_token_dispatcher_type="alltoall", variable_seq_lengths=True; override_transformer_config wins.
+_VERL_PROVIDER = {"moe_token_dispatcher_type": "alltoall", "variable_seq_lengths": True, "moe_enable_deepep": False}
+
+
+@rule("MCORE-TC-MOE-DISPATCH", "error", "The MoE token dispatcher must support verl's variable sequence lengths")
+def moe_dispatch(job: Job) -> Iterator[Finding]:
+    """
+    verl packs sequences of different lengths and sets `variable_seq_lengths=True` and the
+    `alltoall` dispatcher on the Megatron config; an `override_transformer_config` that switches
+    to the `allgather` dispatcher, or enables DeepEP without the `flex` dispatcher, is rejected.
+
+    Why:
+    `TransformerConfig.__post_init__` raises `ValueError: Token dispatcher type: allgather does not
+    support variable sequence length, please use alltoall dispatcher instead.` or `DeepEP backend
+    is only supported with flex token dispatcher.`
+
+    Bad:
+    `+actor_rollout_ref.actor.megatron.override_transformer_config.moe_token_dispatcher_type=allgather`
+
+    Good:
+    Leave the dispatcher to verl (`alltoall`), or `moe_token_dispatcher_type=flex` with DeepEP.
+
+    Fix:
+    Remove the dispatcher override, or use `alltoall` / `flex`.
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ (megatron-core
+    0.16.1); verl/workers/engine/megatron/transformer_impl.py _build_tf_config (verl 0.9.1).
+    """
+    if job.framework != "verl":
+        return
+    for e in engines(job):
+        ov = e.transformer_overrides
+
+        def value(name: str):
+            if name in ov:
+                return need(ov[name], f"{e.key_prefix}.{_RECOMPUTE}.{name}"), ov[name]
+            return _VERL_PROVIDER[name], None
+
+        dispatcher, d_origin = value("moe_token_dispatcher_type")
+        variable, v_origin = value("variable_seq_lengths")
+        deepep, p_origin = value("moe_enable_deepep")
+        if deepep and dispatcher != "flex":
+            yield finding("MCORE-TC-MOE-DISPATCH",
+                          f"[{e.role}] moe_enable_deepep with the {dispatcher} dispatcher (megatron-core: "
+                          "\"DeepEP backend is only supported with flex token dispatcher.\")",
+                          where(*(o for o in (p_origin, d_origin) if o is not None)),
+                          fix="moe_token_dispatcher_type=flex", role=e.role)
+        elif dispatcher == "allgather" and variable is True:
+            yield finding("MCORE-TC-MOE-DISPATCH",
+                          f"[{e.role}] the allgather dispatcher with verl's variable_seq_lengths=True (megatron-core: "
+                          "\"Token dispatcher type: allgather does not support variable sequence length, please use "
+                          "alltoall dispatcher instead.\")",
+                          where(*(o for o in (d_origin, v_origin) if o is not None)),
+                          fix=f"remove {e.key_prefix}.{_RECOMPUTE}.moe_token_dispatcher_type (verl uses alltoall)",
+                          role=e.role)
