@@ -151,9 +151,14 @@ def test_unknown_value_names_the_variable_and_line(tmp_path):
     assert found[0].line == 2
 
 
+def test_unknown_value_leaves_the_verdict_undecided(tmp_path):
+    _, result = rule_findings(tmp_path, CASES["VALUE-UNKNOWN"][0], "VALUE-UNKNOWN")
+    assert result.valid is None and result.layout_valid is None and result.exit_code == 0
+
+
 def test_env_supplies_an_unknown(tmp_path):
     found, result = rule_findings(tmp_path, CASES["VALUE-UNKNOWN"][0], "VALUE-UNKNOWN", env={"TP": "2"})
-    assert not found and result.layout_summary()["tp"] == 2
+    assert not found and result.layout_summary()["tp"] == 2 and result.valid is True
 
 
 def test_messages_list_valid_values(tmp_path):

@@ -21,8 +21,14 @@ class Result:
     error: str | None = None  # the one-line reason when the input cannot be used at all
 
     @property
-    def valid(self) -> bool:
-        return self.error is None and not any(f.severity == "error" for f in self.findings)
+    def valid(self) -> bool | None:
+        """True: no error. False: an error (or an unusable input). None: no error found, but a value
+        some rule needs is unknown (VALUE-UNKNOWN), so the verdict is undecided, never guessed."""
+        if self.error is not None or any(f.severity == "error" for f in self.findings):
+            return False
+        if any(f.rule == "VALUE-UNKNOWN" for f in self.findings):
+            return None
+        return True
 
     @property
     def layout_valid(self) -> bool | None:
@@ -30,13 +36,15 @@ class Result:
         other start-up errors such as an unknown config key; None when the input could not be used."""
         if self.job is None:
             return None
-        return not any(f.severity == "error" and f.rule.startswith("MCORE-") for f in self.findings)
+        if any(f.severity == "error" and f.rule.startswith("MCORE-") for f in self.findings):
+            return False
+        return None if any(f.rule == "VALUE-UNKNOWN" for f in self.findings) else True
 
     @property
     def exit_code(self) -> int:
         if self.error is not None:
             return 2
-        return 0 if self.valid else 1
+        return 1 if self.valid is False else 0
 
     def layout_summary(self, role: str = "actor") -> dict | None:
         """Sizes of one engine as plain values (None where unknown), for reports."""

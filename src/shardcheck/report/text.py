@@ -141,8 +141,10 @@ def render_text(results: list[Result]) -> str:
                 out.append(f"      fix: {f.fix}")
         errors = sum(f.severity == "error" for f in r.findings)
         warnings = sum(f.severity == "warning" for f in r.findings)
-        verdict = "valid" if r.valid else "will not start"
-        if not r.valid and r.layout_valid:
+        unknown = sum(f.rule == "VALUE-UNKNOWN" for f in r.findings)
+        verdict = {True: "valid", False: "will not start",
+                   None: f"undecided: {unknown} value{'s' * (unknown != 1)} a rule needs unknown"}[r.valid]
+        if r.valid is False and r.layout_valid:
             verdict += "; the Megatron-Core layout itself is valid"
         out.append(f"  verdict: {verdict} ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")
         out.append("")
