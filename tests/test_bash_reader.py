@@ -267,3 +267,61 @@ def test_reader_never_crashes(text):
         read_bash_text(text.encode(), "fuzz.sh")
     except InputError:
         pass
+
+
+def test_quoted_array_in_a_scalar_assignment_joins_with_spaces():
+    a = args_of("""
+        A=(a b)
+        B="${A[@]}"
+        python3 -m verl.trainer.main_ppo b="$B"
+    """)
+    assert a["b"][0] == "a b"
+
+
+def test_unknown_condition_keeps_unchanged_arrays_with_unknown_parts():
+    """Regression: an `if` that changes nothing must not collapse an array holding an unknown piece."""
+    reading = read("""
+        A=(actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3 data.train_files=$HOME/x)
+        if [ -f /x ]; then :; fi
+        python3 -m verl.trainer.main_ppo "${A[@]}"
+    """)
+    (launch,) = find_launches(reading.commands)
+    assert launch.args[0].text == "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3"
+    assert launch.args[1].render("?") == "data.train_files=?/x"
+
+
+def test_launcher_array_set_in_branches_still_finds_the_module():
+    reading = read("""
+        LAUNCH=(python3)
+        if [ -n "$X" ]; then LAUNCH=(uv run python3); fi
+        "${LAUNCH[@]}" -m verl.trainer.main_ppo trainer.n_gpus_per_node=8
+    """)
+    (launch,) = find_launches(reading.commands)
+    assert launch.module == "verl.trainer.main_ppo"
+    assert [f.text for f in launch.args] == ["trainer.n_gpus_per_node=8"]
+
+
+def test_torchrun_option_with_unknown_value():
+    reading = read("torchrun --nproc_per_node=$(nproc) -m verl.trainer.main_ppo a=1\n")
+    (launch,) = find_launches(reading.commands)
+    assert launch.module == "verl.trainer.main_ppo" and launch.launcher_args["--nproc-per-node"].text is None
+
+
+def test_tilde_in_defaults_and_assignments_is_home():
+    a = args_of("""
+        D=${D:-~/data}
+        E=~/ckpt
+        python3 -m verl.trainer.main_ppo d=$D e=$E f=~/literal
+    """, {"HOME": "/home/u"})
+    assert a["d"][0] == "/home/u/data" and a["e"][0] == "/home/u/ckpt"
+    assert a["f"][0] == "~/literal"  # not an assignment word: bash leaves the tilde
+
+
+def test_condition_lists_are_evaluated():
+    a = args_of("""
+        A=1 B=x
+        if [ -n "$A" ] && [ "$B" = x ]; then TP=4; else TP=8; fi
+        if [ -z "$A" ] || [ "$B" != x ]; then PP=2; else PP=1; fi
+        python3 -m verl.trainer.main_ppo tp=$TP pp=$PP
+    """)
+    assert a["tp"][0] == "4" and a["pp"][0] == "1"

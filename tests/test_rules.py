@@ -97,11 +97,8 @@ CASES: dict[str, tuple[str, str]] = {
     "HYDRA-OVERRIDE": (script("trainer.default_local_dir=~/ckpt"), script("trainer.default_local_dir=/ckpt")),
     "VERL-CFG-UNKNOWN-KEY": (script(f"{M}.tensor_parallel_size=2"), script(f"{M}.tensor_model_parallel_size=2")),
     "VERL-CFG-ADDED-KEY": (script("+trainer.n_gpu_per_node=8"), script("trainer.n_gpus_per_node=8")),
-    "VERL-CFG-ADDED-FIELD": (
-        script(f"+{M}.num_layers_in_first_pipeline_stage=12"),
-        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=12 "
-               f"{OTC}.num_layers_in_last_pipeline_stage=12"),
-    ),
+    "VERL-CFG-ADDED-FIELD": (script(f"+{M}.tensor_model_parallel_sizes=2"),
+                             script(f"{M}.tensor_model_parallel_size=2")),
     "VERL-CONFIG-CUSTOM": (script(config="--config-path=/my/configs --config-name=my_trainer"),
                            script(config="--config-path=config --config-name=ppo_megatron_trainer")),
     "VALUE-BAD-SIZE": (script(f"{M}.tensor_model_parallel_size=two"), script(f"{M}.tensor_model_parallel_size=2")),
@@ -194,3 +191,42 @@ def test_local_config_json_is_used(tmp_path):
     text = script(f"{M}.pipeline_model_parallel_size=4").replace("/models/Qwen3-30B-A3B", str(model))
     found, result = rule_findings(tmp_path, text, "MCORE-BUILD-LAYERS-PP")
     assert found and result.job.model.source.startswith("config.json at")
+
+
+def test_an_unknown_argument_leaves_the_verdict_undecided(tmp_path):
+    found, result = rule_findings(tmp_path, script('"$(cat extra_overrides.txt)"'), "VALUE-UNKNOWN")
+    assert found and "it may set any key" in found[0].message
+    assert result.valid is None
+    assert not [f for f in result.findings if f.rule == "HYDRA-OVERRIDE"]
+
+
+def test_a_layout_behind_an_unknown_if_is_still_judged(tmp_path):
+    text = script('"${A[@]}"', before="A=(actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3)\n"
+                                      "if [ -f /x ]; then :; fi")
+    found, _ = rule_findings(tmp_path, text, "MCORE-PS-WORLD")
+    assert found
+
+
+def test_other_engines_configs_are_read(tmp_path):
+    text = ("python3 -m verl.trainer.main_ppo model_engine=veomni "
+            "actor_rollout_ref.actor.veomni.enable_full_shard=True\n")
+    found, result = rule_findings(tmp_path, text, "VERL-CFG-UNKNOWN-KEY")
+    assert not found and result.job.config_name == "ppo_veomni_trainer"
+
+
+def test_a_recipe_config_makes_defaults_unknown_not_assumed(tmp_path):
+    text = ("python3 -m recipe.dapo.main_dapo --config-path=config --config-name=dapo_trainer "
+            f"{M}.tensor_model_parallel_size=2 some.recipe.key=1\n")
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    result = check(path)
+    rules = {f.rule for f in result.findings}
+    assert "VERL-CONFIG-CUSTOM" in rules and "VERL-CFG-UNKNOWN-KEY" not in rules
+    assert result.valid is None  # nnodes etc. come from the recipe's config
+
+
+def test_unmodelled_verl_entry_is_exit_2(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("torchrun --nproc_per_node=8 -m verl.trainer.sft_trainer model.path=x\n")
+    result = check(path)
+    assert result.exit_code == 2 and "verl.trainer.sft_trainer is not modelled yet" in result.error

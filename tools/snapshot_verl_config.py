@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-NAMES = ("ppo_trainer", "ppo_megatron_trainer")
+NAMES = ("ppo_trainer", "ppo_megatron_trainer", "ppo_veomni_trainer", "ppo_torchtitan_trainer")
 
 
 def main() -> None:

@@ -91,11 +91,13 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
     shown = display or str(path)
     try:
         job = resolve_script(path, env, model_config=model_config, display=shown)
+        from shardcheck.rules.registry import run_rules
+
+        findings, skipped = run_rules(job)
     except InputError as exc:
         return Result(shown, error=str(exc))
-    from shardcheck.rules.registry import run_rules
-
-    findings, skipped = run_rules(job)
+    except RecursionError:
+        return Result(shown, error=f"{shown}:1: nested too deeply for shardcheck to read; simplify the script")
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: (order[f.severity], f.line or 0, f.rule))
     return Result(shown, job, findings, skipped)
@@ -104,15 +106,20 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
                    display: str | None = None) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none."""
-    from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl
+    from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash
     from shardcheck.inputs.hydra_overrides import parse_hydra_args
     from shardcheck.inputs.launch import find_launches
 
     shown = display or str(path)
     reading = read_bash(path, env, display=shown)
-    launches = [launch for launch in find_launches(reading.commands) if is_verl_entry(launch)]
+    found = find_launches(reading.commands)
+    launches = [launch for launch in found if is_verl_entry(launch)]
     if not launches:
+        other = next((launch for launch in found if unmodelled_verl_entry(launch)), None)
+        if other is not None:
+            raise InputError(f"{other.origin.location}: {other.module} is not modelled yet; shardcheck reads "
+                             "verl.trainer.main_ppo launches")
         syntax = next((d for d in reading.diagnostics if d.code == "SHELL-SYNTAX"), None)
         if syntax is not None:
             raise InputError(f"{syntax.origin.location}: {syntax.message}")

@@ -412,6 +412,19 @@ class _Interpreter:
 
     def eval_condition(self, node) -> bool | None:
         """Evaluate a ``[ ... ]`` / ``[[ ... ]]`` test when its operands are known; None otherwise."""
+        if node.type == "list":
+            parts = [c for c in node.children if c.is_named and c.type not in _NOT_STATEMENTS]
+            ops = [c.type for c in node.children if not c.is_named and c.type in ("&&", "||")]
+            if len(parts) != 2 or len(ops) != 1:
+                return None
+            left, right = self.eval_condition(parts[0]), self.eval_condition(parts[1])
+            if ops[0] == "&&":
+                return False if False in (left, right) else (True if left and right else None)
+            return True if True in (left, right) else (False if left is False and right is False else None)
+        if node.type == "negated_command":
+            inner = [c for c in node.children if c.is_named]
+            verdict = self.eval_condition(inner[0]) if len(inner) == 1 else None
+            return None if verdict is None else not verdict
         if node.type != "test_command":
             return None
         text = self.src[node.start_byte : node.end_byte].strip()
@@ -571,6 +584,8 @@ class _Interpreter:
         for piece in self._pieces(parts, origin, assignment=True):
             if piece is _BREAK:
                 segs.append(Seg(" ", origin))
+            elif isinstance(piece, _Item):
+                segs.extend(piece.segs)
             else:
                 segs.extend(piece[0])
         return Field(tuple(_merge_literals(segs, origin)), origin)
@@ -879,14 +894,22 @@ def _merge_literals(segs: list[Seg], origin: Origin) -> list[Seg]:
 
 
 def _same_value(a: Var | None, b: Var | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    if a.is_array != b.is_array:
+    """Whether two versions of a variable hold the same value (unknown parts included)."""
+    if a is b:
+        return True
+    if a is None or b is None or a.is_array != b.is_array:
         return False
     if a.is_array:
-        return len(a.items) == len(b.items) and all(x.text is not None and x.text == y.text for x, y in zip(a.items, b.items))
-    av, bv = a.as_scalar(), b.as_scalar()
-    return av is not None and bv is not None and av.known and bv.known and av.text == bv.text
+        return len(a.items) == len(b.items) and all(_same_field(x, y) for x, y in zip(a.items, b.items))
+    return _same_field(a.as_scalar(), b.as_scalar())
+
+
+def _same_field(x: Field | None, y: Field | None) -> bool:
+    if x is None or y is None:
+        return x is y
+    if x.known and y.known:
+        return x.text == y.text
+    return x.segs == y.segs
 
 
 def _test(words: list[str | None]) -> bool | None:

@@ -47,12 +47,22 @@ class OverrideError:
 
 
 @dataclass(frozen=True, slots=True)
+class UnknownWord:
+    """An argument whose key part is unknown: it may set any key."""
+
+    word: Origin
+    reason: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class HydraCommandLine:
     overrides: tuple[OverrideItem, ...]
     errors: tuple[OverrideError, ...]
     config_path: Field | None
     config_name: Field | None
     flags: tuple[str, ...]
+    unknown_words: tuple[UnknownWord, ...] = ()
 
 
 def _placeholder_text(field: Field) -> tuple[str, dict[str, str]]:
@@ -97,6 +107,7 @@ def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
     config_path: Field | None = None
     config_name: Field | None = None
     flags: list[str] = []
+    unknown_words: list[UnknownWord] = []
     i = 0
     while i < len(args):
         field = args[i]
@@ -120,6 +131,14 @@ def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
             i += 1
             continue
         shown = field.render()
+        plain = field.render("?")  # unknown pieces count one character, as value_origin counts them
+        key_part = plain.split("=", 1)[0]
+        head = "".join(seg.text if seg.text is not None else "\0" for seg in field.segs).split("=", 1)[0]
+        if "\0" in head:
+            reason = next(seg.unknown for seg in field.segs if seg.text is None) or "unknown"
+            unknown_words.append(UnknownWord(field.origin, reason, shown))
+            i += 1
+            continue
         try:
             (parsed,) = parser.parse_overrides([text])
         except HydraException as exc:
@@ -134,10 +153,10 @@ def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
         else:
             value = parsed.value()
             unknown = _contains(value, tokens) or _contains(key, tokens)
-        plain = field.render("?")  # unknown pieces count one character, as value_origin counts them
-        start = plain.find("=") + 1 if "=" in plain else len(plain)
+        start = len(key_part) + 1 if "=" in plain else len(plain)
         overrides.append(
             OverrideItem(key, kind, value, unknown, field.value_origin(start), field.origin, shown, parsed)
         )
         i += 1
-    return HydraCommandLine(tuple(overrides), tuple(errors), config_path, config_name, tuple(flags))
+    return HydraCommandLine(tuple(overrides), tuple(errors), config_path, config_name, tuple(flags),
+                            tuple(unknown_words))

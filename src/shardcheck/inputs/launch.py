@@ -72,7 +72,7 @@ def _launch_of(command: Command) -> Launch | None:
     while i < len(words):
         name = words[i].text
         if name is None:
-            return None
+            return _module_after_unknown(words, i, command, launcher, launcher_args)
         base = name.rsplit("/", 1)[-1]
         if base in ("nohup", "time", "exec", "command", "builtin"):
             i += 1
@@ -105,6 +105,19 @@ def _launch_of(command: Command) -> Launch | None:
     return None
 
 
+def _module_after_unknown(words, i, command, launcher, launcher_args) -> Launch | None:
+    """The launcher word is unknown (e.g. an array set differently in two branches): a ``-m MODULE``
+    later on the line still names the entry point; the words after it are its arguments."""
+    for k in range(i + 1, len(words) - 1):
+        text = words[k].text
+        if text in ("-m", "--module") and words[k + 1].text and "." in (words[k + 1].text or ""):
+            return Launch(words[k + 1].text, None, tuple(words[k + 2 :]), words[k].origin, command,
+                          tuple(launcher) + ("⟨unknown launcher⟩",), launcher_args or None)
+        if text is not None and text.endswith(".py") and not text.startswith("-"):
+            return None
+    return None
+
+
 def _skip_options(words: list[Field], i: int, with_arg: set[str], *, env_assignments: bool = False) -> int:
     while i < len(words):
         text = words[i].text or ""
@@ -121,7 +134,7 @@ def _skip_options(words: list[Field], i: int, with_arg: set[str], *, env_assignm
 
 def _torchrun_options(words: list[Field], i: int, launcher_args: dict[str, Field]) -> int:
     while i < len(words):
-        text = words[i].text or ""
+        text = words[i].render("?")  # an option whose value is unknown is still an option
         if not text.startswith("-") or text in ("-m", "--module"):
             return i
         key, eq, _ = text.partition("=")

@@ -424,6 +424,14 @@ def _lex_operator_word(src: str, i: int, end: int, quoted: bool) -> tuple:
     parts: list = []
     buf: list[str] = []
     b0 = i
+    if not quoted and i < end and src[i] == "~":  # bash tilde-expands the word of ${V:-~/x}
+        j = i + 1
+        while j < end and (src[j].isalnum() or src[j] in "_-."):
+            j += 1
+        if j >= end or src[j] == "/":
+            parts.append(Tilde(src[i + 1 : j], i))
+            i = j
+            b0 = i
     while i < end:
         c = src[i]
         if c == "\\" and i + 1 < end:

@@ -157,8 +157,10 @@ _note_rule("VERL-CFG-UNKNOWN-KEY", "error", "An override of a key verl's config 
     Source:
     hydra/_internal/config_loader_impl.py (struct mode); verl/trainer/config/_generated_*.yaml (verl 0.9.1).
 """)
-_note_rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` verl does not read", """
-    `+key=value` adds a key Hydra accepts, but nothing in verl reads it: the setting has no effect.
+_note_rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a key verl has", """
+    `+key=value` adds a key Hydra accepts; when it is a near-miss of an existing sibling key (a
+    likely typo), nothing reads it and the setting has no effect. New keys that are not near-misses
+    are not reported: verl reads many free-form keys (`*_kwargs`, `override_*`, `.get(...)`).
 
     Why:
     A typo hidden behind `+` silently keeps the default.
@@ -175,32 +177,34 @@ _note_rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` verl does not read", """
     Source:
     verl/trainer/config/_generated_*.yaml (verl 0.9.1).
 """)
-_note_rule("VERL-CFG-ADDED-FIELD", "error", "A `+key` inside a section verl builds a dataclass from", """
+_note_rule("VERL-CFG-ADDED-FIELD", "warning", "A `+key` near-miss inside a section verl builds a dataclass from", """
     verl turns config sections that have `_target_` into its config dataclasses
     (`omega_conf_to_dataclass` → `hydra.utils.instantiate`); a field the dataclass lacks is passed
-    as an unexpected keyword argument.
+    as an unexpected keyword argument. Reported for near-misses of an existing field (likely typos);
+    a warning, since not every section is instantiated.
 
     Why:
     `TypeError: __init__() got an unexpected keyword argument` when the worker builds its config.
 
     Bad:
-    `+actor_rollout_ref.actor.megatron.num_layers_in_first_pipeline_stage=5`
+    `+actor_rollout_ref.actor.megatron.tensor_model_parallel_sizes=2`
 
     Good:
-    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5`
+    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2`
 
     Fix:
-    Put Megatron TransformerConfig fields under `override_transformer_config`; otherwise use the suggested key.
+    Use the suggested key.
 
     Source:
     verl/utils/config.py omega_conf_to_dataclass; verl/base_config.py (verl 0.9.1).
 """)
-_note_rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read in full", """
-    The launch names a config directory or config name other than verl's own trainer configs;
-    shardcheck then applies verl's ppo_trainer defaults for keys the command line does not set.
+_note_rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read", """
+    The launch uses a config other than verl main_ppo's own (a recipe's config, another
+    `--config-path` or `--config-name`): only the keys set on the command line are known; every
+    other value is reported unknown, and keys are not checked against it.
 
     Why:
-    Values that config changes are not seen.
+    Defaults assumed from another config could make a wrong verdict.
 
     Bad:
     `--config-path=/my/configs --config-name=my_trainer`
@@ -263,6 +267,7 @@ def value_unknown(job: Job) -> Iterator[Finding]:
                    (f"{e.key_prefix}.context_parallel_size", e.cp),
                    (f"{e.key_prefix}.expert_model_parallel_size", e.ep),
                    (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting)]
+    yield from _notes(job, "VALUE-UNKNOWN")
     for name, traced in needed:
         if not traced.known and "not a positive integer" not in (traced.unknown or ""):
             where = traced.origin.first_script_line() or traced.origin

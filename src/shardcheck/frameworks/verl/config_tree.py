@@ -23,7 +23,7 @@ from shardcheck.inputs.hydra_overrides import OverrideItem
 from shardcheck.origin import Origin, Traced
 
 BUNDLED_VERSION = "0.9.1"
-KNOWN_CONFIGS = ("ppo_trainer", "ppo_megatron_trainer")
+KNOWN_CONFIGS = ("ppo_trainer", "ppo_megatron_trainer", "ppo_veomni_trainer", "ppo_torchtitan_trainer")
 _DATA = Path(__file__).with_name("data")
 _INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?\s*([.\w]+)\s*(?:,.*)?\}$")
 
@@ -77,6 +77,7 @@ class VerlConfig:
     set_by: dict[str, OverrideItem] = field(default_factory=dict)
     issues: list[ConfigIssue] = field(default_factory=list)
     unknown: dict[str, str] = field(default_factory=dict)
+    custom: str | None = None
 
     @property
     def version(self) -> str:
@@ -101,6 +102,10 @@ class VerlConfig:
         if item is not None:
             return Traced(None if reason else value, item.origin, reason)
         origin = self.default_origin(key)
+        if self.custom is not None:
+            return Traced(None, Origin(kind="default", text=f"{key} from config {self.custom}"),
+                          f"{key} comes from config {self.custom}, which shardcheck does not read; set it on the "
+                          "command line")
         followed = self._interpolation_target(key)
         if followed is not None and _depth < 8:
             target = self.get(followed, _depth + 1)
@@ -190,43 +195,41 @@ def _all_keys(defaults: VerlDefaults) -> list[str]:
     return cached
 
 
-def _nearest_node(tree: dict, key: str) -> tuple[list[str], dict]:
-    """The deepest existing dict on the path to ``key`` and the path to it."""
-    node = tree
-    path: list[str] = []
-    for part in key.split(".")[:-1]:
-        child = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(child, dict):
-            break
-        node = child
-        path.append(part)
-    return path, node
-
-
 def _added_key_issue(item: OverrideItem, defaults: VerlDefaults) -> ConfigIssue | None:
-    """What verl does with a ``+key`` its config does not have."""
-    path, node = _nearest_node(defaults.tree, item.key)
-    if len(path) == len(item.key.split(".")) - 1 and item.key.split(".")[-1] in node:
+    """A ``+key`` that looks like a typo of a key verl's config has (a warning, with the key meant).
+
+    verl reads many free-form keys (``engine_kwargs``, ``*_kwargs``, ``override_*`` dicts, keys
+    fetched with ``.get``), so a new key alone proves nothing; only a near-miss of an existing
+    sibling is reported.
+    """
+    parts = item.key.split(".")
+    node = defaults.tree
+    depth = 0
+    for part in parts[:-1]:
+        if not (isinstance(node, dict) and part in node):
+            break
+        child = node[part]
+        if not isinstance(child, dict):
+            return None  # an existing field (null or an interpolation): Hydra decides, the field exists
+        node = child
+        depth += 1
+    missing = parts[depth]
+    if depth == len(parts) - 1 and missing in node:
         return None
+    siblings = [k for k in node if not k.startswith("_")]
+    close = difflib.get_close_matches(missing, siblings, n=1, cutoff=0.8)
+    if not close:
+        return None
+    suggestion = ".".join(parts[:depth] + [close[0]] + parts[depth + 1 :])
+    where = ".".join(parts[:depth]) or "the root"
     target = node.get("_target_")
-    suggestion = did_you_mean(item.key, defaults)
-    where = ".".join(path) or "the root"
     if target:
         cls = str(target).rsplit(".", 1)[-1]
-        message = (f"verl builds {cls} from `{where}`, and {cls} has no field "
-                   f"'{item.key[len(where) + 1:].split('.')[0]}': instantiating it fails with TypeError at start")
+        message = (f"verl builds {cls} from `{where}`, which has no field '{missing}'; "
+                   "instantiating it would fail with TypeError at start")
         return ConfigIssue("added_field", message, item, suggestion)
-    parent_path = path[:-1]
-    parent = defaults.tree
-    for part in parent_path:
-        parent = parent[part]
-    if path and isinstance(parent, dict) and parent.get("_target_"):
-        return None  # a free-form dict field of a verl dataclass (override_transformer_config, engine_kwargs, ...)
-    if not path:
-        message = f"verl's config has no section `{item.key.split('.')[0]}`; `+` adds it but verl does not read it"
-    else:
-        message = f"verl's config has no key `{item.key}`; `+` adds it but verl does not read it"
-    return ConfigIssue("added_key", message, item, suggestion)
+    return ConfigIssue("added_key", f"verl's config has no key `{item.key}`; `+` adds it and nothing reads it",
+                       item, suggestion)
 
 
 # The top-level sections shardcheck reads.
@@ -265,8 +268,13 @@ def needed_sections(tree: dict, overrides: tuple[OverrideItem, ...], read: tuple
     return [name for name in tree if name in keep]
 
 
-def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...]) -> VerlConfig:
-    """Apply ``overrides`` to ``defaults`` with Hydra's own code, one at a time, recording what failed."""
+def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *,
+                    custom: str | None = None) -> VerlConfig:
+    """Apply ``overrides`` to ``defaults`` with Hydra's own code, one at a time, recording what failed.
+
+    ``custom`` names a config shardcheck cannot read (a recipe's own config): then only the keys
+    the command line sets are known, every other value is unknown, and no key is checked.
+    """
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.errors import ConfigCompositionException
     from omegaconf import OmegaConf
@@ -277,18 +285,20 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...])
         cfg = OmegaConf.create(tree)
     except OmegaConfBaseException as exc:  # a broken installed config
         raise InputError(f"{defaults.source}: verl's config cannot be read ({exc})") from None
-    OmegaConf.set_struct(cfg, True)  # hydra/_internal/config_loader_impl.py: set_struct(cfg, True)
-    config = VerlConfig(defaults, cfg)
+    OmegaConf.set_struct(cfg, custom is None)  # hydra/_internal/config_loader_impl.py: set_struct(cfg, True)
+    config = VerlConfig(defaults, cfg, custom=custom)
     for item in overrides:
         if item.key.startswith("hydra.") or item.key == "hydra":
             continue  # Hydra's own settings, not verl's config
-        if item.kind == "add":
+        if item.kind == "add" and custom is None:
             issue = _added_key_issue(item, defaults)
             if issue is not None:
                 config.issues.append(issue)
         try:
             ConfigLoaderImpl._apply_overrides_to_config([item.hydra], cfg)
         except ConfigCompositionException as exc:
+            if custom is not None:
+                continue  # the real config may well have (or lack) this key
             message = " ".join(str(exc).split())
             kind = "unknown_key" if item.kind == "change" and "Could not override" in message else "hydra"
             suggestion = did_you_mean(item.key, defaults) if kind == "unknown_key" else None

@@ -12,6 +12,7 @@ the default rank order (verl/workers/engine/megatron/transformer_impl.py ``_init
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from shardcheck.frameworks.verl.config_tree import KNOWN_CONFIGS, VerlConfig, apply_overrides, load_defaults
@@ -28,12 +29,26 @@ CONFIG_GROUPS = frozenset({"actor", "algorithm", "critic", "data", "distillation
                            "npu_profile", "optim", "profiler", "ref", "reward", "rollout", "transfer_queue"})
 # ppo_megatron_trainer.yaml is ppo_trainer with `override model_engine: megatron`; the generated
 # snapshot of each choice is the composed config for it.
-MODEL_ENGINES = {"dp": "ppo_trainer", "megatron": "ppo_megatron_trainer"}
+MODEL_ENGINES = {"dp": "ppo_trainer", "megatron": "ppo_megatron_trainer", "veomni": "ppo_veomni_trainer",
+                 "torchtitan": "ppo_torchtitan_trainer"}
+# The entry point whose config shardcheck models; recipes (recipe.*) are Hydra apps with configs of their own.
+PPO_ENTRY = "verl.trainer.main_ppo"
+_PLACEHOLDER = re.compile(r"__shardcheck_unknown_\d+__")
 _OTC = "override_transformer_config"
 
 
 def is_verl_entry(launch: Launch) -> bool:
-    return bool(launch.module) and launch.module.split(".")[0] in ("verl", "recipe")
+    """verl's PPO trainer, or a recipe's Hydra entry point (judged with unknown config defaults)."""
+    return launch.module == PPO_ENTRY or (bool(launch.module) and launch.module.split(".")[0] == "recipe")
+
+
+def unmodelled_verl_entry(launch: Launch) -> bool:
+    """Another verl entry point (sft_trainer, main_generation, ...), whose config is not modelled."""
+    return bool(launch.module) and launch.module.split(".")[0] == "verl" and not is_verl_entry(launch)
+
+
+def _clean(text: str) -> str:
+    return _PLACEHOLDER.sub("⟨?⟩", text)
 
 
 def _config_name(hydra: HydraCommandLine) -> tuple[str, Origin | None]:
@@ -122,7 +137,8 @@ def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
             fix = f"did you mean `{issue.suggestion}`?"
         elif issue.kind == "unknown_key":
             fix = f"prefix it with `+` only if verl reads `{item.key}`; otherwise remove it"
-        notes.append(ConfigNote(rule=rule, message=f"{item.text}: {issue.message}", origin=item.word, fix=fix))
+        notes.append(ConfigNote(rule=rule, message=_clean(f"{item.text}: {issue.message}"), origin=item.word,
+                                fix=_clean(fix) if fix else None))
     return notes
 
 
@@ -134,18 +150,22 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         notes.append(ConfigNote(rule="HYDRA-OVERRIDE", origin=error.word,
                                 message=f"{error.text}: Hydra cannot parse this override ({error.message})",
                                 fix="quote the value for Hydra, e.g. key='\"value\"'"))
-    if hydra.config_path is not None and (hydra.config_path.text or "").rstrip("/") not in ("config", ""):
+    for word in hydra.unknown_words:
         notes.append(ConfigNote(
-            rule="VERL-CONFIG-CUSTOM", origin=hydra.config_path.origin,
-            message=(f"--config-path {hydra.config_path.render()} is not verl's own config directory; shardcheck "
-                     f"reads verl's {name if name in KNOWN_CONFIGS else 'ppo_trainer'} defaults instead, so keys "
-                     "that config changes are not seen"),
+            rule="VALUE-UNKNOWN", origin=word.word,
+            message=f"argument {word.text} is unknown ({word.reason}); it may set any key, so the verdict is undecided",
+            fix="give the values it is built from with --env NAME=VALUE",
         ))
-    if name not in KNOWN_CONFIGS:
+    custom: str | None = None
+    path_text = (hydra.config_path.text or "?").rstrip("/") if hydra.config_path is not None else "config"
+    if launch.module != PPO_ENTRY or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
+        custom = f"{name} ({launch.module}, --config-path {path_text})"
+        origin = (hydra.config_path.origin if hydra.config_path is not None and path_text not in ("config", "")
+                  else name_origin or launch.origin)
         notes.append(ConfigNote(
-            rule="VERL-CONFIG-CUSTOM", origin=name_origin or launch.origin,
-            message=f"config {name!r} is not one of verl's trainer configs ({', '.join(KNOWN_CONFIGS)}); "
-                    "ppo_trainer's defaults are assumed for keys the command line does not set",
+            rule="VERL-CONFIG-CUSTOM", origin=origin,
+            message=f"config {custom} is not one of verl {PPO_ENTRY}'s own configs; only the keys set on the "
+                    "command line are known, the rest are unknown, and keys are not checked",
         ))
         name = "ppo_trainer"
     overrides = []
@@ -157,12 +177,14 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
             name = MODEL_ENGINES[item.value]
         else:
             notes.append(ConfigNote(
-                rule="VERL-CONFIG-CUSTOM", origin=item.word,
-                message=f"{item.text} selects a config group option; shardcheck reads only verl's generated "
-                        f"configs ({', '.join(f'model_engine={k}' for k in MODEL_ENGINES)}), so what it changes is not seen",
+                rule="VALUE-UNKNOWN", origin=item.word,
+                message=f"{item.text} selects config group option(s) shardcheck does not read (it reads "
+                        f"{', '.join(f'model_engine={k}' for k in MODEL_ENGINES)}); the keys it sets are unknown, "
+                        "so the verdict is undecided",
+                fix="set the values that matter (parallel sizes, nodes, GPUs) on the command line",
             ))
     defaults = load_defaults(name)
-    config = apply_overrides(defaults, tuple(overrides))
+    config = apply_overrides(defaults, tuple(overrides), custom=custom)
     notes.extend(_issue_notes(config))
 
     cluster = Cluster(
