@@ -44,7 +44,7 @@ def test_json_schema(capsys):
     assert ok["valid"] is True and ok["layout"]["dp"] == 1 and ok["model"]["name"].startswith("Qwen3-235B")
     assert bad["valid"] is False
     f = next(f for f in bad["findings"] if f["rule"] == "MCORE-PS-EXPERT-FOLD")
-    assert set(f) == {"rule", "severity", "message", "path", "line", "fix"}
+    assert set(f) == {"rule", "severity", "message", "path", "line", "fix", "conditional"}
     assert f["line"] == 25
 
 

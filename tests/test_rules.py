@@ -230,3 +230,14 @@ def test_unmodelled_verl_entry_is_exit_2(tmp_path):
     path.write_text("torchrun --nproc_per_node=8 -m verl.trainer.sft_trainer model.path=x\n")
     result = check(path)
     assert result.exit_code == 2 and "verl.trainer.sft_trainer is not modelled yet" in result.error
+
+
+def test_errors_an_unknown_argument_could_change_are_conditional(tmp_path):
+    text = script(f'{M}.tensor_model_parallel_size=3 "$(cat more.txt)"')
+    found, result = rule_findings(tmp_path, text, "MCORE-PS-WORLD")
+    assert found and found[0].conditional and "could change this" in found[0].message
+    assert result.valid is None and result.exit_code == 1
+    # an override Hydra rejects is certain whatever the unknown argument holds
+    text = script(f'{M}.tensor_parallel_size=3 "$(cat more.txt)"')
+    found, result = rule_findings(tmp_path, text, "VERL-CFG-UNKNOWN-KEY")
+    assert found and not found[0].conditional and result.valid is False

@@ -406,10 +406,10 @@ def _shown(value) -> str:
     return "<cannot be read>" if value is RAISES else repr(value)
 
 
-def _value_problems(composed, config, keys, label: str) -> list[str]:
+def _value_problems(wants: dict, config, keys, label: str) -> list[str]:
     problems = []
     for key in keys:
-        want = _select(composed, key)
+        want = wants[key]
         traced = config.get(key)
         got = RAISES if traced.unknown else traced.value
         if want is RAISES and got is RAISES:
@@ -461,7 +461,8 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
     for key in sorted(ours - set(composed_keys)):
         problems.append(f"key {key}: in shardcheck's config ({_shown(_select(whole.cfg, key))}), not in compose's")
     extra = [k for k in expect if k not in composed_keys and k not in COMPOSE_ONLY_KEYS]
-    problems += _value_problems(composed, whole, composed_keys + extra, "")
+    wants = {key: _select(composed, key) for key in composed_keys + extra}
+    problems += _value_problems(wants, whole, composed_keys + extra, "")
 
     # 3. the tree as shardcheck builds it: the sections it must keep are there, and agree
     kept = {k.split(".")[0] for k in pruned.cfg.keys()}
@@ -469,7 +470,7 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
     for section in sorted((must & set(whole.cfg.keys())) - kept):
         problems.append(f"[pruned tree] section {section} is needed (read or overridden) but left out")
     kept_keys = [k for k in composed_keys + extra if k.split(".")[0] in kept]
-    problems += _value_problems(composed, pruned, kept_keys, "[pruned tree] ")
+    problems += _value_problems(wants, pruned, kept_keys, "[pruned tree] ")
 
     assert not problems, f"{case_id} [{config_name}]: {len(problems)} disagreement(s):\n  " + "\n  ".join(problems)
 

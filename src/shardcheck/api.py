@@ -24,9 +24,9 @@ class Result:
     def valid(self) -> bool | None:
         """True: no error. False: an error (or an unusable input). None: no error found, but a value
         some rule needs is unknown (VALUE-UNKNOWN), so the verdict is undecided, never guessed."""
-        if self.error is not None or any(f.severity == "error" for f in self.findings):
+        if self.error is not None or any(f.severity == "error" and not f.conditional for f in self.findings):
             return False
-        if any(f.rule == "VALUE-UNKNOWN" for f in self.findings):
+        if any(f.rule == "VALUE-UNKNOWN" or f.severity == "error" for f in self.findings):
             return None
         return True
 
@@ -36,15 +36,16 @@ class Result:
         other start-up errors such as an unknown config key; None when the input could not be used."""
         if self.job is None:
             return None
-        if any(f.severity == "error" and f.rule.startswith("MCORE-") for f in self.findings):
+        layout_errors = [f for f in self.findings if f.severity == "error" and f.rule.startswith("MCORE-")]
+        if any(not f.conditional for f in layout_errors):
             return False
-        return None if any(f.rule == "VALUE-UNKNOWN" for f in self.findings) else True
+        return None if layout_errors or any(f.rule == "VALUE-UNKNOWN" for f in self.findings) else True
 
     @property
     def exit_code(self) -> int:
         if self.error is not None:
             return 2
-        return 1 if self.valid is False else 0
+        return 1 if any(f.severity == "error" for f in self.findings) else 0
 
     def layout_summary(self, role: str = "actor") -> dict | None:
         """Sizes of one engine as plain values (None where unknown), for reports."""

@@ -130,6 +130,7 @@ class Job:
     model: ModelFacts | None
     model_problem: str | None
     notes: tuple[ConfigNote, ...] = ()
+    open_arguments: tuple[Origin, ...] = ()  # arguments of unknown content: they may set any key
 
     def layout(self, role: str) -> MegatronLayout | None:
         return next((lay for lay in self.layouts if lay.role == role), None)

@@ -354,13 +354,14 @@ class _Interpreter:
             self.run_block(candidates[0])
         else:
             where = self.origin_at(node.start_byte)
-            self._merge_runs(candidates, f"the condition at line {where.line} is not known statically")
+            self._merge_runs(candidates, f"depends on the condition at line {where.line}, which is not known "
+                                         "statically (give the variables it tests with --env)")
         self.consumed_until = max(self.consumed_until, node.end_byte)
 
     def _run_unknown_branches(self, node, items, what: str) -> None:
         bodies = [[c for c in item.children if c.is_named] for item in items] + [[]]
         where = self.origin_at(node.start_byte)
-        self._merge_runs(bodies, f"the {what} at line {where.line} is not evaluated")
+        self._merge_runs(bodies, f"depends on the {what} at line {where.line}, which is not evaluated")
         self.consumed_until = max(self.consumed_until, node.end_byte)
 
     def _merge_runs(self, bodies: list[list], reason: str) -> None:
@@ -385,13 +386,16 @@ class _Interpreter:
                     merged[name] = first
                 continue
             some = next(v for v in versions if v is not None)
-            merged[name] = self._unknown_var(name, some.origin, f"${name} {reason}")
+            if all(v is not None and v.is_array for v in versions):
+                merged[name] = _merge_arrays(name, versions, f"${name} {reason}")
+            else:
+                merged[name] = self._unknown_var(name, some.origin, f"${name} {reason}")
         self.vars = merged
 
     def _run_loop(self, node) -> None:
         """Loops are not run: what their bodies assign becomes unknown; commands inside are kept."""
         where = self.origin_at(node.start_byte)
-        reason = f"assigned in the loop at line {where.line}, which is not run"
+        reason = f"is assigned in the loop at line {where.line}, which is not run"
         body = node.child_by_field_name("body")
         start = dict(self.vars)
         var_node = node.child_by_field_name("variable")
@@ -567,7 +571,7 @@ class _Interpreter:
         self.condition = saved_condition
         after = self.vars
         self.vars = dict(start)
-        reason = f"assigned by function {name}() called at line {origin.line}, which is not run"
+        reason = f"is assigned by function {name}() called at line {origin.line}, which is not run"
         for var_name, var in after.items():
             if not _same_value(start.get(var_name), var):
                 self.vars[var_name] = self._unknown_var(var_name, var.origin, f"${var_name} {reason}")
@@ -891,6 +895,20 @@ def _merge_literals(segs: list[Seg], origin: Origin) -> list[Seg]:
         else:
             out.append(seg)
     return out
+
+
+def _merge_arrays(name: str, versions: list[Var], reason: str) -> Var:
+    """Branches that leave an array different: the elements all of them share (a common prefix)
+    stay known; the rest is one element of unknown content (which may stand for none or several)."""
+    prefix: list[Field] = []
+    for items in zip(*(v.items for v in versions)):
+        if not all(_same_field(items[0], other) for other in items[1:]):
+            break
+        prefix.append(items[0])
+    first = versions[0]
+    origin = next((v.origin for v in versions if len(v.items) > len(prefix)), first.origin)
+    tail = Field((Seg(None, origin, reason),), origin)
+    return Var(name, origin, items=tuple(prefix) + (tail,), exported=first.exported)
 
 
 def _same_value(a: Var | None, b: Var | None) -> bool:

@@ -34,7 +34,8 @@ def result_to_dict(r: Result) -> dict:
     else:
         doc["model"] = None
     doc["findings"] = [
-        {"rule": f.rule, "severity": f.severity, "message": f.message, "path": f.path, "line": f.line, "fix": f.fix}
+        {"rule": f.rule, "severity": f.severity, "message": f.message, "path": f.path, "line": f.line, "fix": f.fix,
+         "conditional": f.conditional}
         for f in r.findings
     ]
     doc["skipped"] = list(r.skipped)

@@ -144,6 +144,8 @@ def render_text(results: list[Result]) -> str:
         unknown = sum(f.rule == "VALUE-UNKNOWN" for f in r.findings)
         verdict = {True: "valid", False: "will not start",
                    None: f"undecided: {unknown} value{'s' * (unknown != 1)} a rule needs unknown"}[r.valid]
+        if r.valid is None and errors:
+            verdict = f"will not start as read; {verdict}"
         if r.valid is False and r.layout_valid:
             verdict += "; the Megatron-Core layout itself is valid"
         out.append(f"  verdict: {verdict} ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shardcheck.job import Job
 from shardcheck.origin import Origin, Traced
@@ -25,6 +25,7 @@ class Finding:
     origin: Origin | None
     fix: str | None = None
     role: str | None = None
+    conditional: bool = False  # holds for the values as read; an unknown argument could change them
 
     @property
     def path(self) -> str | None:
@@ -138,4 +139,16 @@ def run_rules(job: Job) -> tuple[list[Finding], list[str]]:
     for (location, reason), f in stopped.items():
         if (location, reason) not in reported:
             findings.append(f)
+    if job.open_arguments:
+        lines = ", ".join(str(o.line) for o in job.open_arguments[:4])
+        findings = [
+            replace(f, conditional=True,
+                    message=f"{f.message} — as read; the unknown argument(s) at line {lines} could change this")
+            if f.severity == "error" and f.rule.startswith(_VALUE_RULES) else f
+            for f in findings
+        ]
     return findings, skipped
+
+
+# Rules judging resolved values, which an argument of unknown content could have set differently.
+_VALUE_RULES = ("MCORE-", "VERL-MC-", "VALUE-BAD-SIZE")

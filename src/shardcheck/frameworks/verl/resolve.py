@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from shardcheck.frameworks.verl.config_tree import KNOWN_CONFIGS, VerlConfig, apply_overrides, load_defaults
-from shardcheck.inputs.hydra_overrides import HydraCommandLine
+from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout
 from shardcheck.models.facts import load_model
@@ -156,9 +156,28 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
             message=f"argument {word.text} is unknown ({word.reason}); it may set any key, so the verdict is undecided",
             fix="give the values it is built from with --env NAME=VALUE",
         ))
+    overrides = []
+    unread_group: OverrideItem | None = None
+    engine: str | None = None
+    for item in hydra.overrides:
+        group = item.key.split("@")[0]
+        if group not in CONFIG_GROUPS:
+            overrides.append(item)
+        elif group == "model_engine" and item.kind in ("change", "force_add") and item.value in MODEL_ENGINES:
+            engine = item.value  # a group choice: Hydra applies it while composing, wherever it stands
+        else:
+            unread_group = unread_group or item
     custom: str | None = None
     path_text = (hydra.config_path.text or "?").rstrip("/") if hydra.config_path is not None else "config"
-    if launch.module != PPO_ENTRY or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
+    if unread_group is not None:
+        custom = f"{name} with the group option {unread_group.text}"
+        notes.append(ConfigNote(
+            rule="VERL-CONFIG-CUSTOM", origin=unread_group.word,
+            message=f"{unread_group.text} selects a config group option shardcheck does not read (it reads "
+                    f"{', '.join(f'model_engine={k}' for k in MODEL_ENGINES)}); only the keys set on the command "
+                    "line are known, the rest are unknown, and keys are not checked",
+        ))
+    elif launch.module != PPO_ENTRY or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
         custom = f"{name} ({launch.module}, --config-path {path_text})"
         origin = (hydra.config_path.origin if hydra.config_path is not None and path_text not in ("config", "")
                   else name_origin or launch.origin)
@@ -167,22 +186,10 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
             message=f"config {custom} is not one of verl {PPO_ENTRY}'s own configs; only the keys set on the "
                     "command line are known, the rest are unknown, and keys are not checked",
         ))
-        name = "ppo_trainer"
-    overrides = []
-    for item in hydra.overrides:
-        group = item.key.split("@")[0]
-        if group not in CONFIG_GROUPS or "." in item.key:
-            overrides.append(item)
-        elif group == "model_engine" and item.kind in ("change", "force_add") and item.value in MODEL_ENGINES:
-            name = MODEL_ENGINES[item.value]
-        else:
-            notes.append(ConfigNote(
-                rule="VALUE-UNKNOWN", origin=item.word,
-                message=f"{item.text} selects config group option(s) shardcheck does not read (it reads "
-                        f"{', '.join(f'model_engine={k}' for k in MODEL_ENGINES)}); the keys it sets are unknown, "
-                        "so the verdict is undecided",
-                fix="set the values that matter (parallel sizes, nodes, GPUs) on the command line",
-            ))
+    if custom is not None:
+        name = "ppo_trainer"  # only its key tree is used, in non-struct mode, to apply the overrides
+    elif engine is not None:
+        name = MODEL_ENGINES[engine]
     defaults = load_defaults(name)
     config = apply_overrides(defaults, tuple(overrides), custom=custom)
     notes.extend(_issue_notes(config))
@@ -229,4 +236,5 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         model=model,
         model_problem=problem,
         notes=tuple(notes),
+        open_arguments=tuple(word.word for word in hydra.unknown_words),
     )
