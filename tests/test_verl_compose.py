@@ -32,20 +32,20 @@ if not CONFIG_DIR:
 if not (Path(CONFIG_DIR) / "ppo_trainer.yaml").is_file():
     pytest.skip(f"VERL_CONFIG_DIR={CONFIG_DIR} has no ppo_trainer.yaml", allow_module_level=True)
 
-from hydra import compose, initialize_config_dir  # noqa: E402
-from hydra.core.global_hydra import GlobalHydra  # noqa: E402
-from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: E402
-from hydra.errors import ConfigCompositionException  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-from omegaconf.errors import OmegaConfBaseException  # noqa: E402
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from shardcheck.frameworks.verl import config_tree, resolve  # noqa: E402
-from shardcheck.frameworks.verl.config_tree import apply_overrides, load_defaults  # noqa: E402
-from shardcheck.inputs.bash import read_bash, read_bash_text  # noqa: E402
-from shardcheck.inputs.hydra_overrides import parse_hydra_args  # noqa: E402
-from shardcheck.inputs.launch import find_launches  # noqa: E402
+from shardcheck.frameworks.verl import config_tree, resolve
+from shardcheck.frameworks.verl.config_tree import apply_overrides, load_defaults
+from shardcheck.inputs.bash import read_bash, read_bash_text
+from shardcheck.inputs.hydra_overrides import parse_hydra_args
+from shardcheck.inputs.launch import find_launches
 
-CASES_DIR = Path(os.environ.get("SHARDCHECK_CASES_DIR", "/work/shared/cases"))
+CASES_DIR = Path(os.environ.get("SHARDCHECK_CASES_DIR", Path(__file__).with_name("data") / "cases"))
 SCRIPT_ENV = {"WORK_DIR": "/data"}  # the scripts' only unset input; every value is then known
 CONFIG_NAMES = ("ppo_trainer", "ppo_megatron_trainer")
 HYDRA_KINDS = ("unknown_key", "hydra")  # issue kinds meaning "Hydra rejects this override"
@@ -56,7 +56,7 @@ RAISES = object()  # a key that cannot be read: unresolvable interpolation, or `
 # Keys compose has that verl's generated snapshot does not: ``model_engine`` is the defaults-list
 # choice (model_engine/<x>.yaml is ``# @package _global_`` with ``model_engine: <x>``); verl's code
 # never reads it. Left out of the per-case comparison and checked on its own in test_model_engine_key.
-COMPOSE_ONLY_KEYS = ("model_engine",)
+COMPOSE_ONLY_KEYS: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------- cases
@@ -114,9 +114,9 @@ SYNTHETIC = [
         "*": {"trainer.rel_nnodes": 3, "trainer.n_gpus_per_node": 6},
     }),
     # an override's value referring to a section nothing else touches (critic, data)
-    Case("interpolation_into_untouched_section", " ".join([
-        "'trainer.nnodes=${critic.ppo_epochs}'", "'+trainer.bsz=${data.train_batch_size}'",
-    ]), expect={"*": {"trainer.nnodes": 1, "trainer.bsz": 1024}}),
+    Case("interpolation_into_untouched_section",
+         "'trainer.nnodes=${critic.ppo_epochs}' '+trainer.bsz=${data.train_batch_size}'",
+         expect={"*": {"trainer.nnodes": 1, "trainer.bsz": 1024}}),
     Case("otc_add_read_back_under_actor_and_ref", " ".join([
         f"+{A}.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5",
         f"{A}.megatron.override_transformer_config.recompute_method=uniform",
@@ -193,12 +193,11 @@ SYNTHETIC = [
         f"'{A}.megatron.override_transformer_config={{num_layers_in_first_pipeline_stage:5}}'",
         "'trainer.nnodes={a:1}'", "'trainer.logger={a:1}'",
     ])),
-    Case("quoted_strings", " ".join([
-        "trainer.project_name='my project'", 'trainer.experiment_name="exp-1"',
-        "'trainer.default_local_dir=\"/a b/c\"'", "\"data.prompt_key='1e-6'\"", "'+trainer.quoted_num=\"123\"'",
-        "'+trainer.with_equals=\"a=b\"'", "+trainer.url=http://host:1/p", "'+trainer.quoted_null=\"null\"'",
-        "'+trainer.spaced=a b'",
-    ]), expect={
+    Case("quoted_strings", (
+        "trainer.project_name='my project' trainer.experiment_name=\"exp-1\" 'trainer.default_local_dir=\"/a b/c\"' "
+        "\"data.prompt_key='1e-6'\" '+trainer.quoted_num=\"123\"' '+trainer.with_equals=\"a=b\"' "
+        "+trainer.url=http://host:1/p '+trainer.quoted_null=\"null\"' '+trainer.spaced=a b'"
+    ), expect={
         "*": {"trainer.project_name": "my project", "trainer.experiment_name": "exp-1",
               "trainer.default_local_dir": "/a b/c", "data.prompt_key": "1e-6", "trainer.quoted_num": "123",
               "trainer.with_equals": "a=b", "trainer.url": "http://host:1/p", "trainer.quoted_null": "null",
@@ -230,9 +229,11 @@ SYNTHETIC = [
     ]), expect={
         "*": {"critic.forward_max_token_len_per_gpu": 12345, f"{A}.checkpoint.load_contents": ["model"]},
     }),
-    Case("relative_interpolation_overridden", "critic.forward_max_token_len_per_gpu=7 critic.ppo_max_token_len_per_gpu=9",
+    Case("relative_interpolation_overridden",
+         "critic.forward_max_token_len_per_gpu=7 critic.ppo_max_token_len_per_gpu=9",
          expect={"*": {"critic.forward_max_token_len_per_gpu": 7}}),
-    Case("repeated_keys", "trainer.nnodes=2 trainer.nnodes=3 +trainer.foo=1 +trainer.foo=2 +trainer.bar=1 trainer.bar=2",
+    Case("repeated_keys",
+         "trainer.nnodes=2 trainer.nnodes=3 +trainer.foo=1 +trainer.foo=2 +trainer.bar=1 trainer.bar=2",
          expect={"*": {"trainer.nnodes": 3, "trainer.foo": 1, "trainer.bar": 2}},
          rejects={M: ("trainer.foo",), F: ("trainer.foo",)}),
     Case("section_replaced_by_scalar", "trainer.nnodes=3 trainer=x", expect={"*": {"trainer": "x"}}),
@@ -244,6 +245,10 @@ SYNTHETIC = [
          rejects={M: (), F: ()}),
     Case("model_engine_dp", "model_engine=dp trainer.nnodes=2",
          expect={"*": {f"{A}.strategy": "fsdp", "model_engine": "dp"}}, rejects={M: (), F: ()}),
+    Case("model_engine_veomni", "model_engine=veomni trainer.nnodes=2",
+         expect={"*": {"model_engine": "veomni"}}, rejects={M: (), F: ()}),
+    Case("model_engine_torchtitan", "trainer.nnodes=2 model_engine=torchtitan",
+         expect={"*": {"model_engine": "torchtitan"}}, rejects={M: (), F: ()}),
 ]
 
 SCRIPTS = sorted(CASES_DIR.glob("*.sh")) if CASES_DIR.is_dir() else []
@@ -349,25 +354,19 @@ def _whole_tree():
 
 def _shardcheck(config_name: str, hydra):
     """What resolve_verl builds: a ``model_engine=<x>`` group choice picks the snapshot (resolve.py)."""
-    name = config_name
-    overrides = []
-    for item in hydra.overrides:
-        if item.key == "model_engine" and item.kind in ("change", "force_add") and item.value in resolve.MODEL_ENGINES:
-            name = resolve.MODEL_ENGINES[item.value]
-        else:
-            assert item.key.split("@")[0] not in resolve.CONFIG_GROUPS or "." in item.key, item.text
-            overrides.append(item)
-    defaults = load_defaults(name)
+    overrides, engine, unread = resolve.split_group_choices(hydra.overrides)
+    assert unread is None, f"{unread.text}: a group option shardcheck treats as a custom config; not a case here"
+    defaults = load_defaults(resolve.MODEL_ENGINES[engine] if engine else config_name)
     with _whole_tree():
-        whole = apply_overrides(defaults, tuple(overrides))
-    pruned = apply_overrides(defaults, tuple(overrides))
-    return whole, pruned
+        whole = apply_overrides(defaults, overrides)
+    pruned = apply_overrides(defaults, overrides)
+    return whole, pruned, overrides
 
 
 def _keys(node, prefix: str = "") -> list[str]:
     """Every leaf key: scalars, lists, empty dicts, and interpolations (compared whole, resolved)."""
     out: list[str] = []
-    for k in node.keys():
+    for k in node:
         full = f"{prefix}{k}"
         if OmegaConf.is_interpolation(node, k):
             out.append(full)
@@ -425,7 +424,7 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
     assert not hydra.errors, [e.message for e in hydra.errors]
     assert [o.hydra.input_line for o in hydra.overrides] == compose_overrides
     composed, rejected = _hydra_outcome(config_name, compose_overrides)
-    whole, pruned = _shardcheck(config_name, hydra)
+    whole, pruned, applied = _shardcheck(config_name, hydra)
     problems: list[str] = []
 
     # 0. the case's own expectations pin the oracle (and, below, shardcheck)
@@ -446,9 +445,10 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
             flagged.setdefault(index[id(issue.override)], []).append(issue)
         for i, text in enumerate(compose_overrides):
             hydra_side = [x for x in flagged.get(i, []) if x.kind in HYDRA_KINDS]
+            others = [(x.kind, x.message) for x in flagged.get(i, [])]
             if i in rejected and not hydra_side:
                 problems.append(f"{label}override {text!r}: compose rejects it ({rejected[i]}) but shardcheck "
-                                f"records no unknown_key/hydra issue ({[(x.kind, x.message) for x in flagged.get(i, [])]})")
+                                f"records no unknown_key/hydra issue ({others})")
             if i not in rejected and hydra_side:
                 problems.append(f"{label}override {text!r}: compose accepts it but shardcheck records "
                                 f"{[(x.kind, x.message) for x in hydra_side]}")
@@ -465,8 +465,8 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
     problems += _value_problems(wants, whole, composed_keys + extra, "")
 
     # 3. the tree as shardcheck builds it: the sections it must keep are there, and agree
-    kept = {k.split(".")[0] for k in pruned.cfg.keys()}
-    must = {o.key.split(".")[0] for o in hydra.overrides} | set(config_tree.READ_SECTIONS)
+    kept = {k.split(".")[0] for k in pruned.cfg}
+    must = {o.key.split(".")[0] for o in applied} | set(config_tree.READ_SECTIONS)
     for section in sorted((must & set(whole.cfg.keys())) - kept):
         problems.append(f"[pruned tree] section {section} is needed (read or overridden) but left out")
     kept_keys = [k for k in composed_keys + extra if k.split(".")[0] in kept]
@@ -551,4 +551,7 @@ def test_bundled_snapshot_is_the_generated_yaml(config_name: str) -> None:
     generated = Path(CONFIG_DIR) / f"_generated_{config_name}.yaml"
     if not generated.is_file():
         pytest.skip(f"{generated} is absent")
-    assert load_defaults(config_name).tree == yaml.safe_load(generated.read_text())
+    tree = dict(load_defaults(config_name).tree)
+    # shardcheck adds the group choice the composed config holds and the generated file leaves out
+    assert tree.pop("model_engine") == {"ppo_trainer": "dp", "ppo_megatron_trainer": "megatron"}[config_name]
+    assert tree == yaml.safe_load(generated.read_text())

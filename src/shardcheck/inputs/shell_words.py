@@ -142,8 +142,11 @@ def lex_word(src: str, pos: int, *, in_array: bool = False) -> tuple[tuple, int]
             buf_start = i
             continue
         if c == "~" and i == pos:
+            # A tilde prefix: ~ or ~user up to the first slash (bash "Tilde Expansion"). A prefix
+            # with a dot (a Hydra deletion such as ~trainer.x) names no user bash would find, and
+            # bash leaves such a word unchanged.
             j = i + 1
-            while j < n and (src[j].isalnum() or src[j] in "_-.") :
+            while j < n and (src[j].isalnum() or src[j] in "_-"):
                 j += 1
             if j >= n or src[j] in _WORD_END or src[j] in "/:":
                 flush()

@@ -23,7 +23,11 @@ from shardcheck.inputs.hydra_overrides import OverrideItem
 from shardcheck.origin import Origin, Traced
 
 BUNDLED_VERSION = "0.9.1"
-KNOWN_CONFIGS = ("ppo_trainer", "ppo_megatron_trainer", "ppo_veomni_trainer", "ppo_torchtitan_trainer")
+# verl's model_engine group choices and the generated config of each: ppo_megatron_trainer.yaml is
+# ppo_trainer.yaml with `override model_engine: megatron` (verl/trainer/config, verl 0.9.1).
+MODEL_ENGINES = {"dp": "ppo_trainer", "megatron": "ppo_megatron_trainer", "veomni": "ppo_veomni_trainer",
+                 "torchtitan": "ppo_torchtitan_trainer"}
+KNOWN_CONFIGS = tuple(MODEL_ENGINES.values())
 _DATA = Path(__file__).with_name("data")
 _INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?\s*([.\w]+)\s*(?:,.*)?\}$")
 
@@ -61,11 +65,21 @@ def load_defaults(config_name: str) -> VerlDefaults:
                     installed = version("verl")
                 except PackageNotFoundError:
                     installed = "installed"
-                tree = yaml.safe_load(path.read_text())
+                tree = _with_engine_choice(yaml.safe_load(path.read_text()), config_name)
                 return VerlDefaults(tree, installed, f"installed verl {installed} ({path})", config_name)
     bundled = _DATA / f"verl_{BUNDLED_VERSION}_{config_name}.json"
     doc = json.loads(bundled.read_text())
-    return VerlDefaults(doc["config"], doc["verl_version"], doc["source"], config_name)
+    return VerlDefaults(_with_engine_choice(doc["config"], config_name), doc["verl_version"], doc["source"],
+                        config_name)
+
+
+def _with_engine_choice(tree: dict, config_name: str) -> dict:
+    """The composed config also holds the group choice itself (model_engine/<choice>.yaml says
+    ``model_engine: <choice>``); verl's generated files leave it out."""
+    if "model_engine" in tree:
+        return tree
+    choice = next(k for k, v in MODEL_ENGINES.items() if v == config_name)
+    return {"model_engine": choice, **tree}
 
 
 @dataclass
@@ -92,6 +106,7 @@ class VerlConfig:
         from omegaconf.errors import OmegaConfBaseException
 
         item = self._setter(key)
+        self._ensure_section(key.split(".")[0])
         try:
             value = OmegaConf.select(self.cfg, key, throw_on_missing=False)
         except OmegaConfBaseException as exc:
@@ -108,20 +123,47 @@ class VerlConfig:
                           "command line")
         followed = self._interpolation_target(key)
         if followed is not None and _depth < 8:
-            target = self.get(followed, _depth + 1)
-            origin = Origin(kind="default", text=f"verl {self.version} default: {key} follows {followed}",
-                            via=(target.origin,))
-            reason = reason or target.unknown
+            if self._missing(followed) or self._is_mandatory(followed):
+                # oc.select falls back to its default (OmegaConf resolved it above)
+                origin = Origin(kind="default", text=f"verl {self.version} default: {key} (its oc.select target "
+                                                     f"{followed} is absent)")
+            else:
+                target = self.get(followed, _depth + 1)
+                origin = Origin(kind="default", text=f"verl {self.version} default: {key} follows {followed}",
+                                via=(target.origin,))
+                reason = reason or target.unknown
         elif self._missing(key):
             return Traced(None, origin, f"{key} is not in verl {self.version}'s config")
+        elif self._is_mandatory(key):
+            return Traced(None, origin, f"{key} is ??? in verl {self.version}'s config: it must be set")
         return Traced(None if reason else value, origin, reason)
 
+    def _ensure_section(self, section: str) -> None:
+        """Bring in a top-level section left out when the tree was built (no override touched it)."""
+        if section in self.cfg or section not in self.defaults.tree:
+            return
+        from omegaconf import open_dict
+
+        with open_dict(self.cfg):
+            for name in needed_sections(self.defaults.tree, (), (section,)):
+                if name not in self.cfg:
+                    self.cfg[name] = self.defaults.tree[name]
+
     def _missing(self, key: str) -> bool:
+        """Whether ``key`` is absent from the config (a ``???`` value is present, but mandatory)."""
         from omegaconf import OmegaConf
 
         parent, _, last = key.rpartition(".")
-        node = OmegaConf.select(self.cfg, parent) if parent else self.cfg
-        return not (OmegaConf.is_dict(node) and last in node)
+        node = OmegaConf.select(self.cfg, parent, throw_on_missing=False) if parent else self.cfg
+        return not (OmegaConf.is_dict(node) and node._get_node(last, validate_access=False) is not None)
+
+    def _is_mandatory(self, key: str) -> bool:
+        from omegaconf import OmegaConf
+
+        parent, _, last = key.rpartition(".")
+        node = OmegaConf.select(self.cfg, parent, throw_on_missing=False) if parent else self.cfg
+        return (OmegaConf.is_dict(node) and node._get_node(last, validate_access=False) is not None
+                and OmegaConf.is_missing(node, last))
 
     def _setter(self, key: str) -> OverrideItem | None:
         parts = key.split(".")
@@ -254,6 +296,9 @@ def needed_sections(tree: dict, overrides: tuple[OverrideItem, ...], read: tuple
     cannot change any value read, so they are left out (the result is the same, only faster).
     """
     wanted = {item.key.split(".")[0] for item in overrides} | set(read)
+    for item in overrides:  # an override's value may interpolate another section
+        for text in _interpolation_strings(item.value):
+            wanted.update(other for other in tree if re.search(rf"(?<![\w.]){re.escape(other)}\.", text))
     todo = [name for name in wanted if name in tree]
     keep: set[str] = set()
     while todo:
@@ -287,6 +332,15 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
         raise InputError(f"{defaults.source}: verl's config cannot be read ({exc})") from None
     OmegaConf.set_struct(cfg, custom is None)  # hydra/_internal/config_loader_impl.py: set_struct(cfg, True)
     config = VerlConfig(defaults, cfg, custom=custom)
+    applied: list[OverrideItem] = []
+
+    def rebuild() -> None:
+        """A rejected override may have half-changed the config (OmegaConf.update replaces a node
+        before it fails): start again from the defaults with the accepted overrides only."""
+        config.cfg = OmegaConf.create(tree)
+        OmegaConf.set_struct(config.cfg, custom is None)
+        ConfigLoaderImpl._apply_overrides_to_config([a.hydra for a in applied], config.cfg)
+
     for item in overrides:
         if item.key.startswith("hydra.") or item.key == "hydra":
             continue  # Hydra's own settings, not verl's config
@@ -295,8 +349,9 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
             if issue is not None:
                 config.issues.append(issue)
         try:
-            ConfigLoaderImpl._apply_overrides_to_config([item.hydra], cfg)
+            ConfigLoaderImpl._apply_overrides_to_config([item.hydra], config.cfg)
         except ConfigCompositionException as exc:
+            rebuild()
             if custom is not None:
                 continue  # the real config may well have (or lack) this key
             message = " ".join(str(exc).split())
@@ -305,7 +360,13 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
             config.issues.append(ConfigIssue(kind, message, item, suggestion))
             continue
         except OmegaConfBaseException as exc:
+            rebuild()
             config.issues.append(ConfigIssue("hydra", f"Error merging override {item.text}: {exc}", item))
+            continue
+        applied.append(item)
+        if item.kind == "delete":
+            config.set_by.pop(item.key, None)
+            config.unknown.pop(item.key, None)
             continue
         config.set_by[item.key] = item
         if item.unknown:

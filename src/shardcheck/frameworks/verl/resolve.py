@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from shardcheck.frameworks.verl.config_tree import KNOWN_CONFIGS, VerlConfig, apply_overrides, load_defaults
+from shardcheck.frameworks.verl.config_tree import KNOWN_CONFIGS, MODEL_ENGINES, VerlConfig, apply_overrides, load_defaults
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout
@@ -27,10 +27,6 @@ ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref"}
 # `group=option` override selects an option in ppo_trainer.yaml's defaults list.
 CONFIG_GROUPS = frozenset({"actor", "algorithm", "critic", "data", "distillation", "engine", "model", "model_engine",
                            "npu_profile", "optim", "profiler", "ref", "reward", "rollout", "transfer_queue"})
-# ppo_megatron_trainer.yaml is ppo_trainer with `override model_engine: megatron`; the generated
-# snapshot of each choice is the composed config for it.
-MODEL_ENGINES = {"dp": "ppo_trainer", "megatron": "ppo_megatron_trainer", "veomni": "ppo_veomni_trainer",
-                 "torchtitan": "ppo_torchtitan_trainer"}
 # The entry point whose config shardcheck models; recipes (recipe.*) are Hydra apps with configs of their own.
 PPO_ENTRY = "verl.trainer.main_ppo"
 _PLACEHOLDER = re.compile(r"__shardcheck_unknown_\d+__")
@@ -57,6 +53,28 @@ def _config_name(hydra: HydraCommandLine) -> tuple[str, Origin | None]:
     text = hydra.config_name.text or ""
     name = text[:-5] if text.endswith(".yaml") else text
     return name, hydra.config_name.origin
+
+
+def split_group_choices(items: tuple[OverrideItem, ...]
+                        ) -> tuple[tuple[OverrideItem, ...], str | None, OverrideItem | None]:
+    """Separate config-group choices from key overrides.
+
+    Returns the key overrides, the ``model_engine`` choice (dp, megatron, veomni, torchtitan: Hydra
+    applies a group choice while composing, wherever it stands on the line), and the first other
+    group choice, which selects a config shardcheck does not read.
+    """
+    overrides: list[OverrideItem] = []
+    engine: str | None = None
+    unread: OverrideItem | None = None
+    for item in items:
+        group = item.key.split("@")[0]
+        if group not in CONFIG_GROUPS:
+            overrides.append(item)
+        elif group == "model_engine" and item.kind in ("change", "force_add") and item.value in MODEL_ENGINES:
+            engine = item.value
+        else:
+            unread = unread or item
+    return tuple(overrides), engine, unread
 
 
 def _int(traced: Traced, key: str, notes: list[ConfigNote], *, allow_none: bool = False,
@@ -156,17 +174,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
             message=f"argument {word.text} is unknown ({word.reason}); it may set any key, so the verdict is undecided",
             fix="give the values it is built from with --env NAME=VALUE",
         ))
-    overrides = []
-    unread_group: OverrideItem | None = None
-    engine: str | None = None
-    for item in hydra.overrides:
-        group = item.key.split("@")[0]
-        if group not in CONFIG_GROUPS:
-            overrides.append(item)
-        elif group == "model_engine" and item.kind in ("change", "force_add") and item.value in MODEL_ENGINES:
-            engine = item.value  # a group choice: Hydra applies it while composing, wherever it stands
-        else:
-            unread_group = unread_group or item
+    overrides, engine, unread_group = split_group_choices(hydra.overrides)
     custom: str | None = None
     path_text = (hydra.config_path.text or "?").rstrip("/") if hydra.config_path is not None else "config"
     if unread_group is not None:
@@ -191,7 +199,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     elif engine is not None:
         name = MODEL_ENGINES[engine]
     defaults = load_defaults(name)
-    config = apply_overrides(defaults, tuple(overrides), custom=custom)
+    config = apply_overrides(defaults, overrides, custom=custom)
     notes.extend(_issue_notes(config))
 
     cluster = Cluster(
