@@ -120,3 +120,30 @@ def test_top_level_api():
 
     result = shardcheck.check(EXAMPLE)
     assert isinstance(result, shardcheck.Result) and result.valid
+
+
+def test_deferred_hydra_package_is_the_real_one_afterwards():
+    """shardcheck defers hydra/__init__.py; later users of Hydra still get the whole package."""
+    code = ("from shardcheck.api import check; from shardcheck.cli import EXAMPLE; check(EXAMPLE); "
+            "import sys; print('hydra.utils' in sys.modules); "
+            "import hydra; from hydra import compose, initialize_config_dir, MissingConfigException, utils; "
+            "from hydra.errors import MissingConfigException as M; "
+            "print(callable(compose), MissingConfigException is M, hydra.__version__ == hydra.version.__version__ "
+            "if hasattr(hydra.version, '__version__') else True, 'hydra.utils' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True", "True", "True", "True"], proc.stdout
+
+
+def test_config_cache_gives_the_same_result(tmp_path):
+    """The cached verl config (a pickle in the user's cache) resolves exactly like a fresh build."""
+    import os
+
+    outputs = []
+    for cache in ("0", "1", "1"):  # no cache, cold cache, warm cache
+        env = dict(os.environ, SHARDCHECK_CACHE=cache, XDG_CACHE_HOME=str(tmp_path))
+        proc = subprocess.run([sys.executable, "-m", "shardcheck", "check", "--format", "json", str(EXAMPLE),
+                               str(CASES / "qwen3_235b_256k_etp_unset.sh")], capture_output=True, text=True, env=env)
+        outputs.append(proc.stdout)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert list((tmp_path / "shardcheck").glob("verl-config-*.pickle"))

@@ -98,9 +98,9 @@ def _contains(value: object, tokens: dict[str, str]) -> str | None:
 
 def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
     """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
+    from shardcheck.inputs.hydra_import import load_hydra
 
+    OverridesParser, _, _, HydraException = load_hydra()
     parser = OverridesParser.create()
     overrides: list[OverrideItem] = []
     errors: list[OverrideError] = []
