@@ -7,7 +7,7 @@
 The API is imported lazily so that ``import shardcheck`` stays cheap.
 """
 
-__all__ = ["check", "Result"]
+__all__ = ["Result", "check"]
 __version__ = "0.1.0"
 
 

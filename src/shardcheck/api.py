@@ -56,8 +56,8 @@ class Result:
 
 
 def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
-    from shardcheck.rules.megatron_model import layer_split
     from shardcheck.frameworks.megatron.pipeline import Split
+    from shardcheck.rules.megatron_model import layer_split
 
     world = job.cluster.world
 

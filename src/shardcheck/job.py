@@ -54,8 +54,10 @@ class MegatronLayout:
     def etp(self) -> Traced[int]:
         """The effective expert tensor parallel size (None → TP, Megatron-Core's default)."""
         if self.etp_setting.known and self.etp_setting.value is None:
-            origin = Origin(kind="default", text="default of megatron-core: ETP = TP (expert_tensor_parallel_size is null)",
-                            via=(self.etp_setting.origin, self.tp.origin))
+            setting = self.etp_setting.origin
+            said = setting.text if setting.kind == "default" else f"line {setting.line}"
+            origin = Origin(kind="default", text=f"{said} is null, so megatron-core uses ETP = TP",
+                            via=(setting, self.tp.origin))
             return Traced(self.tp.value, origin, self.tp.unknown)
         return self.etp_setting  # type: ignore[return-value]
 

@@ -66,17 +66,16 @@ if __name__ == "__main__":
     sys.stdout = sys.stderr
     warnings.filterwarnings("ignore")
 
-import logging  # noqa: E402
+import logging
 
 with warnings.catch_warnings():
     # megatron-core warns at import that Transformer Engine / Apex are missing
     warnings.simplefilter("ignore")
-    import torch  # noqa: E402,F401
-    import torch.distributed as dist  # noqa: E402
-    from torch.distributed.distributed_c10d import GroupMember  # noqa: E402
-    from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
-
-    from megatron.core import parallel_state as ps  # noqa: E402
+    import torch  # noqa: F401
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+    from torch.distributed.distributed_c10d import GroupMember
+    from torch.testing._internal.distributed.fake_pg import FakeStore
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 KINDS = ("tp", "cp", "dp", "pp", "ep", "etp", "edp")
@@ -131,7 +130,7 @@ _ORIG_GEN_GROUPS = ps.generate_masked_orthogonal_rank_groups
 # times ('pp' for both generators and the equality assert, 'tp-ep-pp' twice),
 # and random layouts repeat shapes across cases.  Results are returned as fresh
 # copies, so callers can't observe the cache.
-_GEN_CACHE: "dict[tuple, list[list[int]]]" = {}
+_GEN_CACHE: dict[tuple, list[list[int]]] = {}
 _GEN_CACHE_MAX = 64
 
 

@@ -9,7 +9,7 @@ command substitution, ``eval``, loops, ``source`` and the like yield values mark
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shardcheck.errors import InputError
@@ -81,14 +81,6 @@ def _utf8(text: str) -> str:
 
 class _Unset(Exception):
     pass
-
-
-@dataclass
-class _Frame:
-    """Mutable interpretation state that branches copy."""
-
-    vars: dict[str, Var] = field(default_factory=dict)
-    positional: tuple[Field, ...] = ()
 
 
 class _Interpreter:
@@ -165,13 +157,13 @@ class _Interpreter:
             self.consumed_until = max(self.consumed_until, node.end_byte)
 
     # assignments ---------------------------------------------------------------------------
-    def _run_variable_assignment(self, node, *, exported: bool = False, local: bool = False) -> None:
-        self._assign_at(node.start_byte, exported=exported)
+    def _run_variable_assignment(self, node) -> None:
+        self._assign_at(node.start_byte)
 
     def _run_variable_assignments(self, node) -> None:
         self.run_block(node.children)
 
-    def _assign_at(self, start: int, *, exported: bool = False, allow_empty_name: bool = False) -> str | None:
+    def _assign_at(self, start: int, *, exported: bool = False) -> str | None:
         """Interpret ``NAME=word``, ``NAME+=word``, ``NAME=(...)`` starting at ``start``."""
         src = self.src
         j = start
@@ -775,7 +767,7 @@ class _Interpreter:
                     yield [Seg(None, origin, f"${{{name}{op}}}: {name} is not set, bash would stop here")], False, part.quoted
                     return
                 default = self.expand_scalar(part.arg or (), origin)
-                if not is_set and not (not default.known):
+                if not is_set and default.known:
                     note = Origin(kind="script", path=origin.path, line=origin.line, column=origin.column,
                                   text=f"default of ${{{name}{op}…}}; environment {name} not given")
                     default = Field(tuple(Seg(s.text, note if s.origin == origin else s.origin, s.unknown) for s in default.segs), origin)

@@ -443,6 +443,14 @@ def recompute(job: Job) -> Iterator[Finding]:
 _VERL_PROVIDER = {"moe_token_dispatcher_type": "alltoall", "variable_seq_lengths": True, "moe_enable_deepep": False}
 
 
+def _provider_value(e: MegatronLayout, name: str) -> tuple[object, Traced | None]:
+    """What the Megatron config gets for ``name``: the user's override, else what verl sets."""
+    ov = e.transformer_overrides
+    if name in ov:
+        return need(ov[name], f"{e.key_prefix}.{_RECOMPUTE}.{name}"), ov[name]
+    return _VERL_PROVIDER[name], None
+
+
 @rule("MCORE-TC-MOE-DISPATCH", "error", "The MoE token dispatcher must support verl's variable sequence lengths")
 def moe_dispatch(job: Job) -> Iterator[Finding]:
     """
@@ -471,16 +479,9 @@ def moe_dispatch(job: Job) -> Iterator[Finding]:
     if job.framework != "verl":
         return
     for e in engines(job):
-        ov = e.transformer_overrides
-
-        def value(name: str):
-            if name in ov:
-                return need(ov[name], f"{e.key_prefix}.{_RECOMPUTE}.{name}"), ov[name]
-            return _VERL_PROVIDER[name], None
-
-        dispatcher, d_origin = value("moe_token_dispatcher_type")
-        variable, v_origin = value("variable_seq_lengths")
-        deepep, p_origin = value("moe_enable_deepep")
+        dispatcher, d_origin = _provider_value(e, "moe_token_dispatcher_type")
+        variable, v_origin = _provider_value(e, "variable_seq_lengths")
+        deepep, p_origin = _provider_value(e, "moe_enable_deepep")
         if deepep and dispatcher != "flex":
             yield finding("MCORE-TC-MOE-DISPATCH",
                           f"[{e.role}] moe_enable_deepep with the {dispatcher} dispatcher (megatron-core: "

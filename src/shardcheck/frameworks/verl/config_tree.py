@@ -57,9 +57,9 @@ def load_defaults(config_name: str) -> VerlDefaults:
         for location in spec.submodule_search_locations:
             path = Path(location) / "trainer" / "config" / f"_generated_{config_name}.yaml"
             if path.is_file():
-                import yaml
-
                 from importlib.metadata import PackageNotFoundError, version
+
+                import yaml
 
                 try:
                     installed = version("verl")
@@ -364,6 +364,7 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
     the command line sets are known, every other value is unknown, and no key is checked.
     """
     from omegaconf import OmegaConf
+
     from shardcheck.inputs.hydra_import import load_hydra
 
     _, ConfigLoaderImpl, ConfigCompositionException, _ = load_hydra()

@@ -15,7 +15,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from shardcheck.frameworks.verl.config_tree import KNOWN_CONFIGS, MODEL_ENGINES, VerlConfig, apply_overrides, load_defaults
+from shardcheck.frameworks.verl.config_tree import (
+    KNOWN_CONFIGS,
+    MODEL_ENGINES,
+    VerlConfig,
+    apply_overrides,
+    load_defaults,
+)
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout
@@ -51,7 +57,7 @@ def _config_name(hydra: HydraCommandLine) -> tuple[str, Origin | None]:
     if hydra.config_name is None:
         return "ppo_trainer", None
     text = hydra.config_name.text or ""
-    name = text[:-5] if text.endswith(".yaml") else text
+    name = text.removesuffix(".yaml")
     return name, hydra.config_name.origin
 
 
