@@ -20,7 +20,14 @@ def script(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1,
             f"trainer.nnodes={nodes} trainer.n_gpus_per_node={gpus} {words}\n")
 
 
-# rule id → (bad script, good script). Keep one row per registered rule.
+def direct(**sizes):
+    from shardcheck.frameworks.megatron.direct import job_from_sizes
+
+    return job_from_sizes(**sizes)
+
+
+# rule id → (bad script, good script) — or (bad job, good job) for layouts no verl script can
+# reach (verl always uses the default rank order). Keep one row per registered rule.
 CASES: dict[str, tuple[str, str]] = {
     "MCORE-PS-WORLD": (script(f"{M}.tensor_model_parallel_size=3"), script(f"{M}.tensor_model_parallel_size=4")),
     "MCORE-PS-EXPERT-FOLD": (
@@ -80,6 +87,12 @@ CASES: dict[str, tuple[str, str]] = {
     ),
     "MCORE-TC-MOE-DISPATCH": (script(f"{OTC}.moe_token_dispatcher_type=allgather"),
                               script(f"{OTC}.moe_token_dispatcher_type=alltoall")),
+    "MCORE-PS-ORDER-TOKEN": (direct(world=16, tp=2, cp=2, order="tp-dp-pp"),
+                             direct(world=16, tp=2, cp=2, order="tp-cp-dp-pp")),
+    "MCORE-PS-ORDER-PPLAST": (direct(world=16, tp=2, pp=2, ep=4, etp=1, order="tp-cp-ep-pp-dp"),
+                              direct(world=16, tp=2, pp=2, ep=2, etp=1, order="tp-cp-ep-pp-dp")),
+    "MCORE-PS-PP-GROUPS": (direct(world=8, tp=2, pp=2, ep=2, etp=1, order="tp-pp-cp-ep-dp"),
+                           direct(world=8, tp=2, pp=2, ep=2, etp=1)),
     "VERL-MC-ONE-INIT": (
         script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
                "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1"),
@@ -107,7 +120,13 @@ CASES: dict[str, tuple[str, str]] = {
 }
 
 
-def rule_findings(tmp_path, text: str, rule_id: str, env=None):
+def rule_findings(tmp_path, text, rule_id: str, env=None):
+    if not isinstance(text, str):  # a Job built from sizes
+        from shardcheck.api import Result
+        from shardcheck.rules.registry import run_rules
+
+        findings, skipped = run_rules(text)
+        return [f for f in findings if f.rule == rule_id], Result("<sizes>", text, findings, skipped)
     path = tmp_path / "run.sh"
     path.write_text(text)
     result = check(path, env)
@@ -125,7 +144,7 @@ def test_rule_fires_on_bad(tmp_path, rule_id):
     assert found, f"{rule_id} did not fire"
     for f in found:
         assert f.severity == all_rules()[rule_id].severity
-        assert f.line is not None, f"{rule_id} finding has no line: {f}"
+        assert f.line is not None or not isinstance(CASES[rule_id][0], str), f"{rule_id} finding has no line: {f}"
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

@@ -49,6 +49,7 @@ class MegatronLayout:
     layout_string: Traced[str | None]
     sequence_parallel: Traced[bool]
     transformer_overrides: dict[str, Traced] = field(default_factory=dict)
+    order: str = "tp-cp-ep-dp-pp"  # Megatron-Core's rank order (verl always passes the default)
 
     @property
     def etp(self) -> Traced[int]:

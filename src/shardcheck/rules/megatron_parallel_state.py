@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import Job, MegatronLayout
+from shardcheck.mesh.grid import expert_error, vpp_error, world_error
 from shardcheck.origin import Origin, Traced
 from shardcheck.rules.registry import Finding, finding, need, rule
 
@@ -64,11 +65,11 @@ def world_tiling(job: Job) -> Iterator[Finding]:
         tp, pp, cp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size"), need(
             e.pp, f"{e.key_prefix}.pipeline_model_parallel_size"), need(e.cp, f"{e.key_prefix}.context_parallel_size")
         model = tp * pp * cp
-        if model <= 0 or w % model:
+        if message := world_error(w, tp, pp, cp):
             yield finding(
                 "MCORE-PS-WORLD",
                 f"[{e.role}] TP {tp} · PP {pp} · CP {cp} = {model} does not divide world {w} "
-                f"(megatron-core: \"world_size ({w}) is not divisible by {model}\")",
+                f"(megatron-core: \"{message}\")",
                 where(e.tp, e.pp, e.cp, world),
                 fix=f"make TP·PP·CP a divisor of {w}: one of {', '.join(map(str, _divisors(w)))}",
                 role=e.role,
@@ -110,7 +111,8 @@ def expert_grid(job: Job) -> Iterator[Finding]:
         ep = need(e.ep, f"{e.key_prefix}.expert_model_parallel_size")
         pp = need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size")
         grid = etp_v * ep * pp
-        if grid > 0 and w % grid == 0:
+        message = expert_error(w, etp_v, ep, pp)
+        if message is None:
             continue
         unset = e.etp_setting.known and e.etp_setting.value is None
         etp_text = f"ETP {etp_v} (= TP: expert_tensor_parallel_size is unset)" if unset else f"ETP {etp_v}"
@@ -124,8 +126,7 @@ def expert_grid(job: Job) -> Iterator[Finding]:
         yield finding(
             "MCORE-PS-EXPERT-FOLD",
             f"[{e.role}] EP {ep} · {etp_text} · PP {pp} = {grid} does not divide world {w} "
-            f"(megatron-core: \"world_size ({w}) is not divisible by expert_tensor_model_pipeline_parallel "
-            f"size ({grid})\")",
+            f"(megatron-core: \"{message}\")",
             where(etp, e.ep, e.pp, world),
             fix=" ".join(fixes) or f"make ETP·EP·PP a divisor of {w}",
             role=e.role,
@@ -159,12 +160,106 @@ def vpp_needs_pp(job: Job) -> Iterator[Finding]:
         if vpp is None:
             continue
         pp = need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size")
-        if pp <= 1:
+        if message := vpp_error(vpp, pp):
             yield finding(
                 "MCORE-PS-VPP-PP",
-                f"[{e.role}] VPP {vpp} with PP {pp} (megatron-core: \"pipeline-model-parallel size should be "
-                "greater than 1 with interleaved schedule\")",
+                f"[{e.role}] VPP {vpp} with PP {pp} (megatron-core: \"{message}\")",
                 where(e.vpp, e.pp),
                 fix=f"{e.key_prefix}.virtual_pipeline_model_parallel_size=null, or PP > 1",
                 role=e.role,
             )
+
+
+def _grid_error(job: Job, rule_id: str) -> Iterator[Finding]:
+    """Findings of ``rule_id`` from building the rank grid (order-string checks), per engine."""
+    from shardcheck.mesh.grid import GridError, build_grid
+
+    world = job.cluster.world
+    for e in engines(job):
+        w = need(world, "world size (trainer.nnodes · trainer.n_gpus_per_node)")
+        sizes = dict(tp=need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size"),
+                     pp=need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size"),
+                     cp=need(e.cp, f"{e.key_prefix}.context_parallel_size"),
+                     ep=need(e.ep, f"{e.key_prefix}.expert_model_parallel_size"),
+                     etp=need(e.etp_setting, f"{e.key_prefix}.expert_tensor_parallel_size"),
+                     vpp=need(e.vpp, f"{e.key_prefix}.virtual_pipeline_model_parallel_size"))
+        result = build_grid(world=w, order=e.order, **sizes)
+        if isinstance(result, GridError) and result.rule == rule_id:
+            yield finding(rule_id, f"[{e.role}] order {e.order}: megatron-core: \"{result.message}\"",
+                          where(e.tp, e.pp, e.cp, e.ep), fix="use the default order tp-cp-ep-dp-pp", role=e.role)
+
+
+@rule("MCORE-PS-ORDER-TOKEN", "error", "Every parallel dimension of size > 1 must be named in the rank order")
+def order_tokens(job: Job) -> Iterator[Finding]:
+    """
+    Megatron-Core lays ranks out along an order string (default `tp-cp-ep-dp-pp`, first fastest);
+    a dimension of size > 1 missing from it cannot be placed. Both the dense and the expert grid
+    use the same string, so `tp-pp-dp` fails as soon as CP > 1 or EP > 1.
+
+    Why:
+    `RankGenerator.__init__` raises `RuntimeError: The size of (cp) is (2), but you haven'tspecified
+    the order (tp-dp-pp).` (Megatron's text, space missing).
+
+    Bad:
+    `--order tp-dp-pp` with CP 2.
+
+    Good:
+    `--order tp-cp-ep-dp-pp`.
+
+    Fix:
+    Name every dimension; use the default order.
+
+    Source:
+    megatron/core/parallel_state.py RankGenerator.__init__ (megatron-core 0.16.1).
+    """
+    return _grid_error(job, "MCORE-PS-ORDER-TOKEN")
+
+
+@rule("MCORE-PS-ORDER-PPLAST", "error", "An order not ending in pp needs the same DP for dense and expert layers")
+def order_pp_last(job: Job) -> Iterator[Finding]:
+    """
+    With PP > 1 and an order that does not end in `pp` (e.g. Megatron-LM's
+    `--use-tp-pp-dp-mapping`, `tp-cp-ep-pp-dp`), the dense DP and the expert DP must be equal.
+
+    Why:
+    `initialize_model_parallel` asserts `When not using pp-last rank ordering, the data parallel
+    size of the attention and moe layers must be the same`.
+
+    Bad:
+    `--order tp-cp-ep-pp-dp`, world 16, TP 2, PP 2, EP 2, ETP 1: DP 4, EDP 4... but with EP 4: EDP 2 ≠ DP 4.
+
+    Good:
+    The default order `tp-cp-ep-dp-pp`.
+
+    Fix:
+    Use a pp-last order, or choose EP·ETP = TP·CP.
+
+    Source:
+    megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
+    """
+    return _grid_error(job, "MCORE-PS-ORDER-PPLAST")
+
+
+@rule("MCORE-PS-PP-GROUPS", "error", "Dense and expert pipeline groups must be the same")
+def pp_groups_agree(job: Job) -> Iterator[Finding]:
+    """
+    Both grids share the pipeline axis: the PP groups computed from the dense and from the expert
+    generator must coincide (always true when `pp` is last in the order).
+
+    Why:
+    `initialize_model_parallel` asserts `Pipeline parallel groups are expected to be the same for
+    Non-Expert and Expert part`.
+
+    Bad:
+    `--order tp-pp-cp-ep-dp` with TP 2, PP 2, EP 2, ETP 1 on 8 ranks.
+
+    Good:
+    The default order.
+
+    Fix:
+    Put `pp` last in the order.
+
+    Source:
+    megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
+    """
+    return _grid_error(job, "MCORE-PS-PP-GROUPS")

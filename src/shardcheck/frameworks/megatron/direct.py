@@ -19,6 +19,7 @@ def job_from_sizes(
     first_stage_layers: int | None = None,
     last_stage_layers: int | None = None,
     model: ModelFacts | None = None,
+    order: str = "tp-cp-ep-dp-pp",
 ) -> Job:
     """A Megatron-Core job with one engine of the given sizes (ETP None = follow TP, as Megatron does)."""
     given = Origin(kind="cli", text="given directly")
@@ -41,7 +42,7 @@ def job_from_sizes(
         tp=t(tp), pp=t(pp), cp=t(cp), ep=t(ep), etp_setting=t(etp), vpp=t(vpp),
         first_stage_layers=t(first_stage_layers), last_stage_layers=t(last_stage_layers),
         account_for_embedding=t(False), account_for_loss=t(False), layout_string=t(None),
-        sequence_parallel=t(tp > 1),
+        sequence_parallel=t(tp > 1), order=order,
     )
     return Job(
         path="<sizes>", framework="megatron-core", framework_version="0.16.1", entry="initialize_model_parallel",

@@ -1,0 +1,205 @@
+"""Megatron-Core's rank grid: which global ranks form each parallel group (megatron-core 0.16.1).
+
+``initialize_model_parallel`` builds two ``RankGenerator``s over the same order string: the dense
+one with sizes tp=TP, cp=CP, ep=1, dp=DP, pp=PP and the expert one with tp=ETP, ep=EP, dp=EDP,
+pp=PP, cp=1 (megatron/core/parallel_state.py). In an order the first token varies fastest; a
+size-1 token missing from the order is appended. The group of a token set holds the ranks that
+agree on every other coordinate; groups are numbered by those other coordinates (first fastest)
+and list their ranks in ascending order (``generate_masked_orthogonal_rank_groups``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+TOKENS = ("tp", "pp", "dp", "ep", "cp")  # RankGenerator.__init__ checks them in this order
+DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+# Groups shardcheck reports: name -> (generator, tokens). "etp"/"edp" are the expert generator's tp/dp.
+GROUPS = {
+    "tp": ("dense", "tp"), "cp": ("dense", "cp"), "dp": ("dense", "dp"), "pp": ("dense", "pp"),
+    "tp-cp": ("dense", "tp-cp"), "dp-cp": ("dense", "cp-dp"), "tp-pp": ("dense", "tp-pp"),
+    "ep": ("expert", "ep"), "etp": ("expert", "tp"), "edp": ("expert", "dp"), "tp-ep": ("expert", "tp-ep"),
+}
+
+
+class OrderError(ValueError):
+    """The order string Megatron-Core rejects, with its error text."""
+
+
+@dataclass(frozen=True, slots=True)
+class Generator:
+    """One RankGenerator: sizes per token, in order."""
+
+    order: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+    @classmethod
+    def build(cls, order: str, sizes: dict[str, int]) -> Generator:
+        """Megatron's RankGenerator.__init__: every token of size > 1 must be named in the order."""
+        lowered = order.lower()
+        tokens = lowered.split("-")
+        for name in TOKENS:
+            if name not in lowered and sizes[name] != 1:
+                raise OrderError(f"The size of ({name}) is ({sizes[name]}), but you haven'tspecified the order ({order}).")
+            if name not in lowered:
+                tokens.append(name)
+        for token in tokens:
+            if token not in sizes:
+                raise OrderError(f"KeyError: '{token}' (not a parallel dimension of the order string {order!r})")
+        if len(set(tokens)) != len(tokens):
+            raise OrderError(f"order {order!r} names a dimension twice")
+        return cls(tuple(tokens), tuple(sizes[t] for t in tokens))
+
+    @property
+    def world(self) -> int:
+        n = 1
+        for s in self.sizes:
+            n *= s
+        return n
+
+    def coordinates(self, rank: int) -> tuple[int, ...]:
+        out = []
+        for size in self.sizes:
+            out.append(rank % size)
+            rank //= size
+        return tuple(out)
+
+    def groups(self, token: str) -> list[list[int]]:
+        """All groups of ``token`` (e.g. "tp", "cp-dp"), numbered and ordered as Megatron does."""
+        masked = set(token.split("-"))
+        inside = [i for i, t in enumerate(self.order) if t in masked]
+        outside = [i for i, t in enumerate(self.order) if t not in masked]
+        strides = []
+        stride = 1
+        for size in self.sizes:
+            strides.append(stride)
+            stride *= size
+        group_count = 1
+        for i in outside:
+            group_count *= self.sizes[i]
+        members: list[list[int]] = []
+        for g in range(group_count):
+            base = 0
+            rest = g
+            for i in outside:
+                base += (rest % self.sizes[i]) * strides[i]
+                rest //= self.sizes[i]
+            ranks = [base]
+            for i in inside:
+                ranks = [r + k * strides[i] for k in range(self.sizes[i]) for r in ranks]
+            members.append(sorted(ranks))
+        return members
+
+    def group_of(self, token: str, rank: int) -> list[int]:
+        """The one group of ``token`` that holds ``rank``."""
+        masked = set(token.split("-"))
+        coords = self.coordinates(rank)
+        strides = []
+        stride = 1
+        for size in self.sizes:
+            strides.append(stride)
+            stride *= size
+        base = sum(c * strides[i] for i, c in enumerate(coords) if self.order[i] not in masked)
+        ranks = [base]
+        for i, t in enumerate(self.order):
+            if t in masked:
+                ranks = [r + k * strides[i] for k in range(self.sizes[i]) for r in ranks]
+        return sorted(ranks)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The dense and expert generators of a valid layout."""
+
+    world: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    etp: int
+    order: str
+    dense: Generator
+    expert: Generator
+
+    @property
+    def dp(self) -> int:
+        return self.world // (self.tp * self.pp * self.cp)
+
+    @property
+    def edp(self) -> int:
+        return self.world // (self.etp * self.ep * self.pp)
+
+    def _generator(self, name: str) -> tuple[Generator, str]:
+        which, token = GROUPS[name]
+        return (self.dense if which == "dense" else self.expert), token
+
+    def groups(self, name: str) -> list[list[int]]:
+        gen, token = self._generator(name)
+        return gen.groups(token)
+
+    def group_of(self, name: str, rank: int) -> list[int]:
+        gen, token = self._generator(name)
+        return gen.group_of(token, rank)
+
+    @cached_property
+    def pp_groups_agree(self) -> bool:
+        return self.dense.groups("pp") == self.expert.groups("pp")
+
+
+@dataclass(frozen=True, slots=True)
+class GridError:
+    """The check Megatron-Core fails first, as the rule that mirrors it and Megatron's text."""
+
+    rule: str
+    message: str
+
+
+def world_error(world: int, tp: int, pp: int, cp: int) -> str | None:
+    """The dense grid must tile the world (initialize_model_parallel's first check)."""
+    model = tp * pp * cp
+    return None if model > 0 and world % model == 0 else f"world_size ({world}) is not divisible by {model}"
+
+
+def vpp_error(vpp: int | None, pp: int) -> str | None:
+    if vpp is not None and not pp > 1:
+        return "pipeline-model-parallel size should be greater than 1 with interleaved schedule"
+    return None
+
+
+def expert_error(world: int, etp: int, ep: int, pp: int) -> str | None:
+    """The expert grid ETP·EP·PP must divide the world (MoE parallel folding, core >= 0.10)."""
+    grid = etp * ep * pp
+    if grid > 0 and world % grid == 0:
+        return None
+    return f"world_size ({world}) is not divisible by expert_tensor_model_pipeline_parallel size ({grid})"
+
+
+def build_grid(*, world: int, tp: int, pp: int, cp: int, ep: int, etp: int | None, vpp: int | None = None,
+               order: str = DEFAULT_ORDER) -> Grid | GridError:
+    """The grid ``initialize_model_parallel`` builds, or the first check it fails, in its order."""
+    if message := world_error(world, tp, pp, cp):
+        return GridError("MCORE-PS-WORLD", message)
+    if message := vpp_error(vpp, pp):
+        return GridError("MCORE-PS-VPP-PP", message)
+    dp = world // (tp * pp * cp)
+    try:
+        dense = Generator.build(order, {"tp": tp, "ep": 1, "dp": dp, "pp": pp, "cp": cp})
+    except OrderError as exc:
+        return GridError("MCORE-PS-ORDER-TOKEN", str(exc))
+    etp_v = tp if etp is None else etp
+    if message := expert_error(world, etp_v, ep, pp):
+        return GridError("MCORE-PS-EXPERT-FOLD", message)
+    edp = world // (etp_v * ep * pp)
+    try:
+        expert = Generator.build(order, {"tp": etp_v, "ep": ep, "dp": edp, "pp": pp, "cp": 1})
+    except OrderError as exc:
+        return GridError("MCORE-PS-ORDER-TOKEN", str(exc))
+    if not (order.endswith("pp") or pp == 1 or edp == dp):
+        return GridError("MCORE-PS-ORDER-PPLAST", "When not using pp-last rank ordering, the data parallel size of "
+                                                  "the attention and moe layers must be the same")
+    result = Grid(world, tp, pp, cp, ep, etp_v, order, dense, expert)
+    if not result.pp_groups_agree:
+        return GridError("MCORE-PS-PP-GROUPS", "Pipeline parallel groups are expected to be the same for Non-Expert "
+                                               "and Expert part")
+    return result
