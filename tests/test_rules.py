@@ -93,6 +93,8 @@ CASES: dict[str, tuple[str, str]] = {
                               direct(world=16, tp=2, pp=2, ep=2, etp=1, order="tp-cp-ep-pp-dp")),
     "MCORE-PS-PP-GROUPS": (direct(world=8, tp=2, pp=2, ep=2, etp=1, order="tp-pp-cp-ep-dp"),
                            direct(world=8, tp=2, pp=2, ep=2, etp=1)),
+    "MCORE-PS-LOCALITY": (script(f"{M}.expert_model_parallel_size=16 {M}.expert_tensor_parallel_size=1", nodes=2),
+                          script(f"{M}.expert_model_parallel_size=8 {M}.expert_tensor_parallel_size=1", nodes=2)),
     "VERL-MC-ONE-INIT": (
         script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
                "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1"),

@@ -82,6 +82,16 @@ class MegatronLayout:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutLayout:
+    """The rollout engine's parallel sizes (verl: ``actor_rollout_ref.rollout.*``)."""
+
+    engine: Traced[str]
+    tp: Traced[int]
+    dp: Traced[int]
+    pp: Traced[int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelFacts:
     """Architecture facts the rules need, named as in HF config.json (Megatron names in comments)."""
 
@@ -134,6 +144,7 @@ class Job:
     model_problem: str | None
     notes: tuple[ConfigNote, ...] = ()
     open_arguments: tuple[Origin, ...] = ()  # arguments of unknown content: they may set any key
+    rollout: RolloutLayout | None = None
 
     def layout(self, role: str) -> MegatronLayout | None:
         return next((lay for lay in self.layouts if lay.role == role), None)

@@ -263,3 +263,61 @@ def pp_groups_agree(job: Job) -> Iterator[Finding]:
     megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
     """
     return _grid_error(job, "MCORE-PS-PP-GROUPS")
+
+
+@rule("MCORE-PS-LOCALITY", "warning", "A TP or EP group spans nodes")
+def group_locality(job: Job) -> Iterator[Finding]:
+    """
+    Megatron-Core places rank r on node r // devices_per_node and never checks locality. A tensor-
+    parallel group (all-reduce in every layer) or an expert-parallel group (all-to-all in every MoE
+    layer) that spans nodes runs over the inter-node network, typically 5-20x slower than NVLink/HCCS.
+
+    Why:
+    Not an error: the job starts, and runs slowly.
+
+    Bad:
+    TP 16 on 8-GPU nodes; EP 16 with ETP 1 on 8-GPU nodes (every all-to-all crosses two nodes).
+
+    Good:
+    TP ≤ devices per node and dividing it; ETP·EP dividing the devices per node.
+
+    Fix:
+    Lower TP or EP, move the factor to PP or DP, or use larger nodes.
+
+    Source:
+    megatron/core/parallel_state.py RankGenerator.get_ranks (megatron-core 0.16.1);
+    ../shared/reference/constraints.md §1.2.
+    """
+    from shardcheck.mesh.grid import Grid, build_grid
+    from shardcheck.mesh.placement import crossings
+
+    world, per_node = job.cluster.world, job.cluster.devices_per_node
+    if not (world.known and per_node.known) or per_node.value >= world.value:
+        return
+    for e in engines(job):
+        if not all(t.known for t in (e.tp, e.pp, e.cp, e.ep, e.etp_setting, e.vpp)):
+            return
+        grid = build_grid(world=world.value, tp=e.tp.value, pp=e.pp.value, cp=e.cp.value, ep=e.ep.value,
+                          etp=e.etp_setting.value, vpp=e.vpp.value, order=e.order)
+        if not isinstance(grid, Grid):
+            continue
+        for c in crossings(grid, per_node.value):
+            if c.name not in ("tp", "ep"):
+                continue
+            yield finding(
+                "MCORE-PS-LOCALITY",
+                f"[{e.role}] {c.groups_crossing} of {c.groups_total} {c.name.upper()} groups of {c.size} ranks span "
+                f"nodes of {per_node.value} devices (e.g. ranks {_ranks(c.example)})",
+                where(e.tp if c.name == "tp" else e.ep, per_node),
+                fix=c.keeps_local, role=e.role,
+            )
+
+
+def _ranks(ranks: tuple[int, ...]) -> str:
+    """A rank list for a message: contiguous runs shortened (0-31, or 0, 2, ..., 30)."""
+    if len(ranks) <= 6:
+        return ", ".join(map(str, ranks))
+    step = ranks[1] - ranks[0]
+    if all(b - a == step for a, b in zip(ranks, ranks[1:])):
+        return f"{ranks[0]}-{ranks[-1]}" if step == 1 else f"{ranks[0]}, {ranks[1]}, …, {ranks[-1]} (stride {step})"
+    return ", ".join(map(str, ranks[:4])) + f", … ({len(ranks)} ranks)"

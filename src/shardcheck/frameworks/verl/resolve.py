@@ -24,7 +24,7 @@ from shardcheck.frameworks.verl.config_tree import (
 )
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
-from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout
+from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout, RolloutLayout
 from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
 
@@ -228,6 +228,13 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         if ref_used.value is not False and (not ref_strategy.known or ref_strategy.value == "megatron"):
             layouts.append(_layout(config, "ref", notes))
 
+    ro = "actor_rollout_ref.rollout"
+    rollout = RolloutLayout(
+        engine=config.get(f"{ro}.name"),
+        tp=_int(config.get(f"{ro}.tensor_model_parallel_size"), f"{ro}.tensor_model_parallel_size", notes),
+        dp=_int(config.get(f"{ro}.data_parallel_size"), f"{ro}.data_parallel_size", notes),
+        pp=_int(config.get(f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
+    )
     model_path = config.get("actor_rollout_ref.model.path")
     from omegaconf import OmegaConf
 
@@ -251,4 +258,5 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         model_problem=problem,
         notes=tuple(notes),
         open_arguments=tuple(word.word for word in hydra.unknown_words),
+        rollout=rollout,
     )
