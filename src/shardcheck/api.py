@@ -135,3 +135,46 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     from dataclasses import replace
 
     return replace(job, notes=shell_notes + job.notes)
+
+
+@dataclass
+class MeshResult:
+    """The rank map of one engine's layout: its grid (or the errors that stop it), nodes, rollout."""
+
+    path: str
+    job: Job
+    layout: MegatronLayout | None
+    grid: object | None  # shardcheck.mesh.grid.Grid
+    findings: list
+    rollout: object | None = None  # RolloutReplicas, or a one-line reason
+
+    @property
+    def errors(self) -> list:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.errors or self.grid is None else 0
+
+
+def mesh(job: Job, path: str = "<sizes>") -> MeshResult:
+    """The rank grid of the engine that builds the process groups (the ref when verl builds one)."""
+    from shardcheck.mesh.grid import Grid, build_grid
+    from shardcheck.mesh.placement import rollout_replicas
+    from shardcheck.rules.registry import run_rules
+
+    findings, _ = run_rules(job)
+    layout = job.group_owner
+    grid = None
+    if layout is not None and job.cluster.world.known and all(
+            t.known for t in (layout.tp, layout.pp, layout.cp, layout.ep, layout.etp_setting, layout.vpp)):
+        built = build_grid(world=job.cluster.world.value, tp=layout.tp.value, pp=layout.pp.value, cp=layout.cp.value,
+                           ep=layout.ep.value, etp=layout.etp_setting.value, vpp=layout.vpp.value, order=layout.order)
+        grid = built if isinstance(built, Grid) else None
+    rollout = None
+    ro = job.rollout
+    if ro is not None and job.cluster.world.known and all(t.known for t in (ro.tp, ro.dp, ro.pp)):
+        engine = ro.engine.value if ro.engine.known else "rollout"
+        rollout = rollout_replicas(job.cluster.world.value, str(engine), ro.tp.value, ro.dp.value, ro.pp.value)
+    keep = ("MCORE-PS-", "VALUE-", "MODEL-")
+    return MeshResult(path, job, layout, grid, [f for f in findings if f.rule.startswith(keep)], rollout)

@@ -31,6 +31,18 @@ def _parser() -> argparse.ArgumentParser:
                        help="a value the script reads from its environment (repeatable)")
     check.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
     check.add_argument("--format", choices=("text", "json"), default="text")
+    mesh = sub.add_parser("mesh", help="show which ranks form each parallel group, and on which node")
+    mesh.add_argument("path", nargs="?", help="a launch script (or give the sizes below)")
+    mesh.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    mesh.add_argument("--world", type=int)
+    mesh.add_argument("--devices-per-node", type=int)
+    for size in ("tp", "pp", "cp", "ep"):
+        mesh.add_argument(f"--{size}", type=int, default=1)
+    mesh.add_argument("--etp", type=int, default=None, help="expert tensor parallel size (default: = TP)")
+    mesh.add_argument("--vpp", type=int, default=None)
+    mesh.add_argument("--order", default="tp-cp-ep-dp-pp")
+    mesh.add_argument("--rank", type=int, help="only the groups that hold this rank")
+    mesh.add_argument("--format", choices=("text", "json"), default="text")
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
@@ -42,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
         return _check(args)
+    if args.command == "mesh":
+        return _mesh(args)
     if args.command == "rules":
         from shardcheck.rules.docs import render_rule_list
 
@@ -75,6 +89,34 @@ def _check(args) -> int:
 
         print(render_text(results))
     return max(r.exit_code for r in results)
+
+
+def _mesh(args) -> int:
+    from shardcheck.api import mesh, resolve_script
+    from shardcheck.errors import InputError
+    from shardcheck.frameworks.megatron.direct import job_from_sizes
+    from shardcheck.report.mesh_report import render_mesh_json, render_mesh_text
+
+    if args.path:
+        try:
+            job = resolve_script(args.path, _env_pairs(args.env))
+        except InputError as exc:
+            print(f"error: {exc}")
+            return 2
+        shown = args.path
+    elif args.world:
+        job = job_from_sizes(world=args.world, devices_per_node=args.devices_per_node, tp=args.tp, pp=args.pp,
+                             cp=args.cp, ep=args.ep, etp=args.etp, vpp=args.vpp, order=args.order)
+        shown = "<sizes>"
+    else:
+        print("shardcheck mesh: give a launch script or --world (and the sizes)", file=sys.stderr)
+        return 2
+    result = mesh(job, shown)
+    if args.rank is not None and result.grid is not None and not 0 <= args.rank < result.grid.world:
+        print(f"shardcheck mesh: --rank {args.rank} is outside 0..{result.grid.world - 1}", file=sys.stderr)
+        return 2
+    print(render_mesh_json(result, args.rank) if args.format == "json" else render_mesh_text(result, args.rank))
+    return result.exit_code
 
 
 def entry() -> None:

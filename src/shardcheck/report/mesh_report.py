@@ -1,0 +1,126 @@
+"""The rank map (``shardcheck mesh``): a grid per node for small worlds, a summary for large ones."""
+
+from __future__ import annotations
+
+import json
+
+from shardcheck.api import MeshResult
+from shardcheck.mesh.grid import GROUPS
+from shardcheck.mesh.placement import RolloutReplicas, crossings, nodes
+
+JSON_VERSION = 1
+SHOWN = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "tp-cp", "dp-cp", "tp-pp")
+GRID_LIMIT = 64  # worlds up to this size get a line per rank
+
+
+def _devices(m: MeshResult) -> int:
+    g = m.job.cluster.devices_per_node
+    return g.value if g.known and g.value else m.job.cluster.world.value
+
+
+def mesh_to_dict(m: MeshResult, rank: int | None = None) -> dict:
+    grid = m.grid
+    doc: dict = {"path": m.path, "valid": grid is not None and not m.errors,
+                 "errors": [{"rule": f.rule, "message": f.message, "path": f.path, "line": f.line, "fix": f.fix}
+                            for f in m.errors]}
+    if grid is None:
+        doc.update(dp=None, edp=None, groups=None, nodes=None)
+        return doc
+    doc.update(world=grid.world, order=grid.order, tp=grid.tp, pp=grid.pp, cp=grid.cp, ep=grid.ep, etp=grid.etp,
+               dp=grid.dp, edp=grid.edp)
+    if rank is not None:
+        doc["rank"] = rank
+        doc["groups"] = {name: [grid.group_of(name, rank)] for name in SHOWN}
+    else:
+        doc["groups"] = {name: grid.groups(name) for name in SHOWN}
+    per_node = _devices(m)
+    doc["devices_per_node"] = per_node
+    doc["nodes"] = nodes(grid.world, per_node)
+    doc["crossing_nodes"] = [{"group": c.name, "size": c.size, "groups_crossing": c.groups_crossing,
+                              "groups": c.groups_total, "fix": c.keeps_local} for c in crossings(grid, per_node)]
+    if isinstance(m.rollout, RolloutReplicas):
+        replicas = m.rollout.replicas
+        if rank is not None:
+            replicas = tuple(r for r in replicas if rank in r)
+        doc["rollout"] = {"engine": m.rollout.engine, "tp": m.rollout.tp, "dp": m.rollout.dp, "pp": m.rollout.pp,
+                          "replicas": [list(r) for r in replicas],
+                          "tp_groups": [m.rollout.tp_groups(r) for r in replicas]}
+    elif m.rollout is not None:
+        doc["rollout"] = {"error": m.rollout}
+    return doc
+
+
+def render_mesh_json(m: MeshResult, rank: int | None = None) -> str:
+    return json.dumps({"version": JSON_VERSION, **mesh_to_dict(m, rank)}, separators=(",", ":"))
+
+
+def _short(ranks: list[int]) -> str:
+    if len(ranks) > 2:
+        step = ranks[1] - ranks[0]
+        if all(b - a == step for a, b in zip(ranks, ranks[1:])):
+            return f"{ranks[0]}..{ranks[-1]}" + (f" step {step}" if step != 1 else "")
+    if len(ranks) > 12:
+        return ",".join(map(str, ranks[:8])) + f",… ({len(ranks)} ranks)"
+    return ",".join(map(str, ranks))
+
+
+def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
+    out = [m.path]
+    grid = m.grid
+    for f in m.errors:
+        loc = f"{f.path}:{f.line}" if f.path and f.line else m.path
+        out.append(f"  {loc}: {f.rule} error: {f.message}")
+        if f.fix:
+            out.append(f"    fix: {f.fix}")
+    if grid is None:
+        if not m.errors:
+            out.append("  the layout is not known (see VALUE-UNKNOWN findings of `shardcheck check`)")
+        return "\n".join(out)
+    per_node = _devices(m)
+    role = m.layout.role if m.layout else "actor"
+    count = len(nodes(grid.world, per_node))
+    out.append(f"  {grid.world} ranks on {count} node{'s' * (count != 1)} × {per_node}; order {grid.order} "
+               f"(first fastest); groups of the {role} engine")
+    out.append(f"  TP {grid.tp} · CP {grid.cp} · DP {grid.dp} · PP {grid.pp} (dense)   "
+               f"ETP {grid.etp} · EP {grid.ep} · EDP {grid.edp} · PP {grid.pp} (expert)")
+    if rank is not None:
+        out.append(f"  rank {rank} (node {rank // per_node}):")
+        for name in SHOWN:
+            out.append(f"    {name:<6} {grid.group_of(name, rank)}")
+    elif grid.world <= GRID_LIMIT:
+        names = [n for n in ("tp", "cp", "dp", "pp", "ep", "etp", "edp")]
+        index = {n: {r: i for i, g in enumerate(grid.groups(n)) for r in g} for n in names}
+        for k, node in enumerate(nodes(grid.world, per_node)):
+            out.append(f"  node {k}:")
+            out.append("    rank  " + "  ".join(f"{n:>4}" for n in names) + "   (group index of each kind)")
+            for r in node:
+                out.append(f"    {r:>4}  " + "  ".join(f"{index[n][r]:>4}" for n in names))
+        for name in SHOWN:
+            groups = grid.groups(name)
+            out.append(f"  {name:<6} {len(groups)} × {len(groups[0])}: " + "  ".join(f"[{_short(g)}]" for g in groups[:8])
+                       + ("  …" if len(groups) > 8 else ""))
+    else:
+        for name in SHOWN:
+            groups = grid.groups(name)
+            out.append(f"  {name:<6} {len(groups):>5} groups of {len(groups[0]):>5}: first [{_short(groups[0])}], "
+                       f"last [{_short(groups[-1])}]")
+    cross = crossings(grid, per_node)
+    for c in cross:
+        out.append(f"  warning: {c.groups_crossing} of {c.groups_total} {c.name.upper()} groups span nodes; {c.keeps_local}")
+    if not cross:
+        out.append(f"  every TP, EP, ETP and TP·CP group stays inside one node of {per_node}")
+    if isinstance(m.rollout, RolloutReplicas):
+        ro = m.rollout
+        reps = ro.replicas if rank is None else tuple(r for r in ro.replicas if rank in r)
+        out.append(f"  rollout ({ro.engine}): {len(ro.replicas)} replicas of TP {ro.tp} · DP {ro.dp} · PP {ro.pp}")
+        for r in reps[:4]:
+            out.append(f"    replica {r[0] // len(r)}: ranks [{_short(list(r))}], TP groups "
+                       + " ".join(f"[{_short(g)}]" for g in ro.tp_groups(r)[:4]) + (" …" if len(r) // ro.tp > 4 else ""))
+        if len(reps) > 4:
+            out.append(f"    … {len(reps) - 4} more")
+    elif m.rollout is not None:
+        out.append(f"  rollout: {m.rollout}")
+    return "\n".join(out)
+
+
+__all__ = ["render_mesh_json", "render_mesh_text", "mesh_to_dict", "GROUPS"]
