@@ -147,3 +147,32 @@ def test_config_cache_gives_the_same_result(tmp_path):
         outputs.append(proc.stdout)
     assert outputs[0] == outputs[1] == outputs[2]
     assert list((tmp_path / "shardcheck").glob("verl-config-*.pickle"))
+
+
+def test_suppression_comments(tmp_path):
+    bad = ("python3 -m verl.trainer.main_ppo model_engine=megatron "
+           "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3 \\\n  trainer.n_gpus_per_node=8\n")
+    path = tmp_path / "run.sh"
+    path.write_text(bad)
+    assert "MCORE-PS-WORLD" in {f.rule for f in __import__("shardcheck").check(path).findings}
+    path.write_text("# shardcheck: disable=MCORE-PS-WORLD\n" + bad)
+    assert "MCORE-PS-WORLD" not in {f.rule for f in __import__("shardcheck").check(path).findings}
+    path.write_text(bad.replace("=3 ", "=3  # shardcheck: disable=all\n  "))
+    assert "MCORE-PS-WORLD" not in {f.rule for f in __import__("shardcheck").check(path).findings}
+
+
+def test_pyproject_settings_and_exit_zero(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("python3 -m verl.trainer.main_ppo model_engine=megatron "
+                    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3\n")
+    assert main(["check", str(path)]) == 1
+    assert main(["check", "--exit-zero", str(path)]) == 0
+    (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nignore = ["MCORE-PS-WORLD"]\n')
+    result = __import__("shardcheck").check(path)
+    assert "MCORE-PS-WORLD" not in {f.rule for f in result.findings}
+    (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nfail-on = "info"\n')
+    assert main(["check", str(CASES / "qwen3_235b_256k_before.sh")]) == 1  # its own pyproject: none
+    assert main(["check", str(path)]) == 1
+    (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nfail_on = "info"\n')
+    result = __import__("shardcheck").check(path)
+    assert result.exit_code == 2 and "has no setting 'fail_on'" in result.error

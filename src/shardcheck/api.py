@@ -8,6 +8,7 @@ from pathlib import Path
 from shardcheck.errors import InputError
 from shardcheck.job import ConfigNote, Job, MegatronLayout
 from shardcheck.origin import Traced
+from shardcheck.settings import SEVERITY_RANK, Settings, load_settings
 
 
 @dataclass
@@ -19,6 +20,7 @@ class Result:
     findings: list = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     error: str | None = None  # the one-line reason when the input cannot be used at all
+    settings: Settings = field(default_factory=Settings)
 
     @property
     def valid(self) -> bool | None:
@@ -45,7 +47,7 @@ class Result:
     def exit_code(self) -> int:
         if self.error is not None:
             return 2
-        return 1 if any(f.severity == "error" for f in self.findings) else 0
+        return 1 if any(self.settings.fails(f.severity) for f in self.findings) else 0
 
     def layout_summary(self, role: str = "actor") -> dict | None:
         """Sizes of one engine as plain values (None where unknown), for reports."""
@@ -87,7 +89,7 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
 
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-          display: str | None = None) -> Result:
+          display: str | None = None, settings: Settings | None = None) -> Result:
     """Read the launch script at ``path`` statically and judge its layout."""
     shown = display or str(path)
     try:
@@ -95,13 +97,22 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
         from shardcheck.rules.registry import run_rules
 
         findings, skipped = run_rules(job)
+        settings = settings or load_settings(Path(path).resolve().parent)
     except InputError as exc:
         return Result(shown, error=str(exc))
     except RecursionError:
         return Result(shown, error=f"{shown}:1: nested too deeply for shardcheck to read; simplify the script")
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: (order[f.severity], f.line or 0, f.rule))
-    return Result(shown, job, findings, skipped)
+    findings = [f for f in findings if settings.reports(f.rule) and not _suppressed(f, job)]
+    findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
+    return Result(shown, job, findings, skipped, settings=settings)
+
+
+def _suppressed(finding, job: Job) -> bool:
+    """A ``# shardcheck: disable=ID`` comment on the finding's line or the line before it."""
+    if finding.line is None or finding.path != job.path:
+        return False
+    ids = job.suppressions.get(finding.line, frozenset())
+    return finding.rule in ids or "ALL" in ids
 
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
@@ -134,7 +145,7 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
     from dataclasses import replace
 
-    return replace(job, notes=shell_notes + job.notes)
+    return replace(job, notes=shell_notes + job.notes, suppressions=reading.suppressions)
 
 
 @dataclass

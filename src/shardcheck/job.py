@@ -145,6 +145,7 @@ class Job:
     notes: tuple[ConfigNote, ...] = ()
     open_arguments: tuple[Origin, ...] = ()  # arguments of unknown content: they may set any key
     rollout: RolloutLayout | None = None
+    suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # script line -> disabled rule ids
 
     def layout(self, role: str) -> MegatronLayout | None:
         return next((lay for lay in self.layouts if lay.role == role), None)

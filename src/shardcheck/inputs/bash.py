@@ -9,7 +9,8 @@ command substitution, ``eval``, loops, ``source`` and the like yield values mark
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, replace
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shardcheck.errors import InputError
@@ -38,6 +39,7 @@ class ShellReading:
     commands: tuple[Command, ...]
     diagnostics: tuple[Diagnostic, ...]
     variables: dict[str, Var]
+    suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # line -> rule ids ("ALL")
 
 
 def _parser():
@@ -69,7 +71,28 @@ def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None) -> 
     tree = _parser().parse(src.encode("latin-1"))
     interp = _Interpreter(src, path, dict(env or {}))
     interp.run_block(tree.root_node.children)
-    return ShellReading(path, tuple(interp.commands), tuple(interp.diagnostics), dict(interp.vars))
+    return ShellReading(path, tuple(interp.commands), tuple(interp.diagnostics), dict(interp.vars),
+                        _suppressions(tree.root_node, src))
+
+
+_DISABLE = re.compile(r"#\s*shardcheck:\s*disable=([A-Za-z0-9_,\- ]+)")
+
+
+def _suppressions(root, src: str) -> dict[int, frozenset[str]]:
+    """``# shardcheck: disable=ID[,ID]`` comments: each covers its own line and the next one."""
+    out: dict[int, set[str]] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "comment":
+            m = _DISABLE.search(src[node.start_byte : node.end_byte])
+            if m:
+                ids = {part.strip().upper() for part in m.group(1).split(",") if part.strip()}
+                line = node.start_point[0] + 1
+                for covered in (line, line + 1):
+                    out.setdefault(covered, set()).update(ids)
+        stack.extend(node.children)
+    return {line: frozenset(ids) for line, ids in out.items()}
 
 
 def _utf8(text: str) -> str:
