@@ -16,8 +16,18 @@ OTC = f"+{M}.override_transformer_config"
 def script(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1, gpus: int = 8,
            before: str = "", config: str = "--config-name=ppo_megatron_trainer") -> str:
     words = " ".join(textwrap.dedent(overrides).split())
+    # A launch that is valid apart from what a case changes: batch sizes every DP up to 16 divides.
+    batch = ("data.train_batch_size=720720 actor_rollout_ref.actor.ppo_mini_batch_size=720720 "
+             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
+             "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 "
+             "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 "
+             "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=1")
     return (f"{before}\npython3 -m verl.trainer.main_ppo {config} actor_rollout_ref.model.path=/models/{model} "
-            f"trainer.nnodes={nodes} trainer.n_gpus_per_node={gpus} {words}\n")
+            f"trainer.nnodes={nodes} trainer.n_gpus_per_node={gpus} {batch} {words}\n")
+
+
+A = "actor_rollout_ref.actor"
+RO = "actor_rollout_ref.rollout"
 
 
 def direct(**sizes):
@@ -95,6 +105,37 @@ CASES: dict[str, tuple[str, str]] = {
                            direct(world=8, tp=2, pp=2, ep=2, etp=1)),
     "MCORE-PS-LOCALITY": (script(f"{M}.expert_model_parallel_size=16 {M}.expert_tensor_parallel_size=1", nodes=2),
                           script(f"{M}.expert_model_parallel_size=8 {M}.expert_tensor_parallel_size=1", nodes=2)),
+    "VERL-ACT-MBS": (script(f"{A}.ppo_micro_batch_size_per_gpu=null"),
+                     script(f"{A}.ppo_micro_batch_size_per_gpu=null {A}.use_dynamic_bsz=True")),
+    "VERL-CFG-REAL-BSZ": (script("data.train_batch_size=6 {A}.ppo_mini_batch_size=2".format(A=A)),
+                          script("data.train_batch_size=8 {A}.ppo_mini_batch_size=8".format(A=A))),
+    "VERL-ACT-TBS-MINI": (script(f"data.train_batch_size=8 {A}.ppo_mini_batch_size=16"),
+                          script(f"data.train_batch_size=16 {A}.ppo_mini_batch_size=16")),
+    "VERL-ENG-MINI-DP": (script(f"data.train_batch_size=16 {A}.ppo_mini_batch_size=4"),
+                         script(f"data.train_batch_size=16 {A}.ppo_mini_batch_size=8")),
+    "VERL-ENG-MICRO-DIV": (script(f"data.train_batch_size=48 {A}.ppo_mini_batch_size=48 "
+                                  f"{A}.ppo_micro_batch_size_per_gpu=4"),
+                           script(f"data.train_batch_size=48 {A}.ppo_mini_batch_size=48 "
+                                  f"{A}.ppo_micro_batch_size_per_gpu=3")),
+    "VERL-ENG-DYN-TOKENS": (script(f"{A}.use_dynamic_bsz=True data.max_prompt_length=1024 "
+                                   "data.max_response_length=32768"),
+                            script(f"{A}.use_dynamic_bsz=True data.max_prompt_length=1024 "
+                                   f"data.max_response_length=32768 {A}.ppo_max_token_len_per_gpu=33792")),
+    "VERL-BAL-DP": (script(f"data.train_batch_size=12 {A}.ppo_mini_batch_size=8"),
+                    script(f"data.train_batch_size=16 {A}.ppo_mini_batch_size=8")),
+    "VERL-CFG-LOGPROB-MBS": (script(f"{RO}.log_prob_micro_batch_size_per_gpu=null"),
+                             script(f"{RO}.log_prob_micro_batch_size_per_gpu=2")),
+    "VERL-RO-PP": (script(f"{RO}.pipeline_model_parallel_size=2"), script(f"{RO}.pipeline_model_parallel_size=1")),
+    "VERL-RO-EP": (script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=8"),
+                   script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=4")),
+    "VERL-RO-WORLD": (script(f"{RO}.tensor_model_parallel_size=3"), script(f"{RO}.tensor_model_parallel_size=4")),
+    "VERL-RO-REPLICA-NODE": (script(f"{RO}.tensor_model_parallel_size=4 {RO}.data_parallel_size=3", nodes=3),
+                             script(f"{RO}.tensor_model_parallel_size=4 {RO}.data_parallel_size=2", nodes=3)),
+    "VERL-RO-VLLM-DP": (script(f"{RO}.tensor_model_parallel_size=16 {RO}.data_parallel_size=2", nodes=4),
+                        script(f"{RO}.tensor_model_parallel_size=8 {RO}.data_parallel_size=2", nodes=4)),
+    "VERL-RO-MAXLEN": (script(f"{RO}.max_model_len=65536"), script(f"{RO}.max_model_len=40960")),
+    "VERL-RO-LEN-BUDGET": (script(f"{RO}.max_model_len=4096 data.max_prompt_length=2048 data.max_response_length=4096"),
+                           script(f"{RO}.max_model_len=8192 data.max_prompt_length=2048 data.max_response_length=4096")),
     "VERL-MC-ONE-INIT": (
         script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
                "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1"),

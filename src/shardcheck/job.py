@@ -146,6 +146,14 @@ class Job:
     open_arguments: tuple[Origin, ...] = ()  # arguments of unknown content: they may set any key
     rollout: RolloutLayout | None = None
     suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # script line -> disabled rule ids
+    values: dict[str, Traced] = field(default_factory=dict)  # framework keys the batch/rollout rules read
+
+    def value(self, key: str) -> Traced:
+        """A framework setting by its key (e.g. ``data.train_batch_size``); unknown when not read."""
+        found = self.values.get(key)
+        if found is None:
+            return Traced(None, Origin(kind="default", text=key), f"{key} is not read for this framework")
+        return found
 
     def layout(self, role: str) -> MegatronLayout | None:
         return next((lay for lay in self.layouts if lay.role == role), None)

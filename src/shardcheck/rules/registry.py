@@ -105,7 +105,14 @@ def finding(rule_id: str, message: str, origin: Origin | None, *, fix: str | Non
 
 def all_rules() -> dict[str, Rule]:
     """Every registered rule, by id (importing the rule modules registers them)."""
-    from shardcheck.rules import inputs, megatron_model, megatron_parallel_state, verl_engines  # noqa: F401
+    from shardcheck.rules import (  # noqa: F401
+        inputs,
+        megatron_model,
+        megatron_parallel_state,
+        verl_batch,
+        verl_engines,
+        verl_rollout,
+    )
 
     return dict(sorted(_RULES.items()))
 

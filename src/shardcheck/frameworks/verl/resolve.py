@@ -29,6 +29,22 @@ from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
 
 ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref"}
+# The keys the batch and rollout rules read (verl 0.9.1 names).
+VALUE_KEYS = tuple(
+    f"{prefix}.{key}" for prefix, keys in (
+        ("data", ("train_batch_size", "max_prompt_length", "max_response_length")),
+        ("actor_rollout_ref.actor", ("ppo_mini_batch_size", "ppo_micro_batch_size", "ppo_micro_batch_size_per_gpu",
+                                     "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "use_kl_loss")),
+        ("actor_rollout_ref.ref", ("log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu",
+                                   "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu")),
+        ("actor_rollout_ref.rollout", ("name", "n", "log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu",
+                                       "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
+                                       "tensor_model_parallel_size", "data_parallel_size", "expert_parallel_size",
+                                       "pipeline_model_parallel_size", "max_model_len", "n_gpus_per_node")),
+        ("algorithm", ("adv_estimator", "use_kl_in_reward")),
+        ("trainer", ("use_v1",)),
+    ) for key in keys
+)
 # Config groups of verl 0.9.1's trainer config (directories of verl/trainer/config). A bare
 # `group=option` override selects an option in ppo_trainer.yaml's defaults list.
 CONFIG_GROUPS = frozenset({"actor", "algorithm", "critic", "data", "distillation", "engine", "model", "model_engine",
@@ -259,4 +275,5 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         notes=tuple(notes),
         open_arguments=tuple(word.word for word in hydra.unknown_words),
         rollout=rollout,
+        values={key: config.get(key) for key in VALUE_KEYS},
     )

@@ -1,0 +1,383 @@
+"""verl's batch logic for the Megatron engine (verl 0.9.1, v1 trainer).
+
+One update mini-batch is ``ppo_mini_batch_size · rollout.n`` samples, split over Megatron DP
+(world / (TP·PP·CP): CP excluded) — verl/trainer/ppo/v1/trainer_base.py ``_update_actor`` and
+verl/workers/engine_workers.py ``TrainingWorker.train_mini_batch``. Each step's batch of
+``train_batch_size · n`` samples is first padded with dummy samples up to a multiple of
+lcm(DP, mini · n) (``_get_required_batch_multiple``, ``upsample_batch_to_divisible_size``).
+Micro-batches are ``*_micro_batch_size_per_gpu`` samples, or packed up to
+``*_max_token_len_per_gpu · CP`` tokens with dynamic batch size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from shardcheck.job import Job
+from shardcheck.rules.megatron_parallel_state import where
+from shardcheck.rules.registry import Finding, finding, need, rule
+
+A = "actor_rollout_ref.actor"
+REF = "actor_rollout_ref.ref"
+RO = "actor_rollout_ref.rollout"
+
+
+def _megatron(job: Job) -> bool:
+    return job.framework == "verl" and job.group_owner is not None
+
+
+class _NoLayout(Exception):
+    """The training layout itself does not tile the world (MCORE-PS-WORLD reports it)."""
+
+
+def _dp(job: Job) -> int:
+    dp = need(job.group_owner.dp(job.cluster.world), "Megatron DP (world / (TP·PP·CP))")
+    if dp is None:
+        raise _NoLayout
+    return dp
+
+
+def _batch_rule(rule_id: str, severity: str, title: str):
+    """Register a batch rule; it stays silent when the layout has no DP (the layout rules report that)."""
+
+    def wrap(fn):
+        def check(job: Job) -> Iterator[Finding]:
+            try:
+                yield from fn(job)
+            except _NoLayout:
+                return
+
+        check.__doc__ = fn.__doc__
+        check.__name__ = fn.__name__
+        return rule(rule_id, severity, title)(check)
+
+    return wrap
+
+
+def _static(job: Job) -> bool:
+    return not need(job.value(f"{A}.use_dynamic_bsz"), f"{A}.use_dynamic_bsz")
+
+
+def _samples(job: Job) -> tuple[int, int, int]:
+    """(train_batch_size · n, mini · n, n)."""
+    n = need(job.value(f"{RO}.n"), f"{RO}.n")
+    tbs = need(job.value("data.train_batch_size"), "data.train_batch_size")
+    mini = need(job.value(f"{A}.ppo_mini_batch_size"), f"{A}.ppo_mini_batch_size")
+    return tbs * n, mini * n, n
+
+
+def padded_batch(job: Job) -> tuple[int, int]:
+    """(samples per step after verl's v1 padding, the multiple it pads to)."""
+    batch, mini, _ = _samples(job)
+    multiple = math.lcm(_dp(job), mini)
+    return -(-batch // multiple) * multiple, multiple
+
+
+@_batch_rule("VERL-ACT-MBS", "error", "Static batch size needs exactly one actor micro-batch key")
+def actor_micro_batch(job: Job) -> Iterator[Finding]:
+    """
+    Without dynamic batch size each Megatron rank cuts its share of a mini-batch into micro-batches
+    of `actor.ppo_micro_batch_size_per_gpu` samples; the key (or the deprecated
+    `ppo_micro_batch_size`) must be set, not both.
+
+    Why:
+    With neither set (verl's default), `validate_config` fails at start with `TypeError:
+    unsupported operand type(s) for *: 'int' and 'NoneType'` (utils/config.py, minimal_bsz); with
+    both set, `ActorConfig.__post_init__` raises `[actor] You have set both
+    'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'`.
+
+    Bad:
+    No `ppo_micro_batch_size_per_gpu` and no `use_dynamic_bsz=True`.
+
+    Good:
+    `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1`.
+
+    Fix:
+    Set `ppo_micro_batch_size_per_gpu`, or `actor_rollout_ref.actor.use_dynamic_bsz=True`.
+
+    Source:
+    verl/utils/config.py validate_config; verl/workers/config/actor.py ActorConfig.__post_init__ (verl 0.9.1).
+    """
+    if not _megatron(job) or not _static(job):
+        return
+    per_gpu = job.value(f"{A}.ppo_micro_batch_size_per_gpu")
+    legacy = job.value(f"{A}.ppo_micro_batch_size")
+    has_new = need(per_gpu, f"{A}.ppo_micro_batch_size_per_gpu") is not None
+    has_old = need(legacy, f"{A}.ppo_micro_batch_size") is not None
+    if has_new and has_old:
+        yield finding("VERL-ACT-MBS", "[actor] You have set both 'actor.ppo_micro_batch_size' AND "
+                                      "'actor.ppo_micro_batch_size_per_gpu' (verl ActorConfig)",
+                      where(legacy, per_gpu), fix=f"remove {A}.ppo_micro_batch_size")
+    elif not has_new:
+        yield finding("VERL-ACT-MBS", f"{A}.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is off: "
+                                      "verl's validate_config fails with TypeError (int * None)",
+                      where(per_gpu, job.value(f"{A}.use_dynamic_bsz")),
+                      fix=f"{A}.ppo_micro_batch_size_per_gpu=1, or {A}.use_dynamic_bsz=True")
+
+
+@_batch_rule("VERL-CFG-REAL-BSZ", "error", "train_batch_size · n must divide by DP · actor micro batch")
+def real_batch(job: Job) -> Iterator[Finding]:
+    """
+    verl's start-up check: the samples of a step, `train_batch_size · rollout.n`, must divide by
+    the smallest batch all DP ranks can take, `DP · ppo_micro_batch_size_per_gpu` (DP excludes CP).
+
+    Why:
+    `validate_config` asserts `real_train_batch_size (X) must be divisible by minimal possible batch
+    size (Y)` before Ray starts.
+
+    Bad:
+    train_batch_size 6, n 1, DP 4, micro 1: 6 % 4.
+
+    Good:
+    train_batch_size 8.
+
+    Fix:
+    Make train_batch_size · n a multiple of DP · micro.
+
+    Source:
+    verl/utils/config.py validate_config (verl 0.9.1).
+    """
+    if not _megatron(job) or not _static(job):
+        return
+    micro = need(job.value(f"{A}.ppo_micro_batch_size_per_gpu"), f"{A}.ppo_micro_batch_size_per_gpu")
+    if micro is None:
+        return  # VERL-ACT-MBS
+    batch, _, _ = _samples(job)
+    minimal = _dp(job) * micro
+    if batch % minimal:
+        yield finding("VERL-CFG-REAL-BSZ",
+                      f"real_train_batch_size ({batch}) must be divisible by minimal possible batch size ({minimal}) "
+                      f"(verl: train_batch_size · n = {batch}; DP {_dp(job)} · micro {micro})",
+                      where(job.value("data.train_batch_size"), job.value(f"{RO}.n")),
+                      fix=f"a train_batch_size · n that is a multiple of {minimal}")
+
+
+@_batch_rule("VERL-ACT-TBS-MINI", "error", "train_batch_size must be at least ppo_mini_batch_size")
+def batch_at_least_mini(job: Job) -> Iterator[Finding]:
+    """
+    Both count prompts; a step must hold at least one mini-batch (static batch size).
+
+    Why:
+    `ActorConfig.validate` raises `train_batch_size (X) must be >= actor.ppo_mini_batch_size (Y)`.
+
+    Bad:
+    `data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=8`
+
+    Good:
+    mini ≤ train_batch_size.
+
+    Fix:
+    Lower ppo_mini_batch_size or raise train_batch_size.
+
+    Source:
+    verl/workers/config/actor.py ActorConfig.validate (verl 0.9.1).
+    """
+    if not _megatron(job) or not _static(job):
+        return
+    tbs = need(job.value("data.train_batch_size"), "data.train_batch_size")
+    mini = need(job.value(f"{A}.ppo_mini_batch_size"), f"{A}.ppo_mini_batch_size")
+    if tbs < mini:
+        yield finding("VERL-ACT-TBS-MINI", f"train_batch_size ({tbs}) must be >= actor.ppo_mini_batch_size ({mini})",
+                      where(job.value(f"{A}.ppo_mini_batch_size"), job.value("data.train_batch_size")),
+                      fix=f"{A}.ppo_mini_batch_size={tbs} or less")
+
+
+@_batch_rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by Megatron DP")
+def mini_divides_dp(job: Job) -> Iterator[Finding]:
+    """
+    Each update mini-batch (`ppo_mini_batch_size · rollout.n` samples) is split evenly over the
+    Megatron DP ranks (world / (TP·PP·CP)). verl's padding does not help here.
+
+    Why:
+    `TrainingWorker.train_mini_batch` asserts `Got mini_batch_size=X and
+    self.engine.get_data_parallel_size()=Y` at the first update, after the rollout of step 1.
+
+    Bad:
+    mini 4 · n 1 = 4 with DP 8.
+
+    Good:
+    mini · n a multiple of DP.
+
+    Fix:
+    Raise ppo_mini_batch_size (or n), or shrink DP by raising TP/PP/CP.
+
+    Source:
+    verl/workers/engine_workers.py TrainingWorker.train_mini_batch (verl 0.9.1).
+    """
+    if not _megatron(job):
+        return
+    _, mini, _ = _samples(job)
+    dp = _dp(job)
+    if mini % dp:
+        yield finding("VERL-ENG-MINI-DP", f"Got mini_batch_size={mini} and self.engine.get_data_parallel_size()={dp} "
+                                          f"(ppo_mini_batch_size · n = {mini} does not divide over DP {dp})",
+                      where(job.value(f"{A}.ppo_mini_batch_size"), job.value(f"{RO}.n")),
+                      fix=f"a ppo_mini_batch_size · n that is a multiple of {dp}")
+
+
+@_batch_rule("VERL-ENG-MICRO-DIV", "error", "Per-rank samples must divide by the micro batch (static batch size)")
+def micro_divides(job: Job) -> Iterator[Finding]:
+    """
+    On each DP rank the samples of a pass are cut into micro-batches: the update pass takes
+    `mini · n / DP` samples per `ppo_micro_batch_size_per_gpu`; the old-log-prob and ref passes
+    take the whole padded step batch `B / DP` per `log_prob_micro_batch_size_per_gpu`.
+
+    Why:
+    `prepare_micro_batches` asserts `data size must be divisible by force_group_size *
+    micro_batch_size_per_gpu` at the first pass of step 1.
+
+    Bad:
+    mini 4 · n 4 = 16 over DP 1 with micro 3.
+
+    Good:
+    micro 1, 2, 4, 8 or 16.
+
+    Fix:
+    Choose micro-batch sizes that divide the per-rank sample counts.
+
+    Source:
+    verl/workers/engine/utils.py prepare_micro_batches (verl 0.9.1).
+    """
+    if not _megatron(job) or not _static(job):
+        return
+    dp = _dp(job)
+    _, mini, _ = _samples(job)
+    batch, _ = padded_batch(job)
+    passes = [(f"{A}.ppo_micro_batch_size_per_gpu", mini // dp, "update")]
+    passes.append((f"{RO}.log_prob_micro_batch_size_per_gpu", batch // dp, "old log-prob"))
+    if job.ref_used.value:
+        passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // dp, "ref log-prob"))
+    for key, per_rank, what in passes:
+        micro_t = job.value(key)
+        micro = need(micro_t, key)
+        if micro is None or micro <= 0:
+            continue
+        if per_rank % micro:
+            good = [d for d in range(1, per_rank + 1) if per_rank % d == 0]
+            yield finding("VERL-ENG-MICRO-DIV",
+                          f"{what} pass: {per_rank} samples per DP rank, micro batch {micro} (verl: \"data size must be "
+                          "divisible by force_group_size * micro_batch_size_per_gpu\")",
+                          where(micro_t), fix=f"{key} in {', '.join(map(str, good[:12]))}")
+
+
+@_batch_rule("VERL-ENG-DYN-TOKENS", "error", "Dynamic batch size: the token budget per GPU · CP must hold the longest sample")
+def token_budget(job: Job) -> Iterator[Finding]:
+    """
+    With dynamic batch size, micro-batches are packed up to `*_max_token_len_per_gpu · CP` tokens;
+    a sample longer than that (up to `max_prompt_length + max_response_length`) cannot be placed.
+
+    Why:
+    `rearrange_micro_batches` asserts `max_token_len must be greater than the sequence length. Got
+    max_token_len=X and max_seq_len=Y` at the first pass of step 1 (other ranks may hang).
+
+    Bad:
+    `ppo_max_token_len_per_gpu=16384` (the default) with prompt 1024 + response 32768 and CP 1.
+
+    Good:
+    `ppo_max_token_len_per_gpu=$((max_prompt_length + max_response_length))`.
+
+    Fix:
+    Raise the token budgets to at least (prompt + response) / CP.
+
+    Source:
+    verl/utils/seqlen_balancing.py rearrange_micro_batches; verl/workers/engine/megatron/transformer_impl.py (verl 0.9.1).
+    """
+    if not _megatron(job) or _static(job):
+        return
+    longest = need(job.value("data.max_prompt_length"), "data.max_prompt_length") + need(
+        job.value("data.max_response_length"), "data.max_response_length")
+    cp = need(job.group_owner.cp, "context_parallel_size")
+    keys = [f"{A}.ppo_max_token_len_per_gpu", f"{RO}.log_prob_max_token_len_per_gpu"]
+    if job.ref_used.value:
+        keys.append(f"{REF}.log_prob_max_token_len_per_gpu")
+    for key in keys:
+        budget_t = job.value(key)
+        budget = need(budget_t, key)
+        if budget * cp < longest:
+            yield finding("VERL-ENG-DYN-TOKENS",
+                          f"{key} {budget} · CP {cp} = {budget * cp} tokens < the longest sample {longest} "
+                          f"(verl: \"max_token_len must be greater than the sequence length\")",
+                          where(budget_t, job.value("data.max_response_length"), job.value(f"{A}.use_dynamic_bsz")),
+                          fix=f"{key}={-(-longest // cp)} or more")
+
+
+@_batch_rule("VERL-BAL-DP", "warning", "verl pads each step's batch with dummy samples")
+def padding_waste(job: Job) -> Iterator[Finding]:
+    """
+    verl's v1 trainer pads every step's `train_batch_size · n` samples with dummy samples up to a
+    multiple of lcm(DP, ppo_mini_batch_size · n) instead of failing; the padding is computed and
+    thrown away.
+
+    Why:
+    No error: wasted compute every step.
+
+    Bad:
+    train_batch_size 6, n 1, DP 4, mini 2: padded to 8, 2 dummy samples a step.
+
+    Good:
+    train_batch_size · n a multiple of lcm(DP, mini · n).
+
+    Fix:
+    Choose train_batch_size so no padding is needed.
+
+    Source:
+    verl/trainer/ppo/v1/trainer_base.py _get_required_batch_multiple, _balance_batch; verl/utils/padding_utils.py (verl 0.9.1).
+    """
+    if not _megatron(job) or not need(job.value("trainer.use_v1"), "trainer.use_v1"):
+        return
+    batch, _, _ = _samples(job)
+    padded, multiple = padded_batch(job)
+    if padded > batch:
+        yield finding("VERL-BAL-DP",
+                      f"{batch} samples a step are padded to {padded} (a multiple of lcm(DP, mini · n) = {multiple}): "
+                      f"{padded - batch} dummy samples ({(padded - batch) / padded:.0%} of each step) are wasted",
+                      where(job.value("data.train_batch_size")),
+                      fix=f"a train_batch_size · n that is a multiple of {multiple}")
+
+
+@_batch_rule("VERL-CFG-LOGPROB-MBS", "error", "Static batch size: the rollout and ref need a log-prob micro batch")
+def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
+    """
+    Without dynamic batch size the old-log-prob pass (rollout) and the ref pass (when the ref is
+    built) take `log_prob_micro_batch_size_per_gpu` samples at a time; exactly one of it and the
+    deprecated `log_prob_micro_batch_size` must be set, and only `_per_gpu` works in the engine.
+
+    Why:
+    `validate_config` raises `[actor_rollout_ref.rollout] Please set at least one of ...` (or
+    `You have set both ...`) at start; with only the deprecated key the worker asserts
+    `log_prob_micro_batch_size_per_gpu is not None` at init.
+
+    Bad:
+    Static batch size without `actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu`.
+
+    Good:
+    `actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1` (and the ref's when use_kl_loss).
+
+    Fix:
+    Set `log_prob_micro_batch_size_per_gpu` for the rollout and, when the ref is used, for the ref.
+
+    Source:
+    verl/utils/config.py validate_config; verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
+    """
+    if not _megatron(job) or not _static(job):
+        return
+    names = [RO] + ([REF] if need(job.ref_used, "whether the ref is built") else [])
+    for name in names:
+        per_gpu = job.value(f"{name}.log_prob_micro_batch_size_per_gpu")
+        legacy = job.value(f"{name}.log_prob_micro_batch_size")
+        has_new = need(per_gpu, f"{name}.log_prob_micro_batch_size_per_gpu") is not None
+        has_old = need(legacy, f"{name}.log_prob_micro_batch_size") is not None
+        if has_new and has_old:
+            message = (f"[{name}] You have set both '{name}.log_prob_micro_batch_size' AND "
+                       f"'{name}.log_prob_micro_batch_size_per_gpu'")
+        elif not has_new and not has_old:
+            message = (f"[{name}] Please set at least one of '{name}.log_prob_micro_batch_size' or "
+                       f"'{name}.log_prob_micro_batch_size_per_gpu'.")
+        elif not has_new:
+            message = (f"{name}.log_prob_micro_batch_size is deprecated and not read by the engine: "
+                       f"{name}.log_prob_micro_batch_size_per_gpu is None at worker init")
+        else:
+            continue
+        yield finding("VERL-CFG-LOGPROB-MBS", message, where(per_gpu, legacy),
+                      fix=f"{name}.log_prob_micro_batch_size_per_gpu=1 (and drop the deprecated key)")

@@ -1,0 +1,262 @@
+"""verl's rollout layout and placement (verl 0.9.1, hybrid engine: rollout ranks = trainer ranks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shardcheck.job import Job
+from shardcheck.rules.megatron_parallel_state import where
+from shardcheck.rules.registry import Finding, finding, need, rule
+
+RO = "actor_rollout_ref.rollout"
+
+
+def _rollout(job: Job):
+    if job.framework != "verl" or job.rollout is None:
+        return None
+    r = job.rollout
+    tp = need(r.tp, f"{RO}.tensor_model_parallel_size")
+    dp = need(r.dp, f"{RO}.data_parallel_size")
+    pp = need(r.pp, f"{RO}.pipeline_model_parallel_size")
+    return tp, dp, pp
+
+
+@rule("VERL-RO-PP", "error", "Rollout pipeline parallelism is not implemented")
+def rollout_pp(job: Job) -> Iterator[Finding]:
+    """
+    verl's vLLM, SGLang and TensorRT-LLM rollouts do not support pipeline parallelism.
+
+    Why:
+    `RolloutConfig.__post_init__` raises `NotImplementedError: Current rollout self.name='vllm' not
+    implemented pipeline_model_parallel_size > 1 yet.` when the workers build their config.
+
+    Bad:
+    `actor_rollout_ref.rollout.pipeline_model_parallel_size=2`
+
+    Good:
+    Rollout PP 1; use rollout TP or DP instead.
+
+    Fix:
+    Set `actor_rollout_ref.rollout.pipeline_model_parallel_size=1`.
+
+    Source:
+    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.9.1).
+    """
+    sizes = _rollout(job)
+    if sizes is None:
+        return
+    name = need(job.value(f"{RO}.name"), f"{RO}.name")
+    if sizes[2] > 1 and name in ("vllm", "sglang", "trtllm"):
+        yield finding("VERL-RO-PP", f"Current rollout self.name='{name}' not implemented pipeline_model_parallel_size > 1 "
+                                    "yet. (verl RolloutConfig)", where(job.rollout.pp),
+                      fix=f"{RO}.pipeline_model_parallel_size=1")
+
+
+@rule("VERL-RO-EP", "error", "Rollout expert parallel size must be rollout TP · DP")
+def rollout_ep(job: Job) -> Iterator[Finding]:
+    """
+    For every rollout backend but TensorRT-LLM, an expert parallel size above 1 must equal the
+    replica's TP · DP (vLLM's expert parallel group is the whole replica).
+
+    Why:
+    `RolloutConfig.__post_init__` asserts `expert_parallel_size must be equal to
+    tensor_model_parallel_size * data_parallel_size` at worker init.
+
+    Bad:
+    rollout TP 4, DP 8, EP 16.
+
+    Good:
+    EP 32 (= 4 · 8), or EP 1.
+
+    Fix:
+    Set `actor_rollout_ref.rollout.expert_parallel_size` to TP · DP.
+
+    Source:
+    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.9.1).
+    """
+    sizes = _rollout(job)
+    if sizes is None:
+        return
+    ep_t = job.value(f"{RO}.expert_parallel_size")
+    ep = need(ep_t, f"{RO}.expert_parallel_size")
+    name = need(job.value(f"{RO}.name"), f"{RO}.name")
+    tp, dp, _ = sizes
+    if name != "trtllm" and ep is not None and ep > 1 and ep != tp * dp:
+        yield finding("VERL-RO-EP", f"expert_parallel_size must be equal to tensor_model_parallel_size * "
+                                    f"data_parallel_size (verl: EP {ep}, TP {tp} · DP {dp} = {tp * dp})",
+                      where(ep_t, job.rollout.tp, job.rollout.dp), fix=f"{RO}.expert_parallel_size={tp * dp}")
+
+
+@rule("VERL-RO-WORLD", "error", "Rollout replicas (TP·DP·PP) must tile the trainer's world")
+def rollout_world(job: Job) -> Iterator[Finding]:
+    """
+    In hybrid mode the rollout engine reuses the trainer's ranks: world / (TP·DP·PP) replicas, each
+    a consecutive slice of ranks.
+
+    Why:
+    `ActorRolloutRefWorker.init_model` asserts `rollout world_size: W is not divisible by
+    infer_world_size: S` after the training engines are built.
+
+    Bad:
+    256 ranks with rollout TP 4 · DP 24.
+
+    Good:
+    TP 4 · DP 32 (2 replicas).
+
+    Fix:
+    Choose rollout TP·DP·PP dividing the world.
+
+    Source:
+    verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
+    """
+    sizes = _rollout(job)
+    if sizes is None:
+        return
+    w = need(job.cluster.world, "world size")
+    size = sizes[0] * sizes[1] * sizes[2]
+    if w % size:
+        yield finding("VERL-RO-WORLD", f"rollout world_size: {w} is not divisible by infer_world_size: {size} "
+                                       f"(verl: TP {sizes[0]} · DP {sizes[1]} · PP {sizes[2]})",
+                      where(job.rollout.dp, job.rollout.tp), fix=f"make rollout TP·DP·PP a divisor of {w}")
+
+
+@rule("VERL-RO-REPLICA-NODE", "error", "A rollout replica must fill whole nodes, or fit inside one")
+def replica_nodes(job: Job) -> Iterator[Finding]:
+    """
+    A replica of S = TP·DP·PP ranks spans S / g nodes with g = min(rollout.n_gpus_per_node, S):
+    S must divide by g. When S is smaller than a node, the node size must divide by S, or a replica
+    straddles two nodes while its server runs on the first one only.
+
+    Why:
+    `RolloutReplica.__init__` asserts `world_size S must be divisible by gpus_per_node g`; a
+    straddling replica is not checked and fails when its server starts.
+
+    Bad:
+    16-GPU nodes with a replica of 24 ranks; or 8-GPU nodes with a replica of 6.
+
+    Good:
+    Replicas of 4, 8, 16 or 32 ranks on 8- or 16-GPU nodes.
+
+    Fix:
+    Make the replica a divisor or a multiple of the node size.
+
+    Source:
+    verl/workers/rollout/replica.py RolloutReplica.__init__; verl/workers/rollout/vllm_rollout/vllm_async_server.py (verl 0.9.1).
+    """
+    sizes = _rollout(job)
+    if sizes is None:
+        return
+    g_t = job.value(f"{RO}.n_gpus_per_node")
+    per_node = need(g_t, f"{RO}.n_gpus_per_node")
+    size = sizes[0] * sizes[1] * sizes[2]
+    g = min(per_node, size)
+    if size % g:
+        yield finding("VERL-RO-REPLICA-NODE", f"world_size {size} must be divisible by gpus_per_node {g} "
+                                              "(verl RolloutReplica)", where(job.rollout.tp, job.rollout.dp, g_t),
+                      fix=f"a replica size TP·DP·PP that is a multiple of {per_node} or divides it")
+    elif size < per_node and per_node % size:
+        yield finding("VERL-RO-REPLICA-NODE", f"replicas of {size} ranks straddle nodes of {per_node} devices; each "
+                                              "replica's server runs on one node", where(job.rollout.tp, job.rollout.dp),
+                      fix=f"a replica size dividing {per_node}")
+
+
+@rule("VERL-RO-VLLM-DP", "error", "vLLM data parallel: the node size must divide by rollout TP")
+def vllm_dp(job: Job) -> Iterator[Finding]:
+    """
+    With rollout DP > 1 verl starts data_parallel_size_local = g / TP vLLM engines per node, so a
+    node (g = min(n_gpus_per_node, replica size)) must hold whole TP groups.
+
+    Why:
+    `vLLMHttpServer.launch_server` asserts `gpus_per_node should be divisible by
+    tensor_model_parallel_size` when the server starts.
+
+    Bad:
+    rollout TP 16 with DP 2 on 8-GPU nodes.
+
+    Good:
+    rollout TP 8 (or 4, 2, 1) with DP 2.
+
+    Fix:
+    Keep rollout TP within a node when DP > 1.
+
+    Source:
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer.launch_server (verl 0.9.1).
+    """
+    sizes = _rollout(job)
+    if sizes is None or need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
+        return
+    tp, dp, pp = sizes
+    g_t = job.value(f"{RO}.n_gpus_per_node")
+    g = min(need(g_t, f"{RO}.n_gpus_per_node"), tp * dp * pp)
+    if dp > 1 and g % tp:
+        yield finding("VERL-RO-VLLM-DP", f"gpus_per_node should be divisible by tensor_model_parallel_size (verl: "
+                                         f"{g} GPUs per node, rollout TP {tp}, DP {dp})", where(job.rollout.tp, g_t),
+                      fix=f"a rollout TP dividing {g}")
+
+
+@rule("VERL-RO-MAXLEN", "error", "Rollout max_model_len must not exceed the model's max_position_embeddings",
+      needs_model=True)
+def rollout_max_len(job: Job) -> Iterator[Finding]:
+    """
+    verl's vLLM server takes `max_model_len` (default: the model's `max_position_embeddings`) and
+    rejects a larger value, with no RoPE-scaling factor applied (stricter than vLLM itself).
+
+    Why:
+    `vLLMHttpServer._validate_configs` raises `ValueError: max_model_len (X) should be less than or
+    equal to max_position_embeddings (P)` when the server is created.
+
+    Bad:
+    `max_model_len=262144` for a model whose config says 40960 (Qwen3-235B-A22B, pre-2507).
+
+    Good:
+    The 2507 release (262144), or a `max_model_len` within the config's limit.
+
+    Fix:
+    Lower max_model_len, or raise max_position_embeddings with
+    `+actor_rollout_ref.model.override_config.max_position_embeddings=...` (with RoPE scaling).
+
+    Source:
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1).
+    """
+    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
+        return
+    limit = job.model.max_position_embeddings
+    mml_t = job.value(f"{RO}.max_model_len")
+    mml = need(mml_t, f"{RO}.max_model_len")
+    if limit and mml is not None and mml > limit:
+        yield finding("VERL-RO-MAXLEN", f"max_model_len ({mml}) should be less than or equal to max_position_embeddings "
+                                        f"({limit}) ({job.model.name}, {job.model.source})", where(mml_t),
+                      fix=f"{RO}.max_model_len={limit} or less")
+
+
+@rule("VERL-RO-LEN-BUDGET", "warning", "prompt + response exceeds the rollout's max_model_len", needs_model=True)
+def rollout_length_budget(job: Job) -> Iterator[Finding]:
+    """
+    Generation is clipped to max_model_len − prompt tokens; with max_prompt_length +
+    max_response_length above max_model_len, long prompts get shorter responses than configured.
+
+    Why:
+    Silent clipping; a prompt of max_model_len tokens or more fails its request.
+
+    Bad:
+    max_model_len 32768 with prompt 2048 + response 32768.
+
+    Good:
+    max_model_len ≥ prompt + response.
+
+    Fix:
+    Raise max_model_len (within max_position_embeddings) or lower the lengths.
+
+    Source:
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer.generate (verl 0.9.1).
+    """
+    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
+        return
+    mml_t = job.value(f"{RO}.max_model_len")
+    mml = need(mml_t, f"{RO}.max_model_len") or job.model.max_position_embeddings
+    total = need(job.value("data.max_prompt_length"), "data.max_prompt_length") + need(
+        job.value("data.max_response_length"), "data.max_response_length")
+    if mml and total > mml:
+        yield finding("VERL-RO-LEN-BUDGET", f"max_prompt_length + max_response_length = {total} > max_model_len {mml}: "
+                                            "responses of long prompts are clipped", where(mml_t),
+                      fix=f"{RO}.max_model_len={total} (if the model allows it)")
