@@ -151,11 +151,13 @@ def run_rules(job: Job) -> tuple[list[Finding], list[str]]:
         findings = [
             replace(f, conditional=True,
                     message=f"{f.message} — as read; the unknown argument(s) at line {lines} could change this")
-            if f.severity == "error" and f.rule.startswith(_VALUE_RULES) else f
+            if f.severity == "error" and not f.rule.startswith(_INPUT_RULES) else f
             for f in findings
         ]
     return findings, skipped
 
 
-# Rules judging resolved values, which an argument of unknown content could have set differently.
-_VALUE_RULES = ("MCORE-", "VERL-MC-", "VALUE-BAD-SIZE")
+# Rules about the input words themselves: certain whatever an argument of unknown content holds.
+# Every other rule judges resolved values, which such an argument could have set differently.
+_INPUT_RULES = ("SHELL-", "HYDRA-", "VERL-CFG-UNKNOWN-KEY", "VERL-CFG-ADDED-", "VERL-CONFIG-", "VALUE-UNKNOWN",
+                "MODEL-")
