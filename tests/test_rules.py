@@ -136,6 +136,10 @@ CASES: dict[str, tuple[str, str]] = {
     "VERL-RO-MAXLEN": (script(f"{RO}.max_model_len=65536"), script(f"{RO}.max_model_len=40960")),
     "VERL-RO-LEN-BUDGET": (script(f"{RO}.max_model_len=4096 data.max_prompt_length=2048 data.max_response_length=4096"),
                            script(f"{RO}.max_model_len=8192 data.max_prompt_length=2048 data.max_response_length=4096")),
+    "VLLM-TP-HEADS": (script(f"{RO}.tensor_model_parallel_size=3", gpus=6),
+                      script(f"{RO}.tensor_model_parallel_size=2", gpus=6)),
+    "VLLM-TP-KV": (script(f"{RO}.tensor_model_parallel_size=7", model="Qwen2.5-7B", gpus=7),
+                   script(f"{RO}.tensor_model_parallel_size=2", model="Qwen2.5-7B")),
     "VERL-MC-ONE-INIT": (
         script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
                "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1"),

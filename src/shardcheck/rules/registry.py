@@ -112,6 +112,7 @@ def all_rules() -> dict[str, Rule]:
         verl_batch,
         verl_engines,
         verl_rollout,
+        vllm_engine,
     )
 
     return dict(sorted(_RULES.items()))
