@@ -16,8 +16,8 @@ OTC = f"+{M}.override_transformer_config"
 def script(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1, gpus: int = 8,
            before: str = "", config: str = "--config-name=ppo_megatron_trainer") -> str:
     words = " ".join(textwrap.dedent(overrides).split())
-    # A launch that is valid apart from what a case changes: batch sizes every DP up to 16 divides.
-    batch = ("data.train_batch_size=720720 actor_rollout_ref.actor.ppo_mini_batch_size=720720 "
+    # A launch that is valid apart from what a case changes: batch sizes every DP up to 16, and 32, divides.
+    batch = ("data.train_batch_size=1441440 actor_rollout_ref.actor.ppo_mini_batch_size=1441440 "
              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
              "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 "
              "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 "
@@ -203,9 +203,9 @@ def test_rule_silent_on_good(tmp_path, rule_id):
 def test_good_cases_have_no_errors_at_all(tmp_path):
     """The 'good' side of layout rules is a whole valid launch, not just silent for one rule."""
     for rule_id, (_, good) in CASES.items():
-        if rule_id.startswith(("MCORE-", "VERL-MC-")):
-            _, result = rule_findings(tmp_path, good, rule_id)
-            assert result.valid, (rule_id, [(f.rule, f.message) for f in result.findings if f.severity == "error"])
+        _, result = rule_findings(tmp_path, good, rule_id)
+        assert result.valid, (rule_id, [(f.rule, f.message) for f in result.findings
+                                        if f.severity == "error" or f.rule == "VALUE-UNKNOWN"])
 
 
 def test_unknown_value_names_the_variable_and_line(tmp_path):
