@@ -382,7 +382,7 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
     def rebuild() -> None:
         """A rejected override may have half-changed the config (OmegaConf.update replaces a node
         before it fails): start again from the defaults with the accepted overrides only."""
-        config.cfg = OmegaConf.create(tree)
+        config.cfg = _base_config(tree, defaults.source)
         OmegaConf.set_struct(config.cfg, custom is None)
         ConfigLoaderImpl._apply_overrides_to_config([a.hydra for a in applied], config.cfg)
 
