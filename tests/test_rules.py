@@ -86,6 +86,12 @@ CASES: dict[str, tuple[str, str]] = {
     ),
     "MCORE-BUILD-LAYERS-PP": (script(f"{M}.pipeline_model_parallel_size=5", gpus=5),
                               script(f"{M}.pipeline_model_parallel_size=4", gpus=8)),
+    "MCORE-BUILD-NEGATIVE-STAGE": (
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=30 "
+               f"{OTC}.num_layers_in_last_pipeline_stage=30"),
+        script(f"{M}.pipeline_model_parallel_size=4 {OTC}.num_layers_in_first_pipeline_stage=12 "
+               f"{OTC}.num_layers_in_last_pipeline_stage=12"),
+    ),
     "MCORE-BUILD-VPP": (
         script(f"{M}.pipeline_model_parallel_size=4 {M}.virtual_pipeline_model_parallel_size=5"),
         script(f"{M}.pipeline_model_parallel_size=4 {M}.virtual_pipeline_model_parallel_size=3"),

@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors (not for bad input)")
+    check.add_argument("--verify", action="store_true",
+                       help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
     mesh = sub.add_parser("mesh", help="show which ranks form each parallel group, and on which node")
     mesh.add_argument("path", nargs="?", help="a launch script (or give the sizes below)")
     mesh.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -44,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     mesh.add_argument("--order", default="tp-cp-ep-dp-pp")
     mesh.add_argument("--rank", type=int, help="only the groups that hold this rank")
     mesh.add_argument("--format", choices=("text", "json"), default="text")
+    mesh.add_argument("--verify", action="store_true",
+                      help="also initialise the real megatron-core and compare its groups (needs shardcheck[verify])")
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
@@ -81,16 +85,48 @@ def _check(args) -> int:
     for p in paths:
         display = "examples/qwen3_235b_256k.sh (built-in example)" if not args.paths else p
         results.append(check(p, env, model_config=args.model_config, display=display))
+    reports = _verify(results) if args.verify else None
+    if isinstance(reports, int):
+        return reports
     if args.format == "json":
+        import json
+
         from shardcheck.report.json_report import render_json
 
-        print(render_json(results))
+        doc = json.loads(render_json(results))
+        if reports is not None:
+            for entry, r in zip(doc["results"], results):
+                entry["verify"] = reports[id(r)].to_dict() if id(r) in reports else None
+        print(json.dumps(doc, indent=2))
     else:
         from shardcheck.report.text import render_text
 
         print(render_text(results))
+        if reports is not None:
+            for r in results:
+                if id(r) in reports:
+                    print(f"{r.path}: {reports[id(r)].text()}" if len(results) > 1 else reports[id(r)].text())
     code = max(r.exit_code for r in results)
+    if reports is not None and not all(rep.agrees for rep in reports.values()):
+        return 3
     return 0 if args.exit_zero and code == 1 else code
+
+
+def _verify(results) -> dict | int:
+    """--verify: one megatron-core worker run for every result with a job; {id(result): VerifyReport}, or exit 2."""
+    from shardcheck.verify import VerifyError, verify_available, verify_jobs
+
+    hint = verify_available()
+    if hint is not None:
+        print(f"shardcheck: {hint}", file=sys.stderr)
+        return 2
+    judged = [r for r in results if r.job is not None]
+    try:
+        reports = verify_jobs([r.job for r in judged], [r.findings for r in judged])
+    except VerifyError as exc:
+        print(f"shardcheck: --verify: {exc}", file=sys.stderr)
+        return 2
+    return {id(r): rep for r, rep in zip(judged, reports)}
 
 
 def _mesh(args) -> int:
@@ -117,7 +153,32 @@ def _mesh(args) -> int:
     if args.rank is not None and result.grid is not None and not 0 <= args.rank < result.grid.world:
         print(f"shardcheck mesh: --rank {args.rank} is outside 0..{result.grid.world - 1}", file=sys.stderr)
         return 2
-    print(render_mesh_json(result, args.rank) if args.format == "json" else render_mesh_text(result, args.rank))
+    report = None
+    if args.verify:
+        from shardcheck.verify import VerifyError, verify_available, verify_job
+
+        hint = verify_available()
+        if hint is not None:
+            print(f"shardcheck: {hint}", file=sys.stderr)
+            return 2
+        try:
+            report = verify_job(job)
+        except VerifyError as exc:
+            print(f"shardcheck: --verify: {exc}", file=sys.stderr)
+            return 2
+    if args.format == "json":
+        import json
+
+        doc = json.loads(render_mesh_json(result, args.rank))
+        if report is not None:
+            doc["verify"] = report.to_dict()
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render_mesh_text(result, args.rank))
+        if report is not None:
+            print(report.text())
+    if report is not None and not report.agrees:
+        return 3
     return result.exit_code
 
 

@@ -206,9 +206,11 @@ def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
             facts += f", first stage {first if first is not None else '-'}, last stage {last if last is not None else '-'}"
         if e.vpp.value is not None:
             facts += f", VPP {e.vpp.value}"
+        quoted = (f"megatron-core: \"{result.message}\"" if rule_id != "MCORE-BUILD-NEGATIVE-STAGE"
+                  else f"{result.message} (megatron-core does not check this)")
         yield finding(
             rule_id,
-            f"[{e.role}] {facts}: megatron-core: \"{result.message}\"",
+            f"[{e.role}] {facts}: {quoted}",
             where(e.first_stage_layers, e.last_stage_layers, e.pp, e.vpp) if uneven else where(e.pp, e.vpp),
             fix=_split_fix(e, layers),
             role=e.role,
@@ -325,6 +327,24 @@ _register_split_rule("MCORE-TC-UNEVEN-ACCOUNT", "error", "Uneven first/last stag
 
     Fix:
     Remove one of the two override groups.
+""")
+_register_split_rule("MCORE-BUILD-NEGATIVE-STAGE", "error", "First and last stages take more layers than the model has", """
+    With an uneven split, `num_layers_in_first_pipeline_stage + num_layers_in_last_pipeline_stage`
+    larger than the layer count leaves the middle stages a negative number of layers.
+
+    Why:
+    megatron-core 0.16.1 does not check it: `get_num_layers_to_build` returns the negative count
+    and those stages build no layers, so the model is not the one configured (shardcheck's own
+    check; there is no Megatron error text).
+
+    Bad:
+    23 layers, PP 3, first 18, last 18.
+
+    Good:
+    first + last ≤ the layer count, and the rest divisible by PP − 2.
+
+    Fix:
+    Lower the first/last stage layer counts.
 """)
 _register_split_rule("MCORE-TC-ACCOUNT-SPLIT", "error", "With account_for_embedding/loss, L+e+l must split evenly over PP (and VPP)", """
     When the embedding and/or loss count as a layer in the pipeline split, L + e + l must divide by

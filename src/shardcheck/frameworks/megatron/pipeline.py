@@ -38,15 +38,17 @@ def split_layers(
     account_for_loss: bool = False,
 ) -> Split | SplitError:
     """The layers each pipeline stage builds, or the first check Megatron-Core fails."""
+    if (first is not None or last is not None) and (account_for_embedding or account_for_loss):
+        # TransformerConfig.__post_init__ checks this before the uneven split itself.
+        return SplitError(
+            "MCORE-TC-UNEVEN-ACCOUNT",
+            "num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot beset at the same "
+            "time with account_for_embedding_in_pipeline_splitand account_for_loss_in_pipeline_split",
+        )
     if first is not None or last is not None:
         error = _check_uneven(num_layers, pp, first, last, vpp)
         if error:
             return error
-        if account_for_embedding or account_for_loss:
-            return SplitError(
-                "MCORE-TC-UNEVEN-ACCOUNT",
-                "Does not support standalone embedding stage and standalone loss stage with uneven pp",
-            )
         middle_layers = num_layers - (first or 0) - (last or 0)
         middle_stages = pp - (first is not None) - (last is not None)
         if middle_stages > 0 and middle_layers % middle_stages != 0:
@@ -64,7 +66,7 @@ def split_layers(
             stages = [last]
     else:
         total = num_layers + int(account_for_embedding) + int(account_for_loss)
-        if (account_for_embedding or account_for_loss) and pp > 1:
+        if account_for_embedding or account_for_loss:
             error = _check_account(total, pp, vpp)
             if error:
                 return error
@@ -90,7 +92,10 @@ def split_layers(
                 )
         per_chunk = tuple(n // vpp for n in raw)
     if any(n < 0 for n in stages):
-        return SplitError("MCORE-TC-UNEVEN-MIDDLE", "Not enough layers in the first virtual pipeline stage")
+        # megatron-core accepts this (the middle stages get a negative layer count and build
+        # nothing); shardcheck's own check, with no Megatron text to quote.
+        return SplitError("MCORE-BUILD-NEGATIVE-STAGE",
+                          f"first and last stage layers leave {', '.join(map(str, stages))} layers per stage")
     return Split(tuple(stages), per_chunk)
 
 
