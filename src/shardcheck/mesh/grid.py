@@ -58,6 +58,15 @@ class Generator:
             n *= s
         return n
 
+    @property
+    def strides(self) -> list[int]:
+        """d_i = product of the sizes of the tokens before i (the first token varies fastest)."""
+        out, stride = [], 1
+        for size in self.sizes:
+            out.append(stride)
+            stride *= size
+        return out
+
     def coordinates(self, rank: int) -> tuple[int, ...]:
         out = []
         for size in self.sizes:
@@ -70,11 +79,7 @@ class Generator:
         masked = set(token.split("-"))
         inside = [i for i, t in enumerate(self.order) if t in masked]
         outside = [i for i, t in enumerate(self.order) if t not in masked]
-        strides = []
-        stride = 1
-        for size in self.sizes:
-            strides.append(stride)
-            stride *= size
+        strides = self.strides
         group_count = 1
         for i in outside:
             group_count *= self.sizes[i]
@@ -95,11 +100,7 @@ class Generator:
         """The one group of ``token`` that holds ``rank``."""
         masked = set(token.split("-"))
         coords = self.coordinates(rank)
-        strides = []
-        stride = 1
-        for size in self.sizes:
-            strides.append(stride)
-            stride *= size
+        strides = self.strides
         base = sum(c * strides[i] for i, c in enumerate(coords) if self.order[i] not in masked)
         ranks = [base]
         for i, t in enumerate(self.order):
