@@ -177,27 +177,6 @@ _note_rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a k
     Source:
     verl/trainer/config/_generated_*.yaml (verl 0.9.1).
 """)
-_note_rule("VERL-CFG-ADDED-FIELD", "warning", "A `+key` near-miss inside a section verl builds a dataclass from", """
-    verl turns config sections that have `_target_` into its config dataclasses
-    (`omega_conf_to_dataclass` → `hydra.utils.instantiate`); a field the dataclass lacks is passed
-    as an unexpected keyword argument. Reported for near-misses of an existing field (likely typos);
-    a warning, since not every section is instantiated.
-
-    Why:
-    `TypeError: __init__() got an unexpected keyword argument` when the worker builds its config.
-
-    Bad:
-    `+actor_rollout_ref.actor.megatron.tensor_model_parallel_sizes=2`
-
-    Good:
-    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2`
-
-    Fix:
-    Use the suggested key.
-
-    Source:
-    verl/utils/config.py omega_conf_to_dataclass; verl/base_config.py (verl 0.9.1).
-""")
 _note_rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read", """
     The launch uses a config other than verl main_ppo's own (a recipe's config, another
     `--config-path` or `--config-name`): only the keys set on the command line are known; every

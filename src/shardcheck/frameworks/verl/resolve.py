@@ -169,7 +169,7 @@ def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
     for issue in config.issues:
         item = issue.override
         rule = {"unknown_key": "VERL-CFG-UNKNOWN-KEY", "added_key": "VERL-CFG-ADDED-KEY",
-                "added_field": "VERL-CFG-ADDED-FIELD", "hydra": "HYDRA-OVERRIDE"}[issue.kind]
+                "hydra": "HYDRA-OVERRIDE"}[issue.kind]
         fix = None
         if issue.kind == "unknown_key" and ".megatron." in item.key and config.defaults.config_name == "ppo_trainer":
             fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
