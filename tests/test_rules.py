@@ -131,6 +131,15 @@ CASES: dict[str, tuple[str, str]] = {
                     script(f"data.train_batch_size=16 {A}.ppo_mini_batch_size=8")),
     "VERL-CFG-LOGPROB-MBS": (script(f"{RO}.log_prob_micro_batch_size_per_gpu=null"),
                              script(f"{RO}.log_prob_micro_batch_size_per_gpu=2")),
+    "VERL-ENG-VPP-MB": (script(f"{M}.pipeline_model_parallel_size=4 {M}.virtual_pipeline_model_parallel_size=2 "
+                               f"data.train_batch_size=12 {A}.ppo_mini_batch_size=12 {A}.ppo_micro_batch_size_per_gpu=2 "
+                               f"{RO}.log_prob_micro_batch_size_per_gpu=2"),
+                        script(f"{M}.pipeline_model_parallel_size=4 {M}.virtual_pipeline_model_parallel_size=2 "
+                               f"data.train_batch_size=16 {A}.ppo_mini_batch_size=16 {A}.ppo_micro_batch_size_per_gpu=2 "
+                               f"{RO}.log_prob_micro_batch_size_per_gpu=2")),
+    "VERL-ENG-DYN-SAME": (script(f"{A}.use_dynamic_bsz=True {RO}.log_prob_use_dynamic_bsz=False"),
+                          script(f"{A}.use_dynamic_bsz=True")),
+    "VERL-RO-MODE": (script(f"{RO}.mode=sync"), script(f"{RO}.mode=async")),
     "VERL-RO-PP": (script(f"{RO}.pipeline_model_parallel_size=2"), script(f"{RO}.pipeline_model_parallel_size=1")),
     "VERL-RO-EP": (script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=8"),
                    script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=4")),

@@ -381,3 +381,89 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
             continue
         yield finding("VERL-CFG-LOGPROB-MBS", message, where(per_gpu, legacy),
                       fix=f"{name}.log_prob_micro_batch_size_per_gpu=1 (and drop the deprecated key)")
+
+
+@_batch_rule("VERL-ENG-VPP-MB", "error", "Interleaved pipeline: micro-batches per pass must divide by PP")
+def vpp_micro_batches(job: Job) -> Iterator[Finding]:
+    """
+    With a virtual pipeline (VPP > 1) verl requires the number of micro-batches of every pass to be a
+    multiple of `microbatch_group_size_per_vp_stage` (megatron-core's default: PP). Static batch
+    size: update M = (mini · n / DP) / ppo_micro_batch_size_per_gpu; old-log-prob and ref
+    M = (padded step batch / DP) / log_prob_micro_batch_size_per_gpu.
+
+    Why:
+    `MegatronEngine.forward_backward_batch` asserts `micro_batches [...] must be divisible by
+    num_batches_divided_by N for megatron backend` at the first pass of step 1.
+
+    Bad:
+    PP 4, VPP 2, 6 micro-batches per update.
+
+    Good:
+    8 micro-batches (a multiple of PP).
+
+    Fix:
+    Choose micro-batch sizes that give a multiple of PP micro-batches per rank.
+
+    Source:
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine.forward_backward_batch (verl 0.9.1);
+    megatron/core/model_parallel_config.py (microbatch_group_size_per_vp_stage defaults to PP).
+    """
+    if not _megatron(job) or not _static(job):
+        return
+    owner = job.group_owner
+    vpp = need(owner.vpp, f"{owner.key_prefix}.virtual_pipeline_model_parallel_size")
+    if vpp is None or vpp <= 1:
+        return
+    group_t = owner.transformer_overrides.get("microbatch_group_size_per_vp_stage")
+    group = need(group_t, "microbatch_group_size_per_vp_stage") if group_t is not None else None
+    group = group or need(owner.pp, f"{owner.key_prefix}.pipeline_model_parallel_size")
+    dp = _dp(job)
+    _, mini, _ = _samples(job)
+    batch, _ = padded_batch(job)
+    passes = [(f"{A}.ppo_micro_batch_size_per_gpu", mini // dp, "update")]
+    passes.append((f"{RO}.log_prob_micro_batch_size_per_gpu", batch // dp, "old log-prob"))
+    if job.ref_used.value:
+        passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // dp, "ref log-prob"))
+    for key, per_rank, what in passes:
+        micro_t = job.value(key)
+        micro = need(micro_t, key)
+        if not micro or per_rank % micro:
+            continue  # VERL-ENG-MICRO-DIV / VERL-CFG-LOGPROB-MBS
+        count = per_rank // micro
+        if count % group:
+            yield finding("VERL-ENG-VPP-MB",
+                          f"{what} pass: {count} micro-batches per rank is not a multiple of "
+                          f"microbatch_group_size_per_vp_stage {group} (VPP {vpp}; verl: \"micro_batches ... must be "
+                          f"divisible by num_batches_divided_by {group} for megatron backend\")",
+                          where(micro_t, owner.vpp), fix=f"a {key} giving a multiple of {group} micro-batches per rank")
+
+
+@_batch_rule("VERL-ENG-DYN-SAME", "error", "The actor and rollout must agree on dynamic batch size")
+def dynamic_same(job: Job) -> Iterator[Finding]:
+    """
+    verl's worker requires `actor.use_dynamic_bsz == rollout.log_prob_use_dynamic_bsz` (the YAML
+    makes the rollout's follow the actor's; setting only one breaks it).
+
+    Why:
+    `ActorRolloutRefWorker.init_model` fails a bare `assert` after the training engines are built.
+
+    Bad:
+    `actor_rollout_ref.actor.use_dynamic_bsz=True actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False`
+
+    Good:
+    Set only `actor.use_dynamic_bsz`; the rollout follows it.
+
+    Fix:
+    Remove the rollout's override, or set both the same.
+
+    Source:
+    verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
+    """
+    if not _megatron(job):
+        return
+    actor_t, rollout_t = job.value(f"{A}.use_dynamic_bsz"), job.value(f"{RO}.log_prob_use_dynamic_bsz")
+    actor, rollout = need(actor_t, f"{A}.use_dynamic_bsz"), need(rollout_t, f"{RO}.log_prob_use_dynamic_bsz")
+    if bool(actor) != bool(rollout):
+        yield finding("VERL-ENG-DYN-SAME", f"actor.use_dynamic_bsz ({actor}) != rollout.log_prob_use_dynamic_bsz "
+                                           f"({rollout}) (verl asserts they are equal at worker init)",
+                      where(rollout_t, actor_t), fix=f"remove {RO}.log_prob_use_dynamic_bsz (it follows the actor)")

@@ -260,3 +260,33 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
         yield finding("VERL-RO-LEN-BUDGET", f"max_prompt_length + max_response_length = {total} > max_model_len {mml}: "
                                             "responses of long prompts are clipped", where(mml_t),
                       fix=f"{RO}.max_model_len={total} (if the model allows it)")
+
+
+@rule("VERL-RO-MODE", "error", "Rollout mode 'sync' has been removed")
+def rollout_mode(job: Job) -> Iterator[Finding]:
+    """
+    verl 0.9 only runs the asynchronous rollout server.
+
+    Why:
+    `RolloutConfig.__post_init__` raises `ValueError: Rollout mode 'sync' has been removed.` at
+    worker init.
+
+    Bad:
+    `actor_rollout_ref.rollout.mode=sync`
+
+    Good:
+    `actor_rollout_ref.rollout.mode=async`, or no mode setting.
+
+    Fix:
+    Remove `actor_rollout_ref.rollout.mode=sync`.
+
+    Source:
+    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.9.1).
+    """
+    if job.framework != "verl" or job.rollout is None:
+        return
+    mode_t = job.value(f"{RO}.mode")
+    if need(mode_t, f"{RO}.mode") == "sync":
+        yield finding("VERL-RO-MODE", "Rollout mode 'sync' has been removed. Please set "
+                                      "`actor_rollout_ref.rollout.mode=async` or remove the mode setting entirely.",
+                      where(mode_t), fix=f"remove {RO}.mode=sync")

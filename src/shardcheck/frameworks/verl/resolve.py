@@ -37,7 +37,7 @@ VALUE_KEYS = tuple(
                                      "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "use_kl_loss")),
         ("actor_rollout_ref.ref", ("log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu",
                                    "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu")),
-        ("actor_rollout_ref.rollout", ("name", "n", "log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu",
+        ("actor_rollout_ref.rollout", ("name", "mode", "n", "log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu",
                                        "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
                                        "tensor_model_parallel_size", "data_parallel_size", "expert_parallel_size",
                                        "pipeline_model_parallel_size", "max_model_len", "n_gpus_per_node")),
