@@ -140,6 +140,8 @@ CASES: dict[str, tuple[str, str]] = {
     "VERL-ENG-DYN-SAME": (script(f"{A}.use_dynamic_bsz=True {RO}.log_prob_use_dynamic_bsz=False"),
                           script(f"{A}.use_dynamic_bsz=True")),
     "VERL-RO-MODE": (script(f"{RO}.mode=sync"), script(f"{RO}.mode=async")),
+    "VERL-RO-MNBT": (script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=8192"),
+                     script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=40960")),
     "VERL-RO-PP": (script(f"{RO}.pipeline_model_parallel_size=2"), script(f"{RO}.pipeline_model_parallel_size=1")),
     "VERL-RO-EP": (script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=8"),
                    script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=4")),

@@ -290,3 +290,41 @@ def rollout_mode(job: Job) -> Iterator[Finding]:
         yield finding("VERL-RO-MODE", "Rollout mode 'sync' has been removed. Please set "
                                       "`actor_rollout_ref.rollout.mode=async` or remove the mode setting entirely.",
                       where(mode_t), fix=f"remove {RO}.mode=sync")
+
+
+@rule("VERL-RO-MNBT", "warning", "Without chunked prefill verl raises max_num_batched_tokens to max_model_len",
+      needs_model=True)
+def batched_tokens(job: Job) -> Iterator[Finding]:
+    """
+    With `enable_chunked_prefill=False` a whole prompt must fit one scheduler step, so vLLM needs
+    `max_num_batched_tokens ≥ max_model_len`. verl does not fail: it raises
+    `max_num_batched_tokens` to `max_model_len` (default: the model's max_position_embeddings)
+    with a log warning, which can cost much more activation memory per step than configured.
+
+    Why:
+    A silent change of a memory-relevant setting.
+
+    Bad:
+    `enable_chunked_prefill=False max_num_batched_tokens=8192` with max_model_len 32768.
+
+    Good:
+    Keep chunked prefill on (verl's default), or set max_num_batched_tokens ≥ max_model_len.
+
+    Fix:
+    Turn chunked prefill back on, or set the token budget explicitly.
+
+    Source:
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1).
+    """
+    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
+        return
+    chunked_t = job.value(f"{RO}.enable_chunked_prefill")
+    if need(chunked_t, f"{RO}.enable_chunked_prefill"):
+        return
+    mml = need(job.value(f"{RO}.max_model_len"), f"{RO}.max_model_len") or job.model.max_position_embeddings
+    mnbt_t = job.value(f"{RO}.max_num_batched_tokens")
+    mnbt = need(mnbt_t, f"{RO}.max_num_batched_tokens")
+    if mml and mnbt is not None and mnbt < mml:
+        yield finding("VERL-RO-MNBT", f"enable_chunked_prefill=False requires max_num_batched_tokens >= max_model_len "
+                                      f"({mml}); verl raises max_num_batched_tokens from {mnbt} to {mml}",
+                      where(chunked_t, mnbt_t), fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on")

@@ -40,7 +40,8 @@ VALUE_KEYS = tuple(
         ("actor_rollout_ref.rollout", ("name", "mode", "n", "log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu",
                                        "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
                                        "tensor_model_parallel_size", "data_parallel_size", "expert_parallel_size",
-                                       "pipeline_model_parallel_size", "max_model_len", "n_gpus_per_node")),
+                                       "pipeline_model_parallel_size", "max_model_len", "n_gpus_per_node",
+                                       "enable_chunked_prefill", "max_num_batched_tokens")),
         ("algorithm", ("adv_estimator", "use_kl_in_reward")),
         ("trainer", ("use_v1",)),
     ) for key in keys
