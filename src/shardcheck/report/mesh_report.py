@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from shardcheck.api import MeshResult
-from shardcheck.mesh.grid import GROUPS
 from shardcheck.mesh.placement import RolloutReplicas, crossings, nodes
 
 JSON_VERSION = 1
@@ -122,5 +121,3 @@ def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
         out.append(f"  rollout: {m.rollout}")
     return "\n".join(out)
 
-
-__all__ = ["render_mesh_json", "render_mesh_text", "mesh_to_dict", "GROUPS"]
