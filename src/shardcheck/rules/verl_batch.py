@@ -74,6 +74,29 @@ def padded_batch(job: Job) -> tuple[int, int]:
     return -(-batch // multiple) * multiple, multiple
 
 
+def _micro_passes(job: Job) -> list[tuple[str, int, str, object, int]]:
+    """Each static-batch pass with a micro batch set: (key, samples per DP rank, pass, traced, micro).
+
+    The update pass takes mini · n / DP samples per rank; the old-log-prob and ref passes take the
+    whole padded step batch / DP. Passes whose micro batch is unset are VERL-ACT-MBS /
+    VERL-CFG-LOGPROB-MBS findings and are left out here.
+    """
+    dp = _dp(job)
+    _, mini, _ = _samples(job)
+    batch, _ = padded_batch(job)
+    passes = [(f"{A}.ppo_micro_batch_size_per_gpu", mini // dp, "update")]
+    passes.append((f"{RO}.log_prob_micro_batch_size_per_gpu", batch // dp, "old log-prob"))
+    if job.ref_used.value:
+        passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // dp, "ref log-prob"))
+    out = []
+    for key, per_rank, what in passes:
+        micro_t = job.value(key)
+        micro = need(micro_t, key)
+        if micro is not None and micro > 0:
+            out.append((key, per_rank, what, micro_t, micro))
+    return out
+
+
 @_batch_rule("VERL-ACT-MBS", "error", "Static batch size needs exactly one actor micro-batch key")
 def actor_micro_batch(job: Job) -> Iterator[Finding]:
     """
@@ -241,18 +264,7 @@ def micro_divides(job: Job) -> Iterator[Finding]:
     """
     if not _megatron(job) or not _static(job):
         return
-    dp = _dp(job)
-    _, mini, _ = _samples(job)
-    batch, _ = padded_batch(job)
-    passes = [(f"{A}.ppo_micro_batch_size_per_gpu", mini // dp, "update")]
-    passes.append((f"{RO}.log_prob_micro_batch_size_per_gpu", batch // dp, "old log-prob"))
-    if job.ref_used.value:
-        passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // dp, "ref log-prob"))
-    for key, per_rank, what in passes:
-        micro_t = job.value(key)
-        micro = need(micro_t, key)
-        if micro is None or micro <= 0:
-            continue
+    for key, per_rank, what, micro_t, micro in _micro_passes(job):
         if per_rank % micro:
             good = [d for d in range(1, per_rank + 1) if per_rank % d == 0]
             yield finding("VERL-ENG-MICRO-DIV",
@@ -417,18 +429,9 @@ def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     group_t = owner.transformer_overrides.get("microbatch_group_size_per_vp_stage")
     group = need(group_t, "microbatch_group_size_per_vp_stage") if group_t is not None else None
     group = group or need(owner.pp, f"{owner.key_prefix}.pipeline_model_parallel_size")
-    dp = _dp(job)
-    _, mini, _ = _samples(job)
-    batch, _ = padded_batch(job)
-    passes = [(f"{A}.ppo_micro_batch_size_per_gpu", mini // dp, "update")]
-    passes.append((f"{RO}.log_prob_micro_batch_size_per_gpu", batch // dp, "old log-prob"))
-    if job.ref_used.value:
-        passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // dp, "ref log-prob"))
-    for key, per_rank, what in passes:
-        micro_t = job.value(key)
-        micro = need(micro_t, key)
-        if not micro or per_rank % micro:
-            continue  # VERL-ENG-MICRO-DIV / VERL-CFG-LOGPROB-MBS
+    for key, per_rank, what, micro_t, micro in _micro_passes(job):
+        if per_rank % micro:
+            continue  # VERL-ENG-MICRO-DIV
         count = per_rank // micro
         if count % group:
             yield finding("VERL-ENG-VPP-MB",
