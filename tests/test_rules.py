@@ -36,6 +36,9 @@ def direct(**sizes):
     return job_from_sizes(**sizes)
 
 
+# Qwen3-30B-A3B spread so that its training state fits a 40 GiB device (on 4 nodes).
+FITS = f"{M}.pipeline_model_parallel_size=4 {M}.expert_model_parallel_size=8 {M}.expert_tensor_parallel_size=1"
+
 # rule id → (bad script, good script) — or (bad job, good job) for layouts no verl script can
 # reach (verl always uses the default rank order). Keep one row per registered rule.
 CASES: dict[str, tuple[str, str]] = {
@@ -179,7 +182,22 @@ CASES: dict[str, tuple[str, str]] = {
     "VALUE-BAD-SIZE": (script(f"{M}.tensor_model_parallel_size=two"), script(f"{M}.tensor_model_parallel_size=2")),
     "VALUE-UNKNOWN": (script(f"{M}.tensor_model_parallel_size=$TP"), script(f"{M}.tensor_model_parallel_size=2")),
     "MODEL-NOT-FOUND": (script(model="my-private-model"), script(model="Qwen3-30B-A3B")),
+    "MEM-TRAIN-OOM": (script(), script(f"{FITS} {RO}.tensor_model_parallel_size=4", nodes=4)),
+    "MEM-ROLLOUT-KV": (script(f"{FITS} {RO}.gpu_memory_utilization=0.1 {RO}.max_model_len=40960", nodes=4),
+                       script(f"{FITS} {RO}.gpu_memory_utilization=0.5 {RO}.max_model_len=40960 "
+                              f"{RO}.tensor_model_parallel_size=4", nodes=4)),
+    "MEM-ROLLOUT-CONCURRENCY": (
+        script(f"{FITS} {RO}.tensor_model_parallel_size=4", nodes=4),
+        script(f"{FITS} {RO}.tensor_model_parallel_size=4 data.train_batch_size=8 {A}.ppo_mini_batch_size=8", nodes=4),
+    ),
+    "MEM-HOST": (script(f"{M}.param_offload=True {M}.optimizer_offload=True"),
+                 script(f"{FITS} {M}.param_offload=True {M}.optimizer_offload=True {RO}.tensor_model_parallel_size=4",
+                        nodes=4)),
 }
+# The memory rules' cases name their device (and host RAM), as `--device` / `--host-memory` would.
+DEVICES = {"MEM-TRAIN-OOM": "a100-40", "MEM-ROLLOUT-KV": "a100-40", "MEM-ROLLOUT-CONCURRENCY": "h200",
+           "MEM-HOST": "h200"}
+HOST_MEMORY = {"MEM-HOST": 1 << 40}
 
 
 def rule_findings(tmp_path, text, rule_id: str, env=None):
@@ -191,7 +209,7 @@ def rule_findings(tmp_path, text, rule_id: str, env=None):
         return [f for f in findings if f.rule == rule_id], Result("<sizes>", text, findings, skipped)
     path = tmp_path / "run.sh"
     path.write_text(text)
-    result = check(path, env)
+    result = check(path, env, device=DEVICES.get(rule_id), host_memory=HOST_MEMORY.get(rule_id))
     assert result.error is None, result.error
     return [f for f in result.findings if f.rule == rule_id], result
 

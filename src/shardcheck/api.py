@@ -89,11 +89,20 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
 
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-          display: str | None = None, settings: Settings | None = None) -> Result:
-    """Read the launch script at ``path`` statically and judge its layout."""
+          display: str | None = None, settings: Settings | None = None, device: str | None = None,
+          host_memory: int | None = None) -> Result:
+    """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
+    preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST)."""
     shown = display or str(path)
     try:
         job = resolve_script(path, env, model_config=model_config, display=shown)
+        if device is not None:
+            from shardcheck.memory.devices import find_device
+
+            find_device(device)  # an unknown name is bad input, reported before any rule runs
+        from dataclasses import replace
+
+        job = replace(job, device_choice=device, host_memory_bytes=host_memory)
         from shardcheck.rules.registry import run_rules
 
         findings, skipped = run_rules(job)
@@ -189,3 +198,31 @@ def mesh(job: Job, path: str = "<sizes>") -> MeshResult:
         rollout = rollout_replicas(job.cluster.world.value, str(engine), ro.tp.value, ro.dp.value, ro.pp.value)
     keep = ("MCORE-PS-", "VALUE-", "MODEL-")
     return MeshResult(path, job, layout, grid, [f for f in findings if f.rule.startswith(keep)], rollout)
+
+
+@dataclass
+class MemoryResult:
+    """The memory estimate of one script, and the MEM-* findings of its check."""
+
+    path: str
+    estimate: object | None = None  # shardcheck.memory.estimate.MemoryEstimate
+    findings: list = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return 2
+        return 1 if any(f.severity == "error" for f in self.findings) else 0
+
+
+def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
+           display: str | None = None, device: str | None = None, host_memory: int | None = None) -> MemoryResult:
+    """What each device holds for the script's job: training stages, rollout, host."""
+    from shardcheck.memory.estimate import estimate
+
+    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
+    if result.error is not None:
+        return MemoryResult(result.path, error=result.error)
+    return MemoryResult(result.path, estimate(result.job, device),
+                        [f for f in result.findings if f.rule.startswith("MEM-")])

@@ -19,6 +19,26 @@ def _env_pairs(values: list[str]) -> dict[str, str]:
     return env
 
 
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
+          "t": 1 << 40, "tib": 1 << 40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def _size(text: str) -> int:
+    """``--host-memory 512GiB`` / ``2TiB`` / ``1000GB`` → bytes (no unit: GiB)."""
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = text[len(number):].lower() or "gib"
+    try:
+        return int(float(number) * _UNITS[unit])
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 512GiB, 2TiB or 1000GB") from None
+
+
+def _memory_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", metavar="NAME", help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
+                   "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)")
+    p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardcheck",
@@ -34,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors (not for bad input)")
     check.add_argument("--verify", action="store_true",
                        help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
+    _memory_options(check)
+    memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
+    memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
+    memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    memory.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
+    memory.add_argument("--format", choices=("text", "json"), default="text")
+    memory.add_argument("--explain", action="store_true", help="say what each term is and where its formula comes from")
+    _memory_options(memory)
     mesh = sub.add_parser("mesh", help="show which ranks form each parallel group, and on which node")
     mesh.add_argument("path", nargs="?", help="a launch script (or give the sizes below)")
     mesh.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -61,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     if args.command == "mesh":
         return _mesh(args)
+    if args.command == "memory":
+        return _memory(args)
     if args.command == "rules":
         from shardcheck.rules.docs import render_rule_list
 
@@ -84,7 +114,8 @@ def _check(args) -> int:
     results = []
     for p in paths:
         display = "examples/qwen3_235b_256k.sh (built-in example)" if not args.paths else p
-        results.append(check(p, env, model_config=args.model_config, display=display))
+        results.append(check(p, env, model_config=args.model_config, display=display, device=args.device,
+                             host_memory=args.host_memory))
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports
@@ -110,6 +141,18 @@ def _check(args) -> int:
     if reports is not None and not all(rep.agrees for rep in reports.values()):
         return 3
     return 0 if args.exit_zero and code == 1 else code
+
+
+def _memory(args) -> int:
+    from shardcheck.api import memory
+    from shardcheck.report.memory_report import render_memory_json, render_memory_text
+
+    env = _env_pairs(args.env)
+    paths = args.paths or [str(EXAMPLE)]
+    results = [memory(p, env, model_config=args.model_config, device=args.device, host_memory=args.host_memory,
+                      display=p if args.paths else "examples/qwen3_235b_256k.sh (built-in example)") for p in paths]
+    print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
+    return max(r.exit_code for r in results)
 
 
 def _verify(results) -> dict | int:

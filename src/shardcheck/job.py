@@ -108,6 +108,7 @@ class ModelFacts:
     max_position_embeddings: int | None = None
     model_type: str | None = None
     mla: bool = False
+    config: dict = field(default_factory=dict, compare=False, repr=False)  # the HF config (text part) as read
 
     @property
     def is_moe(self) -> bool:
@@ -147,6 +148,8 @@ class Job:
     rollout: RolloutLayout | None = None
     suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # script line -> disabled rule ids
     values: dict[str, Traced] = field(default_factory=dict)  # framework keys the batch/rollout rules read
+    device_choice: str | None = None  # --device NAME for the memory estimate (None: the default for trainer.device)
+    host_memory_bytes: int | None = None  # --host-memory per node, for MEM-HOST
 
     def value(self, key: str) -> Traced:
         """A framework setting by its key (e.g. ``data.train_batch_size``); unknown when not read."""

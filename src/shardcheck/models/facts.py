@@ -38,6 +38,7 @@ def facts_from_config(config: dict, name: str, source: str, origin: Origin) -> M
         max_position_embeddings=cfg.get("max_position_embeddings"),
         model_type=cfg.get("model_type"),
         mla=bool(cfg.get("kv_lora_rank")) or bool((cfg.get("mla") or {}).get("kv_lora_rank")),
+        config=dict(cfg),
     )
 
 

@@ -168,3 +168,34 @@ def _check_account(total: int, pp: int, vpp: int | None) -> SplitError | None:
             f"or account_for_loss_in_pipeline_split) must be divisible byvirtual_pipeline_model_parallel_size{vpp}",
         )
     return None
+
+
+def stage_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None,
+                        account_for_embedding: bool = False, account_for_loss: bool = False) -> tuple[tuple[int, ...], ...]:
+    """The 0-based global indices of the decoder layers each pipeline stage builds.
+
+    Megatron-Core numbers layers chunk-major: virtual chunk 0 of every stage in stage order, then chunk 1,
+    and so on (transformer_layer.py ``get_transformer_layer_offset``); the virtual embedding / loss slots
+    of ``account_for_*`` sit in chunk 0 of the first stage and the last chunk of the last stage.
+    """
+    pp = len(split.stages)
+    chunks = vpp if split.per_chunk is not None and vpp else 1
+    raw = split.per_chunk if split.per_chunk is not None else split.stages
+    out: list[list[int]] = [[] for _ in range(pp)]
+    nxt = 0
+    for c in range(chunks):
+        for s in range(pp):
+            real = raw[s]
+            if split.per_chunk is not None:
+                real -= int(account_for_embedding and s == 0 and c == 0 and _even(split, split.stages[0], raw[0], chunks))
+                real -= int(account_for_loss and s == pp - 1 and c == chunks - 1 and _even(split, split.stages[-1], raw[-1], chunks))
+            out[s].extend(range(nxt, nxt + real))
+            nxt += real
+    if nxt != num_layers:
+        raise ValueError(f"layer split {split.stages} does not cover {num_layers} layers")
+    return tuple(tuple(x) for x in out)
+
+
+def _even(split: Split, built: int, per_chunk: int, chunks: int) -> bool:
+    """Whether a stage's chunks include a virtual (embedding or loss) slot: built layers < chunk sum."""
+    return built < per_chunk * chunks

@@ -46,6 +46,22 @@ VALUE_KEYS = tuple(
         ("trainer", ("use_v1",)),
     ) for key in keys
 )
+# The keys the memory estimate reads (shardcheck/memory/estimate.py).
+MEMORY_KEYS = tuple(
+    f"{prefix}.{key}" for prefix, keys in (
+        ("actor_rollout_ref.actor.megatron", ("dtype", "use_distributed_optimizer", "param_offload", "optimizer_offload")),
+        ("actor_rollout_ref.actor.optim", ("optimizer", "use_precision_aware_optimizer", "main_grads_dtype",
+                                           "exp_avg_dtype", "exp_avg_sq_dtype",
+                                           "override_optimizer_config.optimizer_cpu_offload",
+                                           "override_optimizer_config.optimizer_offload_fraction")),
+        ("actor_rollout_ref.actor.megatron.override_transformer_config", (
+            "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules")),
+        ("actor_rollout_ref.actor", ("calculate_entropy", "entropy_coeff", "entropy_from_logits_with_chunking",
+                                     "entropy_from_logits_chunk_size", "use_fused_kernels")),
+        ("actor_rollout_ref.ref.megatron", ("param_offload",)),
+        ("actor_rollout_ref.rollout", ("gpu_memory_utilization", "max_num_seqs", "dtype")),
+    ) for key in keys
+)
 # Config groups of verl 0.9.1's trainer config (directories of verl/trainer/config). A bare
 # `group=option` override selects an option in ppo_trainer.yaml's defaults list.
 CONFIG_GROUPS = frozenset({"actor", "algorithm", "critic", "data", "distillation", "engine", "model", "model_engine",
@@ -276,5 +292,5 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         notes=tuple(notes),
         open_arguments=tuple(word.word for word in hydra.unknown_words),
         rollout=rollout,
-        values={key: config.get(key) for key in VALUE_KEYS},
+        values={key: config.get(key) for key in VALUE_KEYS + MEMORY_KEYS},
     )

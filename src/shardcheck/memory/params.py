@@ -1,0 +1,118 @@
+"""Exact parameter counts per device of one pipeline stage, as Megatron-Core's GPTModel allocates them.
+
+Module by module (megatron-core 0.16.1, megatron/core/models/gpt/gpt_model.py and the layer spec):
+- ``VocabParallelEmbedding`` (first stage): vocab / TP rows of ``hidden``.
+- per layer: ``input_layernorm`` and ``pre_mlp_layernorm`` (RMSNorm weight, ``hidden``, replicated over TP);
+  ``SelfAttention``: ``linear_qkv`` ColumnParallel ((heads + 2·kv_heads)·head_dim / TP rows, bias when
+  add_qkv_bias), ``q_layernorm``/``k_layernorm`` (``head_dim`` each), ``linear_proj`` RowParallel
+  (hidden × heads·head_dim / TP); ``MLASelfAttention``: down projections (replicated with Transformer
+  Engine's ``TELinear(parallel_mode="duplicated")``, column-parallel in the local spec), up projections and
+  ``linear_proj`` split over TP, the q/kv latent norms;
+  dense ``MLP``: fc1 2·ffn/TP × hidden (gated), fc2 hidden × ffn/TP; ``MoELayer``: ``router.weight``
+  experts × hidden (replicated), experts/EP local experts each 2·moe_ffn/ETP × hidden + hidden × moe_ffn/ETP,
+  ``shared_experts`` split over TP (plus the gate, hidden, when the shared expert is gated).
+- last stage: ``final_layernorm`` (hidden) and ``output_layer`` (vocab / TP × hidden) unless the output
+  shares the first stage's embedding in the same module (tied weights and one pipeline stage).
+
+Vocab padding: Megatron-LM pads to a multiple of ``make_vocab_size_divisible_by · TP``
+(megatron/training/tokenizer/tokenizer.py ``_vocab_size_with_padding``, default 128); verl through
+mbridge (``make_vocab_size_divisible_by=None``) or Megatron-Bridge (``should_pad_vocab=False``) does not pad.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardcheck.models.architecture import Architecture
+
+
+@dataclass(frozen=True, slots=True)
+class StageParams:
+    """Parameters one device of a pipeline stage holds, by kind."""
+
+    embedding: int
+    dense: int  # attention, norms, router, shared experts, dense MLPs
+    expert: int  # routed experts
+    output: int
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.dense + self.expert + self.output
+
+    def as_dict(self) -> dict[str, int]:
+        return {"embedding": self.embedding, "dense": self.dense, "expert": self.expert, "output": self.output,
+                "total": self.total}
+
+
+@dataclass(frozen=True, slots=True)
+class Sharding:
+    tp: int
+    ep: int
+    etp: int
+    pp: int
+    vocab_divisible_by: int | None = None  # None: no padding (verl); 128: Megatron-LM's default
+    transformer_engine: bool = True  # only MLA's down projections differ between the two specs
+
+
+def padded_vocab(vocab: int, sharding: Sharding) -> int:
+    if not sharding.vocab_divisible_by:
+        return vocab
+    multiple = sharding.vocab_divisible_by * sharding.tp
+    return -(-vocab // multiple) * multiple
+
+
+def attention_params(arch: Architecture, s: Sharding) -> int:
+    h, tp = arch.hidden, s.tp
+    if arch.mla is not None:
+        m = arch.mla
+        local = arch.heads // tp
+        down = 0
+        if m.q_lora_rank:
+            down += m.q_lora_rank * h
+            up = local * (m.qk_nope_head_dim + m.qk_rope_head_dim) * m.q_lora_rank + m.q_lora_rank  # + q norm
+        else:
+            up = local * (m.qk_nope_head_dim + m.qk_rope_head_dim) * h
+        down += (m.kv_lora_rank + m.qk_rope_head_dim) * h
+        if not s.transformer_engine:
+            down //= tp
+        up += local * (m.qk_nope_head_dim + m.v_head_dim) * m.kv_lora_rank + m.kv_lora_rank  # + kv norm
+        return down + up + h * local * m.v_head_dim
+    qkv_rows = (arch.heads + 2 * arch.kv_heads) * arch.head_dim // tp
+    n = qkv_rows * h + (qkv_rows if arch.qkv_bias else 0)
+    n += 2 * arch.head_dim if arch.qk_layernorm else 0
+    return n + h * arch.heads * arch.head_dim // tp
+
+
+def dense_mlp_params(arch: Architecture, s: Sharding) -> int:
+    return 3 * arch.ffn // s.tp * arch.hidden
+
+
+def layer_params(arch: Architecture, index: int, s: Sharding) -> tuple[int, int]:
+    """(dense, routed expert) parameters of layer ``index`` on one device."""
+    h = arch.hidden
+    dense = 2 * h + attention_params(arch, s)  # input_layernorm + pre_mlp_layernorm + attention
+    if not arch.is_moe_layer(index):
+        return dense + dense_mlp_params(arch, s), 0
+    dense += arch.experts * h  # router
+    if arch.shared_ffn:
+        dense += 3 * arch.shared_ffn // s.tp * h + (h if arch.shared_gate else 0)
+    expert = arch.experts // s.ep * 3 * (arch.moe_ffn // s.etp) * h
+    return dense, expert
+
+
+def stage_params(arch: Architecture, layers: tuple[int, ...], stage: int, s: Sharding) -> StageParams:
+    """Parameters on one device of pipeline stage ``stage`` that builds the decoder ``layers``."""
+    dense = expert = 0
+    for index in layers:
+        d, e = layer_params(arch, index, s)
+        dense += d
+        expert += e
+    vocab_rows = padded_vocab(arch.vocab, s) // s.tp
+    first, last = stage == 0, stage == s.pp - 1
+    embedding = vocab_rows * arch.hidden if first else 0
+    output = 0
+    if last:
+        dense += arch.hidden  # final_layernorm
+        if not arch.tied or not first:
+            output = vocab_rows * arch.hidden
+    return StageParams(embedding, dense, expert, output)

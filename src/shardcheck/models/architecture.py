@@ -1,0 +1,137 @@
+"""A model's shape in Megatron-Core's terms, read from its HF config: what the parameter count needs.
+
+The mapping from HF config keys to Megatron-Core ``TransformerConfig`` fields follows the bridges verl
+uses (mbridge ``mbridge/models/*.py`` and Megatron-Bridge ``src/megatron/bridge/models/*/*_bridge.py``):
+``intermediate_size`` → ffn_hidden_size, ``num_key_value_heads`` → num_query_groups, ``head_dim`` →
+kv_channels, ``moe_intermediate_size`` → moe_ffn_hidden_size, ``shared_expert_intermediate_size`` (or
+``n_shared_experts · moe_intermediate_size``) → moe_shared_expert_intermediate_size, Qwen3's q/k norms →
+qk_layernorm, Qwen2's q/k/v biases → add_qkv_bias. Architectures whose layers Megatron builds from other
+modules (linear attention, attention sinks, expert biases) are not modelled: their counts stay unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardcheck.job import ModelFacts
+
+# model_type → (qk_layernorm, add_qkv_bias) that the architecture implies when config.json does not say.
+_IMPLIED = {
+    "llama": (False, False),
+    "mistral": (False, False),
+    "qwen2": (False, True),
+    "qwen2_moe": (False, True),
+    "qwen3": (True, False),
+    "qwen3_moe": (True, False),
+    "mixtral": (False, False),
+    "deepseek_v2": (False, False),
+    "deepseek_v3": (False, False),
+    "kimi_k2": (False, False),
+    "glm4_moe": (False, True),
+}
+# Qwen2-MoE and Qwen3-Next gate their shared expert with a sigmoid of a (hidden → 1) linear layer.
+_SHARED_GATE = {"qwen2_moe", "qwen3_next"}
+
+
+@dataclass(frozen=True, slots=True)
+class Mla:
+    """Multi-latent attention sizes (DeepSeek-V2/V3, Kimi-K2): HF names."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class Architecture:
+    """Decoder-only transformer with RMSNorm and SwiGLU MLPs, as Megatron-Core's GPTModel builds it."""
+
+    model_type: str
+    num_layers: int
+    hidden: int
+    ffn: int  # dense MLP intermediate size
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool
+    qk_layernorm: bool
+    qkv_bias: bool
+    mla: Mla | None = None
+    experts: int = 0
+    topk: int = 0
+    moe_ffn: int = 0
+    shared_ffn: int = 0
+    shared_gate: bool = False
+    moe_layers: frozenset[int] = frozenset()  # 0-based indices of the MoE layers
+
+    def is_moe_layer(self, index: int) -> bool:
+        return index in self.moe_layers
+
+
+class NotModelled(Exception):
+    """The model's layers are not ones shardcheck can count exactly (its reason is the message)."""
+
+
+def _int(cfg: dict, key: str) -> int:
+    value = cfg.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise NotModelled(f"config.json has no integer {key}")
+    return value
+
+
+def _moe_layers(cfg: dict, layers: int, experts: int) -> frozenset[int]:
+    """Which layers are MoE, by the rule of each family's HF modelling code."""
+    if not experts:
+        return frozenset()
+    first_dense = cfg.get("first_k_dense_replace")
+    if isinstance(first_dense, int) and first_dense > 0 or cfg.get("model_type") in ("deepseek_v2", "deepseek_v3",
+                                                                                      "kimi_k2", "glm4_moe"):
+        # transformers DeepseekV3DecoderLayer: MoE when layer_idx >= first_k_dense_replace
+        # (and layer_idx % moe_layer_freq == 0, moe_layer_freq 1 in every released config).
+        k = first_dense or 0
+        freq = cfg.get("moe_layer_freq") if isinstance(cfg.get("moe_layer_freq"), int) else 1
+        return frozenset(i for i in range(layers) if i >= k and i % freq == 0)
+    # transformers Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer: MoE when layer_idx not in
+    # mlp_only_layers and (layer_idx + 1) % decoder_sparse_step == 0. Mixtral: every layer.
+    step = cfg.get("decoder_sparse_step") if isinstance(cfg.get("decoder_sparse_step"), int) else 1
+    dense = set(cfg.get("mlp_only_layers") or ())
+    return frozenset(i for i in range(layers) if i not in dense and (i + 1) % max(step, 1) == 0)
+
+
+def architecture(model: ModelFacts) -> Architecture:
+    """The Megatron-Core shape of ``model``; NotModelled when its layers cannot be counted exactly."""
+    cfg = model.config
+    kind = cfg.get("model_type") or model.model_type or "?"
+    if kind not in _IMPLIED:
+        raise NotModelled(f"model_type {kind!r} is not one whose Megatron-Core layers shardcheck counts "
+                          f"(it counts {', '.join(sorted(_IMPLIED))})")
+    layers, hidden = _int(cfg, "num_hidden_layers"), _int(cfg, "hidden_size")
+    heads = _int(cfg, "num_attention_heads")
+    kv = cfg.get("num_key_value_heads") or heads
+    head_dim = cfg.get("head_dim") or hidden // heads
+    qk_norm_implied, bias_implied = _IMPLIED[kind]
+    qk_norm = bool(cfg.get("qk_norm", cfg.get("use_qk_norm", qk_norm_implied)))
+    bias = bool(cfg["attention_bias"]) if cfg.get("attention_bias") is not None else bias_implied
+    mla_cfg = cfg.get("mla") if isinstance(cfg.get("mla"), dict) else cfg
+    mla = None
+    if mla_cfg.get("kv_lora_rank"):
+        mla = Mla(q_lora_rank=mla_cfg.get("q_lora_rank") or None, kv_lora_rank=_int(mla_cfg, "kv_lora_rank"),
+                  qk_nope_head_dim=_int(mla_cfg, "qk_nope_head_dim"), qk_rope_head_dim=_int(mla_cfg, "qk_rope_head_dim"),
+                  v_head_dim=_int(mla_cfg, "v_head_dim"))
+        # Megatron-Bridge's DeepSeek providers build MLA with qk_layernorm=True (the q_a / kv_a norms).
+        qk_norm = True
+    experts = model.num_experts or 0
+    moe_ffn = shared = 0
+    if experts:
+        moe_ffn = _int(cfg, "moe_intermediate_size")
+        shared = cfg.get("shared_expert_intermediate_size") or (cfg.get("n_shared_experts") or 0) * moe_ffn
+    return Architecture(
+        model_type=kind, num_layers=layers, hidden=hidden, ffn=cfg.get("intermediate_size") or 0, heads=heads,
+        kv_heads=kv, head_dim=head_dim, vocab=_int(cfg, "vocab_size"), tied=bool(cfg.get("tie_word_embeddings", False)),
+        qk_layernorm=qk_norm, qkv_bias=bias, mla=mla, experts=experts, topk=model.num_experts_per_tok or 0,
+        moe_ffn=moe_ffn, shared_ffn=shared, shared_gate=bool(experts and shared and kind in _SHARED_GATE),
+        moe_layers=_moe_layers(cfg, layers, experts),
+    )

@@ -1,0 +1,147 @@
+"""``shardcheck memory`` output: a table per pipeline stage class and phase, or JSON (version 1)."""
+
+from __future__ import annotations
+
+import json
+
+from shardcheck.memory.devices import GIB
+
+TRAIN_TERMS = ("weights", "grads", "optimizer", "activations", "logits", "ref_weights", "workspace")
+# What each term is and where its formula comes from (``--explain``).
+EXPLAIN = {
+    "params": "exact counts of megatron-core's GPTModel modules per device (shardcheck/memory/params.py; "
+              "tested equal to GPTModel built on the meta device)",
+    "weights": "parameters × megatron.dtype bytes (bf16: 2)",
+    "grads": "Megatron DDP main_grad buffer over all local parameters: fp32 (verl sets grad_reduce_in_fp32 unless the "
+             "precision-aware optimizer uses 16-bit main_grads_dtype)",
+    "optimizer": "Adam: fp32 master + exp_avg + exp_avg_sq; the distributed optimizer shards dense state over DP·CP and "
+                 "expert state over EDP; optimizer_cpu_offload keeps 1 − optimizer_offload_fraction on the device",
+    "activations": "per-layer bytes of Korthikanti et al. 2022 generalised to GQA/SwiGLU/MoE with flash attention "
+                   "(shardcheck/memory/activations.py) × micro batches in flight under 1F1B (PP − stage; interleaved: "
+                   "Megatron's warm-up count), + one recompute group with full recompute",
+    "logits": "last stage, one micro batch: bf16 logits + fp32 log-softmax and gradient over vocab/TP "
+              "(+ two fp32 tensors for the entropy; one 4096-token chunk with use_fused_kernels)",
+    "ref_weights": "verl's reference model, colocated, unless ref.megatron.param_offload",
+    "workspace": "allowance of 2 GiB for NCCL buffers, kernel workspaces and allocator fragmentation",
+    "kv": "2 · layers · max(1, KV heads / TP) · head_dim · dtype bytes per token per device (MLA: the latent); vLLM "
+          "replicates KV heads when TP exceeds them",
+    "kv_budget": "gpu_memory_utilization × device − rollout weights − vLLM's profiling reserve (activations of "
+                 "max_num_batched_tokens, sampler logits of max_num_seqs, 1 GiB for CUDA graphs)",
+}
+
+
+def _g(n: float | None) -> str:
+    return "-" if not n else f"{n / GIB:.2f}"
+
+
+def _ranks(ranks: list[int]) -> str:
+    if len(ranks) == 1:
+        return str(ranks[0])
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}–{ranks[-1]}"
+    return ",".join(map(str, ranks))
+
+
+def render_memory_text(results, *, explain: bool = False) -> str:
+    out: list[str] = []
+    for r in results:
+        out.append(r.path)
+        if r.error is not None:
+            out.append(f"  error: {r.error}")
+            continue
+        e = r.estimate
+        out.append(f"  device    {e.device.name} ({e.device.memory_gib:.1f} GiB)")
+        if e.device.note:
+            out.append(f"            note: {e.device.note}")
+        if e.train is not None:
+            t = e.train
+            out.append(f"  training (actor update peak per device, GiB; {t.tokens_per_micro_batch:,} tokens per micro batch, "
+                       f"sequences up to {t.sequence_length:,})")
+            head = ["stage", "layers", "params", *TRAIN_TERMS, "total", "of device"]
+            rows = [head]
+            for s in t.stages:
+                rows.append([_ranks(s.ranks), str(s.layers), f"{s.params.total / 1e9:.3f} B",
+                             *(_g(s.bytes[k]) for k in TRAIN_TERMS), _g(s.total),
+                             f"{100 * s.total / e.device.memory_bytes:.0f}%"])
+            widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+            for row in rows:
+                out.append("    " + "  ".join(c.rjust(w) for c, w in zip(row, widths)))
+            out.append("    params by kind (stage: embedding / dense / expert / output): " + "; ".join(
+                f"{_ranks(s.ranks)}: {s.params.embedding:,} / {s.params.dense:,} / {s.params.expert:,} / {s.params.output:,}"
+                for s in t.stages[:3]) + (" …" if len(t.stages) > 3 else ""))
+        if e.rollout is not None:
+            ro = e.rollout
+            reps = f", {ro.replicas} replicas" if ro.replicas is not None else ""
+            out.append(f"  rollout ({ro.engine}: TP {ro.tp} · DP {ro.dp} · EP {ro.ep}{reps})")
+            out.append(f"    weights {_g(ro.weights_bytes)} GiB per device; KV cache {ro.kv_bytes_per_token:,} bytes per "
+                       f"token per device{' (KV heads replicated over TP)' if ro.kv_replicated else ''}")
+            out.append(f"    KV budget {_g(max(0, ro.kv_budget_bytes))} GiB per device (after {_g(ro.reserve_bytes)} GiB "
+                       "profiling reserve)")
+            one = ro.kv_bytes_per_token * ro.request_tokens
+            out.append(f"    one full request ({ro.request_tokens:,} tokens) {_g(one)} GiB per device: "
+                       f"{ro.max_concurrent_full_requests} at once per engine, {ro.concurrent_per_replica} per replica"
+                       + (f"; max_num_seqs {ro.max_num_seqs}" if ro.max_num_seqs else "")
+                       + (f"; each engine gets {ro.requests_per_engine} per step" if ro.requests_per_engine else ""))
+            out.append(f"    training state left on the device during rollout: {_g(ro.training_resident_bytes)} GiB")
+        if e.host is not None:
+            h = e.host
+            where = f", {_g(h.bytes_per_node)} GiB per node of {h.devices_per_node}" if h.bytes_per_node else ""
+            out.append(f"  host      offloaded {_g(h.offloaded_bytes_per_device)} GiB per device{where}"
+                       + (f" ({'; '.join(h.terms)})" if h.terms else " (nothing offloaded)"))
+        for p in e.problems:
+            out.append(f"  unknown   {p}")
+        for f in r.findings:
+            where = f"{f.path}:{f.line}: " if f.line else ""
+            out.append(f"  {where}{f.rule} {f.severity}: {f.message}")
+            if f.fix:
+                out.append(f"    fix: {f.fix}")
+        if explain:
+            out.append("  terms")
+            for k, v in EXPLAIN.items():
+                out.append(f"    {k}: {v}")
+    return "\n".join(out)
+
+
+def _train_json(t) -> dict | None:
+    if t is None:
+        return None
+    return {"tokens_per_micro_batch": t.tokens_per_micro_batch, "sequence_length": t.sequence_length,
+            "stages": [{"stage": s.stage, "ranks": s.ranks, "layers": s.layers, "params": s.params.as_dict(),
+                        "bytes": {k: v for k, v in s.bytes.items() if k != "optimizer_host"},
+                        "micro_batches_in_flight": s.micro_batches_in_flight} for s in t.stages]}
+
+
+def _rollout_json(ro) -> dict | None:
+    if ro is None:
+        return None
+    return {"engine": ro.engine, "tp": ro.tp, "dp": ro.dp, "ep": ro.ep, "replicas": ro.replicas,
+            "weights_bytes": ro.weights_bytes, "kv_bytes_per_token": ro.kv_bytes_per_token,
+            "kv_budget_bytes": ro.kv_budget_bytes, "reserve_bytes": ro.reserve_bytes,
+            "request_tokens": ro.request_tokens, "max_model_len": ro.max_model_len,
+            "max_concurrent_full_requests": ro.max_concurrent_full_requests,
+            "concurrent_full_requests_per_replica": ro.concurrent_per_replica, "max_num_seqs": ro.max_num_seqs,
+            "requests_per_engine": ro.requests_per_engine, "training_resident_bytes": ro.training_resident_bytes,
+            "kv_replicated": ro.kv_replicated}
+
+
+def render_memory_json(results) -> str:
+    docs = []
+    for r in results:
+        if r.error is not None:
+            docs.append({"path": r.path, "error": r.error})
+            continue
+        e = r.estimate
+        h = e.host
+        docs.append({
+            "path": r.path,
+            "device": {"name": e.device.name, "memory_bytes": e.device.memory_bytes, "note": e.device.note},
+            "train": _train_json(e.train),
+            "rollout": _rollout_json(e.rollout),
+            "host": None if h is None else {"offloaded_bytes_per_device": h.offloaded_bytes_per_device,
+                                            "devices_per_node": h.devices_per_node, "bytes_per_node": h.bytes_per_node,
+                                            "terms": h.terms},
+            "problems": e.problems,
+            "findings": [{"rule": f.rule, "severity": f.severity, "message": f.message, "line": f.line, "fix": f.fix}
+                         for f in r.findings],
+        })
+    return json.dumps({"version": 1, "results": docs}, indent=2)

@@ -1,0 +1,250 @@
+"""Memory findings from the estimate (shardcheck/memory): training peak, rollout KV cache, host RAM.
+
+A figure that is exact (parameters, gradients and optimizer states follow from the layout) gives an
+error when it alone overflows a device named with ``--device``; a figure that includes estimated terms
+(activations, logits, workspace, vLLM's profiling reserve), or a device assumed from ``trainer.device``,
+gives a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shardcheck.job import Job
+from shardcheck.memory.devices import GIB
+from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, StageMemory, estimate
+from shardcheck.rules.megatron_parallel_state import where
+from shardcheck.rules.registry import Finding, finding, rule
+
+A = "actor_rollout_ref.actor"
+RO = "actor_rollout_ref.rollout"
+
+
+def _estimate(job: Job) -> MemoryEstimate | None:
+    if job.framework != "verl" or job.layout("actor") is None:
+        return None
+    return estimate(job, job.device_choice)
+
+
+def _severity(certain: bool, est: MemoryEstimate) -> str | None:
+    """The rule's own severity when the overflow is certain on a named device; else a warning."""
+    return None if certain and est.device.note is None else "warning"
+
+
+def _assumed(est: MemoryEstimate) -> str:
+    return f" ({est.device.note})" if est.device.note else ""
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def _ranks(s: StageMemory) -> str:
+    r = s.ranks
+    return f"stage {r[0]}" if len(r) == 1 else f"stages {r[0]}–{r[-1]}" if r == list(range(r[0], r[-1] + 1)) else \
+        "stages " + ", ".join(map(str, r))
+
+
+def _train_fix(s: StageMemory) -> tuple[str, str, str]:
+    """The largest term of a stage and the change that shrinks it."""
+    b = s.bytes
+    term = max(("weights", "grads", "optimizer", "activations", "logits"), key=lambda k: b[k])
+    fixes = {
+        "activations": (f"{A}.megatron.override_transformer_config.recompute_granularity",
+                        f"+{A}.megatron.override_transformer_config.recompute_granularity=full (with recompute_method="
+                        "uniform, recompute_num_layers=1), or fewer tokens per micro batch "
+                        f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger CP"),
+        "logits": (f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
+                   "cross-entropy), or a larger TP (the vocab is split over TP), or fewer tokens per micro batch"),
+        "optimizer": (f"{A}.megatron.use_distributed_optimizer", f"{A}.megatron.use_distributed_optimizer=True, a "
+                      f"larger DP/EDP, or +{A}.optim.override_optimizer_config.optimizer_cpu_offload=True"),
+    }
+    key, fix = fixes.get(term, (f"{A}.megatron.pipeline_model_parallel_size",
+                                "a larger PP, EP or TP (fewer parameters per device)"))
+    return term, key, fix
+
+
+@rule("MEM-TRAIN-OOM", "error", "A pipeline stage's predicted training peak exceeds the device memory",
+      needs_model=True)
+def train_oom(job: Job) -> Iterator[Finding]:
+    """
+    The update step's peak on one device of each pipeline stage class: weights, fp32 gradients, Adam
+    state (sharded by the distributed optimizer), activations of the micro batches the 1F1B schedule
+    keeps in flight, the last stage's logits, and a workspace allowance (`shardcheck memory --explain`
+    lists each term's formula). Exact terms alone over a device named with `--device`: error; over
+    it only with the estimated terms, or on a device assumed from `trainer.device`: warning.
+
+    Why:
+    The first update step dies with an out-of-memory error after rollout, reward and log-prob passes
+    have already run — the most expensive point to find out.
+
+    Bad:
+    Qwen3-30B-A3B on 8 × A100-40GB with TP 1, PP 1, EP 1: 30.5 B parameters per device.
+
+    Good:
+    The same model with TP 2, PP 2, EP 8 on 8 × H200 (below the device).
+
+    Fix:
+    The message names the largest term and the key that shrinks it: recompute or fewer tokens for
+    activations, fused kernels for logits, distributed optimizer or offload for optimizer state,
+    more model parallelism for weights.
+
+    Source:
+    shardcheck/memory/estimate.py (terms and their sources); Korthikanti et al. 2022 for activations.
+    """
+    est = _estimate(job)
+    if est is None or est.train is None:
+        return
+    cap = est.device.memory_bytes
+    layout = job.layout("actor")
+    for s in est.train.stages:
+        exact = s.bytes["weights"] + s.bytes["grads"] + s.bytes["optimizer"] + s.bytes["ref_weights"]
+        if s.total <= cap:
+            continue
+        term, key, fix = _train_fix(s)
+        parts = ", ".join(f"{k} {_gib(s.bytes[k])}" for k in ("weights", "grads", "optimizer", "activations", "logits",
+                                                               "ref_weights", "workspace") if s.bytes[k])
+        certain = exact > cap
+        yield finding("MEM-TRAIN-OOM",
+                      f"{_ranks(s)} ({s.layers} layers): predicted peak {_gib(s.total)} > {est.device.name} "
+                      f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
+                      f"{_assumed(est)}",
+                      where(job.value(key), layout.pp, layout.tp, job.cluster.nnodes), fix=fix, severity=_severity(certain, est))
+
+
+def _one_request(r: RolloutMemory) -> int:
+    return r.kv_bytes_per_token * r.max_model_len
+
+
+@rule("MEM-ROLLOUT-KV", "error", "One request of max_model_len tokens does not fit the rollout KV cache",
+      needs_model=True)
+def rollout_kv(job: Job) -> Iterator[Finding]:
+    """
+    vLLM sizes its KV cache as `gpu_memory_utilization` × device memory minus the weights and its
+    profiled activations, and refuses to start when the cache cannot hold one request of
+    `max_model_len` tokens. KV bytes per token per device: 2 · layers · max(1, KV heads / TP) ·
+    head_dim · 2 bytes (MLA: the latent, kv_lora_rank + rope dim, on every TP rank).
+
+    Why:
+    vLLM's v1 engine (0.24.0: `vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory`) raises
+    `ValueError: To serve at least one request with the model's max seq len (N), (X GiB KV cache is
+    needed, which is larger than the available KV cache memory (Y GiB)` while verl starts the
+    rollout servers (`No available memory for the cache blocks` when nothing is left at all).
+    Error when the request does not fit even without vLLM's profiling reserve on a device named
+    with `--device`; warning when it fails only with the reserve, or on an assumed device.
+
+    Bad:
+    Qwen3-235B-A22B, rollout TP 4, `max_model_len=262144`, `gpu_memory_utilization=0.1` on 64 GiB:
+    11.75 GiB per request, 6.4 GiB minus 7.1 GiB of weights.
+
+    Good:
+    `gpu_memory_utilization=0.7`: 36.6 GiB of KV budget, 3 full requests per engine.
+
+    Fix:
+    Raise `gpu_memory_utilization`, raise the rollout TP (fewer KV heads and weights per device), or
+    lower `max_model_len`.
+
+    Source:
+    vllm 0.24.0 vllm/v1/core/kv_cache_utils.py (_check_enough_kv_cache_memory), vllm/v1/worker/gpu_worker.py
+    (determine_available_memory); shardcheck/memory/estimate.py (kv_bytes_per_token).
+    """
+    est = _estimate(job)
+    if est is None or est.rollout is None:
+        return
+    r = est.rollout
+    need_bytes = _one_request(r)
+    if need_bytes <= r.kv_budget_bytes:
+        return
+    certain = need_bytes > r.kv_budget_bytes + r.reserve_bytes
+    util = job.value(f"{RO}.gpu_memory_utilization")
+    yield finding("MEM-ROLLOUT-KV",
+                  f"vLLM: \"To serve at least one request with the model's max seq len ({r.max_model_len}), "
+                  f"({need_bytes / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+                  f"({max(0, r.kv_budget_bytes) / GIB:.2f} GiB)\" — {r.kv_bytes_per_token} bytes per token per device at "
+                  f"rollout TP {r.tp}; available = {util.value} × {est.device.name} {_gib(est.device.memory_bytes)} − "
+                  f"{_gib(r.weights_bytes)} of weights"
+                  + ("" if certain else f" − vLLM's ≈{_gib(r.reserve_bytes)} profiling reserve (estimated)") + _assumed(est),
+                  where(util, job.value(f"{RO}.max_model_len"), job.rollout.tp, job.cluster.nnodes),
+                  fix=f"raise {RO}.gpu_memory_utilization, raise the rollout TP, or lower {RO}.max_model_len",
+                  severity=_severity(certain, est))
+
+
+@rule("MEM-ROLLOUT-CONCURRENCY", "warning", "Fewer full-length requests fit the KV cache than one engine gets per step",
+      needs_model=True)
+def rollout_concurrency(job: Job) -> Iterator[Finding]:
+    """
+    Each step sends `train_batch_size × n` requests, spread over the rollout replicas and over the
+    DP engines of each replica. When fewer requests of `max_prompt_length + max_response_length`
+    tokens fit in one engine's KV cache than the engine gets, the rest wait or are preempted and
+    recomputed: the step is slower, not broken.
+
+    Why:
+    Generation time grows with the number of waves; with 256K responses one extra wave is hours.
+
+    Bad:
+    8 requests per engine of 256K tokens with room for 3.
+
+    Good:
+    Room for at least as many as each engine gets per step.
+
+    Fix:
+    More rollout replicas (DP), a larger `gpu_memory_utilization`, a larger rollout TP, or
+    shorter `max_response_length`.
+
+    Source:
+    verl/experimental/agent_loop (requests per step); vLLM scheduler preemption
+    (vllm/v1/core/sched/scheduler.py); shardcheck/memory/estimate.py.
+    """
+    est = _estimate(job)
+    if est is None or est.rollout is None:
+        return
+    r = est.rollout
+    wanted = r.requests_per_engine
+    if wanted is None or r.max_concurrent_full_requests >= wanted or _one_request(r) > r.kv_budget_bytes:
+        return
+    yield finding("MEM-ROLLOUT-CONCURRENCY",
+                  f"each rollout engine (TP {r.tp}) gets {wanted} requests per step but its KV cache holds "
+                  f"{r.max_concurrent_full_requests} of {r.request_tokens} tokens at once "
+                  f"({_gib(max(0, r.kv_budget_bytes))} budget, {_gib(r.kv_bytes_per_token * r.request_tokens)} each)",
+                  where(job.value(f"{RO}.gpu_memory_utilization"), job.rollout.dp, job.rollout.tp, job.cluster.nnodes),
+                  fix=f"raise {RO}.gpu_memory_utilization or the rollout DP, or lower data.max_response_length")
+
+
+@rule("MEM-HOST", "error", "Offloaded state exceeds the host memory given with --host-memory", needs_model=True)
+def host_memory(job: Job) -> Iterator[Finding]:
+    """
+    verl's `param_offload` / `optimizer_offload` (and Megatron's optimizer CPU offload) keep the
+    offloaded state of every device of a node in that node's RAM. Checked only when
+    `--host-memory` gives the RAM per node.
+
+    Why:
+    The node's kernel kills the worker (OOM killer) when the offloaded weights, gradients and
+    optimizer states of all its devices exceed RAM; Ray reports a dead actor.
+
+    Bad:
+    16 devices per node each offloading 16 GiB with `--host-memory 200GiB`.
+
+    Good:
+    `--host-memory 2TiB`.
+
+    Fix:
+    Offload less (keep the optimizer on the device), or spread the model over more nodes.
+
+    Source:
+    verl/utils/megatron_utils.py (offload_megatron_model_to_cpu, offload_megatron_optimizer);
+    shardcheck/memory/estimate.py (host).
+    """
+    if job.host_memory_bytes is None:
+        return
+    est = _estimate(job)
+    if est is None or est.host is None or est.host.bytes_per_node is None:
+        return
+    if est.host.bytes_per_node <= job.host_memory_bytes:
+        return
+    h = est.host
+    yield finding("MEM-HOST",
+                  f"{h.devices_per_node} devices per node offload {_gib(h.offloaded_bytes_per_device)} each "
+                  f"({'; '.join(h.terms)}): {_gib(h.bytes_per_node)} > host memory {_gib(job.host_memory_bytes)}",
+                  where(job.value(f"{A}.megatron.param_offload"), job.value(f"{A}.megatron.optimizer_offload"),
+                        job.cluster.devices_per_node, job.cluster.nnodes),
+                  fix=f"{A}.megatron.optimizer_offload=False, or more nodes")
