@@ -613,9 +613,9 @@ class _Interpreter:
     def _unknown_targets(self, name: str, fields: list[Field], origin: Origin) -> None:
         texts = [f.text or "" for f in fields[1:]]
         if name == "printf" and len(texts) > 2 and texts[0] == "-v" and texts[1].isidentifier():
-            values = fields[3:]
+            values = fields[4:]  # fields: printf -v NAME FORMAT ARGS...
             text = None
-            if fields[2].known and all(f.known for f in values):
+            if fields[3].known and all(f.known for f in values):
                 text = shell_source.printf_format(texts[2], [f.text for f in values])
             if text is not None:
                 self.vars[texts[1]] = Var(texts[1], origin, value=Field((Seg(text, origin),), origin))
