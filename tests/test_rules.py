@@ -38,6 +38,22 @@ def direct(**sizes):
 
 # Qwen3-30B-A3B spread so that its training state fits a 40 GiB device (on 4 nodes).
 FITS = f"{M}.pipeline_model_parallel_size=4 {M}.expert_model_parallel_size=8 {M}.expert_tensor_parallel_size=1"
+SMALL_MOE = ("--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --group-query-attention --num-query-groups 4 "
+             "--num-experts 128 --moe-router-topk 8 --seq-length 4096 --max-position-embeddings 40960")
+
+
+def megatron_lm(flags: str = "", *, model: str = SMALL_MOE, nodes: int = 1, gpus: int = 8) -> str:
+    """A valid Megatron-LM launch (torchrun + pretrain_gpt.py) apart from what a case adds; the last flag wins."""
+    return (f"torchrun --nnodes {nodes} --nproc-per-node {gpus} pretrain_gpt.py {model} --micro-batch-size 1 "
+            f"--global-batch-size 256 {flags}\n")
+
+
+def slime(flags: str = "", *, model: str = SMALL_MOE, batch: str = "--rollout-batch-size 32") -> str:
+    """A valid slime launch on one 8-GPU node, its rollout on 8 GPUs of its own, apart from what a case adds."""
+    return ("ray job submit --address=http://127.0.0.1:8265 -- python3 train.py --actor-num-nodes 1 "
+            "--actor-num-gpus-per-node 8 --rollout-num-gpus 8 --rollout-num-gpus-per-engine 8 "
+            f"{batch} --n-samples-per-prompt 8 --global-batch-size 256 {model} {flags}\n")
+
 
 # rule id → (bad script, good script) — or (bad job, good job) for layouts no verl script can
 # reach (verl always uses the default rank order). Keep one row per registered rule.
@@ -193,6 +209,31 @@ CASES: dict[str, tuple[str, str]] = {
     "MEM-HOST": (script(f"{M}.param_offload=True {M}.optimizer_offload=True"),
                  script(f"{FITS} {M}.param_offload=True {M}.optimizer_offload=True {RO}.tensor_model_parallel_size=4",
                         nodes=4)),
+    "MLM-VPP-EXCLUSIVE": (
+        megatron_lm("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+                    "--num-virtual-stages-per-pipeline-rank 2"),
+        megatron_lm("--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2"),
+    ),
+    "MLM-VPP-LAYERS": (megatron_lm("--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 5"),
+                       megatron_lm("--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 3")),
+    "MLM-VPP-P2P": (
+        megatron_lm("--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                    "--no-overlap-p2p-communication"),
+        megatron_lm("--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2"),
+    ),
+    "MLM-SEQ-CP": (megatron_lm("--context-parallel-size 2 --seq-length 4098"), megatron_lm("--context-parallel-size 2")),
+    "MLM-KV-CHANNELS": (megatron_lm("--num-attention-heads 48"), megatron_lm("--num-attention-heads 48 --kv-channels 64")),
+    "MLM-GQA-FLAG": (megatron_lm(model=SMALL_MOE.replace("--group-query-attention ", "")), megatron_lm()),
+    "MLM-GBS-DIV": (slime("--global-batch-size 252"), megatron_lm("--global-batch-size 248")),
+    "MLM-FLAG-UNKNOWN": (slime("--tensor-model-paralel-size 2"), slime("--tensor-model-parallel-size 2")),
+    "SLIME-BATCH-REQUIRED": (slime(batch=""), slime()),
+    "SLIME-DYN-TOKENS": (slime("--use-dynamic-batch-size"), slime("--use-dynamic-batch-size --max-tokens-per-gpu 8192")),
+    "SLIME-GBS-STEPS": (slime("--num-steps-per-rollout 2"), slime("--num-steps-per-rollout 1")),
+    "SLIME-UNEVEN-PP1": (slime("--decoder-last-pipeline-num-layers 20"),
+                         slime("--pipeline-model-parallel-size 2 --decoder-last-pipeline-num-layers 20")),
+    "SLIME-SGL-DP-ATTN": (slime("--sglang-dp-size 2"), slime("--sglang-dp-size 2 --sglang-enable-dp-attention")),
+    "SLIME-SGL-PP": (slime("--sglang-pp-size 3"), slime("--sglang-pp-size 2")),
+    "SLIME-RO-ENGINES": (slime("--rollout-num-gpus 12"), slime("--rollout-num-gpus 16")),
 }
 # The memory rules' cases name their device (and host RAM), as `--device` / `--host-memory` would.
 DEVICES = {"MEM-TRAIN-OOM": "a100-40", "MEM-ROLLOUT-KV": "a100-40", "MEM-ROLLOUT-CONCURRENCY": "h200",

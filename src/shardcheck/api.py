@@ -136,6 +136,12 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     reading = read_bash(path, env, display=shown)
     found = find_launches(reading.commands)
     launches = [launch for launch in found if is_verl_entry(launch)]
+    from dataclasses import replace
+
+    flag_job = _resolve_flag_launch(found, reading, shown, model_config) if not launches else None
+    if flag_job is not None:
+        shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
+        return replace(flag_job, notes=shell_notes + flag_job.notes, suppressions=reading.suppressions)
     if not launches:
         other = next((launch for launch in found if unmodelled_verl_entry(launch)), None)
         if other is not None:
@@ -145,16 +151,29 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
         if syntax is not None:
             raise InputError(f"{syntax.origin.location}: {syntax.message}")
         raise InputError(
-            f"{shown}:1: no recognised launch command (python3 -m verl.trainer.main_ppo ...); "
-            "shardcheck reads verl launch scripts"
+            f"{shown}:1: no recognised launch command (python3 -m verl.trainer.main_ppo ..., torchrun "
+            "pretrain_gpt.py ..., slime's python3 train.py ...); shardcheck reads verl, Megatron-LM and slime "
+            "launch scripts"
         )
     launch = launches[0]
     hydra = parse_hydra_args(launch.args)
     job = resolve_verl(launch, hydra, shown, model_config=model_config)
     shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
-    from dataclasses import replace
 
     return replace(job, notes=shell_notes + job.notes, suppressions=reading.suppressions)
+
+
+def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:
+    """The Job of the first Megatron-LM (pretrain_gpt.py, -m megatron...) or slime (train.py) launch."""
+    from shardcheck.frameworks.megatron_lm.resolve import exported_values, is_megatron_lm_entry, resolve_megatron_lm
+    from shardcheck.frameworks.slime.resolve import is_slime_entry, resolve_slime
+
+    for launch in found:
+        if is_slime_entry(launch):
+            return resolve_slime(launch, shown, model_config=model_config)
+        if is_megatron_lm_entry(launch):
+            return resolve_megatron_lm(launch, shown, exported_values(reading, launch), model_config=model_config)
+    return None
 
 
 @dataclass
@@ -193,9 +212,11 @@ def mesh(job: Job, path: str = "<sizes>") -> MeshResult:
         grid = built if isinstance(built, Grid) else None
     rollout = None
     ro = job.rollout
-    if ro is not None and job.cluster.world.known and all(t.known for t in (ro.tp, ro.dp, ro.pp)):
+    ro_world = ro.gpus if ro is not None and ro.gpus is not None else job.cluster.world
+    if ro is not None and ro_world.known and ro_world.value and all(t.known for t in (ro.tp, ro.dp, ro.pp)):
         engine = ro.engine.value if ro.engine.known else "rollout"
-        rollout = rollout_replicas(job.cluster.world.value, str(engine), ro.tp.value, ro.dp.value, ro.pp.value)
+        rollout = rollout_replicas(ro_world.value, str(engine), ro.tp.value, 1 if ro.dp_in_engine else ro.dp.value,
+                                   ro.pp.value)
     keep = ("MCORE-PS-", "VALUE-", "MODEL-")
     return MeshResult(path, job, layout, grid, [f for f in findings if f.rule.startswith(keep)], rollout)
 

@@ -83,12 +83,25 @@ class MegatronLayout:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RolloutLayout:
-    """The rollout engine's parallel sizes (verl: ``actor_rollout_ref.rollout.*``)."""
+    """The rollout engine's parallel sizes (verl: ``actor_rollout_ref.rollout.*``).
+
+    ``gpus`` is set when the rollout has GPUs of its own (slime's ``--rollout-num-gpus``); None means
+    it shares the trainer's world (verl's hybrid engine). With SGLang's DP attention
+    (``dp_attention``) DP splits the engine's TP group instead of multiplying its GPUs.
+    """
 
     engine: Traced[str]
     tp: Traced[int]
     dp: Traced[int]
     pp: Traced[int]
+    ep: Traced[int] | None = None
+    dp_attention: Traced[bool] | None = None
+    gpus: Traced[int | None] | None = None
+
+    @property
+    def dp_in_engine(self) -> bool:
+        """Whether DP lies inside one engine's TP group (SGLang DP attention) rather than beside it."""
+        return self.dp_attention is not None and self.dp_attention.known and bool(self.dp_attention.value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

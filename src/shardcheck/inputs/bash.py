@@ -3,18 +3,21 @@
 tree-sitter-bash (chosen by measurement, ../shared/reference/parsers.md: 278/285 real verl scripts
 error-free, ~0.6 ms a script, local error recovery) gives the statements; every word is re-lexed
 from its raw text by :mod:`shell_words` and expanded here. Nothing from the script is executed:
-command substitution, ``eval``, loops, ``source`` and the like yield values marked *unknown*.
+command substitution, ``eval``, loops and the like yield values marked *unknown*. ``source FILE``
+is followed when FILE is known and exists (the file is read the same way, its lines are its own
+origins); ``$(dirname "$0")``-style words are the script's directory, never run.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shardcheck.errors import InputError
-from shardcheck.inputs import shell_arith, shell_words
+from shardcheck.inputs import shell_arith, shell_source, shell_words
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
 from shardcheck.origin import Origin
@@ -60,16 +63,23 @@ def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: s
         raise InputError(f"{path}: is a directory; give the path of a launch script") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
-    return read_bash_text(raw, display or str(path), env)
+    return read_bash_text(raw, display or str(path), env, real_path=p)
 
 
-def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None) -> ShellReading:
+def _tree(raw: bytes, path: str):
     if b"\0" in raw[:4096]:
         raise InputError(f"{path}:1: not a text file; give the path of a bash launch script")
     # Byte offsets and character offsets agree on latin-1 text; literal text is re-decoded as UTF-8.
     src = raw.decode("latin-1") + "\n\n"  # "\n\n": tree-sitter-bash quirk 1 (parsers.md)
-    tree = _parser().parse(src.encode("latin-1"))
-    interp = _Interpreter(src, path, dict(env or {}))
+    return src, _parser().parse(src.encode("latin-1"))
+
+
+def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None, *,
+                   real_path: Path | None = None) -> ShellReading:
+    """Read script text; ``real_path`` is where it lies on disk (for ``source`` and ``$(dirname "$0")``)."""
+    src, tree = _tree(raw, path)
+    real = Path(os.path.abspath(real_path if real_path is not None else path))
+    interp = _Interpreter(src, path, dict(env or {}), real_path=real)
     interp.run_block(tree.root_node.children)
     return ShellReading(path, tuple(interp.commands), tuple(interp.diagnostics), dict(interp.vars),
                         _suppressions(tree.root_node, src))
@@ -107,10 +117,15 @@ class _Unset(Exception):
 
 
 class _Interpreter:
-    def __init__(self, src: str, path: str, env: dict[str, str]) -> None:
+    def __init__(self, src: str, path: str, env: dict[str, str], *, real_path: Path,
+                 parent: _Interpreter | None = None) -> None:
         self.src = src
         self.path = path
         self.env = env
+        self.real_path = real_path
+        self.main = parent.main if parent is not None else self  # the script given, for $0
+        self.sourcing: tuple[Path, ...] = (parent.sourcing if parent is not None else ()) + (real_path,)
+        self.unfollowed: list[str] = parent.unfollowed if parent is not None else []
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
         self.functions: dict[str, object] = {}
@@ -303,7 +318,7 @@ class _Interpreter:
         name_node = node.child_by_field_name("name")
         body = node.child_by_field_name("body")
         if name_node is not None and body is not None:
-            self.functions[self.src[name_node.start_byte : name_node.end_byte]] = body
+            self.functions[self.src[name_node.start_byte : name_node.end_byte]] = (body, self)
         self.consumed_until = max(self.consumed_until, node.end_byte)
 
     # control flow --------------------------------------------------------------------------
@@ -530,12 +545,7 @@ class _Interpreter:
         name = fields[0].text
         origin = self.origin_at(node.start_byte, self.line_text(node.start_byte)[:80])
         if name in ("source", "."):
-            target = fields[1].render() if len(fields) > 1 else ""
-            self.diag(
-                "SHELL-SOURCE",
-                f"`{name} {target}` is not followed; variables it would set are unknown",
-                node.start_byte,
-            )
+            self._source(name, fields, node, env_prefix, origin)
             return
         if name == "eval":
             self.diag("SHELL-EVAL", "`eval` is never run; what it would set is unknown", node.start_byte)
@@ -557,8 +567,59 @@ class _Interpreter:
             return
         self.commands.append(Command(tuple(fields), origin, env_prefix, self.condition))
 
+    def _source(self, name: str, fields: list[Field], node, env_prefix, origin: Origin) -> None:
+        """Read the sourced file in this shell: its assignments and commands count as the script's."""
+        target = fields[1].text if len(fields) > 1 else None
+        shown = fields[1].render() if len(fields) > 1 else ""
+        why = None
+        real = None
+        if target is None:
+            why = f"its path is unknown ({fields[1].unknowns[0].unknown})" if len(fields) > 1 else "it names no file"
+        else:
+            real = shell_source.resolve_source(target, self.real_path)
+            if real in self.sourcing:
+                why = "it is already being read (a file that sources itself)"
+            elif len(self.sourcing) > 16:
+                why = "sources are nested more than 16 deep"
+            elif not real.is_file():
+                why = f"{real} does not exist here"
+        raw = None
+        if why is None:
+            try:
+                raw = real.read_bytes()
+            except OSError as exc:
+                why = f"it cannot be read ({exc.strerror})"
+        if why is not None:
+            self.unfollowed.append(f"`{name} {shown}` at {origin.location}")
+            self.diag("SHELL-SOURCE", f"`{name} {shown}` is not followed: {why}; variables it would set are "
+                                      "unknown", node.start_byte)
+            return
+        path = shell_source.shown_path(real, self.main.real_path, self.main.path)
+        src, tree = _tree(raw, path)
+        child = _Interpreter(src, path, self.env, real_path=real, parent=self)
+        child.vars, child.functions, child.positional = self.vars, self.functions, self.positional
+        child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
+        temporary = {k: self.vars.get(k) for k, _ in env_prefix}  # `A=1 source f`: A holds while f runs
+        for k, value in env_prefix:
+            child.vars[k] = Var(k, value.origin, value=value)
+        child.run_block(tree.root_node.children)
+        self.vars, self.functions = child.vars, child.functions
+        for k, old in temporary.items():
+            if old is None:
+                self.vars.pop(k, None)
+            else:
+                self.vars[k] = old
+
     def _unknown_targets(self, name: str, fields: list[Field], origin: Origin) -> None:
         texts = [f.text or "" for f in fields[1:]]
+        if name == "printf" and len(texts) > 2 and texts[0] == "-v" and texts[1].isidentifier():
+            values = fields[4:]  # fields: printf -v NAME FORMAT ARGS...
+            text = None
+            if fields[3].known and all(f.known for f in values):
+                text = shell_source.printf_format(texts[2], [f.text for f in values])
+            if text is not None:
+                self.vars[texts[1]] = Var(texts[1], origin, value=Field((Seg(text, origin),), origin))
+                return
         targets: list[str] = []
         if name == "printf":
             if "-v" in texts:
@@ -574,7 +635,12 @@ class _Interpreter:
                 self.vars[target] = self._unknown_var(target, origin, f"${target} is set by `{name}` at line {origin.line}, which is not run")
 
     def _call_function(self, name: str, fields: list[Field], origin: Origin) -> None:
-        body = self.functions[name]
+        body, owner = self.functions[name]
+        if owner is not self:  # defined in another file: its body's offsets are that file's
+            owner.vars, owner.functions, owner.condition = self.vars, self.functions, self.condition
+            owner._call_function(name, fields, origin)
+            self.vars, self.functions = owner.vars, owner.functions
+            return
         saved_positional = self.positional
         saved_consumed = self.consumed_until
         self.positional = tuple(fields[1:])
@@ -670,6 +736,11 @@ class _Interpreter:
                 else:
                     who = f"~{part.user}"
                     yield [Seg(None, origin, f"{who} (the home directory on the launch machine); pass --env HOME=...")], False, False
+            elif isinstance(part, Opaque) and (which := shell_source.script_dir_substitution(part.text)):
+                real = (self.main if which == "main" else self).real_path
+                note = Origin(kind="script", path=origin.path, line=origin.line, column=origin.column,
+                              text=f"{_utf8(part.text)[:40]}: the directory of {real.name}, not run")
+                yield [Seg(str(real.parent), note)], not part.quoted, part.quoted
             elif isinstance(part, Opaque):
                 yield [Seg(None, origin, f"{_utf8(part.text)[:40]} at line {origin.line} is not run")], not part.quoted, part.quoted
             elif isinstance(part, Arith):
@@ -724,7 +795,7 @@ class _Interpreter:
         if name.isdigit():
             k = int(name)
             if k == 0:
-                return "scalar", Field((Seg(self.path, origin),), origin)
+                return "scalar", Field((Seg(self.main.path, origin),), origin)
             if k <= len(self.positional):
                 return "scalar", self.positional[k - 1]
             raise _Unset
@@ -885,6 +956,9 @@ class _Interpreter:
     def _unset_reason(self, name: str) -> str:
         if name.isdigit():
             return f"${name} is a script argument, not given"
+        if self.unfollowed:
+            return (f"${name} is not set in the script (it may come from {self.unfollowed[0]}, which was not "
+                    f"followed); pass --env {name}=...")
         return f"${name} is not set in the script; pass --env {name}=..."
 
 

@@ -21,12 +21,13 @@ def _where(origin: Origin) -> str:
     if origin.kind == "env":
         return origin.describe()
     if line is not None:
-        text = f"line {line.line}"
+        elsewhere = any(o.location and o.path != line.path for o in _walk(origin))  # a sourced file
+        text = f"{line.path}:{line.line}" if elsewhere else f"line {line.line}"
         if line.text:
             text += f": {line.text}"
         if line.kind == "script" and line.text and "environment" in line.text:
             return text
-        hops = [o for o in origin.via if o.location and o.line != line.line]
+        hops = [o for o in origin.via if o.location and o.location != line.location]
         if hops:
             text += f" (via line {', '.join(str(h.line) for h in hops[:2])})"
         envs = [o for o in _walk(origin) if o.kind == "env"]
@@ -93,6 +94,18 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
     return lines
 
 
+def _rollout_line(ro) -> str:
+    """A rollout on GPUs of its own (slime): its engines, each of TP GPUs."""
+    gpus, tp = ro.gpus, ro.tp
+    if not (gpus.known and tp.known) or not gpus.value:
+        return f"{_value(ro.engine)} on {_value(gpus)} GPUs, {_value(tp)} GPUs per engine"
+    extra = ", ".join(part for part in (
+        f"DP {_value(ro.dp)}" + (" (DP attention)" if ro.dp_in_engine else ""),
+        f"EP {_value(ro.ep)}" if ro.ep is not None else "") if part)
+    return (f"{_value(ro.engine)}: {gpus.value // tp.value} engine{'s' * (gpus.value // tp.value != 1)} of "
+            f"{tp.value} GPUs ({extra}) on {gpus.value} GPUs   {_where(tp.origin)}")
+
+
 def render_text(results: list[Result]) -> str:
     out: list[str] = []
     for r in results:
@@ -121,7 +134,8 @@ def render_text(results: list[Result]) -> str:
         ref = job.layout("ref")
         if actor is not None:
             if ref is None:
-                note = "ref not built: use_kl_loss and use_kl_in_reward are off" if job.ref_used.value is False else "no ref"
+                note = ("ref not built: use_kl_loss and use_kl_in_reward are off"
+                        if job.framework == "verl" and job.ref_used.value is False else "no ref")
             elif ref.sizes() == actor.sizes():
                 note = "the ref engine has the same sizes"
             else:
@@ -131,6 +145,8 @@ def render_text(results: list[Result]) -> str:
             if ref is not None and ref.sizes() != actor.sizes():
                 out.append("  training layout (ref; built first, its sizes create the process groups)")
                 out.extend(_layout_lines(job, ref))
+        if job.rollout is not None and job.rollout.gpus is not None:
+            out.append(f"  rollout    {_rollout_line(job.rollout)}")
         if r.skipped:
             out.append(f"  skipped (no model): {', '.join(r.skipped)}")
         out.append("  findings" if r.findings else "  findings: none")

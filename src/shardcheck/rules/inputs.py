@@ -64,21 +64,23 @@ _note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
     Source:
     bash(1), QUOTING and EXPANSION.
 """)
-_note_rule("SHELL-SOURCE", "info", "`source FILE` is not followed", """
-    shardcheck does not follow `source` / `.`: variables the sourced file would set are unknown
-    where they are used (never guessed).
+_note_rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", """
+    shardcheck reads `source FILE` / `. FILE` when FILE is known statically (literal, variables,
+    `$(dirname "$0")`-style directories) and exists, relative to the sourcing file. When the path is
+    unknown, the file is missing, or it sources itself, the file is not read: variables it would set
+    are unknown where they are used (never guessed).
 
     Why:
     A value from a file that was not read cannot be known.
 
     Bad:
-    `source "$CONFIG_DIR/model.sh"` and then `--num-layers $NUM_LAYERS`.
+    `source "$CONFIG_DIR/model.sh"` with `$CONFIG_DIR` unknown, and then `--num-layers $NUM_LAYERS`.
 
     Good:
-    Set the values the launch needs in the script, or give them with `--env NAME=VALUE`.
+    `source "$(dirname "$0")/model.sh"` with the file next to the script.
 
     Fix:
-    Pass the values with `--env`.
+    Give the variables the path is built from with `--env`, or the values the launch needs.
 
     Source:
     bash(1), `source`.

@@ -107,9 +107,11 @@ def all_rules() -> dict[str, Rule]:
     """Every registered rule, by id (importing the rule modules registers them)."""
     from shardcheck.rules import (  # noqa: F401
         inputs,
+        megatron_lm,
         megatron_model,
         megatron_parallel_state,
         memory,
+        slime,
         verl_batch,
         verl_engines,
         verl_rollout,
@@ -162,4 +164,4 @@ def run_rules(job: Job) -> tuple[list[Finding], list[str]]:
 # Rules about the input words themselves: certain whatever an argument of unknown content holds.
 # Every other rule judges resolved values, which such an argument could have set differently.
 _INPUT_RULES = ("SHELL-", "HYDRA-", "VERL-CFG-UNKNOWN-KEY", "VERL-CFG-ADDED-", "VERL-CONFIG-", "VALUE-UNKNOWN",
-                "MODEL-")
+                "MODEL-", "MLM-FLAG-")

@@ -1,0 +1,176 @@
+"""Megatron-LM's command-line flags that shardcheck reads, and an argparse-like reader for them.
+
+The table mirrors the subset of ``megatron/training/arguments.py`` (NVIDIA/Megatron-LM main, with
+the ``ArgumentGroupFactory`` flags generated from ``ModelParallelConfig`` / ``TransformerConfig``
+fields, megatron/core/model_parallel_config.py and transformer_config.py) that the rules and the
+layout read: name, type and default. Flags not in the table are skipped with their values (Megatron-LM
+has hundreds); one that is a near-miss of a table flag is reported. argparse semantics: the last of a
+repeated flag wins, ``--flag=value`` and ``--flag value`` are the same, ``store_true`` flags take no
+value.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from shardcheck.inputs.shell_values import Field
+from shardcheck.job import ConfigNote
+from shardcheck.origin import Origin, Traced
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    name: str
+    kind: str  # "int" | "str" | "true" (store_true) | "false" (store_false) | "list" (nargs='+')
+    default: object = None
+    dest: str | None = None  # the args attribute when it is not the name's (store_false flags)
+
+
+def _table(kind: str, default, *names: str) -> list[Flag]:
+    return [Flag(n, kind, default) for n in names]
+
+
+# megatron/training/arguments.py (main) and the dataclass fields it turns into flags.
+MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
+    *_table("int", 1, "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+            "--context-parallel-size", "--expert-model-parallel-size"),
+    *_table("int", None, "--expert-tensor-parallel-size", "--decoder-first-pipeline-num-layers",
+            "--decoder-last-pipeline-num-layers", "--num-layers-per-virtual-pipeline-stage",
+            "--num-virtual-stages-per-pipeline-rank", "--num-layers", "--hidden-size", "--ffn-hidden-size",
+            "--num-attention-heads", "--num-query-groups", "--kv-channels", "--num-experts",
+            "--moe-ffn-hidden-size", "--vocab-size", "--seq-length", "--max-position-embeddings",
+            "--decoder-seq-length", "--global-batch-size", "--recompute-num-layers", "--moe-router-topk"),
+    Flag("--micro-batch-size", "int", None),
+    *_table("str", None, "--pipeline-model-parallel-layout", "--recompute-granularity", "--recompute-method",
+            "--moe-layer-freq", "--moe-token-dispatcher-type", "--hf-checkpoint", "--tokenizer-model",
+            "--load", "--hierarchical-context-parallel-sizes"),
+    *_table("true", False, "--sequence-parallel", "--use-tp-pp-dp-mapping", "--group-query-attention",
+            "--untie-embeddings-and-output-weights", "--account-for-embedding-in-pipeline-split",
+            "--account-for-loss-in-pipeline-split", "--recompute-activations", "--optimizer-cpu-offload",
+            "--use-distributed-optimizer", "--multi-latent-attention", "--swiglu", "--overlap-param-gather",
+            "--overlap-grad-reduce"),
+    Flag("--no-overlap-p2p-communication", "false", True, dest="overlap_p2p_comm"),
+]}
+# Flags that are not Megatron-LM's (any more): what argparse does with them, and the flag meant.
+NOT_FLAGS = {
+    "--virtual-pipeline-model-parallel-size": "--num-virtual-stages-per-pipeline-rank",
+}
+
+
+@dataclass
+class FlagReading:
+    """The flags of one command line: each known flag's value traced to its word, with notes."""
+
+    values: dict[str, Traced] = field(default_factory=dict)
+    given: set[str] = field(default_factory=set)
+    notes: list[ConfigNote] = field(default_factory=list)
+    open_arguments: list[Origin] = field(default_factory=list)  # words of unknown content in flag position
+    unknown_flags: list[tuple[str, Origin]] = field(default_factory=list)
+
+    def get(self, name: str) -> Traced:
+        return self.values[name]
+
+
+def _where(word: Field, start: int = 0) -> Origin:
+    origin = word.value_origin(start)
+    return origin.first_script_line() or origin
+
+
+def _typed(flag: Flag, text: str | None, word: Field, start: int, unknown: str | None, notes: list) -> Traced:
+    at = _where(word, start)
+    origin = Origin(kind="script", path=at.path, line=at.line, column=at.column,
+                    text=f"{flag.name} {text if text is not None else '⟨?⟩'}", via=(word.origin,))
+    if unknown is not None:
+        return Traced(None, origin, unknown)
+    if flag.kind == "int":
+        try:
+            return Traced(int(text), origin)
+        except ValueError:
+            notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=origin,
+                                    message=f"{flag.name} {text}: argparse rejects it (\"argument {flag.name}: "
+                                            f"invalid int value: '{text}'\")",
+                                    fix=f"give {flag.name} a whole number"))
+            return Traced(None, origin, f"{flag.name} {text!r} is not an integer")
+    return Traced(text, origin)
+
+
+def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dict[str, str]) -> FlagReading:
+    """Read ``words`` the way argparse reads them against ``table``; ``default_of`` names whose
+    default each flag is (e.g. ``{"--rollout-batch-size": "slime"}``, else Megatron-LM)."""
+    out = FlagReading()
+    for flag in table.values():
+        owner = default_of.get(flag.name, "Megatron-LM")
+        out.values[flag.name] = Traced(flag.default, Origin(kind="default",
+                                                            text=f"default of {owner}: {flag.name} = {flag.default}"))
+    i = 0
+    n = len(words)
+    while i < n:
+        word = words[i]
+        text = word.text
+        shown = word.render("")
+        if text is None and not (shown.startswith("--") and "=" in shown):
+            out.open_arguments.append(_where(word))
+            i += 1
+            continue
+        if text is None:
+            text = shown
+        if not text.startswith("--") or text == "--":
+            i += 1
+            continue
+        name, eq, inline = text.partition("=")
+        flag = table.get(name)
+        if flag is None:
+            _unknown_flag(name, word, table, out)
+            i += 1
+            while i < n and not (words[i].text or words[i].render("")).startswith("-") and not eq:
+                i += 1  # its values (unknown words among them stay its values)
+            continue
+        out.given.add(name)
+        if flag.kind in ("true", "false"):
+            out.values[name] = _typed(flag, None, word, 0, None, out.notes)
+            out.values[name] = Traced(flag.kind == "true", out.values[name].origin)
+            i += 1
+            continue
+        if eq:
+            start = len(name) + 1
+            value_unknown = next((s.unknown for s in word.unknowns), None)
+            out.values[name] = _typed(flag, None if value_unknown else inline, word, start, value_unknown, out.notes)
+            i += 1
+            continue
+        if i + 1 >= n or (words[i + 1].text or "").startswith("--"):
+            out.notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=_where(word),
+                                        message=f"{name}: argparse stops (\"argument {name}: expected one argument\")",
+                                        fix=f"give {name} a value"))
+            out.values[name] = Traced(None, _where(word), f"{name} has no value")
+            i += 1
+            continue
+        if flag.kind == "list":
+            j = i + 1
+            while j < n and not (words[j].text or "-").startswith("-"):
+                j += 1
+            items = words[i + 1 : j]
+            unknown = next((s.unknown for w in items for s in w.unknowns), None)
+            out.values[name] = Traced(None if unknown else [w.text for w in items], _where(items[0]), unknown)
+            i = j
+            continue
+        value = words[i + 1]
+        out.values[name] = _typed(flag, value.text, value, 0, value.unknowns[0].unknown if value.unknowns else None,
+                                  out.notes)
+        i += 2
+    return out
+
+
+def _unknown_flag(name: str, word: Field, table: dict[str, Flag], out: FlagReading) -> None:
+    out.unknown_flags.append((name, _where(word)))
+    meant = NOT_FLAGS.get(name)
+    if meant is None:
+        close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.92)
+        meant = close[0] if close and abs(len(close[0]) - len(name)) <= 2 else None
+        if meant is None:
+            return
+        message = f"{name} is not a flag shardcheck knows; it is close to {meant}"
+    else:
+        message = f"{name} is not a Megatron-LM flag (its arguments.py has no such option)"
+    out.notes.append(ConfigNote(rule="MLM-FLAG-UNKNOWN", origin=_where(word), message=message,
+                                fix=f"did you mean `{meant}`?"))

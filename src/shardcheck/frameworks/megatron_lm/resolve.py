@@ -1,0 +1,226 @@
+"""Resolve a Megatron-LM launch (``torchrun ... pretrain_gpt.py --tensor-model-parallel-size 8 ...``)
+into the same :class:`~shardcheck.job.Job` a verl launch gives, so the Megatron-Core rules judge it.
+
+Megatron-LM main, megatron/training/arguments.py ``validate_args``: the world is the launcher's
+(torchrun ``--nnodes`` × ``--nproc-per-node``, or their ``PET_NNODES`` / ``PET_NPROC_PER_NODE``
+environment variables, torch/distributed/run.py); ``--expert-tensor-parallel-size`` unset means
+ETP = TP; ``--num-layers-per-virtual-pipeline-stage`` k gives VPP = (L+e+l)/PP/k and
+``--num-virtual-stages-per-pipeline-rank`` VPP itself (1 means no VPP); ``--sequence-parallel`` is
+turned off with TP 1; ``--use-tp-pp-dp-mapping`` selects the rank order ``tp-cp-ep-pp-dp``
+(megatron/training/initialize.py ``_initialize_distributed``); ``--decoder-first/last-pipeline-num-layers``
+become ``num_layers_in_first/last_pipeline_stage`` (core_transformer_config_from_args).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shardcheck.frameworks.megatron_lm.flags import MEGATRON_LM_FLAGS, FlagReading, read_flags
+from shardcheck.inputs.launch import Launch
+from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout, ModelFacts
+from shardcheck.models.facts import load_model
+from shardcheck.origin import Origin, Traced
+
+MEGATRON_LM_SCRIPTS = frozenset({"pretrain_gpt.py", "pretrain_mamba.py", "pretrain_bert.py", "pretrain_t5.py",
+                                 "pretrain_vlm.py", "pretrain_retro.py", "pretrain_ict.py"})
+KEY_PREFIX = "args"  # Megatron-LM's namespace: args.tensor_model_parallel_size, ...
+
+
+def is_megatron_lm_entry(launch: Launch) -> bool:
+    if launch.script is not None:
+        return launch.script.rsplit("/", 1)[-1] in MEGATRON_LM_SCRIPTS
+    return bool(launch.module) and launch.module.split(".")[0] == "megatron"
+
+
+def _positive(t: Traced, name: str, notes: list[ConfigNote], *, allow_none: bool = False) -> Traced:
+    if not t.known or (t.value is None and allow_none):
+        return t
+    if t.value is None or t.value < 1:
+        where = t.origin.first_script_line() or t.origin
+        notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=where, message=f"{name} must be a positive integer, "
+                                f"got {t.value!r}", fix=f"set {name} to a whole number ≥ 1"))
+        return Traced(None, t.origin, f"{name} is not a positive integer ({t.value!r})")
+    return t
+
+
+def _default(value, text: str) -> Traced:
+    return Traced(value, Origin(kind="default", text=text))
+
+
+def _vpp(flags: FlagReading, pp: Traced, num_layers: Traced, emb: Traced, loss: Traced) -> Traced:
+    """VPP as validate_args derives it (None = no interleaved schedule)."""
+    stages = flags.get("--num-virtual-stages-per-pipeline-rank")
+    per_stage = flags.get("--num-layers-per-virtual-pipeline-stage")
+    layout = flags.get("--pipeline-model-parallel-layout")
+    if layout.known and layout.value is not None:
+        return Traced(None, layout.origin, "VPP follows --pipeline-model-parallel-layout, which shardcheck does not "
+                                           "split")
+    if stages.known and stages.value is not None:
+        return stages if stages.value != 1 else Traced(None, stages.origin)
+    if not stages.known:
+        return stages
+    if not per_stage.known or per_stage.value is None:
+        return per_stage
+    total = Traced.derived(None, "(L+e+l) / PP / --num-layers-per-virtual-pipeline-stage", num_layers, pp, per_stage,
+                           emb, loss)
+    if not total.known:
+        return total
+    layers = num_layers.value + int(bool(emb.value)) + int(bool(loss.value))
+    if pp.value < 1 or per_stage.value < 1 or layers % pp.value or (layers // pp.value) % per_stage.value:
+        return Traced(None, total.origin, "VPP cannot be derived: MLM-VPP-LAYERS")
+    vpp = layers // pp.value // per_stage.value
+    return Traced(vpp if vpp != 1 else None, total.origin)
+
+
+def megatron_layout(flags: FlagReading, notes: list[ConfigNote]) -> MegatronLayout:
+    """The trainer's Megatron-Core layout from Megatron-LM flags."""
+    g = flags.get
+    tp = _positive(g("--tensor-model-parallel-size"), "--tensor-model-parallel-size", notes)
+    pp = _positive(g("--pipeline-model-parallel-size"), "--pipeline-model-parallel-size", notes)
+    emb, loss = g("--account-for-embedding-in-pipeline-split"), g("--account-for-loss-in-pipeline-split")
+    sp = g("--sequence-parallel")
+    if tp.known and tp.value == 1 and sp.known and sp.value:
+        sp = Traced(False, Origin(kind="default", text="validate_args turns --sequence-parallel off with TP 1",
+                                  via=(sp.origin,)))
+    overrides: dict[str, Traced] = {}
+    gran = g("--recompute-granularity")
+    if g("--recompute-activations").value is True and not (gran.known and gran.value is not None):
+        gran = Traced("selective", g("--recompute-activations").origin)
+    if not gran.known or gran.value is not None:
+        overrides = {"recompute_granularity": gran, "recompute_method": g("--recompute-method"),
+                     "recompute_num_layers": g("--recompute-num-layers")}
+    use_map = g("--use-tp-pp-dp-mapping")
+    return MegatronLayout(
+        role="actor",
+        key_prefix=KEY_PREFIX,
+        tp=tp,
+        pp=pp,
+        cp=_positive(g("--context-parallel-size"), "--context-parallel-size", notes),
+        ep=_positive(g("--expert-model-parallel-size"), "--expert-model-parallel-size", notes),
+        etp_setting=_positive(g("--expert-tensor-parallel-size"), "--expert-tensor-parallel-size", notes,
+                              allow_none=True),
+        vpp=_vpp(flags, pp, g("--num-layers"), emb, loss),
+        first_stage_layers=g("--decoder-first-pipeline-num-layers"),
+        last_stage_layers=g("--decoder-last-pipeline-num-layers"),
+        account_for_embedding=emb,
+        account_for_loss=loss,
+        layout_string=g("--pipeline-model-parallel-layout"),
+        sequence_parallel=sp,
+        transformer_overrides=overrides,
+        order="tp-cp-ep-pp-dp" if use_map.value is True else "tp-cp-ep-dp-pp",
+    )
+
+
+_ARCH = ("--num-layers", "--num-attention-heads")
+
+
+def model_from_flags(flags: FlagReading, path: str, notes: list[ConfigNote], *,
+                     model_config: str | None = None) -> tuple[ModelFacts | None, str | None, Traced]:
+    """The model the flags describe; the ``--hf-checkpoint`` / ``--tokenizer-model`` path names a
+    preset when the architecture is not given as flags."""
+    g = flags.get
+    named = next((g(k) for k in ("--hf-checkpoint", "--tokenizer-model", "--load") if k in flags.given),
+                 Traced(None, Origin(kind="default", text="no --hf-checkpoint"), "no --hf-checkpoint is given"))
+    if model_config is None and any(k in flags.given for k in _ARCH):
+        missing = [k for k in _ARCH if not g(k).known]
+        if missing:
+            t = g(missing[0])
+            notes.append(ConfigNote(rule="VALUE-UNKNOWN", origin=t.origin.first_script_line() or t.origin,
+                                    message=f"{missing[0]} is unknown ({t.unknown}); the model rules are not checked",
+                                    fix="give the value with --env NAME=VALUE"))
+            return None, f"{missing[0]} is unknown", named
+        if all(g(k).value is not None for k in _ARCH):
+            heads = g("--num-attention-heads").value
+            gqa = g("--group-query-attention").value is True
+            groups = g("--num-query-groups").value if gqa and g("--num-query-groups").known else None
+            origin = g("--num-layers").origin
+            return ModelFacts(
+                name="the model given by the flags",
+                source=f"Megatron-LM flags at {origin.location or path}",
+                origin=origin,
+                num_hidden_layers=g("--num-layers").value,
+                num_attention_heads=heads,
+                # Megatron-LM: --num-query-groups counts only with --group-query-attention
+                # (core_transformer_config_from_args); else every head has its own KV.
+                num_key_value_heads=groups if groups else heads,
+                hidden_size=g("--hidden-size").value if g("--hidden-size").known else None,
+                num_experts=g("--num-experts").value if g("--num-experts").known else None,
+                num_experts_per_tok=g("--moe-router-topk").value if g("--moe-router-topk").known else None,
+                vocab_size=g("--vocab-size").value if g("--vocab-size").known else None,
+                max_position_embeddings=(g("--max-position-embeddings").value
+                                         if g("--max-position-embeddings").known else None),
+                mla=g("--multi-latent-attention").value is True,
+            ), None, named
+    raw = named.value if named.known else None
+    model, problem = load_model(raw, named.known, model_config, base=Path(path).parent)
+    return model, problem, named
+
+
+def torchrun_cluster(launch: Launch, exported: dict[str, Traced], notes: list[ConfigNote]) -> Cluster:
+    """torchrun's nodes and processes per node (torch/distributed/run.py: both default to 1; the
+    ``PET_*`` environment variables stand for the options)."""
+    given = launch.launcher_args or {}
+
+    def size(option: str, env: str) -> Traced:
+        word = given.get(option)
+        if word is not None:
+            where = word.value_origin(0).first_script_line() or word.origin
+            text = word.text
+            if text is None:
+                return Traced(None, where, f"torchrun {option} is unknown ({word.unknowns[0].unknown})")
+            if not text.isdigit():
+                return Traced(None, where, f"torchrun {option} {text} is not a fixed number")
+            return Traced(int(text), Origin(kind="script", path=where.path, line=where.line,
+                                            text=f"torchrun {option} {text}"))
+        if env in exported:
+            t = exported[env]
+            if t.known and str(t.value).isdigit():
+                return Traced(int(t.value), t.origin)
+            return Traced(None, t.origin, f"${env} is unknown")
+        return _default(1, f"default of torchrun: {option} = 1")
+
+    in_torchrun = any("torch" in step for step in launch.launcher)
+    if not in_torchrun:
+        why = "the world size is set by the launcher (WORLD_SIZE), which the script does not show"
+        unknown = Traced(None, launch.origin, why)
+        return Cluster(nnodes=unknown, devices_per_node=unknown, device=_default("gpu", "GPUs"))
+    return Cluster(nnodes=size("--nnodes", "PET_NNODES"), devices_per_node=size("--nproc-per-node", "PET_NPROC_PER_NODE"),
+                   device=_default("gpu", "GPUs"))
+
+
+def flag_notes(flags: FlagReading) -> list[ConfigNote]:
+    notes = list(flags.notes)
+    for origin in flags.open_arguments:
+        notes.append(ConfigNote(rule="VALUE-UNKNOWN", origin=origin,
+                                message="an argument of unknown content stands where a flag would; it may set any "
+                                        "flag, so the verdict is undecided",
+                                fix="give the values it is built from with --env NAME=VALUE"))
+    return notes
+
+
+def resolve_megatron_lm(launch: Launch, path: str, exported: dict[str, Traced], *,
+                        model_config: str | None = None) -> Job:
+    flags = read_flags(launch.args, MEGATRON_LM_FLAGS, {})
+    notes = flag_notes(flags)
+    layout = megatron_layout(flags, notes)
+    model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
+    return Job(
+        path=path, framework="megatron-lm", framework_version="main", entry=launch.entry,
+        config_name="-", config_source="Megatron-LM flags (megatron/training/arguments.py)",
+        cluster=torchrun_cluster(launch, exported, notes), strategy=_default("megatron", "Megatron-LM"),
+        layouts=(layout,), ref_used=_default(False, "Megatron-LM trains one model"), model_path=named,
+        model=model, model_problem=problem, notes=tuple(notes), open_arguments=tuple(flags.open_arguments),
+        values=dict(flags.values),
+    )
+
+
+def exported_values(reading, launch: Launch) -> dict[str, Traced]:
+    """The launch's environment as far as the script shows it: exported variables and ``NAME=v cmd``."""
+    out: dict[str, Traced] = {}
+    for name, var in reading.variables.items():
+        value = var.as_scalar()
+        if var.exported and value is not None:
+            out[name] = Traced(value.text, var.origin, None if value.known else value.unknowns[0].unknown)
+    for name, value in launch.command.env:
+        out[name] = Traced(value.text, value.origin, None if value.known else value.unknowns[0].unknown)
+    return out

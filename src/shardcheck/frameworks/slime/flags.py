@@ -1,0 +1,37 @@
+"""slime's own flags that change the layout or the batch (THUDM/slime, slime/utils/arguments.py
+``add_cluster_arguments`` / batch-size arguments; the SGLang flags are SGLang's ``ServerArgs``
+prefixed with ``--sglang-`` by slime/backends/sglang_utils/arguments.py ``add_sglang_arguments``,
+defaults of SGLang's ServerArgs). slime parses Megatron-LM's arguments with
+``ignore_unknown_args=True`` and these on top (slime/backends/megatron_utils/arguments.py
+``megatron_parse_args``); ``--micro-batch-size`` defaults to 1 there (``reset_arg``).
+"""
+
+from __future__ import annotations
+
+from shardcheck.frameworks.megatron_lm.flags import MEGATRON_LM_FLAGS, Flag
+
+_SLIME = [
+    Flag("--actor-num-nodes", "int", 1),
+    Flag("--actor-num-gpus-per-node", "int", 8),
+    Flag("--rollout-num-gpus", "int", None),
+    Flag("--rollout-num-gpus-per-engine", "int", 1),
+    Flag("--num-gpus-per-node", "int", 8),
+    Flag("--colocate", "true", False),
+    Flag("--rollout-batch-size", "int", None),
+    Flag("--n-samples-per-prompt", "int", 1),
+    Flag("--global-batch-size", "int", None),
+    Flag("--num-steps-per-rollout", "int", None),
+    Flag("--micro-batch-size", "int", 1),
+    Flag("--use-dynamic-batch-size", "true", False),
+    Flag("--max-tokens-per-gpu", "int", None),
+    Flag("--debug-rollout-only", "true", False),
+    Flag("--debug-train-only", "true", False),
+]
+_SGLANG = [
+    Flag("--sglang-dp-size", "int", 1),
+    Flag("--sglang-ep-size", "int", 1),
+    Flag("--sglang-pp-size", "int", 1),
+    Flag("--sglang-enable-dp-attention", "true", False),
+]
+SLIME_FLAGS: dict[str, Flag] = {**MEGATRON_LM_FLAGS, **{f.name: f for f in _SLIME + _SGLANG}}
+DEFAULT_OF = {**{f.name: "slime" for f in _SLIME}, **{f.name: "SGLang ServerArgs (via slime)" for f in _SGLANG}}

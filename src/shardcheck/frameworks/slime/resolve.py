@@ -1,0 +1,74 @@
+"""Resolve a slime launch (``ray job submit ... -- python3 train.py --actor-num-nodes 8 ...``).
+
+slime (THUDM/slime): the trainer's world is ``--actor-num-nodes × --actor-num-gpus-per-node``
+(slime/backends/megatron_utils/arguments.py ``megatron_parse_args`` sets ``args.world_size`` so),
+and Megatron-LM's own ``validate_args`` runs on it; the rollout runs on ``--rollout-num-gpus`` GPUs
+(with ``--colocate`` and none given: the actor's, slime/utils/arguments.py ``slime_validate_args``)
+in engines of ``--rollout-num-gpus-per-engine`` GPUs each (slime/utils/http_utils.py
+``get_rollout_num_engines``: rollout_num_gpus // per engine). SGLang's DP attention (``--sglang-dp-size``)
+splits an engine's TP group; it does not multiply the engine's GPUs.
+"""
+
+from __future__ import annotations
+
+from shardcheck.frameworks.megatron_lm.flags import read_flags
+from shardcheck.frameworks.megatron_lm.resolve import flag_notes, megatron_layout, model_from_flags
+from shardcheck.frameworks.slime.flags import DEFAULT_OF, SLIME_FLAGS
+from shardcheck.inputs.launch import Launch
+from shardcheck.job import Cluster, Job, RolloutLayout
+from shardcheck.origin import Origin, Traced
+
+SLIME_SCRIPTS = frozenset({"train.py", "train_async.py"})
+_SLIME_HINTS = ("--actor-num-nodes", "--actor-num-gpus-per-node", "--rollout-num-gpus", "--rollout-batch-size",
+                "--hf-checkpoint", "--colocate")
+
+
+def is_slime_entry(launch: Launch) -> bool:
+    """slime's train.py / train_async.py: named so, with at least one of slime's own flags."""
+    if launch.script is None or launch.script.rsplit("/", 1)[-1] not in SLIME_SCRIPTS:
+        return False
+    return any((w.text or "").split("=", 1)[0] in _SLIME_HINTS for w in launch.args)
+
+
+def resolve_slime(launch: Launch, path: str, *, model_config: str | None = None) -> Job:
+    flags = read_flags(launch.args, SLIME_FLAGS, DEFAULT_OF)
+    notes = flag_notes(flags)
+    layout = megatron_layout(flags, notes)
+    model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
+    g = flags.get
+    cluster = Cluster(nnodes=g("--actor-num-nodes"), devices_per_node=g("--actor-num-gpus-per-node"),
+                      device=Traced("gpu", Origin(kind="default", text="GPUs")))
+    values = dict(flags.values)
+    values["rollout GPUs"] = _rollout_gpus(flags)
+    rollout = RolloutLayout(
+        engine=Traced("sglang", Origin(kind="default", text="slime's rollout engine: SGLang")),
+        tp=g("--rollout-num-gpus-per-engine"),
+        dp=g("--sglang-dp-size"),
+        pp=g("--sglang-pp-size"),
+        ep=g("--sglang-ep-size"),
+        dp_attention=g("--sglang-enable-dp-attention"),
+        gpus=values["rollout GPUs"],
+    )
+    return Job(
+        path=path, framework="slime", framework_version="main", entry=launch.entry,
+        config_name="-", config_source="slime + Megatron-LM flags (slime/utils/arguments.py)",
+        cluster=cluster, strategy=Traced("megatron", Origin(kind="default", text="slime's Megatron backend")),
+        layouts=(layout,), ref_used=Traced(False, Origin(kind="default", text="one process-group build")),
+        model_path=named, model=model, model_problem=problem, notes=tuple(notes),
+        open_arguments=tuple(flags.open_arguments), rollout=rollout, values=values,
+    )
+
+
+def _rollout_gpus(flags) -> Traced:
+    given = flags.get("--rollout-num-gpus")
+    colocate = flags.get("--colocate")
+    if not given.known or given.value is not None:
+        return given
+    if not colocate.known:
+        return Traced(None, colocate.origin, colocate.unknown)
+    if not colocate.value:
+        return given  # None: no --rollout-num-gpus and not colocated
+    nodes, gpus = flags.get("--actor-num-nodes"), flags.get("--actor-num-gpus-per-node")
+    value = nodes.value * gpus.value if nodes.known and gpus.known else None
+    return Traced.derived(value, "--colocate: rollout GPUs = --actor-num-nodes × --actor-num-gpus-per-node",
+                          colocate, nodes, gpus)

@@ -1,0 +1,93 @@
+"""What a static reading can know about ``source FILE``, ``$(dirname "$0")`` and ``printf -v``.
+
+Nothing here runs anything: the script's own directory is known because shardcheck is reading the
+script from it, and ``printf`` with ``%s`` / ``%d`` of known words is plain text formatting
+(bash(1), SHELL BUILTIN COMMANDS: ``printf``; the format is reused while arguments remain).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+# `$(dirname "$0")`, `$(dirname -- "${BASH_SOURCE[0]}")`, `$(cd -- "$(dirname ...)" &>/dev/null && pwd)`,
+# `$(cd $(dirname $0); pwd -P)`, `$(realpath "$(dirname "$0")")`, `$(dirname "$(realpath "$0")")` and
+# the backtick forms: each is the directory of the file being read (of the main script for $0).
+_SELF = r"(?:\$0|\$\{0\}|\$BASH_SOURCE|\$\{BASH_SOURCE(?:\[0\])?\})"
+_RESOLVE = r"(?:realpath|readlink -f|readlink -e)"
+_DIRNAME = rf"(?:dirname {_SELF}|dirname \$\({_RESOLVE} {_SELF}\)|dirname `{_RESOLVE} {_SELF}`)"
+_DIR = rf"(?:\$\({_DIRNAME}\)|`{_DIRNAME}`)"
+_FORMS = re.compile(
+    rf"^(?:\$\((?:{_DIRNAME}|cd (?:-P )?{_DIR} ?(?:&&|;) ?pwd(?: -P)?|{_RESOLVE} {_DIR})\)|`{_DIRNAME}`)$"
+)
+_NOISE = re.compile(r"""["']|(?<=\s)--(?=\s)|\s*(?:&>|>|2>&1|2>)\s*/dev/null|\s+2>&1""")
+
+
+def script_dir_substitution(text: str) -> str | None:
+    """``"main"`` when ``text`` is a ``$(...)`` that prints the main script's directory (``$0``),
+    ``"self"`` when it prints the directory of the file being read (``BASH_SOURCE``), else None."""
+    flat = " ".join(_NOISE.sub("", text).split())
+    if not _FORMS.match(flat):
+        return None
+    return "main" if re.search(r"\$0|\$\{0\}", flat) else "self"
+
+
+def resolve_source(target: str, current_file: Path) -> Path:
+    """The file ``source TARGET`` reads: an absolute path as given, a relative one from the
+    directory of the file that sources it (how these launch scripts are run: ``bash scripts/x.sh``
+    from the directory the paths are written for is not knowable, so the script's own is used)."""
+    path = Path(target)
+    if not path.is_absolute():
+        path = current_file.parent / path
+    return Path(os.path.normpath(path))
+
+
+def shown_path(real: Path, main_real: Path, main_shown: str) -> str:
+    """How to name a sourced file in findings: relative to the main script as the user named it."""
+    try:
+        rel = os.path.relpath(real, main_real.parent)
+    except ValueError:
+        return str(real)
+    return os.path.normpath(os.path.join(os.path.dirname(main_shown), rel))
+
+
+_SPEC = re.compile(r"%(%|[-+ 0#]*\d*(?:\.\d+)?[sdi])")
+
+
+def printf_format(fmt: str, args: list[str]) -> str | None:
+    """What ``printf FORMAT ARGS...`` prints, for formats of ``%s`` / ``%d`` / ``%i`` / ``%%`` and
+    literal text (``\\n`` and ``\\t`` escapes); None for anything else (then the value is unknown)."""
+    if "\\" in fmt.replace("\\n", "").replace("\\t", "") or re.search(r"%(?!%|[-+ 0#]*\d*(?:\.\d+)?[sdi])", fmt):
+        return None
+    fmt = fmt.replace("\\n", "\n").replace("\\t", "\t")
+    out: list[str] = []
+    rest = list(args)
+    while True:
+        used = 0
+
+        def one(m: re.Match) -> str:
+            nonlocal used
+            spec = m.group(1)
+            if spec == "%":
+                return "%"
+            value = rest[used] if used < len(rest) else ""
+            used += 1
+            if spec[-1] in "di":
+                try:
+                    return ("%" + spec[:-1] + "d") % int(value or "0", 0)
+                except ValueError:
+                    raise _NotANumber from None
+            return ("%" + spec) % value
+
+        try:
+            out.append(_SPEC.sub(one, fmt))
+        except _NotANumber:
+            return None
+        rest = rest[used:]
+        if not rest or used == 0:
+            return "".join(out)
+
+
+class _NotANumber(Exception):
+    pass
