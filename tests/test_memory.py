@@ -286,3 +286,23 @@ def test_unknown_device_is_one_line_of_bad_input(tmp_path):
     path.write_text(script())
     result = memory(path, device="tpu-v9")
     assert result.exit_code == 2 and "not a known device" in result.error
+
+
+MEGATRON_LM_STYLE = [  # Megatron-LM's own defaults: LayerNorm, biases on every linear layer, GeLU
+    ("Qwen3-8B", 8, dict(gated=False, norm_bias=True, linear_bias=True), 2, 2, 1, 2),
+    ("Qwen3-8B", 8, dict(norm_bias=True, linear_bias=True, qk_layernorm=False), 4, 2, 1, 4),
+    ("Qwen3-30B-A3B", 8, dict(gated=False, norm_bias=True, linear_bias=True), 2, 2, 4, 1),
+    ("Qwen3-30B-A3B", 8, dict(shared_ffn=1536, shared_gate=True), 2, 4, 8, 1),  # megatron: no bias with shared
+]
+
+
+@pytest.mark.parametrize("case", MEGATRON_LM_STYLE, ids=lambda c: f"{c[0]}-{c[3]}-{c[4]}-{c[5]}")
+def test_megatron_lm_style_layers_equal_megatron(case):
+    pytest.importorskip("megatron.core")
+    from oracle.gpt_params import megatron_stage_params
+
+    name, layers, changes, tp, pp, ep, etp = case
+    arch = dataclasses.replace(arch_of(name, layers), **changes)
+    for stage in _stages(pp):
+        mine = counts(arch, tp=tp, pp=pp, ep=ep, etp=etp, stage=stage)
+        assert mine == megatron_stage_params(arch, tp=tp, pp=pp, ep=ep, etp=etp, stage=stage), (name, stage)

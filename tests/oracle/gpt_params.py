@@ -26,13 +26,17 @@ class _NoParameters(torch.nn.Module):
         super().__init__()
 
 
+def _norm(arch: Architecture) -> str:
+    return "LayerNorm" if arch.norm_bias else "RMSNorm"
+
+
 def _config(arch: Architecture, tp: int, pp: int, ep: int, etp: int, vpp: int | None, first, last):
     from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
 
     kwargs = dict(
         num_layers=arch.num_layers, hidden_size=arch.hidden, num_attention_heads=arch.heads,
-        ffn_hidden_size=arch.ffn or arch.moe_ffn, normalization="RMSNorm", gated_linear_unit=True,
-        add_bias_linear=False, add_qkv_bias=arch.qkv_bias, qk_layernorm=arch.qk_layernorm,
+        ffn_hidden_size=arch.ffn or arch.moe_ffn, normalization=_norm(arch), gated_linear_unit=arch.gated,
+        add_bias_linear=arch.linear_bias, add_qkv_bias=arch.qkv_bias, qk_layernorm=arch.qk_layernorm,
         tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, expert_model_parallel_size=ep,
         expert_tensor_parallel_size=etp, virtual_pipeline_model_parallel_size=vpp,
         num_layers_in_first_pipeline_stage=first, num_layers_in_last_pipeline_stage=last,
@@ -74,7 +78,7 @@ def megatron_stage_params(arch: Architecture, *, tp: int, pp: int, ep: int, etp:
         config = _config(arch, tp, pp, ep, etp, vpp, first, last)
         chunks = vpp or 1
         for chunk in range(chunks):
-            spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization="RMSNorm",
+            spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization=_norm(arch),
                                               vp_stage=chunk if vpp else None)
             for layer_spec in spec.layer_specs:
                 layer_spec.submodules.self_attention.submodules.core_attention = _NoParameters

@@ -9,7 +9,7 @@ Module by module (megatron-core 0.16.1, megatron/core/models/gpt/gpt_model.py an
   Engine's ``TELinear(parallel_mode="duplicated")``, column-parallel in the local spec), up projections and
   ``linear_proj`` split over TP, the q/kv latent norms;
   dense ``MLP``: fc1 2·ffn/TP × hidden (gated), fc2 hidden × ffn/TP; ``MoELayer``: ``router.weight``
-  experts × hidden (replicated), experts/EP local experts each 2·moe_ffn/ETP × hidden + hidden × moe_ffn/ETP,
+  experts × hidden (replicated; a bias of ``experts`` with add_bias_linear), experts/EP local experts each 2·moe_ffn/ETP × hidden + hidden × moe_ffn/ETP,
   ``shared_experts`` split over TP (plus the gate, hidden, when the shared expert is gated).
 - last stage: ``final_layernorm`` (hidden) and ``output_layer`` (vocab / TP × hidden) unless the output
   shares the first stage's embedding in the same module (tied weights and one pipeline stage).
@@ -61,6 +61,10 @@ def padded_vocab(vocab: int, sharding: Sharding) -> int:
     return -(-vocab // multiple) * multiple
 
 
+def _norm(arch: Architecture, width: int) -> int:
+    return width * (2 if arch.norm_bias else 1)
+
+
 def attention_params(arch: Architecture, s: Sharding) -> int:
     h, tp = arch.hidden, s.tp
     if arch.mla is not None:
@@ -69,34 +73,41 @@ def attention_params(arch: Architecture, s: Sharding) -> int:
         down = 0
         if m.q_lora_rank:
             down += m.q_lora_rank * h
-            up = local * (m.qk_nope_head_dim + m.qk_rope_head_dim) * m.q_lora_rank + m.q_lora_rank  # + q norm
+            up = local * (m.qk_nope_head_dim + m.qk_rope_head_dim) * m.q_lora_rank + _norm(arch, m.q_lora_rank)
         else:
             up = local * (m.qk_nope_head_dim + m.qk_rope_head_dim) * h
         down += (m.kv_lora_rank + m.qk_rope_head_dim) * h
         if not s.transformer_engine:
             down //= tp
-        up += local * (m.qk_nope_head_dim + m.v_head_dim) * m.kv_lora_rank + m.kv_lora_rank  # + kv norm
-        return down + up + h * local * m.v_head_dim
+        up += local * (m.qk_nope_head_dim + m.v_head_dim) * m.kv_lora_rank + _norm(arch, m.kv_lora_rank)
+        return down + up + h * local * m.v_head_dim + (h if arch.linear_bias else 0)
     qkv_rows = (arch.heads + 2 * arch.kv_heads) * arch.head_dim // tp
-    n = qkv_rows * h + (qkv_rows if arch.qkv_bias else 0)
-    n += 2 * arch.head_dim if arch.qk_layernorm else 0
-    return n + h * arch.heads * arch.head_dim // tp
+    n = qkv_rows * h + (qkv_rows if arch.qkv_bias or arch.linear_bias else 0)
+    n += 2 * _norm(arch, arch.head_dim) if arch.qk_layernorm else 0
+    return n + h * arch.heads * arch.head_dim // tp + (h if arch.linear_bias else 0)  # proj bias: replicated
+
+
+def mlp_params(arch: Architecture, ffn: int, split: int) -> int:
+    """fc1 (ColumnParallel, 2·ffn rows when gated) and fc2 (RowParallel) of an MLP split ``split`` ways."""
+    rows = (2 if arch.gated else 1) * ffn // split
+    n = rows * arch.hidden + arch.hidden * (ffn // split)
+    return n + (rows + arch.hidden if arch.linear_bias else 0)  # fc1 bias split, fc2 bias replicated
 
 
 def dense_mlp_params(arch: Architecture, s: Sharding) -> int:
-    return 3 * arch.ffn // s.tp * arch.hidden
+    return mlp_params(arch, arch.ffn, s.tp)
 
 
 def layer_params(arch: Architecture, index: int, s: Sharding) -> tuple[int, int]:
     """(dense, routed expert) parameters of layer ``index`` on one device."""
     h = arch.hidden
-    dense = 2 * h + attention_params(arch, s)  # input_layernorm + pre_mlp_layernorm + attention
+    dense = 2 * _norm(arch, h) + attention_params(arch, s)  # input_layernorm + pre_mlp_layernorm + attention
     if not arch.is_moe_layer(index):
         return dense + dense_mlp_params(arch, s), 0
-    dense += arch.experts * h  # router
+    dense += arch.experts * (h + (1 if arch.linear_bias else 0))  # router weight (and bias with add_bias_linear)
     if arch.shared_ffn:
-        dense += 3 * arch.shared_ffn // s.tp * h + (h if arch.shared_gate else 0)
-    expert = arch.experts // s.ep * 3 * (arch.moe_ffn // s.etp) * h
+        dense += mlp_params(arch, arch.shared_ffn, s.tp) + (h if arch.shared_gate else 0)
+    expert = arch.experts // s.ep * mlp_params(arch, arch.moe_ffn, s.etp)
     return dense, expert
 
 
@@ -112,7 +123,7 @@ def stage_params(arch: Architecture, layers: tuple[int, ...], stage: int, s: Sha
     embedding = vocab_rows * arch.hidden if first else 0
     output = 0
     if last:
-        dense += arch.hidden  # final_layernorm
+        dense += _norm(arch, arch.hidden)  # final_layernorm
         if not arch.tied or not first:
             output = vocab_rows * arch.hidden
     return StageParams(embedding, dense, expert, output)

@@ -46,7 +46,8 @@ class Mla:
 
 @dataclass(frozen=True, slots=True)
 class Architecture:
-    """Decoder-only transformer with RMSNorm and SwiGLU MLPs, as Megatron-Core's GPTModel builds it."""
+    """A decoder-only transformer as Megatron-Core's GPTModel builds it (HF models: RMSNorm, SwiGLU, no
+    linear biases; Megatron-LM's flags can ask for LayerNorm, GeLU and biases)."""
 
     model_type: str
     num_layers: int
@@ -66,6 +67,9 @@ class Architecture:
     shared_ffn: int = 0
     shared_gate: bool = False
     moe_layers: frozenset[int] = frozenset()  # 0-based indices of the MoE layers
+    gated: bool = True  # SwiGLU: fc1 holds two FFN-wide halves
+    norm_bias: bool = False  # LayerNorm (weight and bias) instead of RMSNorm (weight)
+    linear_bias: bool = False  # Megatron's add_bias_linear: biases on every linear layer but the router
 
     def is_moe_layer(self, index: int) -> bool:
         return index in self.moe_layers
