@@ -25,7 +25,6 @@ update it is back on the device, so they change the rollout phase and the host, 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
@@ -33,42 +32,12 @@ from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Parallel, Recompute, layer_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
 from shardcheck.memory.params import Sharding, StageParams, stage_params
+from shardcheck.memory.settings import RolloutSettings, TrainSettings, Unknown, known
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
-from shardcheck.origin import Traced
 
-A = "actor_rollout_ref.actor"
-M = f"{A}.megatron"
-RO = "actor_rollout_ref.rollout"
-OTC = f"{M}.override_transformer_config"
-OPT = f"{A}.optim"
 WORKSPACE_BYTES = 2 * GIB
 ROLLOUT_RESERVE_BYTES = 1 * GIB  # vLLM's CUDA graphs and NCCL, outside its profiled activations
-DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4,
-               "auto": 2}
-
-
-class Unknown(Exception):
-    """A value the estimate needs is unknown: the estimate says so instead of guessing."""
-
-
-def _v(job: Job, key: str):
-    t: Traced = job.value(key)
-    if not t.known:
-        raise Unknown(f"{key} is unknown ({t.unknown})")
-    return t.value
-
-
-def _t(traced: Traced, name: str):
-    if not traced.known:
-        raise Unknown(f"{name} is unknown ({traced.unknown})")
-    return traced.value
-
-
-def _dtype_bytes(name, key: str) -> int:
-    text = str(name).replace("torch.", "").lower()
-    if text not in DTYPE_BYTES:
-        raise Unknown(f"{key}={name} is not a dtype shardcheck sizes")
-    return DTYPE_BYTES[text]
+FUSED_CHUNK_TOKENS = 4096  # tokens per chunk shardcheck allows a fused linear + cross-entropy
 
 
 @dataclass
@@ -108,7 +77,9 @@ class RolloutMemory:
     max_model_len: int
     max_concurrent_full_requests: int  # per engine (one TP group with its own KV cache)
     max_num_seqs: int | None
-    requests_per_replica: int | None  # train_batch_size · n spread over the replicas
+    requests_per_replica: int | None  # the step's requests spread over the replicas
+    kv_replicated: bool
+    training_resident_bytes: int = 0  # training state left on the device during generation
 
     @property
     def concurrent_per_replica(self) -> int:
@@ -117,8 +88,6 @@ class RolloutMemory:
     @property
     def requests_per_engine(self) -> int | None:
         return -(-self.requests_per_replica // self.dp) if self.requests_per_replica is not None else None
-    training_resident_bytes: int  # training state verl leaves on the device during generation
-    kv_replicated: bool
 
 
 @dataclass
@@ -139,6 +108,15 @@ class MemoryEstimate:
     problems: list[str] = field(default_factory=list)  # why a part could not be estimated
 
 
+def _settings(job: Job):
+    """The framework adapter that reads this job's settings (verl today)."""
+    if job.framework == "verl":
+        from shardcheck.memory import verl_settings
+
+        return verl_settings
+    raise Unknown(f"the memory estimate reads verl jobs; {job.framework} settings are not read yet")
+
+
 def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
     """The memory estimate of ``job`` on ``device_choice`` (else the default for trainer.device)."""
     kind = job.cluster.device.value if job.cluster.device.known else None
@@ -149,27 +127,33 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         return out
     try:
         arch = architecture(job.model)
-    except NotModelled as exc:
-        out.problems.append(f"parameter counts unknown: {exc}")
+        adapter = _settings(job)
+    except (NotModelled, Unknown) as exc:
+        out.problems.append(f"parameter counts unknown: {exc}" if isinstance(exc, NotModelled) else str(exc))
         return out
     layout = job.layout("actor")
+    settings: TrainSettings | None = None
     if layout is None:
         out.problems.append("no Megatron actor engine (the FSDP engine's estimate is not built yet)")
     else:
-        for part, fn in (("train", lambda: _train(job, arch, layout)), ("rollout", lambda: _rollout(job, arch, device))):
-            try:
-                setattr(out, part, fn())
-            except Unknown as exc:
-                out.problems.append(f"{part}: {exc}")
+        try:
+            out.train, settings = _train(job, arch, layout, adapter)
+        except Unknown as exc:
+            out.problems.append(f"train: {exc}")
+    try:
+        out.rollout = _rollout(arch, adapter.rollout_settings(job, bool(arch.experts), job.model.max_position_embeddings),
+                               device)
+    except Unknown as exc:
+        out.problems.append(f"rollout: {exc}")
     if out.train is not None:
-        out.host = _host(job, out.train)
-    if out.rollout is not None and out.train is not None:
-        out.rollout.training_resident_bytes = _resident(job, out.train)
+        out.host = _host(job, out.train, settings)
+        if out.rollout is not None:
+            out.rollout.training_resident_bytes = _resident(out.train, settings)
     return out
 
 
 def _sharding(layout: MegatronLayout) -> Sharding:
-    return Sharding(tp=_t(layout.tp, "TP"), ep=_t(layout.ep, "EP"), etp=_t(layout.etp, "ETP"), pp=_t(layout.pp, "PP"))
+    return Sharding(tp=known(layout.tp, "TP"), ep=known(layout.ep, "EP"), etp=known(layout.etp, "ETP"), pp=known(layout.pp, "PP"))
 
 
 def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
@@ -187,39 +171,14 @@ def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
 def _split(layout: MegatronLayout, arch: Architecture) -> tuple[Split, tuple[tuple[int, ...], ...]]:
     if layout.layout_string.known and layout.layout_string.value:
         raise Unknown("pipeline_model_parallel_layout is set; shardcheck does not split by layout strings yet")
-    vpp = _t(layout.vpp, "VPP")
-    emb, loss = bool(_t(layout.account_for_embedding, "account_for_embedding")), bool(_t(layout.account_for_loss, "account_for_loss"))
-    split = split_layers(arch.num_layers, _t(layout.pp, "PP"), first=_t(layout.first_stage_layers, "first stage layers"),
-                         last=_t(layout.last_stage_layers, "last stage layers"), vpp=vpp, account_for_embedding=emb,
+    vpp = known(layout.vpp, "VPP")
+    emb, loss = bool(known(layout.account_for_embedding, "account_for_embedding")), bool(known(layout.account_for_loss, "account_for_loss"))
+    split = split_layers(arch.num_layers, known(layout.pp, "PP"), first=known(layout.first_stage_layers, "first stage layers"),
+                         last=known(layout.last_stage_layers, "last stage layers"), vpp=vpp, account_for_embedding=emb,
                          account_for_loss=loss)
     if not isinstance(split, Split):
         raise Unknown(f"the layer split fails ({split.rule}); fix the layout first")
     return split, stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
-
-
-def _micro_batch(job: Job, layout: MegatronLayout, dp: int) -> tuple[int, int, int | None]:
-    """(tokens per micro batch, sequence length, the most micro batches one pipeline runs per update).
-
-    With dynamic batch size the count depends on the sample lengths; at most every sample is its own
-    micro batch, which bounds the micro batches a stage can hold from above."""
-    seq = _v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")
-    cp = _t(layout.cp, "CP")
-    mini = _v(job, f"{A}.ppo_mini_batch_size") * _v(job, f"{RO}.n")
-    if _v(job, f"{A}.use_dynamic_bsz"):
-        # verl/workers/engine/utils.py prepare_micro_batches: max_token_len = max_token_len_per_gpu · sp_size
-        # (the Megatron engine passes sp_size = context_parallel_size).
-        return _v(job, f"{A}.ppo_max_token_len_per_gpu") * cp, seq, max(1, mini // dp)
-    micro = _v(job, f"{A}.ppo_micro_batch_size_per_gpu")
-    if not micro:
-        raise Unknown(f"{A}.ppo_micro_batch_size_per_gpu is not set")
-    return micro * seq, seq, max(1, mini // dp // micro)
-
-
-def _recompute(job: Job) -> Recompute:
-    granularity = _v(job, f"{OTC}.recompute_granularity")
-    modules = _v(job, f"{OTC}.recompute_modules") or ["core_attn"]
-    return Recompute(granularity=granularity, method=_v(job, f"{OTC}.recompute_method"),
-                     num_layers=_v(job, f"{OTC}.recompute_num_layers"), modules=frozenset(modules))
 
 
 def _in_flight(stage: int, pp: int, vpp: int | None, micro_batches: int) -> tuple[int, int]:
@@ -247,75 +206,50 @@ def _activations(arch: Architecture, layers: tuple[int, ...], tokens: int, seq: 
     return sum(per[::n]), max(sum(full[i:i + n]) for i in range(0, len(full), n))
 
 
-FUSED_CHUNK_TOKENS = 4096
-
-
-def _logits(job: Job, arch: Architecture, tokens: int, tp: int, cp: int) -> int:
-    local = tokens / cp * arch.vocab / tp
-    if job.value(f"{A}.use_fused_kernels").value:
-        # verl's fused linear + cross-entropy (verl/utils/kernel/linear_cross_entropy.py) never holds the
-        # whole logits; shardcheck allows one fp32 chunk and its gradient.
-        local = min(FUSED_CHUNK_TOKENS, tokens / cp) * arch.vocab / tp
-        return int(local * (4 + 4))
-    out = local * (2 + 4 + 4)  # bf16 logits, fp32 log-softmax and its gradient
-    entropy = bool(_v(job, f"{A}.calculate_entropy")) or bool(_v(job, f"{A}.entropy_coeff"))
-    if entropy:
-        if _v(job, f"{A}.entropy_from_logits_with_chunking"):
-            chunk = _v(job, f"{A}.entropy_from_logits_chunk_size") or 2048
-            out += 2 * 4 * min(chunk, tokens / cp) * arch.vocab / tp
-        else:
-            out += 2 * 4 * local
+def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSettings) -> int:
+    """One micro batch's logits on the last stage (vocab-parallel over TP, sequence split over CP)."""
+    rows = tokens / cp
+    if settings.logits.fused:
+        return int(min(FUSED_CHUNK_TOKENS, rows) * arch.vocab / tp * (4 + 4))  # one fp32 chunk and its gradient
+    out = rows * arch.vocab / tp * (2 + 4 + 4)  # bf16 logits, fp32 log-softmax and its gradient
+    if settings.logits.entropy:
+        chunk = min(settings.logits.entropy_chunk or rows, rows)
+        out += 2 * 4 * chunk * arch.vocab / tp
     return int(out)
 
 
-def _train(job: Job, arch: Architecture, layout: MegatronLayout) -> TrainMemory:
+def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tuple[TrainMemory, TrainSettings]:
     sharding = _sharding(layout)
     _check_shards(arch, sharding, "training")
-    dp = _t(layout.dp(job.cluster.world), "DP")
-    edp = _t(layout.edp(job.cluster.world), "EDP")
+    dp = known(layout.dp(job.cluster.world), "DP")
+    edp = known(layout.edp(job.cluster.world), "EDP")
     if not dp or not edp:
         raise Unknown("the layout does not tile the world (see the MCORE-PS findings); fix the layout first")
-    cp = _t(layout.cp, "CP")
-    split, indices = _split(layout, arch)
-    tokens, seq, micro_batches = _micro_batch(job, layout, dp)
-    weight_bytes = _dtype_bytes(_v(job, f"{M}.dtype"), f"{M}.dtype")
-    aware = bool(_v(job, f"{OPT}.use_precision_aware_optimizer"))
-    grad_bytes = _dtype_bytes(_v(job, f"{OPT}.main_grads_dtype"), f"{OPT}.main_grads_dtype") if aware else 4
-    optimizer = str(_v(job, f"{OPT}.optimizer")).lower()
-    if optimizer not in ("adam", "adamw"):
-        raise Unknown(f"{OPT}.optimizer={optimizer}: shardcheck sizes Adam's state only")
-    moments = (_dtype_bytes(_v(job, f"{OPT}.exp_avg_dtype"), "exp_avg_dtype")
-               + _dtype_bytes(_v(job, f"{OPT}.exp_avg_sq_dtype"), "exp_avg_sq_dtype")) if aware else 8
-    state_bytes = 4 + moments  # fp32 master weights + the two moments
-    distributed = bool(_v(job, f"{M}.use_distributed_optimizer"))
-    on_device = 1.0  # the share of the optimizer state Megatron keeps on the device
-    if job.value(f"{OPT}.override_optimizer_config.optimizer_cpu_offload").value:
-        fraction = job.value(f"{OPT}.override_optimizer_config.optimizer_offload_fraction").value
-        on_device = 1.0 - (1.0 if fraction is None else float(fraction))
-    p = Parallel(tp=sharding.tp, sequence_parallel=bool(_t(layout.sequence_parallel, "sequence_parallel")) and sharding.tp > 1,
-                 cp=cp, ep=sharding.ep, etp=sharding.etp)
-    rc = _recompute(job)
-    vpp = _t(layout.vpp, "VPP")
-    # verl's reference model, colocated with the actor and built with the same sizes by default, stays
-    # on the device during the update unless ref.megatron.param_offload moves it away.
-    ref_on_device = job.layout("ref") is not None and not job.value("actor_rollout_ref.ref.megatron.param_offload").value
+    cp = known(layout.cp, "CP")
+    settings = adapter.train_settings(job, layout, dp)
+    if settings.vocab_divisible_by:
+        sharding = Sharding(sharding.tp, sharding.ep, sharding.etp, sharding.pp, settings.vocab_divisible_by)
+    _, indices = _split(layout, arch)
+    sp = bool(known(layout.sequence_parallel, "sequence_parallel")) and sharding.tp > 1
+    p = Parallel(tp=sharding.tp, sequence_parallel=sp, cp=cp, ep=sharding.ep, etp=sharding.etp)
+    vpp = known(layout.vpp, "VPP")
+    tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
+    shards = (dp * cp, edp) if settings.distributed_optimizer else (1, 1)
     rows: list[StageMemory] = []
     for stage, layers in enumerate(indices):
         params = stage_params(arch, layers, stage, sharding)
         dense = params.embedding + params.dense + params.output
-        opt = dense * state_bytes / (dp * cp if distributed else 1) + params.expert * state_bytes / (edp if distributed else 1)
-        held, chunks = _in_flight(stage, sharding.pp, vpp, micro_batches)
-        stored, recomputing = _activations(arch, layers, tokens, seq, p, rc)
-        acts = stored * held / chunks + recomputing / chunks
-        logits = _logits(job, arch, tokens, sharding.tp, cp) if stage == sharding.pp - 1 else 0
+        opt = (dense / shards[0] + params.expert / shards[1]) * settings.state_bytes
+        held, chunks = _in_flight(stage, sharding.pp, vpp, settings.micro_batches)
+        stored, recomputing = _activations(arch, layers, tokens, seq, p, settings.recompute)
         terms = {
-            "weights": params.total * weight_bytes,
-            "grads": params.total * grad_bytes,
-            "optimizer": int(opt * on_device),
-            "optimizer_host": int(opt * (1 - on_device)),
-            "activations": int(acts),
-            "logits": logits,
-            "ref_weights": params.total * weight_bytes if ref_on_device else 0,
+            "weights": params.total * settings.weight_bytes,
+            "grads": params.total * settings.grad_bytes,
+            "optimizer": int(opt * settings.optimizer_on_device),
+            "optimizer_host": int(opt * (1 - settings.optimizer_on_device)),
+            "activations": int(stored * held / chunks + recomputing / chunks),
+            "logits": _logits(arch, tokens, sharding.tp, cp, settings) if stage == sharding.pp - 1 else 0,
+            "ref_weights": params.total * settings.weight_bytes if settings.ref_on_device else 0,
             "workspace": WORKSPACE_BYTES,
         }
         terms["total"] = sum(v for k, v in terms.items() if k != "optimizer_host")
@@ -328,7 +262,7 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout) -> TrainMemory:
         else:
             merged.append(row)
     static = max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in rows)
-    return TrainMemory(merged, tokens, seq, static)
+    return TrainMemory(merged, tokens, seq, static), settings
 
 
 def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tuple[int, bool]:
@@ -345,68 +279,42 @@ def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tup
     return 2 * arch.num_layers * heads * arch.head_dim * dtype_bytes, tp > arch.kv_heads
 
 
-def _rollout(job: Job, arch: Architecture, device: Device) -> RolloutMemory:
-    ro = job.rollout
-    if ro is None:
-        raise Unknown("no rollout engine")
-    engine = str(_t(ro.engine, f"{RO}.name"))
-    tp, dp = _t(ro.tp, f"{RO}.tensor_model_parallel_size"), _t(ro.dp, f"{RO}.data_parallel_size")
-    ep = (_v(job, f"{RO}.expert_parallel_size") or 1) if arch.experts else 1
-    everything = tuple(range(arch.num_layers))
-    sharding = Sharding(tp=tp, ep=ep, etp=1 if ep > 1 else tp, pp=1)
+def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutMemory:
+    sharding = Sharding(tp=r.tp, ep=r.ep, etp=1 if r.ep > 1 else r.tp, pp=1)
     _check_shards(arch, sharding, "rollout")
-    dtype = _dtype_bytes(_v(job, f"{RO}.dtype"), f"{RO}.dtype")
-    weights = stage_params(arch, everything, 0, sharding).total * dtype
-    per_token, replicated = kv_bytes_per_token(arch, tp, dtype)
-    util = float(_v(job, f"{RO}.gpu_memory_utilization"))
-    batched = _v(job, f"{RO}.max_num_batched_tokens") or 8192
-    seqs = _v(job, f"{RO}.max_num_seqs")
+    weights = stage_params(arch, tuple(range(arch.num_layers)), 0, sharding).total * r.dtype_bytes
+    per_token, replicated = kv_bytes_per_token(arch, r.tp, r.dtype_bytes)
     widest = max(2 * (arch.ffn or 0), 2 * arch.moe_ffn * max(arch.topk, 1), (arch.heads + 2 * arch.kv_heads) * arch.head_dim)
     # vLLM's profiling run: activations of max_num_batched_tokens tokens and the sampler's fp32 logits.
-    reserve = int(batched * 2 * (4 * arch.hidden + widest / tp) + (seqs or 256) * arch.vocab / tp * 4) + ROLLOUT_RESERVE_BYTES
-    budget = int(util * device.memory_bytes) - weights - reserve
-    request = _v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")
-    max_len = _v(job, f"{RO}.max_model_len") or job.model.max_position_embeddings or request
-    concurrent = max(0, budget) // (per_token * request) if request else 0
-    replicas = None
-    world = job.cluster.world
-    if world.known and tp * dp:
-        replicas = world.value // (tp * dp)
-    per_replica = None
-    try:
-        total = _v(job, "data.train_batch_size") * _v(job, f"{RO}.n")
-        per_replica = math.ceil(total / replicas) if replicas else None
-    except Unknown:
-        per_replica = None
-    return RolloutMemory(engine, tp, dp, ep, replicas, weights, per_token, budget, reserve, request, max_len,
-                         concurrent, seqs, per_replica, 0, replicated)
+    reserve = int(r.max_num_batched_tokens * 2 * (4 * arch.hidden + widest / r.tp)
+                  + (r.max_num_seqs or 256) * arch.vocab / r.tp * 4) + ROLLOUT_RESERVE_BYTES
+    budget = int(r.memory_fraction * device.memory_bytes) - weights - reserve
+    concurrent = max(0, budget) // (per_token * r.request_tokens) if r.request_tokens else 0
+    per_replica = -(-r.requests_per_step // r.replicas) if r.requests_per_step and r.replicas else None
+    return RolloutMemory(r.engine, r.tp, r.dp, r.ep, r.replicas, weights, per_token, budget, reserve, r.request_tokens,
+                         r.max_model_len, concurrent, r.max_num_seqs, per_replica, replicated)
 
 
-def _resident(job: Job, train: TrainMemory) -> int:
+def _resident(train: TrainMemory, settings: TrainSettings) -> int:
     """Training state left on the device while the rollout engine generates."""
-    worst = max(train.stages, key=lambda s: s.total)
-    b = worst.bytes
-    kept = 0
-    if not job.value(f"{M}.param_offload").value:
-        kept += b["weights"] + b["grads"]
-    if not job.value(f"{M}.optimizer_offload").value:
-        kept += b["optimizer"]
+    b = max(train.stages, key=lambda s: s.total).bytes
+    kept = 0 if settings.param_offload else b["weights"] + b["grads"]
+    kept += 0 if settings.optimizer_offload else b["optimizer"]
     return kept + b["ref_weights"]
 
 
-def _host(job: Job, train: TrainMemory) -> HostMemory:
-    worst = max(train.stages, key=lambda s: s.total)
-    b = worst.bytes
+def _host(job: Job, train: TrainMemory, settings: TrainSettings) -> HostMemory:
+    b = max(train.stages, key=lambda s: s.total).bytes
     terms, moved = [], 0
-    if job.value(f"{M}.param_offload").value:
+    if settings.param_offload:
         moved += b["weights"] + b["grads"]
-        terms.append("weights and grads (actor.megatron.param_offload)")
-    if job.value(f"{M}.optimizer_offload").value:
+        terms.append(f"weights and grads ({settings.param_offload})")
+    if settings.optimizer_offload:
         moved += b["optimizer"]
-        terms.append("optimizer states (actor.megatron.optimizer_offload)")
+        terms.append(f"optimizer states ({settings.optimizer_offload})")
     if b["optimizer_host"]:
         moved += b["optimizer_host"]
-        terms.append("optimizer_offload_fraction of the optimizer states (Megatron's optimizer_cpu_offload)")
+        terms.append("optimizer_offload_fraction of the optimizer states (Megatron's optimizer CPU offload)")
     per_node = job.cluster.devices_per_node
     n = per_node.value if per_node.known else None
     return HostMemory(moved, n, moved * n if n else None, terms)

@@ -1,0 +1,73 @@
+"""What the memory estimate needs from a job, framework-neutral: each framework's adapter fills these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardcheck.memory.activations import Recompute
+from shardcheck.origin import Traced
+
+DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4,
+               "auto": 2}
+
+
+class Unknown(Exception):
+    """A value the estimate needs is unknown: the estimate says so instead of guessing."""
+
+
+def known(traced: Traced, name: str):
+    if not traced.known:
+        raise Unknown(f"{name} is unknown ({traced.unknown})")
+    return traced.value
+
+
+def dtype_bytes(name, key: str) -> int:
+    text = str(name).replace("torch.", "").lower()
+    if text not in DTYPE_BYTES:
+        raise Unknown(f"{key}={name} is not a dtype shardcheck sizes")
+    return DTYPE_BYTES[text]
+
+
+@dataclass(frozen=True, slots=True)
+class Logits:
+    fused: bool = False  # a fused linear + cross-entropy that never holds the whole logits
+    entropy: bool = False  # the entropy is computed too (two more fp32 tensors)
+    entropy_chunk: int | None = None  # tokens per chunk when the entropy is computed in chunks
+
+
+@dataclass(frozen=True, slots=True)
+class TrainSettings:
+    """The update step's settings that size its memory."""
+
+    weight_bytes: int
+    grad_bytes: int
+    state_bytes: int  # optimizer bytes per parameter (Adam: fp32 master + two moments)
+    distributed_optimizer: bool
+    optimizer_on_device: float  # 1 − optimizer_offload_fraction with Megatron's optimizer CPU offload
+    tokens_per_micro_batch: int
+    sequence_length: int
+    micro_batches: int  # the most micro batches one pipeline runs per update
+    recompute: Recompute
+    logits: Logits
+    ref_on_device: bool = False  # a colocated reference model's weights stay on the device
+    param_offload: str | None = None  # the setting that moves weights and grads to the host between phases
+    optimizer_offload: str | None = None  # the setting that moves optimizer state to the host between phases
+    vocab_divisible_by: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSettings:
+    """The inference engine's settings that size its KV cache."""
+
+    engine: str
+    tp: int
+    dp: int
+    ep: int
+    dtype_bytes: int
+    memory_fraction: float  # vLLM gpu_memory_utilization / SGLang mem_fraction_static
+    max_num_batched_tokens: int
+    max_num_seqs: int | None
+    request_tokens: int  # one full-length request: prompt + response
+    max_model_len: int
+    requests_per_step: int | None
+    replicas: int | None

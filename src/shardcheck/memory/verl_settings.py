@@ -1,0 +1,107 @@
+"""verl's settings for the memory estimate (verl 0.9.1 key names; the keys are read in resolve.py)."""
+
+from __future__ import annotations
+
+from shardcheck.job import Job, MegatronLayout
+from shardcheck.memory.activations import Recompute
+from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, dtype_bytes, known
+
+A = "actor_rollout_ref.actor"
+M = f"{A}.megatron"
+RO = "actor_rollout_ref.rollout"
+OTC = f"{M}.override_transformer_config"
+OPT = f"{A}.optim"
+
+
+def _v(job: Job, key: str):
+    return known(job.value(key), key)
+
+
+def micro_batches(job: Job, cp: int, dp: int) -> tuple[int, int, int]:
+    """(tokens per micro batch, sequence length, the most micro batches one pipeline runs per update).
+
+    With dynamic batch size the count depends on the sample lengths; at most every sample is its own
+    micro batch, which bounds the micro batches a stage can hold from above.
+    """
+    seq = _v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")
+    mini = _v(job, f"{A}.ppo_mini_batch_size") * _v(job, f"{RO}.n")
+    if _v(job, f"{A}.use_dynamic_bsz"):
+        # verl/workers/engine/utils.py prepare_micro_batches: max_token_len = max_token_len_per_gpu · sp_size
+        # (the Megatron engine passes sp_size = context_parallel_size).
+        return _v(job, f"{A}.ppo_max_token_len_per_gpu") * cp, seq, max(1, mini // dp)
+    micro = _v(job, f"{A}.ppo_micro_batch_size_per_gpu")
+    if not micro:
+        raise Unknown(f"{A}.ppo_micro_batch_size_per_gpu is not set")
+    return micro * seq, seq, max(1, mini // dp // micro)
+
+
+def _optimizer(job: Job) -> tuple[int, int, float]:
+    """(grad bytes, optimizer bytes per parameter, share of the optimizer state on the device)."""
+    aware = bool(_v(job, f"{OPT}.use_precision_aware_optimizer"))
+    # verl/workers/engine/megatron/transformer_impl.py: grad_reduce_in_fp32 = not use_low_precision_main_grads
+    grad = dtype_bytes(_v(job, f"{OPT}.main_grads_dtype"), f"{OPT}.main_grads_dtype") if aware else 4
+    optimizer = str(_v(job, f"{OPT}.optimizer")).lower()
+    if optimizer not in ("adam", "adamw"):
+        raise Unknown(f"{OPT}.optimizer={optimizer}: shardcheck sizes Adam's state only")
+    moments = (dtype_bytes(_v(job, f"{OPT}.exp_avg_dtype"), "exp_avg_dtype")
+               + dtype_bytes(_v(job, f"{OPT}.exp_avg_sq_dtype"), "exp_avg_sq_dtype")) if aware else 8
+    on_device = 1.0
+    if job.value(f"{OPT}.override_optimizer_config.optimizer_cpu_offload").value:
+        fraction = job.value(f"{OPT}.override_optimizer_config.optimizer_offload_fraction").value
+        on_device = 1.0 - (1.0 if fraction is None else float(fraction))
+    return grad, 4 + moments, on_device
+
+
+def _recompute(job: Job) -> Recompute:
+    modules = _v(job, f"{OTC}.recompute_modules") or ["core_attn"]
+    return Recompute(granularity=_v(job, f"{OTC}.recompute_granularity"), method=_v(job, f"{OTC}.recompute_method"),
+                     num_layers=_v(job, f"{OTC}.recompute_num_layers"), modules=frozenset(modules))
+
+
+def _logits(job: Job) -> Logits:
+    entropy = bool(_v(job, f"{A}.calculate_entropy")) or bool(_v(job, f"{A}.entropy_coeff"))
+    chunk = None
+    if entropy and _v(job, f"{A}.entropy_from_logits_with_chunking"):
+        chunk = _v(job, f"{A}.entropy_from_logits_chunk_size") or 2048
+    # verl/utils/kernel/linear_cross_entropy.py: with use_fused_kernels the logits are never whole.
+    return Logits(fused=bool(job.value(f"{A}.use_fused_kernels").value), entropy=entropy, entropy_chunk=chunk)
+
+
+def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
+    cp = known(layout.cp, "CP")
+    tokens, seq, count = micro_batches(job, cp, dp)
+    grad, state, on_device = _optimizer(job)
+    # verl's reference model, colocated and built with the actor's sizes by default, stays on the device
+    # during the update unless ref.megatron.param_offload moves it away.
+    ref = job.layout("ref") is not None and not job.value("actor_rollout_ref.ref.megatron.param_offload").value
+    return TrainSettings(
+        weight_bytes=dtype_bytes(_v(job, f"{M}.dtype"), f"{M}.dtype"), grad_bytes=grad, state_bytes=state,
+        distributed_optimizer=bool(_v(job, f"{M}.use_distributed_optimizer")), optimizer_on_device=on_device,
+        tokens_per_micro_batch=tokens, sequence_length=seq, micro_batches=count, recompute=_recompute(job),
+        logits=_logits(job), ref_on_device=ref,
+        param_offload=f"{M}.param_offload" if job.value(f"{M}.param_offload").value else None,
+        optimizer_offload=f"{M}.optimizer_offload" if job.value(f"{M}.optimizer_offload").value else None,
+    )
+
+
+def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -> RolloutSettings:
+    ro = job.rollout
+    if ro is None:
+        raise Unknown("no rollout engine")
+    tp, dp = known(ro.tp, f"{RO}.tensor_model_parallel_size"), known(ro.dp, f"{RO}.data_parallel_size")
+    request = _v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")
+    world = job.cluster.world
+    replicas = world.value // (tp * dp) if world.known and world.value and tp * dp else None
+    steps = job.value("data.train_batch_size"), job.value(f"{RO}.n")
+    per_step = steps[0].value * steps[1].value if all(t.known and t.value for t in steps) else None
+    return RolloutSettings(
+        engine=str(known(ro.engine, f"{RO}.name")), tp=tp, dp=dp,
+        ep=(_v(job, f"{RO}.expert_parallel_size") or 1) if moe else 1,
+        dtype_bytes=dtype_bytes(_v(job, f"{RO}.dtype"), f"{RO}.dtype"),
+        memory_fraction=float(_v(job, f"{RO}.gpu_memory_utilization")),
+        max_num_batched_tokens=_v(job, f"{RO}.max_num_batched_tokens") or 8192,
+        max_num_seqs=_v(job, f"{RO}.max_num_seqs"), request_tokens=request,
+        # verl: max_model_len defaults to the model's max_position_embeddings
+        max_model_len=_v(job, f"{RO}.max_model_len") or max_position_embeddings or request,
+        requests_per_step=per_step, replicas=replicas,
+    )
