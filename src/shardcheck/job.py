@@ -108,6 +108,8 @@ class ModelFacts:
     max_position_embeddings: int | None = None
     model_type: str | None = None
     mla: bool = False
+    rope_scaling: dict | None = None  # HF rope_scaling (or transformers-5 rope_parameters); None: none
+    model_max_length: int | None = None
 
     @property
     def is_moe(self) -> bool:

@@ -109,6 +109,7 @@ def all_rules() -> dict[str, Rule]:
         inputs,
         megatron_model,
         megatron_parallel_state,
+        sglang_engine,
         verl_batch,
         verl_engines,
         verl_rollout,
