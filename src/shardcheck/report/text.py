@@ -93,6 +93,22 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
     return lines
 
 
+def _rollout_lines(job: Job) -> list[str]:
+    """The rollout engine's layout: TP, DP, EP, PP and the replicas it makes of the trainer's ranks."""
+    r = job.rollout
+    if r is None or job.framework != "verl":
+        return []
+    ep = job.value("actor_rollout_ref.rollout.expert_parallel_size")
+    sizes = [("TP", r.tp), ("DP", r.dp), ("EP", ep), ("PP", r.pp)]
+    text = ", ".join(f"{n} {_value(t)}" for n, t in sizes)
+    world = job.cluster.world
+    if all(t.known and isinstance(t.value, int) for t in (r.tp, r.dp, r.pp, world)):
+        size = r.tp.value * r.dp.value * r.pp.value
+        count = f"{world.value // size}" if world.value % size == 0 else f"{world.value / size:.2f} (does not tile)"
+        text += f"; {count} replica{'s' * (count != '1')} of {size} devices"
+    return [f"  rollout    {_value(r.engine)}: {text}"]
+
+
 def render_text(results: list[Result]) -> str:
     out: list[str] = []
     for r in results:
@@ -131,6 +147,7 @@ def render_text(results: list[Result]) -> str:
             if ref is not None and ref.sizes() != actor.sizes():
                 out.append("  training layout (ref; built first, its sizes create the process groups)")
                 out.extend(_layout_lines(job, ref))
+        out.extend(_rollout_lines(job))
         if r.skipped:
             out.append(f"  skipped (no model): {', '.join(r.skipped)}")
         out.append("  findings" if r.findings else "  findings: none")

@@ -406,7 +406,8 @@ def token_budget(job: Job) -> Iterator[Finding]:
                           f"{key} {budget} · CP {t.cp} = {budget * t.cp} tokens < the longest sample {longest} "
                           f"(verl: \"max_token_len must be greater than the sequence length\")",
                           where(budget_t, job.value("data.max_response_length"), job.value(f"{t.prefix}.use_dynamic_bsz")),
-                          fix=f"{key}={-(-longest // t.cp)} or more", role=t.role)
+                          fix=f"{'+' if budget_t.origin.first_script_line() is None and t.role == 'critic' else ''}"
+                              f"{key}={-(-longest // t.cp)} or more", role=t.role)
 
 
 @_batch_rule("VERL-BAL-DP", "warning", "verl pads each step's batch with dummy samples")

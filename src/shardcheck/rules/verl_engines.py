@@ -135,15 +135,16 @@ def transformer_override_key(job: Job) -> Iterator[Finding]:
             yield finding("VERL-MC-OTC-KEY", f"[{e.role}] override_transformer_config.{key} is not a TransformerConfig "
                                              f"field: did you mean {meant}? Megatron-Bridge raises AttributeError "
                                              f"(has no attribute '{key}'); the layout is judged without it",
-                          _override_line(traced, key), fix=f"{e.key_prefix}.override_transformer_config.{meant}",
+                          _override_line(traced), fix=f"{e.key_prefix}.override_transformer_config.{meant}",
                           role=e.role)
 
 
-def _override_line(traced, key: str):
-    """The script line of the override word that names ``key`` (not the line its value came from)."""
+def _override_line(traced):
+    """The script line of the override word (not the line its value came from); texts are shortened."""
     def walk(origin):
         yield origin
         for step in origin.via:
             yield from walk(step)
 
-    return next((o for o in walk(traced.origin) if o.kind == "script" and key in (o.text or "")), None) or where(traced)
+    words = [o for o in walk(traced.origin) if o.kind == "script" and "override_transformer_config" in (o.text or "")]
+    return words[0] if words else where(traced)

@@ -150,7 +150,7 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     yield finding("VLLM-MAXLEN-DERIVED",
                   f"User-specified max_model_len ({mml}) is greater than the derived max_model_len ({key}={shown} or "
                   f"model_max_length={job.model.model_max_length} in model's config.json). (vLLM; rope_scaling "
-                  f"{job.model.rope_scaling}, {job.model.source})", where(mml_t),
+                  f"{job.model.rope_scaling}, {job.model.source})", where(mml_t, job.model_path),
                   fix=f"{RO}.max_model_len={int(derived)} or less")
 
 
