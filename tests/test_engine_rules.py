@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from test_rules import A, M, OTC, RO, SGL, rule_findings, script
+from test_rules import OTC, RO, SGL, A, M, rule_findings, script
 
 from shardcheck.api import check
 from shardcheck.report.text import render_text

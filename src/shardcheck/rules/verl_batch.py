@@ -181,7 +181,9 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
 
     The same holds for the critic when verl uses one (`critic.enable`, or adv_estimator gae):
     `CriticConfig.__post_init__` raises `[critic] Please set at least one of
-    'critic.micro_batch_size' or 'critic.micro_batch_size_per_gpu'.` (or `You have set both`).
+    'critic.micro_batch_size' or 'critic.micro_batch_size_per_gpu'.` (or `You have set both`; or,
+    with only the deprecated `ppo_micro_batch_size`, `[critic] ppo_mini_batch_size (X) must be
+    divisible by ppo_micro_batch_size (Y)`).
 
     Source:
     verl/utils/config.py validate_config; verl/workers/config/actor.py ActorConfig.__post_init__;
@@ -206,6 +208,13 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
                                           "'critic.micro_batch_size_per_gpu'. (verl CriticConfig)",
                           where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
                           fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
+        elif not has_new and t.role == "critic":
+            mini = need(job.value(f"{p}.ppo_mini_batch_size"), f"{p}.ppo_mini_batch_size")
+            if mini % legacy.value:
+                yield finding("VERL-ACT-MBS", f"[critic] ppo_mini_batch_size ({mini}) must be divisible by "
+                                              f"ppo_micro_batch_size ({legacy.value}) (verl CriticConfig)",
+                              where(legacy), fix=f"set {p}.ppo_micro_batch_size_per_gpu instead (the former is "
+                                                 "deprecated)", role=t.role)
         elif not has_new and t.role == "actor":
             yield finding("VERL-ACT-MBS", f"{p}.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is off: "
                                           "verl's validate_config fails with TypeError (int * None)",

@@ -141,17 +141,22 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     limit = job.model.max_position_embeddings
     mml_t = job.value(f"{RO}.max_model_len")
     mml = need(mml_t, f"{RO}.max_model_len") or limit  # verl: None -> max_position_embeddings
-    derived, key = derived_max_len(job.model)
-    if mml > limit or mml <= derived:
-        return  # VERL-RO-MAXLEN reports the first
-    if job.model.model_max_length and mml <= job.model.model_max_length:
-        return
-    shown = derived if job.model.rope_scaling else int(derived)
-    yield finding("VLLM-MAXLEN-DERIVED",
-                  f"User-specified max_model_len ({mml}) is greater than the derived max_model_len ({key}={shown} or "
-                  f"model_max_length={job.model.model_max_length} in model's config.json). (vLLM; rope_scaling "
-                  f"{job.model.rope_scaling}, {job.model.source})", where(mml_t, job.model_path),
-                  fix=f"{RO}.max_model_len={int(derived)} or less")
+    if mml > limit:
+        return  # VERL-RO-MAXLEN: verl rejects it before vLLM sees it
+    message = max_len_error(job.model, mml)
+    if message is not None:
+        yield finding("VLLM-MAXLEN-DERIVED", f"{message} (vLLM; rope_scaling {job.model.rope_scaling}, {job.model.source})",
+                      where(mml_t, job.model_path), fix=f"{RO}.max_model_len={int(derived_max_len(job.model)[0])} or less")
+
+
+def max_len_error(model, max_model_len: int) -> str | None:
+    """vLLM's error text for a user-given max_model_len above the derived maximum, or None."""
+    derived, key = derived_max_len(model)
+    if max_model_len <= derived or (model.model_max_length and max_model_len <= model.model_max_length):
+        return None
+    shown = derived if model.rope_scaling else int(derived)
+    return (f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({key}={shown} "
+            f"or model_max_length={model.model_max_length} in model's config.json).")
 
 
 @rule("VLLM-MNS-MNBT", "error", "vLLM's max_num_batched_tokens must be at least max_num_seqs")
