@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ def script(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1,
     batch = ("data.train_batch_size=1441440 actor_rollout_ref.actor.ppo_mini_batch_size=1441440 "
              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
              "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 "
-             "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 "
+             "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 critic.ppo_micro_batch_size_per_gpu=1 "
              "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=1")
     return (f"{before}\npython3 -m verl.trainer.main_ppo {config} actor_rollout_ref.model.path=/models/{model} "
             f"trainer.nnodes={nodes} trainer.n_gpus_per_node={gpus} {batch} {words}\n")
@@ -28,6 +29,8 @@ def script(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1,
 
 A = "actor_rollout_ref.actor"
 RO = "actor_rollout_ref.rollout"
+SGL = f"+{RO}.engine_kwargs.sglang"
+YARN = str(Path(__file__).parent / "data" / "yarn-short")  # YaRN factor 2 over 32768: vLLM derives 65536
 
 
 def direct(**sizes):
@@ -145,7 +148,8 @@ CASES: dict[str, tuple[str, str]] = {
     "VERL-ENG-DYN-TOKENS": (script(f"{A}.use_dynamic_bsz=True data.max_prompt_length=1024 "
                                    "data.max_response_length=32768"),
                             script(f"{A}.use_dynamic_bsz=True data.max_prompt_length=1024 "
-                                   f"data.max_response_length=32768 {A}.ppo_max_token_len_per_gpu=33792")),
+                                   f"data.max_response_length=32768 {A}.ppo_max_token_len_per_gpu=33792 "
+                                   "+critic.ppo_infer_max_token_len_per_gpu=33792")),
     "VERL-BAL-DP": (script(f"data.train_batch_size=12 {A}.ppo_mini_batch_size=8"),
                     script(f"data.train_batch_size=16 {A}.ppo_mini_batch_size=8")),
     "VERL-CFG-LOGPROB-MBS": (script(f"{RO}.log_prob_micro_batch_size_per_gpu=null"),
@@ -185,6 +189,26 @@ CASES: dict[str, tuple[str, str]] = {
         script(f"{M}.tensor_model_parallel_size=2 {M}.expert_model_parallel_size=2"),
         script(f"{M}.tensor_model_parallel_size=2 {M}.expert_model_parallel_size=2 {M}.expert_tensor_parallel_size=1"),
     ),
+    "SGLANG-TP-HEADS": (script(f"{RO}.name=sglang {RO}.tensor_model_parallel_size=3", gpus=6),
+                        script(f"{RO}.name=sglang {RO}.tensor_model_parallel_size=2", gpus=6)),
+    "SGLANG-TP-KV": (script(f"{RO}.name=sglang {RO}.tensor_model_parallel_size=5", model="Qwen3-14B", gpus=5),
+                     script(f"{RO}.name=sglang {RO}.tensor_model_parallel_size=4", model="Qwen3-14B")),
+    "SGLANG-DP-ATTN": (script(f"{RO}.name=sglang {RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2"),
+                       script(f"{RO}.name=sglang {RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 "
+                              f"{SGL}.enable_dp_attention=True")),
+    "SGLANG-EP-EXPERTS": (script(f"{RO}.name=sglang {RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=3 "
+                                 f"{RO}.expert_parallel_size=6 {SGL}.enable_dp_attention=True", gpus=6),
+                          script(f"{RO}.name=sglang {RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=4 "
+                                 f"{RO}.expert_parallel_size=8 {SGL}.enable_dp_attention=True")),
+    "SGLANG-MEM-FRACTION": (script(f"{RO}.name=sglang {RO}.gpu_memory_utilization=1.0"),
+                            script(f"{RO}.name=sglang {RO}.gpu_memory_utilization=0.8")),
+    "VLLM-MAXLEN-DERIVED": (script().replace("/models/Qwen3-30B-A3B", YARN),
+                            script(f"{RO}.max_model_len=65536").replace("/models/Qwen3-30B-A3B", YARN)),
+    "VLLM-MNS-MNBT": (script(f"{RO}.max_num_batched_tokens=128"), script(f"{RO}.max_num_batched_tokens=256")),
+    "VLLM-MNS-REQUESTS": (script(f"data.train_batch_size=4096 {A}.ppo_mini_batch_size=4096 {RO}.max_num_seqs=256"),
+                          script(f"data.train_batch_size=4096 {A}.ppo_mini_batch_size=4096 {RO}.max_num_seqs=512")),
+    "VERL-MC-OTC-KEY": (script(f"{OTC}.moe_token_dispatcher_typ=alltoall"),
+                        script(f"{OTC}.moe_token_dispatcher_type=alltoall")),
     "SHELL-PARSE": (script(before="if then; fi"), script(before="if true; then X=1; fi")),
     "SHELL-SYNTAX": (script(before="X=${A B}"), script(before="X=${A:-B}")),
     "SHELL-SOURCE": (script(before="source ./env.sh"), script(before="X=1")),
@@ -204,7 +228,7 @@ CASES: dict[str, tuple[str, str]] = {
                               f"{RO}.tensor_model_parallel_size=4", nodes=4)),
     "MEM-ROLLOUT-CONCURRENCY": (
         script(f"{FITS} {RO}.tensor_model_parallel_size=4", nodes=4),
-        script(f"{FITS} {RO}.tensor_model_parallel_size=4 data.train_batch_size=8 {A}.ppo_mini_batch_size=8", nodes=4),
+        script(f"{FITS} {RO}.tensor_model_parallel_size=4 data.train_batch_size=32 {A}.ppo_mini_batch_size=32", nodes=4),
     ),
     "MEM-HOST": (script(f"{M}.param_offload=True {M}.optimizer_offload=True"),
                  script(f"{FITS} {M}.param_offload=True {M}.optimizer_offload=True {RO}.tensor_model_parallel_size=4",

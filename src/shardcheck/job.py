@@ -122,6 +122,8 @@ class ModelFacts:
     model_type: str | None = None
     mla: bool = False
     config: dict = field(default_factory=dict, compare=False, repr=False)  # the HF config (text part) as read
+    rope_scaling: dict | None = None  # HF rope_scaling (or transformers-5 rope_parameters); None: none
+    model_max_length: int | None = None
 
     @property
     def is_moe(self) -> bool:

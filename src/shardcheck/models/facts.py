@@ -39,7 +39,21 @@ def facts_from_config(config: dict, name: str, source: str, origin: Origin) -> M
         model_type=cfg.get("model_type"),
         mla=bool(cfg.get("kv_lora_rank")) or bool((cfg.get("mla") or {}).get("kv_lora_rank")),
         config=dict(cfg),
+        rope_scaling=_rope(cfg),
+        model_max_length=cfg.get("model_max_length"),
     )
+
+
+def _rope(cfg: dict) -> dict | None:
+    """The RoPE scaling dict, with ``rope_type`` filled from the legacy ``type`` key (as transformers does)."""
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if isinstance(rope, dict) and rope and all(isinstance(v, dict) for v in rope.values()):
+        rope = next(iter(rope.values()))  # per layer type (transformers 5); vLLM assumes one factor
+    if not isinstance(rope, dict):
+        return None
+    if "rope_type" not in rope and "type" in rope:
+        rope = {**rope, "rope_type": rope["type"]}
+    return rope
 
 
 def read_config_json(path: Path) -> ModelFacts:

@@ -104,6 +104,20 @@ def _rollout_line(ro) -> str:
         f"EP {_value(ro.ep)}" if ro.ep is not None else "") if part)
     return (f"{_value(ro.engine)}: {gpus.value // tp.value} engine{'s' * (gpus.value // tp.value != 1)} of "
             f"{tp.value} GPUs ({extra}) on {gpus.value} GPUs   {_where(tp.origin)}")
+def _rollout_lines(job: Job) -> list[str]:
+    """The rollout engine's layout: TP, DP, EP, PP and the replicas it makes of the trainer's ranks."""
+    r = job.rollout
+    if r is None or job.framework != "verl":
+        return []
+    ep = job.value("actor_rollout_ref.rollout.expert_parallel_size")
+    sizes = [("TP", r.tp), ("DP", r.dp), ("EP", ep), ("PP", r.pp)]
+    text = ", ".join(f"{n} {_value(t)}" for n, t in sizes)
+    world = job.cluster.world
+    if all(t.known and isinstance(t.value, int) for t in (r.tp, r.dp, r.pp, world)):
+        size = r.tp.value * r.dp.value * r.pp.value
+        count = f"{world.value // size}" if world.value % size == 0 else f"{world.value / size:.2f} (does not tile)"
+        text += f"; {count} replica{'s' * (count != '1')} of {size} devices"
+    return [f"  rollout    {_value(r.engine)}: {text}"]
 
 
 def render_text(results: list[Result]) -> str:
@@ -147,6 +161,7 @@ def render_text(results: list[Result]) -> str:
                 out.extend(_layout_lines(job, ref))
         if job.rollout is not None and job.rollout.gpus is not None:
             out.append(f"  rollout    {_rollout_line(job.rollout)}")
+        out.extend(_rollout_lines(job))
         if r.skipped:
             out.append(f"  skipped (no model): {', '.join(r.skipped)}")
         out.append("  findings" if r.findings else "  findings: none")

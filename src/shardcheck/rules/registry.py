@@ -112,6 +112,7 @@ def all_rules() -> dict[str, Rule]:
         megatron_parallel_state,
         memory,
         slime,
+        sglang_engine,
         verl_batch,
         verl_engines,
         verl_rollout,

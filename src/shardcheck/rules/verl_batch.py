@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from shardcheck.job import Job
 from shardcheck.rules.megatron_parallel_state import where
@@ -21,6 +22,7 @@ from shardcheck.rules.registry import Finding, finding, need, rule
 A = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"
 RO = "actor_rollout_ref.rollout"
+C = "critic"
 
 
 def _megatron(job: Job) -> bool:
@@ -67,6 +69,57 @@ def _samples(job: Job) -> tuple[int, int, int]:
     return tbs * n, mini * n, n
 
 
+@dataclass(frozen=True, slots=True)
+class Trainee:
+    """A model verl trains with a Megatron engine: the actor, and the critic when one is used.
+
+    ``static`` is the config's own ``use_dynamic_bsz`` being off (what verl's config validation
+    reads); ``engine_dynamic`` whether the engine packs micro-batches by tokens. verl 0.9.1's v1
+    trainer never hands the critic's use_dynamic_bsz or micro batch to its engine, whose
+    McoreEngineConfig default is use_dynamic_bsz=True, with the token budget
+    ``critic.ppo_infer_max_token_len_per_gpu`` (trainer_base.py ``init_workers``).
+    """
+
+    role: str
+    prefix: str
+    dp: int
+    cp: int
+    static: bool
+    engine_dynamic: bool
+    token_key: str
+
+    def mini(self, job: Job) -> tuple[int, object]:
+        """(ppo_mini_batch_size · n, the traced mini batch)."""
+        mini_t = job.value(f"{self.prefix}.ppo_mini_batch_size")
+        return need(mini_t, f"{self.prefix}.ppo_mini_batch_size") * need(job.value(f"{RO}.n"), f"{RO}.n"), mini_t
+
+
+def critic_used(job: Job) -> bool:
+    """verl/trainer/ppo/utils.py need_critic: critic.enable when set, else adv_estimator == gae."""
+    enable = need(job.value("critic.enable"), "critic.enable")
+    if enable is not None:
+        return bool(enable)
+    return need(job.value("algorithm.adv_estimator"), "algorithm.adv_estimator") == "gae"
+
+
+def trainees(job: Job) -> list[Trainee]:
+    """The actor, then the critic when verl uses one (with its own Megatron sizes, DP = world / (TP·PP·CP))."""
+    owner = job.group_owner
+    out = [Trainee("actor", A, _dp(job), need(owner.cp, "context_parallel_size"), _static(job), not _static(job),
+                   f"{A}.ppo_max_token_len_per_gpu")]
+    if not critic_used(job) or need(job.value(f"{C}.strategy"), f"{C}.strategy") != "megatron":
+        return out
+    sizes = [need(job.value(f"{C}.megatron.{k}_parallel_size"), f"{C}.megatron.{k}_parallel_size")
+             for k in ("tensor_model", "pipeline_model", "context")]
+    world = need(job.cluster.world, "world size")
+    if any(not isinstance(v, int) or v < 1 for v in sizes) or world % math.prod(sizes):
+        return out  # the critic's layout does not tile the world: not judged here
+    static = not need(job.value(f"{C}.use_dynamic_bsz"), f"{C}.use_dynamic_bsz")
+    out.append(Trainee("critic", C, world // math.prod(sizes), sizes[2], static, True,
+                       f"{C}.ppo_infer_max_token_len_per_gpu"))
+    return out
+
+
 def padded_batch(job: Job) -> tuple[int, int]:
     """(samples per step after verl's v1 padding, the multiple it pads to)."""
     batch, mini, _ = _samples(job)
@@ -74,12 +127,11 @@ def padded_batch(job: Job) -> tuple[int, int]:
     return -(-batch // multiple) * multiple, multiple
 
 
-def _micro_passes(job: Job) -> list[tuple[str, int, str, object, int]]:
-    """Each static-batch pass with a micro batch set: (key, samples per DP rank, pass, traced, micro).
+def _pass_samples(job: Job) -> list[tuple[str, int, str]]:
+    """Each pass's (micro-batch key, samples per DP rank, pass name).
 
     The update pass takes mini · n / DP samples per rank; the old-log-prob and ref passes take the
-    whole padded step batch / DP. Passes whose micro batch is unset are VERL-ACT-MBS /
-    VERL-CFG-LOGPROB-MBS findings and are left out here.
+    whole padded step batch / DP.
     """
     dp = _dp(job)
     _, mini, _ = _samples(job)
@@ -88,8 +140,16 @@ def _micro_passes(job: Job) -> list[tuple[str, int, str, object, int]]:
     passes.append((f"{RO}.log_prob_micro_batch_size_per_gpu", batch // dp, "old log-prob"))
     if job.ref_used.value:
         passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // dp, "ref log-prob"))
+    return passes
+
+
+def _micro_passes(job: Job) -> list[tuple[str, int, str, object, int]]:
+    """Each static-batch pass with a micro batch set: (key, samples per DP rank, pass, traced, micro).
+
+    Passes whose micro batch is unset are VERL-ACT-MBS / VERL-CFG-LOGPROB-MBS findings and are left out.
+    """
     out = []
-    for key, per_rank, what in passes:
+    for key, per_rank, what in _pass_samples(job):
         micro_t = job.value(key)
         micro = need(micro_t, key)
         if micro is not None and micro > 0:
@@ -119,24 +179,47 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
     Fix:
     Set `ppo_micro_batch_size_per_gpu`, or `actor_rollout_ref.actor.use_dynamic_bsz=True`.
 
+    The same holds for the critic when verl uses one (`critic.enable`, or adv_estimator gae):
+    `CriticConfig.__post_init__` raises `[critic] Please set at least one of
+    'critic.micro_batch_size' or 'critic.micro_batch_size_per_gpu'.` (or `You have set both`; or,
+    with only the deprecated `ppo_micro_batch_size`, `[critic] ppo_mini_batch_size (X) must be
+    divisible by ppo_micro_batch_size (Y)`).
+
     Source:
-    verl/utils/config.py validate_config; verl/workers/config/actor.py ActorConfig.__post_init__ (verl 0.9.1).
+    verl/utils/config.py validate_config; verl/workers/config/actor.py ActorConfig.__post_init__;
+    verl/workers/config/critic.py CriticConfig.__post_init__; verl/trainer/ppo/utils.py need_critic (verl 0.9.1).
     """
-    if not _megatron(job) or not _static(job):
+    if not _megatron(job):
         return
-    per_gpu = job.value(f"{A}.ppo_micro_batch_size_per_gpu")
-    legacy = job.value(f"{A}.ppo_micro_batch_size")
-    has_new = need(per_gpu, f"{A}.ppo_micro_batch_size_per_gpu") is not None
-    has_old = need(legacy, f"{A}.ppo_micro_batch_size") is not None
-    if has_new and has_old:
-        yield finding("VERL-ACT-MBS", "[actor] You have set both 'actor.ppo_micro_batch_size' AND "
-                                      "'actor.ppo_micro_batch_size_per_gpu' (verl ActorConfig)",
-                      where(legacy, per_gpu), fix=f"remove {A}.ppo_micro_batch_size")
-    elif not has_new:
-        yield finding("VERL-ACT-MBS", f"{A}.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is off: "
-                                      "verl's validate_config fails with TypeError (int * None)",
-                      where(per_gpu, job.value(f"{A}.use_dynamic_bsz")),
-                      fix=f"{A}.ppo_micro_batch_size_per_gpu=1, or {A}.use_dynamic_bsz=True")
+    for t in trainees(job):
+        if not t.static:
+            continue
+        p = t.prefix
+        per_gpu = job.value(f"{p}.ppo_micro_batch_size_per_gpu")
+        legacy = job.value(f"{p}.ppo_micro_batch_size")
+        has_new = need(per_gpu, f"{p}.ppo_micro_batch_size_per_gpu") is not None
+        has_old = need(legacy, f"{p}.ppo_micro_batch_size") is not None
+        if has_new and has_old:
+            yield finding("VERL-ACT-MBS", f"[{t.role}] You have set both '{t.role}.ppo_micro_batch_size' AND "
+                                          f"'{t.role}.ppo_micro_batch_size_per_gpu' (verl {t.role.title()}Config)",
+                          where(legacy, per_gpu), fix=f"remove {p}.ppo_micro_batch_size", role=t.role)
+        elif not has_new and not has_old and t.role == "critic":
+            yield finding("VERL-ACT-MBS", "[critic] Please set at least one of 'critic.micro_batch_size' or "
+                                          "'critic.micro_batch_size_per_gpu'. (verl CriticConfig)",
+                          where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
+                          fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
+        elif not has_new and t.role == "critic":
+            mini = need(job.value(f"{p}.ppo_mini_batch_size"), f"{p}.ppo_mini_batch_size")
+            if mini % legacy.value:
+                yield finding("VERL-ACT-MBS", f"[critic] ppo_mini_batch_size ({mini}) must be divisible by "
+                                              f"ppo_micro_batch_size ({legacy.value}) (verl CriticConfig)",
+                              where(legacy), fix=f"set {p}.ppo_micro_batch_size_per_gpu instead (the former is "
+                                                 "deprecated)", role=t.role)
+        elif not has_new and t.role == "actor":
+            yield finding("VERL-ACT-MBS", f"{p}.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is off: "
+                                          "verl's validate_config fails with TypeError (int * None)",
+                          where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
+                          fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
 
 
 @_batch_rule("VERL-CFG-REAL-BSZ", "error", "train_batch_size · n must divide by DP · actor micro batch")
@@ -193,17 +276,21 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
     Fix:
     Lower ppo_mini_batch_size or raise train_batch_size.
 
+    The critic's `ppo_mini_batch_size` likewise, when a critic is used (`CriticConfig.validate`).
+
     Source:
-    verl/workers/config/actor.py ActorConfig.validate (verl 0.9.1).
+    verl/workers/config/actor.py ActorConfig.validate; verl/workers/config/critic.py CriticConfig.validate (verl 0.9.1).
     """
-    if not _megatron(job) or not _static(job):
+    if not _megatron(job):
         return
     tbs = need(job.value("data.train_batch_size"), "data.train_batch_size")
-    mini = need(job.value(f"{A}.ppo_mini_batch_size"), f"{A}.ppo_mini_batch_size")
-    if tbs < mini:
-        yield finding("VERL-ACT-TBS-MINI", f"train_batch_size ({tbs}) must be >= actor.ppo_mini_batch_size ({mini})",
-                      where(job.value(f"{A}.ppo_mini_batch_size"), job.value("data.train_batch_size")),
-                      fix=f"{A}.ppo_mini_batch_size={tbs} or less")
+    for t in trainees(job):
+        mini_t = job.value(f"{t.prefix}.ppo_mini_batch_size")
+        mini = need(mini_t, f"{t.prefix}.ppo_mini_batch_size")
+        if t.static and tbs < mini:
+            yield finding("VERL-ACT-TBS-MINI", f"train_batch_size ({tbs}) must be >= {t.role}.ppo_mini_batch_size ({mini})",
+                          where(mini_t, job.value("data.train_batch_size")),
+                          fix=f"{t.prefix}.ppo_mini_batch_size={tbs} or less", role=t.role)
 
 
 @_batch_rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by Megatron DP")
@@ -225,18 +312,23 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
     Fix:
     Raise ppo_mini_batch_size (or n), or shrink DP by raising TP/PP/CP.
 
+    The critic's update (`critic.ppo_mini_batch_size · n` over the critic engine's DP, from
+    `critic.megatron.*`) is checked the same way when a critic is used.
+
     Source:
-    verl/workers/engine_workers.py TrainingWorker.train_mini_batch (verl 0.9.1).
+    verl/workers/engine_workers.py TrainingWorker.train_mini_batch; verl/trainer/ppo/v1/trainer_base.py
+    _update_critic (verl 0.9.1).
     """
     if not _megatron(job):
         return
-    _, mini, _ = _samples(job)
-    dp = _dp(job)
-    if mini % dp:
-        yield finding("VERL-ENG-MINI-DP", f"Got mini_batch_size={mini} and self.engine.get_data_parallel_size()={dp} "
-                                          f"(ppo_mini_batch_size · n = {mini} does not divide over DP {dp})",
-                      where(job.value(f"{A}.ppo_mini_batch_size"), job.value(f"{RO}.n")),
-                      fix=f"a ppo_mini_batch_size · n that is a multiple of {dp}")
+    for t in trainees(job):
+        mini, mini_t = t.mini(job)
+        if mini % t.dp:
+            yield finding("VERL-ENG-MINI-DP", f"[{t.role}] Got mini_batch_size={mini} and "
+                                              f"self.engine.get_data_parallel_size()={t.dp} ({t.prefix}.ppo_mini_batch_size "
+                                              f"· n = {mini} does not divide over DP {t.dp})",
+                          where(mini_t, job.value(f"{RO}.n")),
+                          fix=f"a {t.prefix}.ppo_mini_batch_size · n that is a multiple of {t.dp}", role=t.role)
 
 
 @_batch_rule("VERL-ENG-MICRO-DIV", "error", "Per-rank samples must divide by the micro batch (static batch size)")
@@ -292,26 +384,39 @@ def token_budget(job: Job) -> Iterator[Finding]:
     Fix:
     Raise the token budgets to at least (prompt + response) / CP.
 
+    The critic's engine always packs by tokens in verl 0.9.1's v1 trainer (its McoreEngineConfig
+    keeps use_dynamic_bsz=True; only `critic.ppo_infer_max_token_len_per_gpu`, default 32768, is
+    handed to it, for training and inference alike), so with a critic that budget · the critic's CP
+    must hold the longest sample whatever `critic.use_dynamic_bsz` says.
+
     Source:
-    verl/utils/seqlen_balancing.py rearrange_micro_batches; verl/workers/engine/megatron/transformer_impl.py (verl 0.9.1).
+    verl/utils/seqlen_balancing.py rearrange_micro_batches; verl/workers/engine/megatron/transformer_impl.py;
+    verl/trainer/ppo/v1/trainer_base.py init_workers (critic engine config); verl/workers/config/engine.py
+    EngineConfig (verl 0.9.1).
     """
-    if not _megatron(job) or _static(job):
+    if not _megatron(job):
         return
     longest = need(job.value("data.max_prompt_length"), "data.max_prompt_length") + need(
         job.value("data.max_response_length"), "data.max_response_length")
-    cp = need(job.group_owner.cp, "context_parallel_size")
-    keys = [f"{A}.ppo_max_token_len_per_gpu", f"{RO}.log_prob_max_token_len_per_gpu"]
-    if job.ref_used.value:
-        keys.append(f"{REF}.log_prob_max_token_len_per_gpu")
-    for key in keys:
+    budgets = []
+    for t in trainees(job):
+        if not t.engine_dynamic:
+            continue
+        budgets.append((t, t.token_key))
+        if t.role == "actor":
+            budgets.append((t, f"{RO}.log_prob_max_token_len_per_gpu"))
+            if job.ref_used.value:
+                budgets.append((t, f"{REF}.log_prob_max_token_len_per_gpu"))
+    for t, key in budgets:
         budget_t = job.value(key)
         budget = need(budget_t, key)
-        if budget * cp < longest:
+        if budget * t.cp < longest:
             yield finding("VERL-ENG-DYN-TOKENS",
-                          f"{key} {budget} · CP {cp} = {budget * cp} tokens < the longest sample {longest} "
+                          f"{key} {budget} · CP {t.cp} = {budget * t.cp} tokens < the longest sample {longest} "
                           f"(verl: \"max_token_len must be greater than the sequence length\")",
-                          where(budget_t, job.value("data.max_response_length"), job.value(f"{A}.use_dynamic_bsz")),
-                          fix=f"{key}={-(-longest // cp)} or more")
+                          where(budget_t, job.value("data.max_response_length"), job.value(f"{t.prefix}.use_dynamic_bsz")),
+                          fix=f"{'+' if budget_t.origin.first_script_line() is None and t.role == 'critic' else ''}"
+                              f"{key}={-(-longest // t.cp)} or more", role=t.role)
 
 
 @_batch_rule("VERL-BAL-DP", "warning", "verl pads each step's batch with dummy samples")
@@ -399,28 +504,34 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
 def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     """
     With a virtual pipeline (VPP > 1) verl requires the number of micro-batches of every pass to be a
-    multiple of `microbatch_group_size_per_vp_stage` (megatron-core's default: PP). Static batch
+    multiple of `microbatch_group_size_per_vp_stage` G (megatron-core's default: PP). Static batch
     size: update M = (mini · n / DP) / ppo_micro_batch_size_per_gpu; old-log-prob and ref
-    M = (padded step batch / DP) / log_prob_micro_batch_size_per_gpu.
+    M = (padded step batch / DP) / log_prob_micro_batch_size_per_gpu. Dynamic batch size:
+    `rearrange_micro_batches` rounds the count up to a multiple of G itself
+    (`num_batches_divided_by=G`), which needs at least G samples per rank in every pass.
 
     Why:
-    `MegatronEngine.forward_backward_batch` asserts `micro_batches [...] must be divisible by
-    num_batches_divided_by N for megatron backend` at the first pass of step 1.
+    Static: `MegatronEngine.forward_backward_batch` asserts `micro_batches [...] must be divisible by
+    num_batches_divided_by N for megatron backend`; dynamic: `rearrange_micro_batches` raises
+    `Cannot satisfy max_token_len while keeping forced groups atomic [...] Requested G non-empty
+    micro-batches, but a rank has only M forced groups.` Both at the first pass of step 1.
 
     Bad:
-    PP 4, VPP 2, 6 micro-batches per update.
+    PP 4, VPP 2, 6 micro-batches per update; or dynamic batch size with 2 samples per rank.
 
     Good:
-    8 micro-batches (a multiple of PP).
+    8 micro-batches (a multiple of PP); dynamic: at least PP samples per rank.
 
     Fix:
-    Choose micro-batch sizes that give a multiple of PP micro-batches per rank.
+    Choose micro-batch sizes that give a multiple of PP micro-batches per rank; with dynamic batch
+    size raise ppo_mini_batch_size · n to at least PP · DP.
 
     Source:
-    verl/workers/engine/megatron/transformer_impl.py MegatronEngine.forward_backward_batch (verl 0.9.1);
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine.forward_backward_batch;
+    verl/utils/seqlen_balancing.py rearrange_micro_batches (verl 0.9.1);
     megatron/core/model_parallel_config.py (microbatch_group_size_per_vp_stage defaults to PP).
     """
-    if not _megatron(job) or not _static(job):
+    if not _megatron(job):
         return
     owner = job.group_owner
     vpp = need(owner.vpp, f"{owner.key_prefix}.virtual_pipeline_model_parallel_size")
@@ -429,16 +540,26 @@ def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     group_t = owner.transformer_overrides.get("microbatch_group_size_per_vp_stage")
     group = need(group_t, "microbatch_group_size_per_vp_stage") if group_t is not None else None
     group = group or need(owner.pp, f"{owner.key_prefix}.pipeline_model_parallel_size")
+    text = f"microbatch_group_size_per_vp_stage {group} (VPP {vpp})"
+    if not _static(job):
+        for key, per_rank, what in _pass_samples(job):
+            if per_rank < group:
+                yield finding("VERL-ENG-VPP-MB",
+                              f"{what} pass: {per_rank} samples per rank cannot make the {group} micro-batches of "
+                              f"{text} (verl: \"Requested {group} non-empty micro-batches, but a rank has only "
+                              f"{per_rank} forced groups.\")", where(job.value(key), owner.vpp),
+                              fix=f"at least {group} samples per DP rank in the {what} pass (raise the batch sizes)")
+        return
     for key, per_rank, what, micro_t, micro in _micro_passes(job):
         if per_rank % micro:
             continue  # VERL-ENG-MICRO-DIV
         count = per_rank // micro
         if count % group:
             yield finding("VERL-ENG-VPP-MB",
-                          f"{what} pass: {count} micro-batches per rank is not a multiple of "
-                          f"microbatch_group_size_per_vp_stage {group} (VPP {vpp}; verl: \"micro_batches ... must be "
-                          f"divisible by num_batches_divided_by {group} for megatron backend\")",
-                          where(micro_t, owner.vpp), fix=f"a {key} giving a multiple of {group} micro-batches per rank")
+                          f"{what} pass: {count} micro-batches per rank is not a multiple of {text}; verl: "
+                          f"\"micro_batches ... must be divisible by num_batches_divided_by {group} for megatron "
+                          "backend\")", where(micro_t, owner.vpp),
+                          fix=f"a {key} giving a multiple of {group} micro-batches per rank")
 
 
 @_batch_rule("VERL-ENG-DYN-SAME", "error", "The actor and rollout must agree on dynamic batch size")

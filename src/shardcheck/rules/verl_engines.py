@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardcheck.frameworks.megatron.transformer_fields import closest_field
 from shardcheck.job import Job
 from shardcheck.rules.megatron_parallel_state import engines, where
 from shardcheck.rules.registry import Finding, finding, rule
@@ -95,3 +96,55 @@ def etp_unset(job: Job) -> Iterator[Finding]:
             fix=f"set {e.key_prefix}.expert_tensor_parallel_size explicitly (1 is the usual choice)",
             role=e.role,
         )
+
+
+@rule("VERL-MC-OTC-KEY", "error", "override_transformer_config sets a misspelt TransformerConfig field")
+def transformer_override_key(job: Job) -> Iterator[Finding]:
+    """
+    verl hands every `override_transformer_config` entry to the Megatron-Bridge model provider
+    (or, with `vanilla_mbridge`, to `TransformerConfig(**kwargs)`). A key that is a near-miss of a
+    TransformerConfig field is a typo: the setting meant is not applied, and the layout shardcheck
+    judges (and reports) is the one without it.
+
+    Why:
+    Megatron-Bridge ≥ 0.5.0 `apply_overrides_and_finalize` raises `AttributeError: <Provider> has no
+    attribute 'KEY'.` when the engine builds the model (vanilla mbridge: `TypeError: unexpected
+    keyword argument`); the key never takes effect.
+
+    Bad:
+    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipline_stage=5`
+
+    Good:
+    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5`
+
+    Fix:
+    Spell the field as megatron-core's TransformerConfig does.
+
+    Source:
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine._build_tf_config (verl 0.9.1);
+    Megatron-Bridge src/megatron/bridge/models/model_provider.py apply_overrides_and_finalize (v0.5.0);
+    megatron/core/transformer/transformer_config.py TransformerConfig fields (megatron-core 0.16.1).
+    """
+    if job.framework != "verl":
+        return
+    for e in engines(job):
+        for key, traced in e.transformer_overrides.items():
+            meant = closest_field(key)
+            if meant is None or traced.origin.first_script_line() is None:
+                continue  # a field, a provider attribute, or a key verl's own YAML sets
+            yield finding("VERL-MC-OTC-KEY", f"[{e.role}] override_transformer_config.{key} is not a TransformerConfig "
+                                             f"field: did you mean {meant}? Megatron-Bridge raises AttributeError "
+                                             f"(has no attribute '{key}'); the layout is judged without it",
+                          _override_line(traced), fix=f"{e.key_prefix}.override_transformer_config.{meant}",
+                          role=e.role)
+
+
+def _override_line(traced):
+    """The script line of the override word (not the line its value came from); texts are shortened."""
+    def walk(origin):
+        yield origin
+        for step in origin.via:
+            yield from walk(step)
+
+    words = [o for o in walk(traced.origin) if o.kind == "script" and "override_transformer_config" in (o.text or "")]
+    return words[0] if words else where(traced)

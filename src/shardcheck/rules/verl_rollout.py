@@ -198,8 +198,9 @@ def vllm_dp(job: Job) -> Iterator[Finding]:
       needs_model=True)
 def rollout_max_len(job: Job) -> Iterator[Finding]:
     """
-    verl's vLLM server takes `max_model_len` (default: the model's `max_position_embeddings`) and
-    rejects a larger value, with no RoPE-scaling factor applied (stricter than vLLM itself).
+    verl's vLLM and SGLang servers take `max_model_len` (default: the model's
+    `max_position_embeddings`) and reject a larger value, with no RoPE-scaling factor applied
+    (stricter than vLLM itself; VLLM-MAXLEN-DERIVED is vLLM's own check).
 
     Why:
     `vLLMHttpServer._validate_configs` raises `ValueError: max_model_len (X) should be less than or
@@ -212,13 +213,15 @@ def rollout_max_len(job: Job) -> Iterator[Finding]:
     The 2507 release (262144), or a `max_model_len` within the config's limit.
 
     Fix:
-    Lower max_model_len, or raise max_position_embeddings with
-    `+actor_rollout_ref.model.override_config.max_position_embeddings=...` (with RoPE scaling).
+    Lower max_model_len, or use a model config whose max_position_embeddings allows it
+    (`actor_rollout_ref.model.override_config` changes only verl's copy of the config: vLLM still
+    reads the model's config.json).
 
     Source:
-    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1).
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs;
+    verl/workers/rollout/sglang_rollout/async_sglang_server.py SGLangHttpServer.__init__ (verl 0.9.1).
     """
-    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
+    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
         return
     limit = job.model.max_position_embeddings
     mml_t = job.value(f"{RO}.max_model_len")
@@ -248,9 +251,10 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
     Raise max_model_len (within max_position_embeddings) or lower the lengths.
 
     Source:
-    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer.generate (verl 0.9.1).
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer.generate;
+    verl/workers/rollout/sglang_rollout/async_sglang_server.py SGLangHttpServer.generate (verl 0.9.1).
     """
-    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
+    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
         return
     mml_t = job.value(f"{RO}.max_model_len")
     mml = need(mml_t, f"{RO}.max_model_len") or job.model.max_position_embeddings

@@ -84,3 +84,162 @@ def vllm_kv_heads(job: Job) -> Iterator[Finding]:
         return
     yield finding("VLLM-TP-KV", f"{job.model.name} has {kv} KV heads and rollout TP is {tp} (vLLM: \"{message}\")",
                   where(job.rollout.tp), fix=f"a rollout TP dividing {kv} or a multiple of it")
+
+
+def derived_max_len(model) -> tuple[float, str]:
+    """vLLM's derived maximum length and the key it came from (vllm/config/model.py _get_and_verify_max_len)."""
+    derived: float = model.max_position_embeddings
+    key = "max_position_embeddings"
+    if model.model_max_length:
+        derived, key = model.model_max_length, "model_max_length"
+    rope = model.rope_scaling
+    if rope and "gemma3" not in (model.model_type or ""):
+        factor = 1.0
+        rope_type = rope.get("rope_type", "default")
+        if rope_type not in ("su", "longrope", "llama3"):
+            factor = rope.get("factor", factor)
+            if rope_type == "yarn" and rope.get("original_max_position_embeddings"):
+                derived = rope["original_max_position_embeddings"]
+        derived *= factor if factor is not None else 1.0
+    return derived, key
+
+
+@rule("VLLM-MAXLEN-DERIVED", "error", "Rollout max_model_len must not exceed vLLM's RoPE-derived maximum",
+      needs_model=True)
+def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
+    """
+    vLLM derives the longest context from the model's own config.json: max_position_embeddings
+    (or model_max_length) times the RoPE scaling factor, except that YaRN starts from
+    `original_max_position_embeddings` and llama3 / longrope add no factor. verl's own check
+    (VERL-RO-MAXLEN) only compares with max_position_embeddings, and verl's
+    `model.override_config` never reaches vLLM, which reads config.json itself. With max_model_len
+    unset verl passes max_position_embeddings.
+
+    Why:
+    `ModelConfig` raises `ValueError: User-specified max_model_len (X) is greater than the derived
+    max_model_len (max_position_embeddings=D or model_max_length=None in model's config.json).`
+    when the rollout server starts (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set on the workers).
+
+    Bad:
+    A config.json with max_position_embeddings 131072 and YaRN factor 2 over 32768 (derived 65536),
+    max_model_len unset.
+
+    Good:
+    `actor_rollout_ref.rollout.max_model_len=65536`, or a YaRN factor 4.
+
+    Fix:
+    Lower max_model_len to the derived length, or edit rope_scaling in the model's config.json.
+
+    Source:
+    vllm/config/model.py _get_and_verify_max_len and
+    vllm/transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key (vLLM 0.24.0,
+    the version verl 0.9.1 pins; newer vLLM may differ);
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1).
+    """
+    if _vllm_tp(job) is None or not job.model.max_position_embeddings:
+        return
+    limit = job.model.max_position_embeddings
+    mml_t = job.value(f"{RO}.max_model_len")
+    mml = need(mml_t, f"{RO}.max_model_len") or limit  # verl: None -> max_position_embeddings
+    if mml > limit:
+        return  # VERL-RO-MAXLEN: verl rejects it before vLLM sees it
+    message = max_len_error(job.model, mml)
+    if message is not None:
+        yield finding("VLLM-MAXLEN-DERIVED", f"{message} (vLLM; rope_scaling {job.model.rope_scaling}, {job.model.source})",
+                      where(mml_t, job.model_path), fix=f"{RO}.max_model_len={int(derived_max_len(job.model)[0])} or less")
+
+
+def max_len_error(model, max_model_len: int) -> str | None:
+    """vLLM's error text for a user-given max_model_len above the derived maximum, or None."""
+    derived, key = derived_max_len(model)
+    if max_model_len <= derived or (model.model_max_length and max_model_len <= model.model_max_length):
+        return None
+    shown = derived if model.rope_scaling else int(derived)
+    return (f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({key}={shown} "
+            f"or model_max_length={model.model_max_length} in model's config.json).")
+
+
+@rule("VLLM-MNS-MNBT", "error", "vLLM's max_num_batched_tokens must be at least max_num_seqs")
+def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
+    """
+    Each scheduler step must be able to hold one token of every running sequence. verl passes
+    `max_num_seqs` and `max_num_batched_tokens` (raised to max_model_len first when chunked prefill
+    is off).
+
+    Why:
+    `SchedulerConfig.verify_max_model_len` raises `ValueError: max_num_batched_tokens (T) must be
+    greater than or equal to max_num_seqs (S).` when the rollout server starts.
+
+    Bad:
+    `max_num_batched_tokens=128 max_num_seqs=256`.
+
+    Good:
+    `max_num_batched_tokens=8192` (verl's default) with max_num_seqs 256.
+
+    Fix:
+    Raise max_num_batched_tokens or lower max_num_seqs.
+
+    Source:
+    vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (vLLM 0.24.0);
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1).
+    """
+    if _vllm_tp(job) is None:
+        return
+    seqs_t, tokens_t = job.value(f"{RO}.max_num_seqs"), job.value(f"{RO}.max_num_batched_tokens")
+    seqs, tokens = need(seqs_t, f"{RO}.max_num_seqs"), need(tokens_t, f"{RO}.max_num_batched_tokens")
+    if seqs is None or tokens is None:
+        return
+    if not need(job.value(f"{RO}.enable_chunked_prefill"), f"{RO}.enable_chunked_prefill"):
+        mml = need(job.value(f"{RO}.max_model_len"), f"{RO}.max_model_len")
+        mml = mml or (job.model.max_position_embeddings if job.model else None)
+        if mml is None:
+            return  # verl raises the token budget to an unknown max_model_len
+        tokens = max(tokens, mml)
+    if tokens < seqs:
+        yield finding("VLLM-MNS-MNBT", f"max_num_batched_tokens ({tokens}) must be greater than or equal to "
+                                       f"max_num_seqs ({seqs}). (vLLM)", where(tokens_t, seqs_t),
+                      fix=f"{RO}.max_num_batched_tokens={seqs} or more, or {RO}.max_num_seqs={tokens} or less")
+
+
+@rule("VLLM-MNS-REQUESTS", "warning", "A step's rollout requests exceed what the vLLM engines run at once")
+def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
+    """
+    Each step sends `train_batch_size · rollout.n` requests to the world / (TP·DP·PP) replicas; each
+    replica runs DP vLLM engines, each scheduling at most `max_num_seqs` sequences at a time. More
+    requests than replicas · DP · max_num_seqs wait in the queue: generation takes several waves.
+
+    Why:
+    No error: the rollout of every step takes longer than it could (a long response holds its slot
+    to the end).
+
+    Bad:
+    1024 requests a step on 8 engines with max_num_seqs 64 (512 at once).
+
+    Good:
+    max_num_seqs 128 or more, or more engines.
+
+    Fix:
+    Raise max_num_seqs (KV cache permitting) or the rollout DP.
+
+    Source:
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer.launch_server (max_num_seqs,
+    data_parallel_size per replica, verl 0.9.1); vllm/config/scheduler.py SchedulerConfig.max_num_seqs
+    (per engine core, vLLM 0.24.0).
+    """
+    if _vllm_tp(job) is None:
+        return
+    seqs_t = job.value(f"{RO}.max_num_seqs")
+    seqs = need(seqs_t, f"{RO}.max_num_seqs")
+    world = need(job.cluster.world, "world size")
+    tp, dp = need(job.rollout.tp, f"{RO}.tensor_model_parallel_size"), need(job.rollout.dp, f"{RO}.data_parallel_size")
+    pp = need(job.rollout.pp, f"{RO}.pipeline_model_parallel_size")
+    if seqs is None or world % (tp * dp * pp):
+        return  # VERL-RO-WORLD
+    engines = world // (tp * dp * pp) * dp
+    requests = need(job.value("data.train_batch_size"), "data.train_batch_size") * need(job.value(f"{RO}.n"), f"{RO}.n")
+    if requests > engines * seqs:
+        waves = -(-requests // (engines * seqs))
+        yield finding("VLLM-MNS-REQUESTS", f"{requests} requests a step (train_batch_size · n) on {engines} vLLM engines "
+                                           f"of max_num_seqs {seqs}: at most {engines * seqs} run at once, so the "
+                                           f"rollout takes {waves} waves", where(seqs_t, job.value("data.train_batch_size")),
+                      fix=f"{RO}.max_num_seqs={-(-requests // engines)} (KV cache permitting)")

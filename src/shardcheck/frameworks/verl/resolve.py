@@ -62,6 +62,27 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.rollout", ("gpu_memory_utilization", "max_num_seqs", "dtype")),
     ) for key in keys
 )
+# More keys the rollout-engine and critic rules read.
+VALUE_KEYS += tuple(
+    f"{prefix}.{key}" for prefix, keys in (
+        ("actor_rollout_ref.rollout", ("max_num_seqs", "gpu_memory_utilization",
+                                       "engine_kwargs.sglang.enable_dp_attention",
+                                       "engine_kwargs.sglang.mem_fraction_static")),
+        ("critic", ("enable", "strategy", "ppo_mini_batch_size", "ppo_micro_batch_size", "ppo_micro_batch_size_per_gpu",
+                    "use_dynamic_bsz", "ppo_infer_max_token_len_per_gpu", "megatron.tensor_model_parallel_size",
+                    "megatron.pipeline_model_parallel_size", "megatron.context_parallel_size")),
+    ) for key in keys
+)
+# Keys verl's YAML leaves out: their value when no override sets them (free-form engine kwargs take
+# the engine's own default; dataclass fields the dataclass default).
+ABSENT_DEFAULTS = {
+    "actor_rollout_ref.rollout.engine_kwargs.sglang.enable_dp_attention":
+        (False, "default of SGLang ServerArgs: enable_dp_attention = False"),
+    "actor_rollout_ref.rollout.engine_kwargs.sglang.mem_fraction_static":
+        (None, "not in engine_kwargs.sglang: verl passes gpu_memory_utilization as mem_fraction_static"),
+    "critic.ppo_infer_max_token_len_per_gpu":
+        (32768, "default of verl 0.9.1 CriticConfig: ppo_infer_max_token_len_per_gpu = 32768"),
+}
 # Config groups of verl 0.9.1's trainer config (directories of verl/trainer/config). A bare
 # `group=option` override selects an option in ppo_trainer.yaml's defaults list.
 CONFIG_GROUPS = frozenset({"actor", "algorithm", "critic", "data", "distillation", "engine", "model", "model_engine",
@@ -199,6 +220,16 @@ def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
     return notes
 
 
+def _value(config: VerlConfig, key: str) -> Traced:
+    """``config.get(key)``; a key verl's YAML leaves out takes its documented default (ABSENT_DEFAULTS)."""
+    traced = config.get(key)
+    if key in ABSENT_DEFAULTS and not traced.known and config.custom is None and config._setter(key) is None \
+            and config._missing(key):
+        value, text = ABSENT_DEFAULTS[key]
+        return Traced(value, Origin(kind="default", text=text))
+    return traced
+
+
 def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None) -> Job:
     """The Job verl would build from this launch's command line."""
     notes: list[ConfigNote] = []
@@ -292,5 +323,5 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         notes=tuple(notes),
         open_arguments=tuple(word.word for word in hydra.unknown_words),
         rollout=rollout,
-        values={key: config.get(key) for key in VALUE_KEYS + MEMORY_KEYS},
+        values={key: _value(config, key) for key in VALUE_KEYS + MEMORY_KEYS},
     )
