@@ -306,3 +306,14 @@ def test_megatron_lm_style_layers_equal_megatron(case):
     for stage in _stages(pp):
         mine = counts(arch, tp=tp, pp=pp, ep=ep, etp=etp, stage=stage)
         assert mine == megatron_stage_params(arch, tp=tp, pp=pp, ep=ep, etp=etp, stage=stage), (name, stage)
+
+
+def test_sglang_engine_spans_the_replica(tmp_path):
+    ro = "actor_rollout_ref.rollout"
+    base = f"{FITS} {ro}.name=sglang {ro}.tensor_model_parallel_size=2 {ro}.data_parallel_size=2"
+    plain = estimate(_job(tmp_path, script(base, nodes=4)), "h200").rollout
+    attn = estimate(_job(tmp_path, script(f"{base} +{ro}.engine_kwargs.sglang.enable_dp_attention=True", nodes=4)),
+                    "h200").rollout
+    assert (plain.tp, plain.dp) == (4, 1) and (attn.tp, attn.dp) == (2, 2)
+    assert plain.reserve_bytes == 0  # mem_fraction_static holds weights and KV only
+    assert plain.kv_bytes_per_token * 2 == attn.kv_bytes_per_token  # 4 KV heads over 4 vs over 2 ranks

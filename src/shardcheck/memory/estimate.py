@@ -287,7 +287,7 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
     widest = max(2 * (arch.ffn or 0), 2 * arch.moe_ffn * max(arch.topk, 1), (arch.heads + 2 * arch.kv_heads) * arch.head_dim)
     # vLLM's profiling run: activations of max_num_batched_tokens tokens and the sampler's fp32 logits.
     reserve = int(r.max_num_batched_tokens * 2 * (4 * arch.hidden + widest / r.tp)
-                  + (r.max_num_seqs or 256) * arch.vocab / r.tp * 4) + ROLLOUT_RESERVE_BYTES
+                  + (r.max_num_seqs or 256) * arch.vocab / r.tp * 4) + ROLLOUT_RESERVE_BYTES if r.activations_inside else 0
     budget = int(r.memory_fraction * device.memory_bytes) - weights - reserve
     concurrent = max(0, budget) // (per_token * r.request_tokens) if r.request_tokens else 0
     per_replica = -(-r.requests_per_step // r.replicas) if r.requests_per_step and r.replicas else None

@@ -71,3 +71,6 @@ class RolloutSettings:
     max_model_len: int
     requests_per_step: int | None
     replicas: int | None
+    # vLLM's gpu_memory_utilization covers weights, KV and its profiled activations; SGLang's
+    # mem_fraction_static covers weights and KV only (activations live outside it).
+    activations_inside: bool = True

@@ -84,6 +84,9 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     )
 
 
+SGL = f"{RO}.engine_kwargs.sglang"
+
+
 def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -> RolloutSettings:
     ro = job.rollout
     if ro is None:
@@ -92,13 +95,24 @@ def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -
     request = _v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")
     world = job.cluster.world
     replicas = world.value // (tp * dp) if world.known and world.value and tp * dp else None
+    engine = str(known(ro.engine, f"{RO}.name"))
+    fraction = float(_v(job, f"{RO}.gpu_memory_utilization"))
+    engine_tp, engines = tp, dp
+    if engine == "sglang":
+        # verl starts one SGLang engine per replica with tp_size = TP · DP; with DP attention (and DP > 1)
+        # attention splits over TP and each DP rank keeps its own KV cache, else over all TP · DP ranks
+        # (verl/workers/rollout/sglang_rollout/async_sglang_server.py; sglang/srt/layers/dp_attention.py).
+        # The dense layers are counted at the attention split: an upper bound with DP attention.
+        if not (bool(_v(job, f"{SGL}.enable_dp_attention")) and dp > 1):
+            engine_tp, engines = tp * dp, 1
+        fraction = float(job.value(f"{SGL}.mem_fraction_static").value or fraction)
     steps = job.value("data.train_batch_size"), job.value(f"{RO}.n")
     per_step = steps[0].value * steps[1].value if all(t.known and t.value for t in steps) else None
     return RolloutSettings(
-        engine=str(known(ro.engine, f"{RO}.name")), tp=tp, dp=dp,
+        engine=engine, tp=engine_tp, dp=engines,
         ep=(_v(job, f"{RO}.expert_parallel_size") or 1) if moe else 1,
         dtype_bytes=dtype_bytes(_v(job, f"{RO}.dtype"), f"{RO}.dtype"),
-        memory_fraction=float(_v(job, f"{RO}.gpu_memory_utilization")),
+        memory_fraction=fraction, activations_inside=engine != "sglang",
         max_num_batched_tokens=_v(job, f"{RO}.max_num_batched_tokens") or 8192,
         max_num_seqs=_v(job, f"{RO}.max_num_seqs"), request_tokens=request,
         # verl: max_model_len defaults to the model's max_position_embeddings
