@@ -1,4 +1,8 @@
-"""Per-device memory of a verl Megatron job: each pipeline stage's training peak, the rollout, the host.
+"""Per-device memory of a Megatron job (verl, Megatron-LM, slime): each pipeline stage's training peak,
+the rollout, the host. Each framework's settings come from its adapter (``ADAPTERS``:
+memory/verl_settings.py, megatron_lm_settings.py, slime_settings.py); the terms below are verl's, and
+the adapters' docstrings say where Megatron-LM and slime differ (dtype flags, one fp32 logits buffer,
+slime's offload and SGLang's ``mem_fraction_static``, which already leaves out activations).
 
 What each term is (the sources are in the modules that compute them, and in ``TERMS`` for ``--explain``):
 - weights: parameters (memory/params.py, exact) × the engine dtype (verl ``megatron.dtype``, bf16);
