@@ -9,7 +9,7 @@ MODEL_ARGS=(
    --num-layers 48 --hidden-size 2048 --num-attention-heads 32
    --group-query-attention --num-query-groups 4 --kv-channels 128
    --num-experts 64 --moe-router-topk 8 --moe-ffn-hidden-size 1024
-   --seq-length 8192 --max-position-embeddings 32768
+   --seq-length 8192 --max-position-embeddings 32768 --vocab-size 50257
 )
 PARALLEL_ARGS=(
    --tensor-model-parallel-size 2 --sequence-parallel
@@ -19,4 +19,4 @@ PARALLEL_ARGS=(
 
 torchrun --nnodes ${NNODES} --nproc-per-node ${GPUS_PER_NODE} pretrain_gpt.py \
    "${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" \
-   --micro-batch-size 1 --global-batch-size 256 --use-distributed-optimizer
+   --micro-batch-size 1 --global-batch-size 256 --use-distributed-optimizer --bf16

@@ -293,6 +293,9 @@ MEGATRON_LM_STYLE = [  # Megatron-LM's own defaults: LayerNorm, biases on every 
     ("Qwen3-8B", 8, dict(norm_bias=True, linear_bias=True, qk_layernorm=False), 4, 2, 1, 4),
     ("Qwen3-30B-A3B", 8, dict(gated=False, norm_bias=True, linear_bias=True), 2, 2, 4, 1),
     ("Qwen3-30B-A3B", 8, dict(shared_ffn=1536, shared_gate=True), 2, 4, 8, 1),  # megatron: no bias with shared
+    ("Qwen3-8B", 8, dict(gated=False, norm_bias=True, linear_bias=True, position_embeddings=4096), 2, 2, 1, 2),
+    ("Qwen3-8B", 8, dict(position_embeddings=32768, tied=True), 4, 1, 1, 4),  # learned absolute positions
+    ("DeepSeek-V3", 4, dict(qk_layernorm=False), 4, 2, 8, 1),  # MLA without the latent norms
 ]
 
 

@@ -18,7 +18,7 @@ CKPT_ARGS=(
 ROLLOUT_ARGS=(
    --rollout-batch-size 8
    --n-samples-per-prompt 8
-   --rollout-max-response-len 8192
+   --rollout-max-prompt-len 2048 --rollout-max-response-len 8192
    --global-batch-size 64
 )
 
@@ -51,6 +51,7 @@ SGLANG_ARGS=(
    --sglang-enable-dp-attention
    --sglang-dp-size 4
    --sglang-ep-size 32
+   --sglang-mem-fraction-static 0.7
    --sglang-cuda-graph-bs 1 2 4 8 $(seq 16 8 256)
 )
 

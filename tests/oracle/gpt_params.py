@@ -84,9 +84,10 @@ def megatron_stage_params(arch: Architecture, *, tp: int, pp: int, ep: int, etp:
                 layer_spec.submodules.self_attention.submodules.core_attention = _NoParameters
             with torch.device("meta"):
                 model = GPTModel(config=config, transformer_layer_spec=spec, vocab_size=arch.vocab,
-                                 max_sequence_length=4096, pre_process=stage == 0 and chunk == 0,
-                                 post_process=stage == pp - 1 and chunk == chunks - 1,
-                                 share_embeddings_and_output_weights=arch.tied, position_embedding_type="rope",
+                                 max_sequence_length=arch.position_embeddings or 4096,
+                                 pre_process=stage == 0 and chunk == 0, post_process=stage == pp - 1 and chunk == chunks - 1,
+                                 share_embeddings_and_output_weights=arch.tied,
+                                 position_embedding_type="learned_absolute" if arch.position_embeddings else "rope",
                                  vp_stage=chunk if vpp else None)
             for name, p in model.named_parameters():
                 if name.startswith("embedding."):

@@ -1,4 +1,8 @@
-"""Per-device memory of a verl Megatron job: each pipeline stage's training peak, the rollout, the host.
+"""Per-device memory of a Megatron job (verl, Megatron-LM, slime): each pipeline stage's training peak,
+the rollout, the host. Each framework's settings come from its adapter (``ADAPTERS``:
+memory/verl_settings.py, megatron_lm_settings.py, slime_settings.py); the terms below are verl's, and
+the adapters' docstrings say where Megatron-LM and slime differ (dtype flags, one fp32 logits buffer,
+slime's offload and SGLang's ``mem_fraction_static``, which already leaves out activations).
 
 What each term is (the sources are in the modules that compute them, and in ``TERMS`` for ``--explain``):
 - weights: parameters (memory/params.py, exact) × the engine dtype (verl ``megatron.dtype``, bf16);
@@ -31,7 +35,7 @@ from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_l
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Parallel, Recompute, layer_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
-from shardcheck.memory.params import Sharding, StageParams, stage_params
+from shardcheck.memory.params import Sharding, StageParams, padded_vocab, stage_params
 from shardcheck.memory.settings import RolloutSettings, TrainSettings, Unknown, known
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
 
@@ -108,13 +112,17 @@ class MemoryEstimate:
     problems: list[str] = field(default_factory=list)  # why a part could not be estimated
 
 
-def _settings(job: Job):
-    """The framework adapter that reads this job's settings (verl today)."""
-    if job.framework == "verl":
-        from shardcheck.memory import verl_settings
+ADAPTERS = {"verl": "verl_settings", "megatron-lm": "megatron_lm_settings", "slime": "slime_settings"}
 
-        return verl_settings
-    raise Unknown(f"the memory estimate reads verl jobs; {job.framework} settings are not read yet")
+
+def _settings(job: Job):
+    """The framework adapter that reads this job's settings (memory/<framework>_settings.py)."""
+    import importlib
+
+    name = ADAPTERS.get(job.framework)
+    if name is None:
+        raise Unknown(f"the memory estimate reads {', '.join(ADAPTERS)} jobs; {job.framework} settings are not read")
+    return importlib.import_module(f"shardcheck.memory.{name}")
 
 
 def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
@@ -141,13 +149,13 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         except Unknown as exc:
             out.problems.append(f"train: {exc}")
     try:
-        out.rollout = _rollout(arch, adapter.rollout_settings(job, bool(arch.experts), job.model.max_position_embeddings),
-                               device)
+        rollout = adapter.rollout_settings(job, bool(arch.experts), job.model.max_position_embeddings)
+        out.rollout = _rollout(arch, rollout, device) if rollout is not None else None  # None: no rollout engine
     except Unknown as exc:
         out.problems.append(f"rollout: {exc}")
     if out.train is not None:
         out.host = _host(job, out.train, settings)
-        if out.rollout is not None:
+        if out.rollout is not None and rollout.colocated:
             out.rollout.training_resident_bytes = _resident(out.train, settings)
     return out
 
@@ -158,7 +166,7 @@ def _sharding(layout: MegatronLayout) -> Sharding:
 
 def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
     """Counts per device are only defined for a layout the framework accepts (the layout rules say why not)."""
-    splits = [("attention heads", arch.heads, s.tp), ("vocab", arch.vocab, s.tp)]
+    splits = [("attention heads", arch.heads, s.tp), ("vocab", padded_vocab(arch.vocab, s), s.tp)]
     if arch.experts:
         splits += [("experts", arch.experts, s.ep), ("expert FFN", arch.moe_ffn, s.etp)]
     if arch.ffn:
@@ -211,7 +219,8 @@ def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSe
     rows = tokens / cp
     if settings.logits.fused:
         return int(min(FUSED_CHUNK_TOKENS, rows) * arch.vocab / tp * (4 + 4))  # one fp32 chunk and its gradient
-    out = rows * arch.vocab / tp * (2 + 4 + 4)  # bf16 logits, fp32 log-softmax and its gradient
+    # bf16 logits and the adapter's fp32 buffers (verl: the log-softmax and its gradient)
+    out = rows * arch.vocab / tp * (2 + 4 * settings.logits.fp32_buffers)
     if settings.logits.entropy:
         chunk = min(settings.logits.entropy_chunk or rows, rows)
         out += 2 * 4 * chunk * arch.vocab / tp
@@ -220,7 +229,6 @@ def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSe
 
 def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tuple[TrainMemory, TrainSettings]:
     sharding = _sharding(layout)
-    _check_shards(arch, sharding, "training")
     dp = known(layout.dp(job.cluster.world), "DP")
     edp = known(layout.edp(job.cluster.world), "EDP")
     if not dp or not edp:
@@ -229,6 +237,7 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
     settings = adapter.train_settings(job, layout, dp)
     if settings.vocab_divisible_by:
         sharding = Sharding(sharding.tp, sharding.ep, sharding.etp, sharding.pp, settings.vocab_divisible_by)
+    _check_shards(arch, sharding, "training")
     _, indices = _split(layout, arch)
     sp = bool(known(layout.sequence_parallel, "sequence_parallel")) and sharding.tp > 1
     p = Parallel(tp=sharding.tp, sequence_parallel=sp, cp=cp, ep=sharding.ep, etp=sharding.etp)
@@ -287,7 +296,9 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
     widest = max(2 * (arch.ffn or 0), 2 * arch.moe_ffn * max(arch.topk, 1), (arch.heads + 2 * arch.kv_heads) * arch.head_dim)
     # vLLM's profiling run: activations of max_num_batched_tokens tokens and the sampler's fp32 logits.
     reserve = int(r.max_num_batched_tokens * 2 * (4 * arch.hidden + widest / r.tp)
-                  + (r.max_num_seqs or 256) * arch.vocab / r.tp * 4) + ROLLOUT_RESERVE_BYTES if r.activations_inside else 0
+                  + (r.max_num_seqs or 256) * arch.vocab / r.tp * 4) + ROLLOUT_RESERVE_BYTES
+    if r.engine == "sglang":
+        reserve = 0  # SGLang's mem_fraction_static already leaves out activations and CUDA graphs
     budget = int(r.memory_fraction * device.memory_bytes) - weights - reserve
     concurrent = max(0, budget) // (per_token * r.request_tokens) if r.request_tokens else 0
     per_replica = -(-r.requests_per_step // r.replicas) if r.requests_per_step and r.replicas else None
@@ -306,7 +317,7 @@ def _resident(train: TrainMemory, settings: TrainSettings) -> int:
 def _host(job: Job, train: TrainMemory, settings: TrainSettings) -> HostMemory:
     b = max(train.stages, key=lambda s: s.total).bytes
     terms, moved = [], 0
-    if settings.param_offload:
+    if settings.param_offload and settings.param_host_copy:
         moved += b["weights"] + b["grads"]
         terms.append(f"weights and grads ({settings.param_offload})")
     if settings.optimizer_offload:

@@ -1,7 +1,8 @@
 """Exact parameter counts per device of one pipeline stage, as Megatron-Core's GPTModel allocates them.
 
 Module by module (megatron-core 0.16.1, megatron/core/models/gpt/gpt_model.py and the layer spec):
-- ``VocabParallelEmbedding`` (first stage): vocab / TP rows of ``hidden``.
+- ``VocabParallelEmbedding`` (first stage): vocab / TP rows of ``hidden``; with learned absolute
+  positions (Megatron-LM's default) also ``max_position_embeddings`` rows, replicated over TP.
 - per layer: ``input_layernorm`` and ``pre_mlp_layernorm`` (RMSNorm weight, ``hidden``, replicated over TP);
   ``SelfAttention``: ``linear_qkv`` ColumnParallel ((heads + 2·kv_heads)·head_dim / TP rows, bias when
   add_qkv_bias), ``q_layernorm``/``k_layernorm`` (``head_dim`` each), ``linear_proj`` RowParallel
@@ -70,16 +71,20 @@ def attention_params(arch: Architecture, s: Sharding) -> int:
     if arch.mla is not None:
         m = arch.mla
         local = arch.heads // tp
+
+        def latent_norm(width: int) -> int:  # the up projections' fused norms exist only with qk_layernorm
+            return _norm(arch, width) if arch.qk_layernorm else 0
+
         down = 0
         if m.q_lora_rank:
             down += m.q_lora_rank * h
-            up = local * (m.qk_nope_head_dim + m.qk_rope_head_dim) * m.q_lora_rank + _norm(arch, m.q_lora_rank)
+            up = local * (m.qk_nope_head_dim + m.qk_rope_head_dim) * m.q_lora_rank + latent_norm(m.q_lora_rank)
         else:
             up = local * (m.qk_nope_head_dim + m.qk_rope_head_dim) * h
         down += (m.kv_lora_rank + m.qk_rope_head_dim) * h
         if not s.transformer_engine:
             down //= tp
-        up += local * (m.qk_nope_head_dim + m.v_head_dim) * m.kv_lora_rank + _norm(arch, m.kv_lora_rank)
+        up += local * (m.qk_nope_head_dim + m.v_head_dim) * m.kv_lora_rank + latent_norm(m.kv_lora_rank)
         return down + up + h * local * m.v_head_dim + (h if arch.linear_bias else 0)
     qkv_rows = (arch.heads + 2 * arch.kv_heads) * arch.head_dim // tp
     n = qkv_rows * h + (qkv_rows if arch.qkv_bias or arch.linear_bias else 0)
@@ -120,7 +125,8 @@ def stage_params(arch: Architecture, layers: tuple[int, ...], stage: int, s: Sha
         expert += e
     vocab_rows = padded_vocab(arch.vocab, s) // s.tp
     first, last = stage == 0, stage == s.pp - 1
-    embedding = vocab_rows * arch.hidden if first else 0
+    # learned absolute position embeddings: a torch.nn.Embedding replicated over TP (first stage)
+    embedding = (vocab_rows + arch.position_embeddings) * arch.hidden if first else 0
     output = 0
     if last:
         dense += _norm(arch, arch.hidden)  # final_layernorm

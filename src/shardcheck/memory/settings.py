@@ -33,6 +33,7 @@ class Logits:
     fused: bool = False  # a fused linear + cross-entropy that never holds the whole logits
     entropy: bool = False  # the entropy is computed too (two more fp32 tensors)
     entropy_chunk: int | None = None  # tokens per chunk when the entropy is computed in chunks
+    fp32_buffers: int = 2  # whole fp32 [tokens, vocab/TP] tensors beside the 16-bit logits (verl: 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class TrainSettings:
     ref_on_device: bool = False  # a colocated reference model's weights stay on the device
     param_offload: str | None = None  # the setting that moves weights and grads to the host between phases
     optimizer_offload: str | None = None  # the setting that moves optimizer state to the host between phases
+    param_host_copy: bool = True  # offloaded weights and grads are copied to the host (False: released)
     vocab_divisible_by: int | None = None
 
 
@@ -71,6 +73,4 @@ class RolloutSettings:
     max_model_len: int
     requests_per_step: int | None
     replicas: int | None
-    # vLLM's gpu_memory_utilization covers weights, KV and its profiled activations; SGLang's
-    # mem_fraction_static covers weights and KV only (activations live outside it).
-    activations_inside: bool = True
+    colocated: bool = True  # the engines share the trainer's devices (verl's hybrid engine, slime --colocate)

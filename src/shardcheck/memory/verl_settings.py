@@ -112,7 +112,7 @@ def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -
         engine=engine, tp=engine_tp, dp=engines,
         ep=(_v(job, f"{RO}.expert_parallel_size") or 1) if moe else 1,
         dtype_bytes=dtype_bytes(_v(job, f"{RO}.dtype"), f"{RO}.dtype"),
-        memory_fraction=fraction, activations_inside=engine != "sglang",
+        memory_fraction=fraction,
         max_num_batched_tokens=_v(job, f"{RO}.max_num_batched_tokens") or 8192,
         max_num_seqs=_v(job, f"{RO}.max_num_seqs"), request_tokens=request,
         # verl: max_model_len defaults to the model's max_position_embeddings

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shardcheck.job import ModelFacts
+from shardcheck.models.flag_architecture import MARKER, FlagsNotModelled, architecture_values
 
 # model_type → (qk_layernorm, add_qkv_bias) that the architecture implies when config.json does not say.
 _IMPLIED = {
@@ -70,6 +71,7 @@ class Architecture:
     gated: bool = True  # SwiGLU: fc1 holds two FFN-wide halves
     norm_bias: bool = False  # LayerNorm (weight and bias) instead of RMSNorm (weight)
     linear_bias: bool = False  # Megatron's add_bias_linear: biases on every linear layer but the router
+    position_embeddings: int = 0  # rows of a learned absolute position embedding (Megatron-LM's default)
 
     def is_moe_layer(self, index: int) -> bool:
         return index in self.moe_layers
@@ -108,6 +110,8 @@ def _moe_layers(cfg: dict, layers: int, experts: int) -> frozenset[int]:
 def architecture(model: ModelFacts) -> Architecture:
     """The Megatron-Core shape of ``model``; NotModelled when its layers cannot be counted exactly."""
     cfg = model.config
+    if MARKER in cfg:
+        return _from_flags(cfg)
     kind = cfg.get("model_type") or model.model_type or "?"
     if kind not in _IMPLIED:
         raise NotModelled(f"model_type {kind!r} is not one whose Megatron-Core layers shardcheck counts "
@@ -139,3 +143,14 @@ def architecture(model: ModelFacts) -> Architecture:
         moe_ffn=moe_ffn, shared_ffn=shared, shared_gate=bool(experts and shared and kind in _SHARED_GATE),
         moe_layers=_moe_layers(cfg, layers, experts),
     )
+
+
+def _from_flags(cfg: dict) -> Architecture:
+    """A model given as Megatron-LM flags (models/flag_architecture.py)."""
+    try:
+        values = architecture_values(cfg[MARKER], cfg.get("vocab_size"), cfg.get("vocab_source", "no --vocab-size"))
+    except FlagsNotModelled as exc:
+        raise NotModelled(str(exc)) from None
+    if values["mla"] is not None:
+        values["mla"] = Mla(**values["mla"])
+    return Architecture(**values)

@@ -9,10 +9,11 @@ gives a warning.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from shardcheck.job import Job
 from shardcheck.memory.devices import GIB
-from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, StageMemory, estimate
+from shardcheck.memory.estimate import ADAPTERS, MemoryEstimate, RolloutMemory, StageMemory, estimate
 from shardcheck.rules.megatron_parallel_state import where
 from shardcheck.rules.registry import Finding, finding, rule
 
@@ -20,8 +21,69 @@ A = "actor_rollout_ref.actor"
 RO = "actor_rollout_ref.rollout"
 
 
+@dataclass(frozen=True)
+class Keys:
+    """The settings each framework names in the fixes: (key the finding points at, the fix's text)."""
+
+    activations: tuple[str, str]
+    logits: tuple[str, str]
+    optimizer: tuple[str, str]
+    weights: tuple[str, str]
+    memory_fraction: str  # vLLM gpu_memory_utilization / SGLang mem_fraction_static
+    max_model_len: str
+    rollout_dp: str
+    response: str
+    offload: tuple[str, str, str]  # the two keys MEM-HOST points at, and its fix
+
+
+_FLAG_TRAIN = dict(
+    activations=("--recompute-granularity", "--recompute-granularity full --recompute-method uniform "
+                 "--recompute-num-layers 1, or fewer tokens per micro batch (--micro-batch-size, --seq-length / "
+                 "--max-tokens-per-gpu), or a larger --context-parallel-size"),
+    logits=("--tensor-model-parallel-size", "a larger --tensor-model-parallel-size (the vocab is split over TP), or "
+            "fewer tokens per micro batch"),
+    weights=("--pipeline-model-parallel-size", "a larger --pipeline-model-parallel-size, --expert-model-parallel-size "
+             "or --tensor-model-parallel-size (fewer parameters per device)"),
+)
+KEYS = {
+    "verl": Keys(
+        activations=(f"{A}.megatron.override_transformer_config.recompute_granularity",
+                     f"+{A}.megatron.override_transformer_config.recompute_granularity=full (with recompute_method="
+                     "uniform, recompute_num_layers=1), or fewer tokens per micro batch "
+                     f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger CP"),
+        logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
+                "cross-entropy), or a larger TP (the vocab is split over TP), or fewer tokens per micro batch"),
+        optimizer=(f"{A}.megatron.use_distributed_optimizer", f"{A}.megatron.use_distributed_optimizer=True, a "
+                   f"larger DP/EDP, or +{A}.optim.override_optimizer_config.optimizer_cpu_offload=True"),
+        weights=(f"{A}.megatron.pipeline_model_parallel_size", "a larger PP, EP or TP (fewer parameters per device)"),
+        memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
+        rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
+        offload=(f"{A}.megatron.param_offload", f"{A}.megatron.optimizer_offload",
+                 f"{A}.megatron.optimizer_offload=False, or more nodes"),
+    ),
+    "megatron-lm": Keys(
+        **_FLAG_TRAIN,
+        optimizer=("--use-distributed-optimizer", "--use-distributed-optimizer (shards Adam's state over DP), a larger "
+                   "DP, or --optimizer-cpu-offload --use-precision-aware-optimizer"),
+        memory_fraction="-", max_model_len="-", rollout_dp="-", response="-",
+        offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
+                 "a smaller --optimizer-offload-fraction, or more nodes"),
+    ),
+    "slime": Keys(
+        **_FLAG_TRAIN,
+        # slime always turns the distributed optimizer on (_set_default_megatron_args)
+        optimizer=("--optimizer-cpu-offload", "--optimizer-cpu-offload --use-precision-aware-optimizer "
+                   "(with --optimizer-offload-fraction), or a larger DP/EDP"),
+        memory_fraction="--sglang-mem-fraction-static", max_model_len="--sglang-context-length",
+        rollout_dp="--sglang-dp-size", response="--rollout-max-response-len",
+        offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
+                 "a smaller --optimizer-offload-fraction, or more nodes"),
+    ),
+}
+
+
 def _estimate(job: Job) -> MemoryEstimate | None:
-    if job.framework != "verl" or job.layout("actor") is None:
+    if job.framework not in ADAPTERS or job.layout("actor") is None:
         return None
     return estimate(job, job.device_choice)
 
@@ -45,22 +107,11 @@ def _ranks(s: StageMemory) -> str:
         "stages " + ", ".join(map(str, r))
 
 
-def _train_fix(s: StageMemory) -> tuple[str, str, str]:
+def _train_fix(s: StageMemory, keys: Keys) -> tuple[str, str, str]:
     """The largest term of a stage and the change that shrinks it."""
     b = s.bytes
     term = max(("weights", "grads", "optimizer", "activations", "logits"), key=lambda k: b[k])
-    fixes = {
-        "activations": (f"{A}.megatron.override_transformer_config.recompute_granularity",
-                        f"+{A}.megatron.override_transformer_config.recompute_granularity=full (with recompute_method="
-                        "uniform, recompute_num_layers=1), or fewer tokens per micro batch "
-                        f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger CP"),
-        "logits": (f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
-                   "cross-entropy), or a larger TP (the vocab is split over TP), or fewer tokens per micro batch"),
-        "optimizer": (f"{A}.megatron.use_distributed_optimizer", f"{A}.megatron.use_distributed_optimizer=True, a "
-                      f"larger DP/EDP, or +{A}.optim.override_optimizer_config.optimizer_cpu_offload=True"),
-    }
-    key, fix = fixes.get(term, (f"{A}.megatron.pipeline_model_parallel_size",
-                                "a larger PP, EP or TP (fewer parameters per device)"))
+    key, fix = getattr(keys, term) if term in ("activations", "logits", "optimizer") else keys.weights
     return term, key, fix
 
 
@@ -85,7 +136,8 @@ def train_oom(job: Job) -> Iterator[Finding]:
     The same model with TP 2, PP 2, EP 8 on 8 × H200 (below the device).
 
     Fix:
-    The message names the largest term and the key that shrinks it: recompute or fewer tokens for
+    The message names the largest term and the key (verl) or flag (Megatron-LM, slime) that shrinks
+    it: recompute or fewer tokens for
     activations, fused kernels for logits, distributed optimizer or offload for optimizer state,
     more model parallelism for weights.
 
@@ -101,7 +153,7 @@ def train_oom(job: Job) -> Iterator[Finding]:
         exact = s.bytes["weights"] + s.bytes["grads"] + s.bytes["optimizer"] + s.bytes["ref_weights"]
         if s.total <= cap:
             continue
-        term, key, fix = _train_fix(s)
+        term, key, fix = _train_fix(s, KEYS[job.framework])
         parts = ", ".join(f"{k} {_gib(s.bytes[k])}" for k in ("weights", "grads", "optimizer", "activations", "logits",
                                                                "ref_weights", "workspace") if s.bytes[k])
         certain = exact > cap
@@ -122,7 +174,10 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
     """
     vLLM sizes its KV cache as `gpu_memory_utilization` × device memory minus the weights and its
     profiled activations, and refuses to start when the cache cannot hold one request of
-    `max_model_len` tokens. KV bytes per token per device: 2 · layers · max(1, KV heads / TP) ·
+    `max_model_len` tokens. SGLang (slime) holds weights and its KV pool in `--sglang-mem-fraction-static`
+    × device memory and stops when the pool is empty ("Not enough memory. Please try to increase
+    --mem-fraction-static.", sglang 0.5.15.post1 srt/model_executor/pool_configurator.py); a request
+    longer than the pool is never scheduled. KV bytes per token per device: 2 · layers · max(1, KV heads / TP) ·
     head_dim · 2 bytes (MLA: the latent, kv_lora_rank + rope dim, on every TP rank).
 
     Why:
@@ -152,20 +207,31 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
     if est is None or est.rollout is None:
         return
     r = est.rollout
+    keys = KEYS[job.framework]
     need_bytes = _one_request(r)
     if need_bytes <= r.kv_budget_bytes:
         return
     certain = need_bytes > r.kv_budget_bytes + r.reserve_bytes
-    util = job.value(f"{RO}.gpu_memory_utilization")
+    util = job.value(keys.memory_fraction)
+    budget = f"({max(0, r.kv_budget_bytes) / GIB:.2f} GiB)"
+    if r.engine == "sglang":
+        # sglang 0.5.15.post1 srt/model_executor/pool_configurator.py (an empty pool) and
+        # model_runner_kv_cache_mixin.py (weights over the static budget); a request longer than the pool
+        # cannot be scheduled.
+        said = ("SGLang: \"Not enough memory. Please try to increase --mem-fraction-static.\" — " if r.kv_budget_bytes <= 0
+                else "SGLang's KV pool cannot hold one request of the context length — ")
+        head = f"{said}{need_bytes / GIB:.2f} GiB KV cache per request of {r.max_model_len} tokens, pool {budget}"
+    else:
+        head = (f"vLLM: \"To serve at least one request with the model's max seq len ({r.max_model_len}), "
+                f"({need_bytes / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+                f"{budget}\"")
     yield finding("MEM-ROLLOUT-KV",
-                  f"vLLM: \"To serve at least one request with the model's max seq len ({r.max_model_len}), "
-                  f"({need_bytes / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-                  f"({max(0, r.kv_budget_bytes) / GIB:.2f} GiB)\" — {r.kv_bytes_per_token} bytes per token per device at "
+                  f"{head} — {r.kv_bytes_per_token} bytes per token per device at "
                   f"rollout TP {r.tp}; available = {util.value} × {est.device.name} {_gib(est.device.memory_bytes)} − "
                   f"{_gib(r.weights_bytes)} of weights"
                   + ("" if certain else f" − vLLM's ≈{_gib(r.reserve_bytes)} profiling reserve (estimated)") + _assumed(est),
-                  where(util, job.value(f"{RO}.max_model_len"), job.rollout.tp, job.cluster.nnodes),
-                  fix=f"raise {RO}.gpu_memory_utilization, raise the rollout TP, or lower {RO}.max_model_len",
+                  where(util, job.value(keys.max_model_len), job.rollout.tp, job.cluster.nnodes),
+                  fix=f"raise {keys.memory_fraction}, raise the rollout TP, or lower {keys.max_model_len}",
                   severity=_severity(certain, est))
 
 
@@ -206,8 +272,9 @@ def rollout_concurrency(job: Job) -> Iterator[Finding]:
                   f"each rollout engine (TP {r.tp}) gets {wanted} requests per step but its KV cache holds "
                   f"{r.max_concurrent_full_requests} of {r.request_tokens} tokens at once "
                   f"({_gib(max(0, r.kv_budget_bytes))} budget, {_gib(r.kv_bytes_per_token * r.request_tokens)} each)",
-                  where(job.value(f"{RO}.gpu_memory_utilization"), job.rollout.dp, job.rollout.tp, job.cluster.nnodes),
-                  fix=f"raise {RO}.gpu_memory_utilization or the rollout DP, or lower data.max_response_length")
+                  where(job.value(KEYS[job.framework].memory_fraction), job.rollout.dp, job.rollout.tp, job.cluster.nnodes),
+                  fix=f"raise {KEYS[job.framework].memory_fraction} or the rollout DP ({KEYS[job.framework].rollout_dp}), "
+                      f"or lower {KEYS[job.framework].response}")
 
 
 @rule("MEM-HOST", "error", "Offloaded state exceeds the host memory given with --host-memory", needs_model=True)
@@ -215,7 +282,8 @@ def host_memory(job: Job) -> Iterator[Finding]:
     """
     verl's `param_offload` / `optimizer_offload` (and Megatron's optimizer CPU offload) keep the
     offloaded state of every device of a node in that node's RAM. Checked only when
-    `--host-memory` gives the RAM per node.
+    `--host-memory` gives the RAM per node. Megatron-LM and slime: `--optimizer-cpu-offload` keeps
+    `--optimizer-offload-fraction` of the optimizer state in host RAM.
 
     Why:
     The node's kernel kills the worker (OOM killer) when the offloaded weights, gradients and
@@ -242,9 +310,9 @@ def host_memory(job: Job) -> Iterator[Finding]:
     if est.host.bytes_per_node <= job.host_memory_bytes:
         return
     h = est.host
+    keys = KEYS[job.framework].offload
     yield finding("MEM-HOST",
                   f"{h.devices_per_node} devices per node offload {_gib(h.offloaded_bytes_per_device)} each "
                   f"({'; '.join(h.terms)}): {_gib(h.bytes_per_node)} > host memory {_gib(job.host_memory_bytes)}",
-                  where(job.value(f"{A}.megatron.param_offload"), job.value(f"{A}.megatron.optimizer_offload"),
-                        job.cluster.devices_per_node, job.cluster.nnodes),
-                  fix=f"{A}.megatron.optimizer_offload=False, or more nodes")
+                  where(job.value(keys[0]), job.value(keys[1]), job.cluster.devices_per_node, job.cluster.nnodes),
+                  fix=keys[2])

@@ -22,7 +22,7 @@ from shardcheck.origin import Origin, Traced
 @dataclass(frozen=True, slots=True)
 class Flag:
     name: str
-    kind: str  # "int" | "str" | "true" (store_true) | "false" (store_false) | "list" (nargs='+')
+    kind: str  # "int" | "float" | "str" | "true" (store_true) | "false" (store_false) | "list" (nargs='+')
     default: object = None
     dest: str | None = None  # the args attribute when it is not the name's (store_false flags)
 
@@ -40,7 +40,26 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
             "--num-virtual-stages-per-pipeline-rank", "--num-layers", "--hidden-size", "--ffn-hidden-size",
             "--num-attention-heads", "--num-query-groups", "--kv-channels", "--num-experts",
             "--moe-ffn-hidden-size", "--vocab-size", "--seq-length", "--max-position-embeddings",
-            "--decoder-seq-length", "--global-batch-size", "--recompute-num-layers", "--moe-router-topk"),
+            "--decoder-seq-length", "--global-batch-size", "--recompute-num-layers", "--moe-router-topk",
+            "--moe-shared-expert-intermediate-size", "--q-lora-rank"),
+    # megatron/training/arguments.py _add_network_size_args / _add_mla_args (defaults of the flags, which
+    # override MLATransformerConfig's kv_lora_rank 512 with 32).
+    Flag("--make-vocab-size-divisible-by", "int", 128),
+    Flag("--kv-lora-rank", "int", 32),
+    Flag("--qk-head-dim", "int", 128),
+    Flag("--qk-pos-emb-head-dim", "int", 64),
+    Flag("--v-head-dim", "int", 128),
+    Flag("--optimizer-offload-fraction", "float", 1.0),
+    # TransformerConfig fields as flags (argument_utils.ArgumentGroupFactory: a bool field defaulting to
+    # True becomes --no-X / --disable-X; add_bias_linear names its own --disable-bias-linear).
+    Flag("--normalization", "str", "LayerNorm"),
+    Flag("--disable-bias-linear", "false", True, dest="add_bias_linear"),
+    Flag("--position-embedding-type", "str", "learned_absolute"),
+    Flag("--optimizer", "str", "adam"),
+    Flag("--main-grads-dtype", "str", "fp32"),
+    Flag("--exp-avg-dtype", "str", "fp32"),
+    Flag("--exp-avg-sq-dtype", "str", "fp32"),
+    Flag("--recompute-modules", "list", None),
     Flag("--micro-batch-size", "int", None),
     *_table("str", None, "--pipeline-model-parallel-layout", "--recompute-granularity", "--recompute-method",
             "--moe-layer-freq", "--moe-token-dispatcher-type", "--hf-checkpoint", "--tokenizer-model",
@@ -49,7 +68,9 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
             "--untie-embeddings-and-output-weights", "--account-for-embedding-in-pipeline-split",
             "--account-for-loss-in-pipeline-split", "--recompute-activations", "--optimizer-cpu-offload",
             "--use-distributed-optimizer", "--multi-latent-attention", "--swiglu", "--overlap-param-gather",
-            "--overlap-grad-reduce"),
+            "--overlap-grad-reduce", "--add-qkv-bias", "--qk-layernorm", "--moe-shared-expert-gate", "--bf16",
+            "--fp16", "--use-precision-aware-optimizer", "--accumulate-allreduce-grads-in-fp32",
+            "--grad-reduce-in-bf16"),
     Flag("--no-overlap-p2p-communication", "false", True, dest="overlap_p2p_comm"),
 ]}
 # Flags that are not Megatron-LM's (any more): what argparse does with them, and the flag meant.
@@ -83,15 +104,16 @@ def _typed(flag: Flag, text: str | None, word: Field, start: int, unknown: str |
                     text=f"{flag.name} {text if text is not None else '⟨?⟩'}", via=(word.origin,))
     if unknown is not None:
         return Traced(None, origin, unknown)
-    if flag.kind == "int":
+    if flag.kind in ("int", "float"):
+        kind = int if flag.kind == "int" else float
         try:
-            return Traced(int(text), origin)
+            return Traced(kind(text), origin)
         except ValueError:
             notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=origin,
                                     message=f"{flag.name} {text}: argparse rejects it (\"argument {flag.name}: "
-                                            f"invalid int value: '{text}'\")",
-                                    fix=f"give {flag.name} a whole number"))
-            return Traced(None, origin, f"{flag.name} {text!r} is not an integer")
+                                            f"invalid {flag.kind} value: '{text}'\")",
+                                    fix=f"give {flag.name} a {'whole number' if flag.kind == 'int' else 'number'}"))
+            return Traced(None, origin, f"{flag.name} {text!r} is not {'an integer' if flag.kind == 'int' else 'a number'}")
     return Traced(text, origin)
 
 

@@ -19,6 +19,7 @@ from shardcheck.frameworks.megatron_lm.flags import MEGATRON_LM_FLAGS, FlagReadi
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout, ModelFacts
 from shardcheck.models.facts import load_model
+from shardcheck.models.flag_architecture import MARKER
 from shardcheck.origin import Origin, Traced
 
 MEGATRON_LM_SCRIPTS = frozenset({"pretrain_gpt.py", "pretrain_mamba.py", "pretrain_bert.py", "pretrain_t5.py",
@@ -150,10 +151,29 @@ def model_from_flags(flags: FlagReading, path: str, notes: list[ConfigNote], *,
                 max_position_embeddings=(g("--max-position-embeddings").value
                                          if g("--max-position-embeddings").known else None),
                 mla=g("--multi-latent-attention").value is True,
+                config=_flag_config(flags, named, path),
             ), None, named
     raw = named.value if named.known else None
     model, problem = load_model(raw, named.known, model_config, base=Path(path).parent)
     return model, problem, named
+
+
+def _flag_config(flags: FlagReading, named: Traced, path: str) -> dict:
+    """What models/architecture.py reads for a model given as flags: the flags' values under MARKER and
+    the vocab (``--vocab-size``, else the ``--hf-checkpoint`` preset's; the tokenizer's otherwise)."""
+    vocab = flags.get("--vocab-size")
+    config: dict = {MARKER: dict(flags.values)}
+    if "--vocab-size" in flags.given:
+        config["vocab_size"] = vocab.value if vocab.known else None
+        config["vocab_source"] = f"--vocab-size is unknown ({vocab.unknown})" if not vocab.known else "--vocab-size"
+        return config
+    preset, _ = load_model(named.value, True, base=Path(path).parent) if named.known and named.value else (None, None)
+    if preset is not None and preset.vocab_size:
+        config["vocab_size"] = preset.vocab_size
+        config["vocab_source"] = preset.source
+    else:
+        config["vocab_source"] = "no --vocab-size, and the tokenizer's size is not known"
+    return config
 
 
 def torchrun_cluster(launch: Launch, exported: dict[str, Traced], notes: list[ConfigNote]) -> Cluster:

@@ -26,12 +26,26 @@ _SLIME = [
     Flag("--max-tokens-per-gpu", "int", None),
     Flag("--debug-rollout-only", "true", False),
     Flag("--debug-train-only", "true", False),
+    # slime/utils/arguments.py: the request length, colocation offload, the loss's log-probs and entropy.
+    Flag("--rollout-max-context-len", "int", None),
+    Flag("--rollout-max-prompt-len", "int", None),
+    Flag("--rollout-max-response-len", "int", None),
+    Flag("--offload", "true", False),
+    Flag("--offload-train", "true", None),  # argparse.BooleanOptionalAction: None unless given
+    Flag("--no-offload-train", "false", None, dest="offload_train"),
+    Flag("--release-train", "true", False),
+    Flag("--advantage-estimator", "str", "grpo"),
+    Flag("--entropy-coef", "float", 0.0),
+    Flag("--log-probs-chunk-size", "int", -1),
 ]
 _SGLANG = [
     Flag("--sglang-dp-size", "int", 1),
     Flag("--sglang-ep-size", "int", 1),
     Flag("--sglang-pp-size", "int", 1),
     Flag("--sglang-enable-dp-attention", "true", False),
+    Flag("--sglang-mem-fraction-static", "float", None),  # None: SGLang derives it (server_args.py)
+    Flag("--sglang-max-running-requests", "int", None),
+    Flag("--sglang-context-length", "int", None),
 ]
 SLIME_FLAGS: dict[str, Flag] = {**MEGATRON_LM_FLAGS, **{f.name: f for f in _SLIME + _SGLANG}}
 DEFAULT_OF = {**{f.name: "slime" for f in _SLIME}, **{f.name: "SGLang ServerArgs (via slime)" for f in _SGLANG}}

@@ -1,0 +1,98 @@
+"""Megatron-LM's settings for the memory estimate, from its flags (megatron/training/arguments.py, main).
+
+- dtype: ``--bf16`` / ``--fp16``, else fp32 (validate_args sets ``params_dtype``);
+- gradients: Megatron DDP's ``main_grad`` buffer is fp32 when ``accumulate_allreduce_grads_in_fp32``,
+  which validate_args turns on under ``--bf16`` unless ``--grad-reduce-in-bf16`` or a 16-bit
+  ``--main-grads-dtype`` (precision-aware optimizer); else the parameters' dtype;
+- optimizer: Adam keeps an fp32 main copy of 16-bit parameters (none in fp32 training) and
+  ``exp_avg`` / ``exp_avg_sq`` (fp32, or ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with
+  ``--use-precision-aware-optimizer``); ``--use-distributed-optimizer`` (default off) shards it;
+  ``--optimizer-cpu-offload`` keeps ``1 − --optimizer-offload-fraction`` (default 1.0) on the device;
+- recompute: ``--recompute-granularity`` / ``-method`` / ``-num-layers`` / ``--recompute-modules``
+  (default core_attn, TransformerConfig.__post_init__); ``--recompute-activations`` is selective;
+- batch: one micro batch is ``--micro-batch-size × --seq-length`` tokens; a pipeline runs
+  ``--global-batch-size / (--micro-batch-size · DP)`` micro batches per step (global batch default
+  micro · DP, validate_args);
+- logits: megatron/core/tensor_parallel/cross_entropy.py ``vocab_parallel_cross_entropy`` takes an fp32
+  copy of the 16-bit logits and turns it into the softmax and the gradient in place: one fp32 buffer;
+- vocab padding: ``--make-vocab-size-divisible-by`` (128) × TP (vocab_size_with_padding).
+Megatron-LM moves nothing to the host between phases, and pre-training has no rollout.
+"""
+
+from __future__ import annotations
+
+from shardcheck.job import Job, MegatronLayout
+from shardcheck.memory.activations import Recompute
+from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, dtype_bytes, known
+
+ADAM = ("adam", "adamw")
+
+
+def flag(job: Job, name: str):
+    return known(job.value(name), name)
+
+
+def weight_bytes(job: Job) -> int:
+    if flag(job, "--bf16") or flag(job, "--fp16"):
+        return 2
+    return 4
+
+
+def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, int, float]:
+    """(grad bytes, optimizer bytes per parameter, share of the optimizer state on the device);
+    ``bf16`` overrides the flag (slime sets it itself)."""
+    bf16 = bool(flag(job, "--bf16")) if bf16 is None else bf16
+    params = 2 if bf16 else weight_bytes(job)
+    aware = bool(flag(job, "--use-precision-aware-optimizer"))
+    main_grads = dtype_bytes(flag(job, "--main-grads-dtype"), "--main-grads-dtype") if aware else 4
+    if bf16:
+        fp32_grads = not flag(job, "--grad-reduce-in-bf16") and main_grads == 4
+    else:
+        fp32_grads = bool(flag(job, "--accumulate-allreduce-grads-in-fp32"))
+    grad = 4 if fp32_grads else params
+    name = str(flag(job, "--optimizer")).lower()
+    if name not in ADAM:
+        raise Unknown(f"--optimizer {name}: shardcheck sizes Adam's state only")
+    moments = (dtype_bytes(flag(job, "--exp-avg-dtype"), "--exp-avg-dtype")
+               + dtype_bytes(flag(job, "--exp-avg-sq-dtype"), "--exp-avg-sq-dtype")) if aware else 8
+    master = 4 if params < 4 else 0  # the mixed-precision optimizer's fp32 main parameters
+    on_device = 1.0
+    if flag(job, "--optimizer-cpu-offload"):
+        on_device = 1.0 - float(flag(job, "--optimizer-offload-fraction"))
+        if not 0.0 <= on_device <= 1.0:
+            raise Unknown("--optimizer-offload-fraction is not between 0 and 1")
+    return grad, master + moments, on_device
+
+
+def recompute(job: Job) -> Recompute:
+    granularity = flag(job, "--recompute-granularity")
+    if granularity is None and flag(job, "--recompute-activations"):
+        granularity = "selective"  # validate_args: --recompute-activations means selective recompute
+    if granularity not in (None, "full", "selective"):
+        raise Unknown(f"--recompute-granularity {granularity}: Megatron-LM accepts full or selective")
+    modules = flag(job, "--recompute-modules") or ["core_attn"]
+    return Recompute(granularity=granularity, method=flag(job, "--recompute-method") if granularity == "full" else None,
+                     num_layers=flag(job, "--recompute-num-layers"), modules=frozenset(modules))
+
+
+def micro_batch_count(job: Job, micro: int, dp: int) -> int:
+    gbs = flag(job, "--global-batch-size")
+    return max(1, (gbs or micro * dp) // (micro * dp))
+
+
+def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
+    micro, seq = flag(job, "--micro-batch-size"), flag(job, "--seq-length")
+    if not micro or not seq:
+        raise Unknown("--micro-batch-size and --seq-length are required by Megatron-LM (validate_args)")
+    grad, state, on_device = optimizer(job)
+    return TrainSettings(
+        weight_bytes=weight_bytes(job), grad_bytes=grad, state_bytes=state,
+        distributed_optimizer=bool(flag(job, "--use-distributed-optimizer")), optimizer_on_device=on_device,
+        tokens_per_micro_batch=micro * seq, sequence_length=seq, micro_batches=micro_batch_count(job, micro, dp),
+        recompute=recompute(job), logits=Logits(fp32_buffers=1),
+        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"),
+    )
+
+
+def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -> RolloutSettings | None:
+    return None  # pre-training: no inference engine
