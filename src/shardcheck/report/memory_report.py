@@ -75,14 +75,15 @@ def render_memory_text(results, *, explain: bool = False) -> str:
             out.append(f"  rollout ({ro.engine}: TP {ro.tp} · DP {ro.dp} · EP {ro.ep}{reps})")
             out.append(f"    weights {_g(ro.weights_bytes)} GiB per device; KV cache {ro.kv_bytes_per_token:,} bytes per "
                        f"token per device{' (KV heads replicated over TP)' if ro.kv_replicated else ''}")
-            out.append(f"    KV budget {_g(max(0, ro.kv_budget_bytes))} GiB per device (after {_g(ro.reserve_bytes)} GiB "
-                       "profiling reserve)")
+            reserve = (f"after {_g(ro.reserve_bytes)} GiB profiling reserve" if ro.reserve_bytes
+                       else "the engine's activations live outside its memory fraction")
+            out.append(f"    KV budget {max(0, ro.kv_budget_bytes) / GIB:.2f} GiB per device ({reserve})")
             one = ro.kv_bytes_per_token * ro.request_tokens
             out.append(f"    one full request ({ro.request_tokens:,} tokens) {_g(one)} GiB per device: "
                        f"{ro.max_concurrent_full_requests} at once per engine, {ro.concurrent_per_replica} per replica"
                        + (f"; max_num_seqs {ro.max_num_seqs}" if ro.max_num_seqs else "")
                        + (f"; each engine gets {ro.requests_per_engine} per step" if ro.requests_per_engine else ""))
-            out.append(f"    training state left on the device during rollout: {_g(ro.training_resident_bytes)} GiB")
+            out.append(f"    training state left on the device during rollout: {ro.training_resident_bytes / GIB:.2f} GiB")
         if e.host is not None:
             h = e.host
             where = f", {_g(h.bytes_per_node)} GiB per node of {h.devices_per_node}" if h.bytes_per_node else ""
