@@ -111,6 +111,7 @@ def all_rules() -> dict[str, Rule]:
         megatron_parallel_state,
         verl_batch,
         verl_engines,
+        verl_fsdp,
         verl_rollout,
         vllm_engine,
     )

@@ -1,12 +1,14 @@
-"""verl's batch logic for the Megatron engine (verl 0.9.1, v1 trainer).
+"""verl's batch logic for the Megatron and FSDP engines (verl 0.9.1, v1 trainer).
 
-One update mini-batch is ``ppo_mini_batch_size · rollout.n`` samples, split over Megatron DP
-(world / (TP·PP·CP): CP excluded) — verl/trainer/ppo/v1/trainer_base.py ``_update_actor`` and
+Both engines run under the same engine workers. One update mini-batch is
+``ppo_mini_batch_size · rollout.n`` samples, split over the trainer DP (``Job.trainer_dp``): Megatron
+world / (TP·PP·CP) (CP excluded), FSDP world / Ulysses SP (FSDPEngine.get_data_parallel_size) —
+verl/trainer/ppo/v1/trainer_base.py ``_update_actor`` and
 verl/workers/engine_workers.py ``TrainingWorker.train_mini_batch``. Each step's batch of
 ``train_batch_size · n`` samples is first padded with dummy samples up to a multiple of
 lcm(DP, mini · n) (``_get_required_batch_multiple``, ``upsample_batch_to_divisible_size``).
 Micro-batches are ``*_micro_batch_size_per_gpu`` samples, or packed up to
-``*_max_token_len_per_gpu · CP`` tokens with dynamic batch size.
+``*_max_token_len_per_gpu · CP`` (Megatron) or ``· SP`` (FSDP) tokens with dynamic batch size.
 """
 
 from __future__ import annotations
@@ -23,16 +25,22 @@ REF = "actor_rollout_ref.ref"
 RO = "actor_rollout_ref.rollout"
 
 
-def _megatron(job: Job) -> bool:
-    return job.framework == "verl" and job.group_owner is not None
+def _trained(job: Job) -> bool:
+    """A verl job whose actor engine (Megatron or FSDP) is modelled."""
+    return job.framework == "verl" and job.trainer_dp("actor") is not None
+
+
+def _fsdp(job: Job) -> bool:
+    return job.fsdp_layout("actor") is not None
 
 
 class _NoLayout(Exception):
-    """The training layout itself does not tile the world (MCORE-PS-WORLD reports it)."""
+    """The training layout itself does not tile the world (MCORE-PS-WORLD / VERL-FSDP-SP-WORLD report it)."""
 
 
-def _dp(job: Job) -> int:
-    dp = need(job.group_owner.dp(job.cluster.world), "Megatron DP (world / (TP·PP·CP))")
+def _dp(job: Job, role: str = "actor") -> int:
+    name = "trainer DP (world / Ulysses SP)" if job.fsdp_layout(role) else "Megatron DP (world / (TP·PP·CP))"
+    dp = need(job.trainer_dp(role), name)
     if dp is None:
         raise _NoLayout
     return dp
@@ -87,7 +95,9 @@ def _micro_passes(job: Job) -> list[tuple[str, int, str, object, int]]:
     passes = [(f"{A}.ppo_micro_batch_size_per_gpu", mini // dp, "update")]
     passes.append((f"{RO}.log_prob_micro_batch_size_per_gpu", batch // dp, "old log-prob"))
     if job.ref_used.value:
-        passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // dp, "ref log-prob"))
+        ref_dp = _dp(job, "ref") if job.trainer_dp("ref") is not None else dp
+        if batch % ref_dp == 0:  # the batch is padded for the actor's DP; an FSDP ref may have another SP
+            passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // ref_dp, "ref log-prob"))
     out = []
     for key, per_rank, what in passes:
         micro_t = job.value(key)
@@ -100,15 +110,17 @@ def _micro_passes(job: Job) -> list[tuple[str, int, str, object, int]]:
 @_batch_rule("VERL-ACT-MBS", "error", "Static batch size needs exactly one actor micro-batch key")
 def actor_micro_batch(job: Job) -> Iterator[Finding]:
     """
-    Without dynamic batch size each Megatron rank cuts its share of a mini-batch into micro-batches
-    of `actor.ppo_micro_batch_size_per_gpu` samples; the key (or the deprecated
-    `ppo_micro_batch_size`) must be set, not both.
+    Without dynamic batch size each trainer rank (Megatron or FSDP) cuts its share of a mini-batch
+    into micro-batches of `actor.ppo_micro_batch_size_per_gpu` samples; the key must be set, and
+    not together with the deprecated `ppo_micro_batch_size`.
 
     Why:
-    With neither set (verl's default), `validate_config` fails at start with `TypeError:
-    unsupported operand type(s) for *: 'int' and 'NoneType'` (utils/config.py, minimal_bsz); with
-    both set, `ActorConfig.__post_init__` raises `[actor] You have set both
-    'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'`.
+    With neither set (verl's default), Megatron's `validate_config` fails at start with `TypeError:
+    unsupported operand type(s) for *: 'int' and 'NoneType'` (utils/config.py, minimal_bsz); FSDP's
+    `ActorConfig.__post_init__` asserts `[actor] Please set at least one of ...`. With both set it
+    raises `[actor] You have set both 'actor.ppo_micro_batch_size' AND
+    'actor.ppo_micro_batch_size_per_gpu'`. With only the deprecated key, the engine worker asserts
+    `ppo_micro_batch_size_per_gpu is not None` at init.
 
     Bad:
     No `ppo_micro_batch_size_per_gpu` and no `use_dynamic_bsz=True`.
@@ -120,30 +132,42 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
     Set `ppo_micro_batch_size_per_gpu`, or `actor_rollout_ref.actor.use_dynamic_bsz=True`.
 
     Source:
-    verl/utils/config.py validate_config; verl/workers/config/actor.py ActorConfig.__post_init__ (verl 0.9.1).
+    verl/utils/config.py validate_config; verl/workers/config/actor.py ActorConfig.__post_init__;
+    verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
-    if not _megatron(job) or not _static(job):
+    if not _trained(job) or not _static(job):
         return
     per_gpu = job.value(f"{A}.ppo_micro_batch_size_per_gpu")
     legacy = job.value(f"{A}.ppo_micro_batch_size")
     has_new = need(per_gpu, f"{A}.ppo_micro_batch_size_per_gpu") is not None
     has_old = need(legacy, f"{A}.ppo_micro_batch_size") is not None
+    fix = f"{A}.ppo_micro_batch_size_per_gpu=1, or {A}.use_dynamic_bsz=True"
     if has_new and has_old:
         yield finding("VERL-ACT-MBS", "[actor] You have set both 'actor.ppo_micro_batch_size' AND "
                                       "'actor.ppo_micro_batch_size_per_gpu' (verl ActorConfig)",
                       where(legacy, per_gpu), fix=f"remove {A}.ppo_micro_batch_size")
+    elif _fsdp(job) and not has_new and not has_old:
+        # FSDP: validate_config's minimal batch is n_gpus (no micro factor), so the dataclass raises first.
+        yield finding("VERL-ACT-MBS", "[actor] Please set at least one of 'actor.ppo_micro_batch_size' or "
+                                      "'actor.ppo_micro_batch_size_per_gpu' if use_dynamic_bsz is not enabled. "
+                                      "(verl ActorConfig.__post_init__)",
+                      where(per_gpu, job.value(f"{A}.use_dynamic_bsz")), fix=fix)
+    elif _fsdp(job) and not has_new:
+        yield finding("VERL-ACT-MBS", f"only the deprecated {A}.ppo_micro_batch_size is set: the engine reads "
+                                      "ppo_micro_batch_size_per_gpu, and ActorRolloutRefWorker.init_model asserts "
+                                      "it is not None", where(legacy), fix=fix)
     elif not has_new:
         yield finding("VERL-ACT-MBS", f"{A}.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is off: "
                                       "verl's validate_config fails with TypeError (int * None)",
-                      where(per_gpu, job.value(f"{A}.use_dynamic_bsz")),
-                      fix=f"{A}.ppo_micro_batch_size_per_gpu=1, or {A}.use_dynamic_bsz=True")
+                      where(per_gpu, job.value(f"{A}.use_dynamic_bsz")), fix=fix)
 
 
 @_batch_rule("VERL-CFG-REAL-BSZ", "error", "train_batch_size · n must divide by DP · actor micro batch")
 def real_batch(job: Job) -> Iterator[Finding]:
     """
     verl's start-up check: the samples of a step, `train_batch_size · rollout.n`, must divide by
-    the smallest batch all DP ranks can take, `DP · ppo_micro_batch_size_per_gpu` (DP excludes CP).
+    the smallest batch all DP ranks can take: Megatron `DP · ppo_micro_batch_size_per_gpu` (DP
+    excludes CP); FSDP (any strategy but megatron) the number of GPUs, whatever SP and micro are.
 
     Why:
     `validate_config` asserts `real_train_batch_size (X) must be divisible by minimal possible batch
@@ -159,19 +183,24 @@ def real_batch(job: Job) -> Iterator[Finding]:
     Make train_batch_size · n a multiple of DP · micro.
 
     Source:
-    verl/utils/config.py validate_config (verl 0.9.1).
+    verl/utils/config.py validate_config (verl 0.9.1; `minimal_bsz = n_gpus` when the strategy is not megatron).
     """
-    if not _megatron(job) or not _static(job):
+    if not _trained(job) or not _static(job):
         return
-    micro = need(job.value(f"{A}.ppo_micro_batch_size_per_gpu"), f"{A}.ppo_micro_batch_size_per_gpu")
-    if micro is None:
-        return  # VERL-ACT-MBS
     batch, _, _ = _samples(job)
-    minimal = _dp(job) * micro
+    if _fsdp(job):
+        minimal = need(job.cluster.world, "world size")
+        how = f"the {minimal} GPUs"
+    else:
+        micro = need(job.value(f"{A}.ppo_micro_batch_size_per_gpu"), f"{A}.ppo_micro_batch_size_per_gpu")
+        if micro is None:
+            return  # VERL-ACT-MBS
+        minimal = _dp(job) * micro
+        how = f"DP {_dp(job)} · micro {micro}"
     if batch % minimal:
         yield finding("VERL-CFG-REAL-BSZ",
                       f"real_train_batch_size ({batch}) must be divisible by minimal possible batch size ({minimal}) "
-                      f"(verl: train_batch_size · n = {batch}; DP {_dp(job)} · micro {micro})",
+                      f"(verl: train_batch_size · n = {batch}; {how})",
                       where(job.value("data.train_batch_size"), job.value(f"{RO}.n")),
                       fix=f"a train_batch_size · n that is a multiple of {minimal}")
 
@@ -196,7 +225,7 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
     Source:
     verl/workers/config/actor.py ActorConfig.validate (verl 0.9.1).
     """
-    if not _megatron(job) or not _static(job):
+    if not _trained(job) or not _static(job):
         return
     tbs = need(job.value("data.train_batch_size"), "data.train_batch_size")
     mini = need(job.value(f"{A}.ppo_mini_batch_size"), f"{A}.ppo_mini_batch_size")
@@ -206,11 +235,12 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
                       fix=f"{A}.ppo_mini_batch_size={tbs} or less")
 
 
-@_batch_rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by Megatron DP")
+@_batch_rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by the trainer DP")
 def mini_divides_dp(job: Job) -> Iterator[Finding]:
     """
     Each update mini-batch (`ppo_mini_batch_size · rollout.n` samples) is split evenly over the
-    Megatron DP ranks (world / (TP·PP·CP)). verl's padding does not help here.
+    trainer DP ranks: Megatron world / (TP·PP·CP), FSDP world / Ulysses SP. verl's padding does
+    not help here.
 
     Why:
     `TrainingWorker.train_mini_batch` asserts `Got mini_batch_size=X and
@@ -223,12 +253,13 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
     mini · n a multiple of DP.
 
     Fix:
-    Raise ppo_mini_batch_size (or n), or shrink DP by raising TP/PP/CP.
+    Raise ppo_mini_batch_size (or n), or shrink DP by raising TP/PP/CP (FSDP: Ulysses SP).
 
     Source:
-    verl/workers/engine_workers.py TrainingWorker.train_mini_batch (verl 0.9.1).
+    verl/workers/engine_workers.py TrainingWorker.train_mini_batch; verl/workers/engine/fsdp/transformer_impl.py
+    FSDPEngine.get_data_parallel_size (verl 0.9.1).
     """
-    if not _megatron(job):
+    if not _trained(job):
         return
     _, mini, _ = _samples(job)
     dp = _dp(job)
@@ -262,7 +293,7 @@ def micro_divides(job: Job) -> Iterator[Finding]:
     Source:
     verl/workers/engine/utils.py prepare_micro_batches (verl 0.9.1).
     """
-    if not _megatron(job) or not _static(job):
+    if not _trained(job) or not _static(job):
         return
     for key, per_rank, what, micro_t, micro in _micro_passes(job):
         if per_rank % micro:
@@ -273,11 +304,12 @@ def micro_divides(job: Job) -> Iterator[Finding]:
                           where(micro_t), fix=f"{key} in {', '.join(map(str, good[:12]))}")
 
 
-@_batch_rule("VERL-ENG-DYN-TOKENS", "error", "Dynamic batch size: the token budget per GPU · CP must hold the longest sample")
+@_batch_rule("VERL-ENG-DYN-TOKENS", "error", "Dynamic batch size: the token budget per GPU · CP (or SP) must hold the longest sample")
 def token_budget(job: Job) -> Iterator[Finding]:
     """
-    With dynamic batch size, micro-batches are packed up to `*_max_token_len_per_gpu · CP` tokens;
-    a sample longer than that (up to `max_prompt_length + max_response_length`) cannot be placed.
+    With dynamic batch size, micro-batches are packed up to `*_max_token_len_per_gpu · CP` tokens
+    (FSDP: `· ulysses_sequence_parallel_size`); a sample longer than that (up to
+    `max_prompt_length + max_response_length`) cannot be placed.
 
     Why:
     `rearrange_micro_batches` asserts `max_token_len must be greater than the sequence length. Got
@@ -290,28 +322,31 @@ def token_budget(job: Job) -> Iterator[Finding]:
     `ppo_max_token_len_per_gpu=$((max_prompt_length + max_response_length))`.
 
     Fix:
-    Raise the token budgets to at least (prompt + response) / CP.
+    Raise the token budgets to at least (prompt + response) / CP (or / SP).
 
     Source:
-    verl/utils/seqlen_balancing.py rearrange_micro_batches; verl/workers/engine/megatron/transformer_impl.py (verl 0.9.1).
+    verl/utils/seqlen_balancing.py rearrange_micro_batches; verl/workers/engine/utils.py prepare_micro_batches
+    (`max_token_len = max_token_len_per_gpu * sp_size`); verl/workers/engine/megatron/transformer_impl.py,
+    verl/workers/engine/fsdp/transformer_impl.py FSDPEngine.forward_backward_batch (verl 0.9.1).
     """
-    if not _megatron(job) or _static(job):
+    if not _trained(job) or _static(job):
         return
     longest = need(job.value("data.max_prompt_length"), "data.max_prompt_length") + need(
         job.value("data.max_response_length"), "data.max_response_length")
-    cp = need(job.group_owner.cp, "context_parallel_size")
-    keys = [f"{A}.ppo_max_token_len_per_gpu", f"{RO}.log_prob_max_token_len_per_gpu"]
-    if job.ref_used.value:
-        keys.append(f"{REF}.log_prob_max_token_len_per_gpu")
-    for key in keys:
+    keys = [(f"{A}.ppo_max_token_len_per_gpu", "actor"), (f"{RO}.log_prob_max_token_len_per_gpu", "actor")]
+    if job.ref_used.value and job.sequence_split("ref") is not None:
+        keys.append((f"{REF}.log_prob_max_token_len_per_gpu", "ref"))
+    for key, role in keys:
+        split = "SP" if job.fsdp_layout(role) else "CP"
+        cp = need(job.sequence_split(role), "ulysses_sequence_parallel_size" if split == "SP" else "context_parallel_size")
         budget_t = job.value(key)
         budget = need(budget_t, key)
         if budget * cp < longest:
             yield finding("VERL-ENG-DYN-TOKENS",
-                          f"{key} {budget} · CP {cp} = {budget * cp} tokens < the longest sample {longest} "
+                          f"{key} {budget} · {split} {cp} = {budget * cp} tokens < the longest sample {longest} "
                           f"(verl: \"max_token_len must be greater than the sequence length\")",
                           where(budget_t, job.value("data.max_response_length"), job.value(f"{A}.use_dynamic_bsz")),
-                          fix=f"{key}={-(-longest // cp)} or more")
+                          fix=f"{key}={-(-longest // cp)} or more")  # ceil(longest / split)
 
 
 @_batch_rule("VERL-BAL-DP", "warning", "verl pads each step's batch with dummy samples")
@@ -336,7 +371,7 @@ def padding_waste(job: Job) -> Iterator[Finding]:
     Source:
     verl/trainer/ppo/v1/trainer_base.py _get_required_batch_multiple, _balance_batch; verl/utils/padding_utils.py (verl 0.9.1).
     """
-    if not _megatron(job) or not need(job.value("trainer.use_v1"), "trainer.use_v1"):
+    if not _trained(job) or not need(job.value("trainer.use_v1"), "trainer.use_v1"):
         return
     batch, _, _ = _samples(job)
     padded, multiple = padded_batch(job)
@@ -372,7 +407,7 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     Source:
     verl/utils/config.py validate_config; verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
-    if not _megatron(job) or not _static(job):
+    if not _trained(job) or not _static(job):
         return
     names = [RO] + ([REF] if need(job.ref_used, "whether the ref is built") else [])
     for name in names:
@@ -420,8 +455,8 @@ def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     verl/workers/engine/megatron/transformer_impl.py MegatronEngine.forward_backward_batch (verl 0.9.1);
     megatron/core/model_parallel_config.py (microbatch_group_size_per_vp_stage defaults to PP).
     """
-    if not _megatron(job) or not _static(job):
-        return
+    if job.group_owner is None or not _trained(job) or not _static(job):
+        return  # Megatron only: FSDP has no pipeline
     owner = job.group_owner
     vpp = need(owner.vpp, f"{owner.key_prefix}.virtual_pipeline_model_parallel_size")
     if vpp is None or vpp <= 1:
@@ -462,7 +497,7 @@ def dynamic_same(job: Job) -> Iterator[Finding]:
     Source:
     verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
-    if not _megatron(job):
+    if not _trained(job):
         return
     actor_t, rollout_t = job.value(f"{A}.use_dynamic_bsz"), job.value(f"{RO}.log_prob_use_dynamic_bsz")
     actor, rollout = need(actor_t, f"{A}.use_dynamic_bsz"), need(rollout_t, f"{RO}.log_prob_use_dynamic_bsz")
