@@ -206,6 +206,8 @@ class MeshResult:
 
     @property
     def exit_code(self) -> int:
+        if self.layout is None and self.job.fsdp_layouts:
+            return 1 if self.errors else 0  # an FSDP job: no Megatron-Core groups to map
         return 1 if self.errors or self.grid is None else 0
 
 
