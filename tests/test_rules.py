@@ -184,6 +184,8 @@ CASES: dict[str, tuple[str, str]] = {
                                    "critic.fsdp.ulysses_sequence_parallel_size=2", config=FSDP)),
     "VERL-FSDP-REF-SP": (script(f"{A}.use_kl_loss=True {A}.fsdp_config.ulysses_sequence_parallel_size=2", config=FSDP),
                          script(f"{A}.use_kl_loss=True {A}.ulysses_sequence_parallel_size=2", config=FSDP)),
+    "VERL-FSDP-OFFLOAD-POLICY": (script(f"{A}.fsdp_config.offload_policy=True", config=FSDP),
+                                 script(f"{A}.fsdp_config.offload_policy=True {A}.strategy=fsdp2", config=FSDP)),
     "SHELL-PARSE": (script(before="if then; fi"), script(before="if true; then X=1; fi")),
     "SHELL-SYNTAX": (script(before="X=${A B}"), script(before="X=${A:-B}")),
     "SHELL-SOURCE": (script(before="source ./env.sh"), script(before="X=1")),

@@ -337,3 +337,42 @@ def ref_sp_differs(job: Job) -> Iterator[Finding]:
                       where(actor.sp, ref.sp), role="ref",
                       fix=f"{_sp_key(ref)}={a}, or set actor_rollout_ref.actor.ulysses_sequence_parallel_size={a} "
                           "(the ref follows it)")
+
+
+@rule("VERL-FSDP-OFFLOAD-POLICY", "warning", "offload_policy is read only by FSDP2")
+def offload_policy_fsdp1(job: Job) -> Iterator[Finding]:
+    """
+    `fsdp_config.offload_policy=True` asks FSDP2 to keep parameters, gradients and optimizer state
+    on the CPU (`CPUOffloadPolicy`); the FSDP1 engine (`strategy: fsdp`, verl's default) never
+    reads the key.
+
+    Why:
+    No error: with strategy fsdp nothing is offloaded by this key, and a memory plan that counted
+    on it runs out of GPU memory.
+
+    Bad:
+    `actor_rollout_ref.actor.fsdp_config.offload_policy=True` with the default strategy fsdp.
+
+    Good:
+    `actor_rollout_ref.actor.strategy=fsdp2` with `offload_policy=True`, or FSDP1 with
+    `param_offload=True optimizer_offload=True`.
+
+    Fix:
+    Switch the role to fsdp2, or use param_offload / optimizer_offload.
+
+    Source:
+    verl/workers/engine/fsdp/transformer_impl.py FSDPEngine._build_fsdp_module (only the fsdp2 branch
+    reads offload_policy), verl 0.9.1.
+    """
+    if job.framework != "verl":
+        return
+    for lay in job.fsdp_layouts:
+        policy = need(lay.offload_policy, f"{lay.key_prefix}.offload_policy")
+        strategy = need(lay.strategy, f"{lay.role} strategy")
+        if policy and strategy == "fsdp":
+            yield finding("VERL-FSDP-OFFLOAD-POLICY",
+                          f"[{lay.role}] {lay.key_prefix}.offload_policy=True has no effect with strategy fsdp "
+                          "(only verl's FSDP2 branch builds a CPUOffloadPolicy)",
+                          where(lay.offload_policy, lay.strategy), role=lay.role,
+                          fix=f"set the {lay.role} strategy to fsdp2, or use {lay.key_prefix}.param_offload=True "
+                              f"and {lay.key_prefix}.optimizer_offload=True")
