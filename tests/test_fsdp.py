@@ -205,3 +205,12 @@ def test_mesh_of_an_fsdp_job_says_there_are_no_megatron_groups(tmp_path, capsys)
     path.write_text(script(f"{A}.ulysses_sequence_parallel_size=2", config=FSDP))
     assert main(["mesh", str(path)]) == 0
     assert "no Megatron-Core engine: this job trains under FSDP" in capsys.readouterr().out
+
+
+def test_critic_on_the_same_model_gets_the_head_check(tmp_path):
+    bad = (f"algorithm.adv_estimator=gae critic.model.path=/models/Qwen2.5-14B critic.ppo_micro_batch_size_per_gpu=1 "
+           "critic.fsdp.ulysses_sequence_parallel_size=16 critic.ulysses_sequence_parallel_size=16")
+    found = rules(run(tmp_path, script(bad, model="Qwen2.5-14B", nodes=2, config=FSDP)), "VERL-FSDP-SP-HEADS")
+    assert [f.role for f in found] == ["critic"]
+    other = bad.replace("critic.model.path=/models/Qwen2.5-14B", "critic.model.path=/models/my-critic")
+    assert not rules(run(tmp_path, script(other, model="Qwen2.5-14B", nodes=2, config=FSDP)), "VERL-FSDP-SP-HEADS")

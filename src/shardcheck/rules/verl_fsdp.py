@@ -50,6 +50,14 @@ def _sp_key(lay: FsdpLayout) -> str:
     return lay.sp_key or f"{lay.key_prefix}.ulysses_sequence_parallel_size"
 
 
+def _same_model_roles(job: Job) -> tuple[str, ...]:
+    """The roles built from the job's model: the actor and ref, and the critic when its
+    ``critic.model.path`` is written the same as ``actor_rollout_ref.model.path``."""
+    critic, actor = job.value("critic.model.path"), job.model_path
+    same = critic.known and actor.known and critic.value == actor.value
+    return ("actor", "ref", "critic") if same else ("actor", "ref")
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -101,7 +109,8 @@ def sp_heads(job: Job) -> Iterator[Finding]:
     """
     verl's Ulysses attention splits the attention heads over the SP group: the heads must divide
     by SP, and the KV heads must divide by SP or SP by the KV heads (then each KV head is
-    repeated `sp / kv` times).
+    repeated `sp / kv` times). Checked for the actor and ref, and for the critic when
+    `critic.model.path` names the same model.
 
     Why:
     `apply_monkey_patch` asserts `num_attention_heads H must be divisible by ulysses_sp_size S`, or
@@ -124,7 +133,7 @@ def sp_heads(job: Job) -> Iterator[Finding]:
     if m.num_attention_heads is None:
         return
     heads, kv = m.num_attention_heads, m.num_key_value_heads or m.num_attention_heads
-    for lay, sp in _sp_engines(job, ("actor", "ref")):  # the critic's model is critic.model.path
+    for lay, sp in _sp_engines(job, _same_model_roles(job)):
         if sp <= 1:
             continue
         if heads % sp:
@@ -174,7 +183,7 @@ def sp_unpatched(job: Job) -> Iterator[Finding]:
     linear = m.linear_attention and not ({m.model_type, m.vision_model_type} & ULYSSES_LINEAR_ATTENTION_TYPES)
     if not (vlm or linear):
         return
-    for lay, sp in _sp_engines(job, ("actor", "ref")):
+    for lay, sp in _sp_engines(job, _same_model_roles(job)):
         if sp <= 1:
             continue
         if vlm:

@@ -47,7 +47,8 @@ VALUE_KEYS = tuple(
     ) for key in keys
 )
 # The keys the FSDP rules read besides the engine sections (verl 0.9.1 names).
-FSDP_VALUE_KEYS = ("actor_rollout_ref.model.use_remove_padding", "critic.model.use_remove_padding", "critic.enable", "critic.strategy",
+FSDP_VALUE_KEYS = ("actor_rollout_ref.model.use_remove_padding", "critic.model.use_remove_padding", "critic.model.path",
+                   "critic.enable", "critic.strategy",
                    "critic.ulysses_sequence_parallel_size", "critic.fsdp.ulysses_sequence_parallel_size",
                    "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
                    "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
