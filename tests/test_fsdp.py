@@ -208,7 +208,7 @@ def test_mesh_of_an_fsdp_job_says_there_are_no_megatron_groups(tmp_path, capsys)
 
 
 def test_critic_on_the_same_model_gets_the_head_check(tmp_path):
-    bad = (f"algorithm.adv_estimator=gae critic.model.path=/models/Qwen2.5-14B critic.ppo_micro_batch_size_per_gpu=1 "
+    bad = ("algorithm.adv_estimator=gae critic.model.path=/models/Qwen2.5-14B critic.ppo_micro_batch_size_per_gpu=1 "
            "critic.fsdp.ulysses_sequence_parallel_size=16 critic.ulysses_sequence_parallel_size=16")
     found = rules(run(tmp_path, script(bad, model="Qwen2.5-14B", nodes=2, config=FSDP)), "VERL-FSDP-SP-HEADS")
     assert [f.role for f in found] == ["critic"]
