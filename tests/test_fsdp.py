@@ -214,3 +214,10 @@ def test_critic_on_the_same_model_gets_the_head_check(tmp_path):
     assert [f.role for f in found] == ["critic"]
     other = bad.replace("critic.model.path=/models/Qwen2.5-14B", "critic.model.path=/models/my-critic")
     assert not rules(run(tmp_path, script(other, model="Qwen2.5-14B", nodes=2, config=FSDP)), "VERL-FSDP-SP-HEADS")
+
+
+def test_old_critic_engine_spelling_points_at_the_new_one(tmp_path):
+    """verl up to v0.7 kept the critic engine under critic.model.fsdp_config (v0.8 moved it to critic.fsdp)."""
+    found = rules(run(tmp_path, script("critic.model.fsdp_config.param_offload=True", config=FSDP)),
+                  "VERL-CFG-UNKNOWN-KEY")
+    assert found and "critic.fsdp.param_offload" in found[0].fix
