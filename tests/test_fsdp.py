@@ -221,3 +221,9 @@ def test_old_critic_engine_spelling_points_at_the_new_one(tmp_path):
     found = rules(run(tmp_path, script("critic.model.fsdp_config.param_offload=True", config=FSDP)),
                   "VERL-CFG-UNKNOWN-KEY")
     assert found and "critic.fsdp.param_offload" in found[0].fix
+
+
+def test_critic_engine_key_alone_is_not_flagged(tmp_path):
+    result = run(tmp_path, script("algorithm.adv_estimator=gae critic.fsdp.ulysses_sequence_parallel_size=2", config=FSDP))
+    assert result.job.fsdp_layout("critic").sp.value == 2
+    assert not rules(result, "VERL-FSDP-CRITIC-SP")

@@ -303,7 +303,7 @@ def critic_sp_ignored(job: Job) -> Iterator[Finding]:
     role_t = job.value("critic.ulysses_sequence_parallel_size")
     role_sp = need(role_t, "critic.ulysses_sequence_parallel_size")
     engine_sp = need(lay.sp, _sp_key(lay))
-    if role_sp != engine_sp:
+    if role_sp > 1 and role_sp != engine_sp:  # the role-level key left at 1 is just unused
         yield finding("VERL-FSDP-CRITIC-SP",
                       f"critic.ulysses_sequence_parallel_size is {role_sp} but the critic engine uses "
                       f"critic.fsdp.ulysses_sequence_parallel_size = {engine_sp} (verl does not copy the role-level key)",
