@@ -31,6 +31,7 @@ A = "actor_rollout_ref.actor"
 RO = "actor_rollout_ref.rollout"
 SGL = f"+{RO}.engine_kwargs.sglang"
 YARN = str(Path(__file__).parent / "data" / "yarn-short")  # YaRN factor 2 over 32768: vLLM derives 65536
+FSDP = "--config-name=ppo_trainer"  # verl's default config: the actor, ref and critic run under FSDP
 
 
 def direct(**sizes):
@@ -209,6 +210,25 @@ CASES: dict[str, tuple[str, str]] = {
                           script(f"data.train_batch_size=4096 {A}.ppo_mini_batch_size=4096 {RO}.max_num_seqs=512")),
     "VERL-MC-OTC-KEY": (script(f"{OTC}.moe_token_dispatcher_typ=alltoall"),
                         script(f"{OTC}.moe_token_dispatcher_type=alltoall")),
+    "VERL-FSDP-SP-WORLD": (script(f"{A}.ulysses_sequence_parallel_size=3", model="Qwen3-8B", gpus=8, config=FSDP),
+                           script(f"{A}.ulysses_sequence_parallel_size=4", model="Qwen3-8B", gpus=8, config=FSDP)),
+    "VERL-FSDP-SP-HEADS": (script(f"{A}.ulysses_sequence_parallel_size=16", model="Qwen2.5-14B", nodes=2, config=FSDP),
+                           script(f"{A}.ulysses_sequence_parallel_size=8", model="Qwen2.5-14B", config=FSDP)),
+    "VERL-FSDP-SP-NOPATCH": (script(f"{A}.ulysses_sequence_parallel_size=2", model="Qwen3-Next-80B-A3B", config=FSDP),
+                             script(f"{A}.ulysses_sequence_parallel_size=1", model="Qwen3-Next-80B-A3B", config=FSDP)),
+    "VERL-FSDP-SP-RMPAD": (script(f"{A}.ulysses_sequence_parallel_size=2 actor_rollout_ref.model.use_remove_padding=False",
+                                  config=FSDP),
+                           script(f"{A}.ulysses_sequence_parallel_size=2 actor_rollout_ref.model.use_remove_padding=True",
+                                  config=FSDP)),
+    "VERL-FSDP-SIZE": (script(f"{A}.fsdp_config.fsdp_size=3", config=FSDP),
+                       script(f"{A}.fsdp_config.fsdp_size=4", config=FSDP)),
+    "VERL-FSDP-CRITIC-SP": (script("algorithm.adv_estimator=gae critic.ulysses_sequence_parallel_size=2", config=FSDP),
+                            script("algorithm.adv_estimator=gae critic.ulysses_sequence_parallel_size=2 "
+                                   "critic.fsdp.ulysses_sequence_parallel_size=2", config=FSDP)),
+    "VERL-FSDP-REF-SP": (script(f"{A}.use_kl_loss=True {A}.fsdp_config.ulysses_sequence_parallel_size=2", config=FSDP),
+                         script(f"{A}.use_kl_loss=True {A}.ulysses_sequence_parallel_size=2", config=FSDP)),
+    "VERL-FSDP-OFFLOAD-POLICY": (script(f"{A}.fsdp_config.offload_policy=True", config=FSDP),
+                                 script(f"{A}.fsdp_config.offload_policy=True {A}.strategy=fsdp2", config=FSDP)),
     "SHELL-PARSE": (script(before="if then; fi"), script(before="if true; then X=1; fi")),
     "SHELL-SYNTAX": (script(before="X=${A B}"), script(before="X=${A:-B}")),
     "SHELL-SOURCE": (script(before="source ./env.sh"), script(before="X=1")),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -29,22 +30,28 @@ def test_examples_folder_exists():
     assert _scripts(), f"no .sh files under {EXAMPLES}"
 
 
-def test_check_every_example_script():
+@lru_cache(maxsize=1)
+def _results() -> tuple[list[tuple[str, object]], list[str]]:
+    """(shown path, Result) for every script check() returned on, and the scripts it raised on."""
     from shardcheck.api import check
 
-    scripts = _scripts()
-    raised: list[str] = []
+    results, raised = [], []
+    for path in _scripts():
+        shown = str(path.relative_to(EXAMPLES.parent))
+        try:
+            results.append((shown, check(path, env={}, display=shown)))
+        except Exception as exc:  # noqa: BLE001 -- check() must never raise; any exception is the finding
+            raised.append(f"{shown}: {type(exc).__name__}: {exc}")
+    return results, raised
+
+
+def test_check_every_example_script():
+    results, raised = _results()
     multiline: list[str] = []
     counts = Counter()
     rules = Counter()
-    for path in scripts:
-        shown = str(path.relative_to(EXAMPLES.parent))
-        counts["total"] += 1
-        try:
-            r = check(path, env={}, display=shown)
-        except Exception as exc:  # noqa: BLE001 -- check() must never raise; any exception is the finding
-            raised.append(f"{shown}: {type(exc).__name__}: {exc}")
-            continue
+    counts["total"] = len(results) + len(raised)
+    for shown, r in results:
         if r.error is not None:
             if "\n" in r.error or "\r" in r.error:
                 multiline.append(f"{shown}: {r.error!r}")
@@ -75,3 +82,31 @@ def test_check_every_example_script():
 
     assert not raised, "check() raised on:\n" + "\n".join(raised)
     assert not multiline, "r.error spans several lines on:\n" + "\n".join(multiline)
+
+
+def test_every_fsdp_example_reads():
+    """Every example whose actor runs under FSDP/FSDP2 resolves to FSDP layouts with known sizes or
+    reported unknowns, and its findings name a line; prints the counts by strategy and by rule."""
+    results, raised = _results()
+    assert not raised, "check() raised on:\n" + "\n".join(raised)
+    strategies, rules = Counter(), Counter()
+    fsdp = []
+    for shown, r in results:
+        if r.error is not None:
+            continue
+        s = r.job.strategy
+        strategies[s.value if s.known else "unknown"] += 1
+        if r.job.fsdp_layouts:
+            fsdp.append((shown, r))
+    for shown, r in fsdp:
+        actor = r.job.fsdp_layout("actor")
+        assert actor is not None and actor.strategy.value in ("fsdp", "fsdp2"), shown
+        assert r.layout_summary()["strategy"] == actor.strategy.value, shown
+        for f in r.findings:
+            rules[(f.severity, f.rule)] += 1
+    print()
+    print(f"verl examples: {len(results)} checked, {sum(strategies.values())} read fully, strategies "
+          f"{dict(strategies)}, FSDP jobs {len(fsdp)}")
+    for (severity, rule), n in sorted(rules.items()):
+        print(f"    {severity:8} {rule:28} {n}")
+    assert fsdp, "no FSDP example was read"

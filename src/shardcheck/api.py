@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardcheck.errors import InputError
-from shardcheck.job import ConfigNote, Job, MegatronLayout
+from shardcheck.job import ConfigNote, FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Traced
 from shardcheck.settings import SEVERITY_RANK, Settings, load_settings
 
@@ -34,11 +34,12 @@ class Result:
 
     @property
     def layout_valid(self) -> bool | None:
-        """Whether Megatron-Core would initialise and build the layout (its MCORE-* rules), apart from
-        other start-up errors such as an unknown config key; None when the input could not be used."""
+        """Whether the training engine would initialise and build the layout (Megatron-Core's MCORE-* rules,
+        the FSDP engine's mesh and Ulysses rules), apart from other start-up errors such as an unknown
+        config key; None when the input could not be used."""
         if self.job is None:
             return None
-        layout_errors = [f for f in self.findings if f.severity == "error" and f.rule.startswith("MCORE-")]
+        layout_errors = [f for f in self.findings if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
         if any(not f.conditional for f in layout_errors):
             return False
         return None if layout_errors or any(f.rule == "VALUE-UNKNOWN" for f in self.findings) else True
@@ -53,8 +54,46 @@ class Result:
         """Sizes of one engine as plain values (None where unknown), for reports."""
         if self.job is None:
             return None
+        fsdp = self.job.fsdp_layout(role)
+        if fsdp is not None:
+            return summarize_fsdp_layout(self.job, fsdp)
         layout = self.job.layout(role)
         return summarize_layout(self.job, layout) if layout is not None else None
+
+
+# Rules whose errors mean the training engine itself cannot build the layout.
+LAYOUT_RULES = ("MCORE-", "VERL-FSDP-SP-WORLD", "VERL-FSDP-SP-HEADS", "VERL-FSDP-SIZE")
+
+
+# The layout fields only one engine has: None in the other's summary.
+FSDP_ONLY = ("sp", "fsdp_size", "shard", "replicate", "model_dtype", "param_offload", "optimizer_offload",
+             "offload_policy")
+MEGATRON_ONLY = ("tp", "pp", "cp", "ep", "etp", "etp_setting", "edp", "vpp", "layers_per_stage")
+
+
+def summarize_fsdp_layout(job: Job, layout: FsdpLayout) -> dict:
+    """An FSDP engine's sizes in the same shape as a Megatron one's; the Megatron-only fields are None."""
+    world = job.cluster.world
+
+    def v(t: Traced):
+        return t.value if t.known else None
+
+    return {
+        "strategy": v(layout.strategy),
+        "world": v(world),
+        "nnodes": v(job.cluster.nnodes),
+        "devices_per_node": v(job.cluster.devices_per_node),
+        "sp": v(layout.sp),
+        "fsdp_size": v(layout.fsdp_size),
+        "dp": v(layout.dp(world)),
+        "shard": v(layout.shard(world)),
+        "replicate": v(layout.replicate(world)),
+        "model_dtype": v(layout.model_dtype),
+        "param_offload": v(layout.param_offload),
+        "optimizer_offload": v(layout.optimizer_offload),
+        "offload_policy": v(layout.offload_policy),
+        **dict.fromkeys(MEGATRON_ONLY),
+    }
 
 
 def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
@@ -72,9 +111,11 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
         if isinstance(split, Split):
             stages = list(split.stages)
     return {
+        "strategy": "megatron",
         "world": v(world),
         "nnodes": v(job.cluster.nnodes),
         "devices_per_node": v(job.cluster.devices_per_node),
+        **dict.fromkeys(FSDP_ONLY),
         "tp": v(layout.tp),
         "pp": v(layout.pp),
         "cp": v(layout.cp),
@@ -193,6 +234,8 @@ class MeshResult:
 
     @property
     def exit_code(self) -> int:
+        if self.layout is None and self.job.fsdp_layouts:
+            return 1 if self.errors else 0  # an FSDP job: no Megatron-Core groups to map
         return 1 if self.errors or self.grid is None else 0
 
 

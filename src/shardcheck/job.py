@@ -82,6 +82,49 @@ class MegatronLayout:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FsdpLayout:
+    """One FSDP / FSDP2 engine's layout (verl: ``<role>.fsdp_config.*``, the critic's ``critic.fsdp.*``).
+
+    ``sp`` is the Ulysses sequence-parallel size the engine uses (verl's deprecated role-level key,
+    when > 1, overrides the engine's: FSDPActorConfig.__post_init__). ``fsdp_size`` -1 (or any
+    value ≥ world) shards over the whole world; a smaller value shards over groups of that size and
+    replicates across them (verl/workers/engine/fsdp/utils.py create_device_mesh). DP = world / sp
+    (FSDPEngine.get_data_parallel_size).
+    """
+
+    role: str
+    key_prefix: str  # the engine config section, e.g. actor_rollout_ref.actor.fsdp_config
+    strategy: Traced[str]  # fsdp | fsdp2
+    sp: Traced[int]
+    fsdp_size: Traced[int]
+    model_dtype: Traced[str]
+    param_offload: Traced[bool]
+    optimizer_offload: Traced[bool]
+    offload_policy: Traced[bool]
+    sp_key: str = ""  # the key that decided ``sp`` (the role-level one when it overrides the engine's)
+
+    def dp(self, world: Traced[int]) -> Traced[int]:
+        """DP = world / sp (verl FSDPEngine.get_data_parallel_size); None when sp does not divide the world."""
+        sp = self.sp
+        value = world.value // sp.value if world.known and sp.known and world.value % sp.value == 0 else None
+        return Traced.derived(value, "DP = world / Ulysses SP", world, sp)
+
+    def shard(self, world: Traced[int]) -> Traced[int]:
+        """The size of one FSDP sharding group: fsdp_size, or the world when it is -1 or ≥ world."""
+        size = self.fsdp_size
+        value = None
+        if world.known and size.known:
+            value = world.value if size.value < 0 or size.value >= world.value else size.value
+        return Traced.derived(value, "FSDP shard group = fsdp_size (-1 or ≥ world: the world)", world, size)
+
+    def replicate(self, world: Traced[int]) -> Traced[int]:
+        """How many replicas of each shard (HSDP's outer dimension): world / shard group."""
+        shard = self.shard(world)
+        value = world.value // shard.value if shard.known and shard.value and world.value % shard.value == 0 else None
+        return Traced.derived(value, "FSDP replicas = world / shard group", world, shard)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RolloutLayout:
     """The rollout engine's parallel sizes (verl: ``actor_rollout_ref.rollout.*``).
 
@@ -117,6 +160,8 @@ class ModelFacts:
     hidden_size: int | None = None
     num_experts: int | None = None  # Megatron num_moe_experts; None for dense models
     num_experts_per_tok: int | None = None
+    vision_model_type: str | None = None  # the top-level model_type of a model with a vision_config
+    linear_attention: bool = False  # some layers are linear attention (layer_types has "linear_attention")
     vocab_size: int | None = None
     max_position_embeddings: int | None = None
     model_type: str | None = None
@@ -165,6 +210,7 @@ class Job:
     values: dict[str, Traced] = field(default_factory=dict)  # framework keys the batch/rollout rules read
     device_choice: str | None = None  # --device NAME for the memory estimate (None: the default for trainer.device)
     host_memory_bytes: int | None = None  # --host-memory per node, for MEM-HOST
+    fsdp_layouts: tuple[FsdpLayout, ...] = ()  # FSDP engines built: actor, ref, critic (empty for Megatron)
 
     def value(self, key: str) -> Traced:
         """A framework setting by its key (e.g. ``data.train_batch_size``); unknown when not read."""
@@ -175,6 +221,30 @@ class Job:
 
     def layout(self, role: str) -> MegatronLayout | None:
         return next((lay for lay in self.layouts if lay.role == role), None)
+
+    def fsdp_layout(self, role: str) -> FsdpLayout | None:
+        return next((lay for lay in self.fsdp_layouts if lay.role == role), None)
+
+    def trainer_dp(self, role: str = "actor") -> Traced[int] | None:
+        """The data-parallel size a training role's batches are split over, for either engine.
+
+        FSDP: world / Ulysses SP of that role's engine. Megatron: world / (TP·PP·CP) of the engine
+        that built the parallel state (one per process, see ``group_owner``). None when no engine
+        of either kind is modelled for the role.
+        """
+        fsdp = self.fsdp_layout(role)
+        if fsdp is not None:
+            return fsdp.dp(self.cluster.world)
+        owner = self.group_owner
+        return owner.dp(self.cluster.world) if owner is not None and self.layout(role) is not None else None
+
+    def sequence_split(self, role: str = "actor") -> Traced[int] | None:
+        """How many ranks share one sequence's tokens: Ulysses SP (FSDP) or CP (Megatron)."""
+        fsdp = self.fsdp_layout(role)
+        if fsdp is not None:
+            return fsdp.sp
+        owner = self.group_owner
+        return owner.cp if owner is not None and self.layout(role) is not None else None
 
     @property
     def group_owner(self) -> MegatronLayout | None:

@@ -13,6 +13,10 @@ _PRESETS = Path(__file__).with_name("data") / "presets.json"
 # Keys under which HF configs spell the routed expert count (presets.md, "num_experts").
 _EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 
+# Model types with linear-attention layers whose config.json may not list `layer_types`
+# (Qwen3-Next: Gated DeltaNet layers, full attention every few layers).
+_LINEAR_ATTENTION_TYPES = frozenset({"qwen3_next"})
+
 
 def presets() -> dict[str, dict]:
     return json.loads(_PRESETS.read_text())["models"]
@@ -37,6 +41,9 @@ def facts_from_config(config: dict, name: str, source: str, origin: Origin) -> M
         vocab_size=cfg.get("vocab_size"),
         max_position_embeddings=cfg.get("max_position_embeddings"),
         model_type=cfg.get("model_type"),
+        vision_model_type=config.get("model_type") if isinstance(config.get("vision_config"), dict) else None,
+        linear_attention="linear_attention" in (cfg.get("layer_types") or ())
+        or cfg.get("model_type") in _LINEAR_ATTENTION_TYPES,
         mla=bool(cfg.get("kv_lora_rank")) or bool((cfg.get("mla") or {}).get("kv_lora_rank")),
         config=dict(cfg),
         rope_scaling=_rope(cfg),

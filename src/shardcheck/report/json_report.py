@@ -21,6 +21,11 @@ def result_to_dict(r: Result) -> dict:
         actor = job.layout("actor")
         if ref is not None and actor is not None and ref.sizes() != actor.sizes():
             doc["ref_layout"] = r.layout_summary("ref")
+        fsdp_ref = job.fsdp_layout("ref")
+        if fsdp_ref is not None and r.layout_summary("ref") != doc["layout"]:
+            doc["ref_layout"] = r.layout_summary("ref")
+        if job.fsdp_layout("critic") is not None:
+            doc["critic_layout"] = r.layout_summary("critic")
         doc["framework_version"] = job.framework_version
         m = job.model
         doc["model"] = None if m is None else {

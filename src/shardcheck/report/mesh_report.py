@@ -72,7 +72,10 @@ def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
         if f.fix:
             out.append(f"    fix: {f.fix}")
     if grid is None:
-        if not m.errors:
+        if m.layout is None and m.job.fsdp_layouts:
+            out.append("  no Megatron-Core engine: this job trains under FSDP (its SP, DP and shard sizes are in "
+                       "`shardcheck check`); the rank map is Megatron-Core's")
+        elif not m.errors:
             out.append("  the layout is not known (see VALUE-UNKNOWN findings of `shardcheck check`)")
         return "\n".join(out)
     per_node = _devices(m)

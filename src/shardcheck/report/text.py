@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shardcheck.api import Result, summarize_layout
-from shardcheck.job import Job, MegatronLayout
+from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Origin, Traced
 
 
@@ -104,6 +104,8 @@ def _rollout_line(ro) -> str:
         f"EP {_value(ro.ep)}" if ro.ep is not None else "") if part)
     return (f"{_value(ro.engine)}: {gpus.value // tp.value} engine{'s' * (gpus.value // tp.value != 1)} of "
             f"{tp.value} GPUs ({extra}) on {gpus.value} GPUs   {_where(tp.origin)}")
+
+
 def _rollout_lines(job: Job) -> list[str]:
     """The rollout engine's layout: TP, DP, EP, PP and the replicas it makes of the trainer's ranks."""
     r = job.rollout
@@ -118,6 +120,28 @@ def _rollout_lines(job: Job) -> list[str]:
         count = f"{world.value // size}" if world.value % size == 0 else f"{world.value / size:.2f} (does not tile)"
         text += f"; {count} replica{'s' * (count != '1')} of {size} devices"
     return [f"  rollout    {_value(r.engine)}: {text}"]
+
+
+def _line_of(origin: Origin) -> str:
+    """`` ← line N: text`` for a derived value written on a script line, else nothing."""
+    line = origin.first_script_line()
+    return f" ← line {line.line}: {line.text}" if origin.kind == "derived" and line is not None else ""
+
+
+def _fsdp_lines(job: Job, layout: FsdpLayout) -> list[str]:
+    """One FSDP engine: strategy, Ulysses SP, DP, the shard/replicate split, dtype and offload."""
+    world = job.cluster.world
+    shard, replicate = layout.shard(world), layout.replicate(world)
+    offload = [name for name, t in (("params", layout.param_offload), ("optimizer", layout.optimizer_offload),
+                                    ("offload_policy", layout.offload_policy)) if t.known and t.value]
+    head = (f"  training layout ({layout.role}, {_value(layout.strategy)}): SP {_value(layout.sp)}, "
+            f"DP {_value(layout.dp(world))}, shard over {_value(shard)} × {_value(replicate)} replica(s), "
+            f"model_dtype {_value(layout.model_dtype)}, offload {', '.join(offload) or 'none'}")
+    return [
+        head,
+        f"    SP        {_where(layout.sp.origin)}{_line_of(layout.sp.origin)}",
+        f"    fsdp_size {_value(layout.fsdp_size)} ({_where(layout.fsdp_size.origin)})",
+    ]
 
 
 def render_text(results: list[Result]) -> str:
@@ -162,6 +186,8 @@ def render_text(results: list[Result]) -> str:
         if job.rollout is not None and job.rollout.gpus is not None:
             out.append(f"  rollout    {_rollout_line(job.rollout)}")
         out.extend(_rollout_lines(job))
+        for lay in job.fsdp_layouts:
+            out.extend(_fsdp_lines(job, lay))
         if r.skipped:
             out.append(f"  skipped (no model): {', '.join(r.skipped)}")
         out.append("  findings" if r.findings else "  findings: none")
@@ -178,7 +204,7 @@ def render_text(results: list[Result]) -> str:
         if r.valid is None and errors:
             verdict = f"will not start as read; {verdict}"
         if r.valid is False and r.layout_valid:
-            verdict += "; the Megatron-Core layout itself is valid"
+            verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
         out.append(f"  verdict: {verdict} ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")
         out.append("")
     return "\n".join(out)

@@ -115,6 +115,7 @@ def all_rules() -> dict[str, Rule]:
         sglang_engine,
         verl_batch,
         verl_engines,
+        verl_fsdp,
         verl_rollout,
         vllm_engine,
     )

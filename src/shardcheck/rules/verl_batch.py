@@ -1,12 +1,14 @@
-"""verl's batch logic for the Megatron engine (verl 0.9.1, v1 trainer).
+"""verl's batch logic for the Megatron and FSDP engines (verl 0.9.1, v1 trainer).
 
-One update mini-batch is ``ppo_mini_batch_size · rollout.n`` samples, split over Megatron DP
-(world / (TP·PP·CP): CP excluded) — verl/trainer/ppo/v1/trainer_base.py ``_update_actor`` and
+Both engines run under the same engine workers. One update mini-batch is
+``ppo_mini_batch_size · rollout.n`` samples, split over the trainer DP (``Job.trainer_dp``): Megatron
+world / (TP·PP·CP) (CP excluded), FSDP world / Ulysses SP (FSDPEngine.get_data_parallel_size) —
+verl/trainer/ppo/v1/trainer_base.py ``_update_actor`` and
 verl/workers/engine_workers.py ``TrainingWorker.train_mini_batch``. Each step's batch of
 ``train_batch_size · n`` samples is first padded with dummy samples up to a multiple of
 lcm(DP, mini · n) (``_get_required_batch_multiple``, ``upsample_batch_to_divisible_size``).
 Micro-batches are ``*_micro_batch_size_per_gpu`` samples, or packed up to
-``*_max_token_len_per_gpu · CP`` tokens with dynamic batch size.
+``*_max_token_len_per_gpu · CP`` (Megatron) or ``· SP`` (FSDP) tokens with dynamic batch size.
 """
 
 from __future__ import annotations
@@ -25,16 +27,22 @@ RO = "actor_rollout_ref.rollout"
 C = "critic"
 
 
-def _megatron(job: Job) -> bool:
-    return job.framework == "verl" and job.group_owner is not None
+def _trained(job: Job) -> bool:
+    """A verl job whose actor engine (Megatron or FSDP) is modelled."""
+    return job.framework == "verl" and job.trainer_dp("actor") is not None
+
+
+def _fsdp(job: Job) -> bool:
+    return job.fsdp_layout("actor") is not None
 
 
 class _NoLayout(Exception):
-    """The training layout itself does not tile the world (MCORE-PS-WORLD reports it)."""
+    """The training layout itself does not tile the world (MCORE-PS-WORLD / VERL-FSDP-SP-WORLD report it)."""
 
 
-def _dp(job: Job) -> int:
-    dp = need(job.group_owner.dp(job.cluster.world), "Megatron DP (world / (TP·PP·CP))")
+def _dp(job: Job, role: str = "actor") -> int:
+    name = "trainer DP (world / Ulysses SP)" if job.fsdp_layout(role) else "Megatron DP (world / (TP·PP·CP))"
+    dp = need(job.trainer_dp(role), name)
     if dp is None:
         raise _NoLayout
     return dp
@@ -71,7 +79,7 @@ def _samples(job: Job) -> tuple[int, int, int]:
 
 @dataclass(frozen=True, slots=True)
 class Trainee:
-    """A model verl trains with a Megatron engine: the actor, and the critic when one is used.
+    """A model verl trains: the actor (Megatron or FSDP engine), and a Megatron critic when one is used.
 
     ``static`` is the config's own ``use_dynamic_bsz`` being off (what verl's config validation
     reads); ``engine_dynamic`` whether the engine packs micro-batches by tokens. verl 0.9.1's v1
@@ -83,10 +91,11 @@ class Trainee:
     role: str
     prefix: str
     dp: int
-    cp: int
+    cp: int  # ranks sharing one sequence: Megatron CP, or FSDP's Ulysses SP
     static: bool
     engine_dynamic: bool
     token_key: str
+    split: str = "CP"  # what ``cp`` is called in messages ("SP" for FSDP)
 
     def mini(self, job: Job) -> tuple[int, object]:
         """(ppo_mini_batch_size · n, the traced mini batch)."""
@@ -104,9 +113,9 @@ def critic_used(job: Job) -> bool:
 
 def trainees(job: Job) -> list[Trainee]:
     """The actor, then the critic when verl uses one (with its own Megatron sizes, DP = world / (TP·PP·CP))."""
-    owner = job.group_owner
-    out = [Trainee("actor", A, _dp(job), need(owner.cp, "context_parallel_size"), _static(job), not _static(job),
-                   f"{A}.ppo_max_token_len_per_gpu")]
+    split = "SP" if _fsdp(job) else "CP"
+    cp = need(job.sequence_split("actor"), "ulysses_sequence_parallel_size" if _fsdp(job) else "context_parallel_size")
+    out = [Trainee("actor", A, _dp(job), cp, _static(job), not _static(job), f"{A}.ppo_max_token_len_per_gpu", split)]
     if not critic_used(job) or need(job.value(f"{C}.strategy"), f"{C}.strategy") != "megatron":
         return out
     sizes = [need(job.value(f"{C}.megatron.{k}_parallel_size"), f"{C}.megatron.{k}_parallel_size")
@@ -139,7 +148,9 @@ def _pass_samples(job: Job) -> list[tuple[str, int, str]]:
     passes = [(f"{A}.ppo_micro_batch_size_per_gpu", mini // dp, "update")]
     passes.append((f"{RO}.log_prob_micro_batch_size_per_gpu", batch // dp, "old log-prob"))
     if job.ref_used.value:
-        passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // dp, "ref log-prob"))
+        ref_dp = _dp(job, "ref") if job.trainer_dp("ref") is not None else dp
+        if batch % ref_dp == 0:  # the batch is padded for the actor's DP; an FSDP ref may have another SP
+            passes.append((f"{REF}.log_prob_micro_batch_size_per_gpu", batch // ref_dp, "ref log-prob"))
     return passes
 
 
@@ -160,15 +171,17 @@ def _micro_passes(job: Job) -> list[tuple[str, int, str, object, int]]:
 @_batch_rule("VERL-ACT-MBS", "error", "Static batch size needs exactly one actor micro-batch key")
 def actor_micro_batch(job: Job) -> Iterator[Finding]:
     """
-    Without dynamic batch size each Megatron rank cuts its share of a mini-batch into micro-batches
-    of `actor.ppo_micro_batch_size_per_gpu` samples; the key (or the deprecated
-    `ppo_micro_batch_size`) must be set, not both.
+    Without dynamic batch size each trainer rank (Megatron or FSDP) cuts its share of a mini-batch
+    into micro-batches of `actor.ppo_micro_batch_size_per_gpu` samples; the key must be set, and
+    not together with the deprecated `ppo_micro_batch_size`.
 
     Why:
-    With neither set (verl's default), `validate_config` fails at start with `TypeError:
-    unsupported operand type(s) for *: 'int' and 'NoneType'` (utils/config.py, minimal_bsz); with
-    both set, `ActorConfig.__post_init__` raises `[actor] You have set both
-    'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'`.
+    With neither set (verl's default), Megatron's `validate_config` fails at start with `TypeError:
+    unsupported operand type(s) for *: 'int' and 'NoneType'` (utils/config.py, minimal_bsz); FSDP's
+    `ActorConfig.__post_init__` asserts `[actor] Please set at least one of ...`. With both set it
+    raises `[actor] You have set both 'actor.ppo_micro_batch_size' AND
+    'actor.ppo_micro_batch_size_per_gpu'`. With only the deprecated key, the engine worker asserts
+    `ppo_micro_batch_size_per_gpu is not None` at init.
 
     Bad:
     No `ppo_micro_batch_size_per_gpu` and no `use_dynamic_bsz=True`.
@@ -187,9 +200,10 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
 
     Source:
     verl/utils/config.py validate_config; verl/workers/config/actor.py ActorConfig.__post_init__;
-    verl/workers/config/critic.py CriticConfig.__post_init__; verl/trainer/ppo/utils.py need_critic (verl 0.9.1).
+    verl/workers/config/critic.py CriticConfig.__post_init__; verl/trainer/ppo/utils.py need_critic;
+    verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
-    if not _megatron(job):
+    if not _trained(job):
         return
     for t in trainees(job):
         if not t.static:
@@ -215,6 +229,18 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
                                               f"ppo_micro_batch_size ({legacy.value}) (verl CriticConfig)",
                               where(legacy), fix=f"set {p}.ppo_micro_batch_size_per_gpu instead (the former is "
                                                  "deprecated)", role=t.role)
+        elif _fsdp(job) and t.role == "actor" and not has_new and not has_old:
+            # FSDP: validate_config's minimal batch is n_gpus (no micro factor), so the dataclass raises first.
+            yield finding("VERL-ACT-MBS", "[actor] Please set at least one of 'actor.ppo_micro_batch_size' or "
+                                          "'actor.ppo_micro_batch_size_per_gpu' if use_dynamic_bsz is not enabled. "
+                                          "(verl ActorConfig.__post_init__)",
+                          where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
+                          fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
+        elif _fsdp(job) and t.role == "actor" and not has_new:
+            yield finding("VERL-ACT-MBS", f"only the deprecated {p}.ppo_micro_batch_size is set: the engine reads "
+                                          "ppo_micro_batch_size_per_gpu, and ActorRolloutRefWorker.init_model asserts "
+                                          "it is not None", where(legacy),
+                          fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
         elif not has_new and t.role == "actor":
             yield finding("VERL-ACT-MBS", f"{p}.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is off: "
                                           "verl's validate_config fails with TypeError (int * None)",
@@ -226,7 +252,8 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
 def real_batch(job: Job) -> Iterator[Finding]:
     """
     verl's start-up check: the samples of a step, `train_batch_size · rollout.n`, must divide by
-    the smallest batch all DP ranks can take, `DP · ppo_micro_batch_size_per_gpu` (DP excludes CP).
+    the smallest batch all DP ranks can take: Megatron `DP · ppo_micro_batch_size_per_gpu` (DP
+    excludes CP); FSDP (any strategy but megatron) the number of GPUs, whatever SP and micro are.
 
     Why:
     `validate_config` asserts `real_train_batch_size (X) must be divisible by minimal possible batch
@@ -242,19 +269,24 @@ def real_batch(job: Job) -> Iterator[Finding]:
     Make train_batch_size · n a multiple of DP · micro.
 
     Source:
-    verl/utils/config.py validate_config (verl 0.9.1).
+    verl/utils/config.py validate_config (verl 0.9.1; `minimal_bsz = n_gpus` when the strategy is not megatron).
     """
-    if not _megatron(job) or not _static(job):
+    if not _trained(job) or not _static(job):
         return
-    micro = need(job.value(f"{A}.ppo_micro_batch_size_per_gpu"), f"{A}.ppo_micro_batch_size_per_gpu")
-    if micro is None:
-        return  # VERL-ACT-MBS
     batch, _, _ = _samples(job)
-    minimal = _dp(job) * micro
+    if _fsdp(job):
+        minimal = need(job.cluster.world, "world size")
+        how = f"the {minimal} GPUs"
+    else:
+        micro = need(job.value(f"{A}.ppo_micro_batch_size_per_gpu"), f"{A}.ppo_micro_batch_size_per_gpu")
+        if micro is None:
+            return  # VERL-ACT-MBS
+        minimal = _dp(job) * micro
+        how = f"DP {_dp(job)} · micro {micro}"
     if batch % minimal:
         yield finding("VERL-CFG-REAL-BSZ",
                       f"real_train_batch_size ({batch}) must be divisible by minimal possible batch size ({minimal}) "
-                      f"(verl: train_batch_size · n = {batch}; DP {_dp(job)} · micro {micro})",
+                      f"(verl: train_batch_size · n = {batch}; {how})",
                       where(job.value("data.train_batch_size"), job.value(f"{RO}.n")),
                       fix=f"a train_batch_size · n that is a multiple of {minimal}")
 
@@ -281,7 +313,7 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
     Source:
     verl/workers/config/actor.py ActorConfig.validate; verl/workers/config/critic.py CriticConfig.validate (verl 0.9.1).
     """
-    if not _megatron(job):
+    if not _trained(job):
         return
     tbs = need(job.value("data.train_batch_size"), "data.train_batch_size")
     for t in trainees(job):
@@ -293,7 +325,7 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
                           fix=f"{t.prefix}.ppo_mini_batch_size={tbs} or less", role=t.role)
 
 
-@_batch_rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by Megatron DP")
+@_batch_rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by the trainer DP")
 def mini_divides_dp(job: Job) -> Iterator[Finding]:
     """
     Each update mini-batch (`ppo_mini_batch_size · rollout.n` samples) is split evenly over the
@@ -319,7 +351,7 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
     verl/workers/engine_workers.py TrainingWorker.train_mini_batch; verl/trainer/ppo/v1/trainer_base.py
     _update_critic (verl 0.9.1).
     """
-    if not _megatron(job):
+    if not _trained(job):
         return
     for t in trainees(job):
         mini, mini_t = t.mini(job)
@@ -354,7 +386,7 @@ def micro_divides(job: Job) -> Iterator[Finding]:
     Source:
     verl/workers/engine/utils.py prepare_micro_batches (verl 0.9.1).
     """
-    if not _megatron(job) or not _static(job):
+    if not _trained(job) or not _static(job):
         return
     for key, per_rank, what, micro_t, micro in _micro_passes(job):
         if per_rank % micro:
@@ -365,7 +397,7 @@ def micro_divides(job: Job) -> Iterator[Finding]:
                           where(micro_t), fix=f"{key} in {', '.join(map(str, good[:12]))}")
 
 
-@_batch_rule("VERL-ENG-DYN-TOKENS", "error", "Dynamic batch size: the token budget per GPU · CP must hold the longest sample")
+@_batch_rule("VERL-ENG-DYN-TOKENS", "error", "Dynamic batch size: the token budget per GPU · CP (or SP) must hold the longest sample")
 def token_budget(job: Job) -> Iterator[Finding]:
     """
     With dynamic batch size, micro-batches are packed up to `*_max_token_len_per_gpu · CP` tokens;
@@ -394,7 +426,7 @@ def token_budget(job: Job) -> Iterator[Finding]:
     verl/trainer/ppo/v1/trainer_base.py init_workers (critic engine config); verl/workers/config/engine.py
     EngineConfig (verl 0.9.1).
     """
-    if not _megatron(job):
+    if not _trained(job):
         return
     longest = need(job.value("data.max_prompt_length"), "data.max_prompt_length") + need(
         job.value("data.max_response_length"), "data.max_response_length")
@@ -412,7 +444,7 @@ def token_budget(job: Job) -> Iterator[Finding]:
         budget = need(budget_t, key)
         if budget * t.cp < longest:
             yield finding("VERL-ENG-DYN-TOKENS",
-                          f"{key} {budget} · CP {t.cp} = {budget * t.cp} tokens < the longest sample {longest} "
+                          f"{key} {budget} · {t.split} {t.cp} = {budget * t.cp} tokens < the longest sample {longest} "
                           f"(verl: \"max_token_len must be greater than the sequence length\")",
                           where(budget_t, job.value("data.max_response_length"), job.value(f"{t.prefix}.use_dynamic_bsz")),
                           fix=f"{'+' if budget_t.origin.first_script_line() is None and t.role == 'critic' else ''}"
@@ -441,7 +473,7 @@ def padding_waste(job: Job) -> Iterator[Finding]:
     Source:
     verl/trainer/ppo/v1/trainer_base.py _get_required_batch_multiple, _balance_batch; verl/utils/padding_utils.py (verl 0.9.1).
     """
-    if not _megatron(job) or not need(job.value("trainer.use_v1"), "trainer.use_v1"):
+    if not _trained(job) or not need(job.value("trainer.use_v1"), "trainer.use_v1"):
         return
     batch, _, _ = _samples(job)
     padded, multiple = padded_batch(job)
@@ -477,7 +509,7 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     Source:
     verl/utils/config.py validate_config; verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
-    if not _megatron(job) or not _static(job):
+    if not _trained(job) or not _static(job):
         return
     names = [RO] + ([REF] if need(job.ref_used, "whether the ref is built") else [])
     for name in names:
@@ -531,8 +563,8 @@ def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     verl/utils/seqlen_balancing.py rearrange_micro_batches (verl 0.9.1);
     megatron/core/model_parallel_config.py (microbatch_group_size_per_vp_stage defaults to PP).
     """
-    if not _megatron(job):
-        return
+    if job.group_owner is None or not _trained(job):
+        return  # Megatron only: FSDP has no pipeline
     owner = job.group_owner
     vpp = need(owner.vpp, f"{owner.key_prefix}.virtual_pipeline_model_parallel_size")
     if vpp is None or vpp <= 1:
@@ -583,7 +615,7 @@ def dynamic_same(job: Job) -> Iterator[Finding]:
     Source:
     verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
-    if not _megatron(job):
+    if not _trained(job):
         return
     actor_t, rollout_t = job.value(f"{A}.use_dynamic_bsz"), job.value(f"{RO}.log_prob_use_dynamic_bsz")
     actor, rollout = need(actor_t, f"{A}.use_dynamic_bsz"), need(rollout_t, f"{RO}.log_prob_use_dynamic_bsz")

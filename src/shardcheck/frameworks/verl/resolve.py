@@ -24,7 +24,7 @@ from shardcheck.frameworks.verl.config_tree import (
 )
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
-from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout, RolloutLayout
+from shardcheck.job import Cluster, ConfigNote, FsdpLayout, Job, MegatronLayout, RolloutLayout
 from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
 
@@ -83,6 +83,22 @@ ABSENT_DEFAULTS = {
     "critic.ppo_infer_max_token_len_per_gpu":
         (32768, "default of verl 0.9.1 CriticConfig: ppo_infer_max_token_len_per_gpu = 32768"),
 }
+# The keys the FSDP rules read besides the engine sections (verl 0.9.1 names).
+FSDP_VALUE_KEYS = ("actor_rollout_ref.model.use_remove_padding", "critic.model.use_remove_padding", "critic.model.path",
+                   "critic.enable", "critic.strategy",
+                   "critic.ulysses_sequence_parallel_size", "critic.fsdp.ulysses_sequence_parallel_size",
+                   "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+                   "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
+# verl's FSDP engine strategies (FSDPEngineConfig.__post_init__ also accepts fsdp_turbo, whose own
+# turbo_config sizes shardcheck does not model).
+FSDP_STRATEGIES = ("fsdp", "fsdp2")
+# FSDP roles: (role, role config section, its engine section, whether a role-level Ulysses size > 1
+# overrides the engine's). FSDPActorConfig.__post_init__ copies the deprecated
+# ``ulysses_sequence_parallel_size`` into ``fsdp_config`` (actor and ref); FSDPCriticConfig has no
+# such copy, so the critic engine reads only ``critic.fsdp.ulysses_sequence_parallel_size``.
+FSDP_ROLES = (("actor", "actor_rollout_ref.actor", "actor_rollout_ref.actor.fsdp_config", True),
+              ("ref", "actor_rollout_ref.ref", "actor_rollout_ref.ref.fsdp_config", True),
+              ("critic", "critic", "critic.fsdp", False))
 # Config groups of verl 0.9.1's trainer config (directories of verl/trainer/config). A bare
 # `group=option` override selects an option in ppo_trainer.yaml's defaults list.
 CONFIG_GROUPS = frozenset({"actor", "algorithm", "critic", "data", "distillation", "engine", "model", "model_engine",
@@ -202,6 +218,63 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
     )
 
 
+def _ulysses_size(config: VerlConfig, section: str, engine: str, propagates: bool,
+                  notes: list[ConfigNote]) -> tuple[Traced, str]:
+    """The Ulysses SP size an FSDP engine uses, and the key that decides it (FSDPActorConfig.__post_init__,
+    verl 0.9.1: ``if self.ulysses_sequence_parallel_size > 1: self.fsdp_config.ulysses_sequence_parallel_size = ...``)."""
+    engine_key, role_key = f"{engine}.ulysses_sequence_parallel_size", f"{section}.ulysses_sequence_parallel_size"
+    engine_sp = _int(config.get(engine_key), engine_key, notes)
+    if not propagates:
+        return engine_sp, engine_key
+    role_sp = _int(config.get(role_key), role_key, notes)
+    if not role_sp.known:
+        return role_sp, role_key
+    if role_sp.value > 1:
+        origin = Origin(kind="derived", text=f"{role_key} > 1 replaces the engine's (verl FSDPActorConfig.__post_init__)",
+                        via=(role_sp.origin,))
+        return Traced(role_sp.value, origin), role_key
+    return engine_sp, engine_key
+
+
+def _fsdp_layout(config: VerlConfig, role: str, section: str, engine: str, propagates: bool,
+                 notes: list[ConfigNote]) -> FsdpLayout:
+    sp, sp_key = _ulysses_size(config, section, engine, propagates, notes)
+    return FsdpLayout(
+        role=role,
+        key_prefix=engine,
+        strategy=config.get(f"{section}.strategy"),
+        sp=sp,
+        sp_key=sp_key,
+        fsdp_size=_int(config.get(f"{engine}.fsdp_size"), f"{engine}.fsdp_size", notes, positive=False),
+        model_dtype=config.get(f"{engine}.model_dtype"),
+        param_offload=_bool(config.get(f"{engine}.param_offload")),
+        optimizer_offload=_bool(config.get(f"{engine}.optimizer_offload")),
+        offload_policy=_bool(config.get(f"{engine}.offload_policy")),
+    )
+
+
+def _critic_used(config: VerlConfig) -> Traced:
+    """verl/trainer/ppo/utils.py need_critic: ``critic.enable`` when set, else adv_estimator == gae."""
+    enable, estimator = config.get("critic.enable"), config.get("algorithm.adv_estimator")
+    if enable.known and enable.value is not None:
+        return Traced.derived(bool(enable.value), "critic built = critic.enable", enable)
+    return Traced.derived(estimator.value == "gae" if estimator.known else None,
+                          "critic built = (algorithm.adv_estimator == gae)", enable, estimator)
+
+
+def _fsdp_layouts(config: VerlConfig, ref_used: Traced, notes: list[ConfigNote]) -> tuple[FsdpLayout, ...]:
+    """The FSDP engines verl builds: the actor, the ref when it is used, the critic when it is used."""
+    built = {"actor": Traced(True, Origin(kind="default", text="the actor is always built")),
+             "ref": ref_used, "critic": _critic_used(config)}
+    out = []
+    for role, section, engine, propagates in FSDP_ROLES:
+        strategy = config.get(f"{section}.strategy")
+        if built[role].value is False or not (strategy.known and strategy.value in FSDP_STRATEGIES):
+            continue
+        out.append(_fsdp_layout(config, role, section, engine, propagates, notes))
+    return tuple(out)
+
+
 def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
     notes: list[ConfigNote] = []
     for issue in config.issues:
@@ -299,6 +372,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         dp=_int(config.get(f"{ro}.data_parallel_size"), f"{ro}.data_parallel_size", notes),
         pp=_int(config.get(f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
     )
+    fsdp_layouts = _fsdp_layouts(config, ref_used, notes)
     model_path = config.get("actor_rollout_ref.model.path")
     from omegaconf import OmegaConf
 
@@ -323,5 +397,6 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         notes=tuple(notes),
         open_arguments=tuple(word.word for word in hydra.unknown_words),
         rollout=rollout,
-        values={key: _value(config, key) for key in VALUE_KEYS + MEMORY_KEYS},
+        values={key: _value(config, key) for key in VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS},
+        fsdp_layouts=fsdp_layouts,
     )
