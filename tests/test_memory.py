@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shardcheck.api import memory, resolve_script
+from shardcheck.api import check, memory, resolve_script
 from shardcheck.cli import main
 from shardcheck.frameworks.megatron.pipeline import split_layers, stage_layer_indices
 from shardcheck.memory.activations import (
@@ -320,3 +320,54 @@ def test_sglang_engine_spans_the_replica(tmp_path):
     assert (plain.tp, plain.dp) == (4, 1) and (attn.tp, attn.dp) == (2, 2)
     assert plain.reserve_bytes == 0  # mem_fraction_static holds weights and KV only
     assert plain.kv_bytes_per_token * 2 == attn.kv_bytes_per_token  # 4 KV heads over 4 vs over 2 ranks
+
+
+# ---- FSDP (verl's FSDP / FSDP2 engine) ----
+
+def fsdp(overrides: str = "", *, gpus: int = 8, model: str = "Qwen2.5-14B") -> str:
+    words = ("data.max_prompt_length=2048 data.max_response_length=14336 "
+             f"{A}.use_dynamic_bsz=True {A}.ppo_max_token_len_per_gpu=16384 {A}.ulysses_sequence_parallel_size=2 "
+             "actor_rollout_ref.rollout.tensor_model_parallel_size=4 " + overrides)
+    return script(words, model=model, gpus=gpus, config="--config-name=ppo_trainer")
+
+
+def test_fsdp_shards_the_whole_model(tmp_path):
+    est = estimate(_job(tmp_path, fsdp()), "h100")
+    arch = arch_of("Qwen2.5-14B")
+    whole = stage_params(arch, tuple(range(arch.num_layers)), 0, Sharding(1, 1, 1, 1))
+    [stage] = est.train.stages
+    assert stage.params.total == sum(-(-n // 8) for n in (whole.embedding, whole.dense, whole.expert, whole.output))
+    b = stage.bytes
+    # model_dtype fp32: the parameters are the master weights; fp32 grads; AdamW's two fp32 moments
+    assert b["weights"] == 4 * stage.params.total and b["grads"] == b["weights"] and b["optimizer"] == 2 * b["weights"]
+    assert b["total"] == sum(b[k] for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits",
+                                            "ref_weights", "workspace"))
+    assert est.train.tokens_per_micro_batch == 16384 * 2  # the token budget · Ulysses SP
+
+
+def test_fsdp_size_and_offload_policy(tmp_path):
+    full = estimate(_job(tmp_path, fsdp()), "h100").train.stages[0]
+    hybrid = estimate(_job(tmp_path, fsdp(f"{A}.fsdp_config.fsdp_size=4")), "h100").train.stages[0]
+    assert hybrid.params.total == pytest.approx(2 * full.params.total, rel=1e-6)
+    policy = estimate(_job(tmp_path, fsdp(f"{A}.strategy=fsdp2 {A}.fsdp_config.offload_policy=True")), "h100")
+    b = policy.train.stages[0].bytes
+    assert b["weights"] == b["grads"] == b["optimizer"] == 0 and b["optimizer_host"] > 0
+
+
+def test_fsdp_checkpointing_and_offload_terms(tmp_path):
+    on = estimate(_job(tmp_path, fsdp()), "h100").train.stages[0]
+    off = estimate(_job(tmp_path, fsdp("actor_rollout_ref.model.enable_gradient_checkpointing=False")), "h100")
+    assert off.train.stages[0].bytes["activations"] > 5 * on.bytes["activations"]
+    moved = estimate(_job(tmp_path, fsdp(f"{A}.fsdp_config.param_offload=True {A}.fsdp_config.optimizer_offload=True")),
+                     "h100")
+    assert moved.host.offloaded_bytes_per_device == on.bytes["weights"] + on.bytes["grads"] + on.bytes["optimizer"]
+    assert any("fsdp_config.param_offload" in t for t in moved.host.terms)
+    assert moved.rollout.training_resident_bytes == 0
+
+
+def test_fsdp_training_oom_names_fsdp_keys(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text(fsdp(f"{A}.fsdp_config.fsdp_size=1", model="Qwen3-32B"))
+    result = check(path, device="a100-40")
+    [oom] = [f for f in result.findings if f.rule == "MEM-TRAIN-OOM"]
+    assert oom.severity == "error" and "fsdp_config.fsdp_size" in oom.fix

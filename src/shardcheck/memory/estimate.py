@@ -140,14 +140,17 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         out.problems.append(f"parameter counts unknown: {exc}" if isinstance(exc, NotModelled) else str(exc))
         return out
     layout = job.layout("actor")
+    fsdp = job.fsdp_layout("actor")
     settings: TrainSettings | None = None
-    if layout is None:
-        out.problems.append("no Megatron actor engine (the FSDP engine's estimate is not built yet)")
-    else:
-        try:
+    try:
+        if layout is not None:
             out.train, settings = _train(job, arch, layout, adapter)
-        except Unknown as exc:
-            out.problems.append(f"train: {exc}")
+        elif fsdp is not None and hasattr(adapter, "fsdp_train_settings"):
+            out.train, settings = _train_fsdp(job, arch, fsdp, adapter)
+        else:
+            out.problems.append("no training engine shardcheck models (Megatron or FSDP)")
+    except Unknown as exc:
+        out.problems.append(f"train: {exc}")
     try:
         rollout = adapter.rollout_settings(job, bool(arch.experts), job.model.max_position_embeddings)
         out.rollout = _rollout(arch, rollout, device) if rollout is not None else None  # None: no rollout engine
@@ -272,6 +275,59 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
             merged.append(row)
     static = max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in rows)
     return TrainMemory(merged, tokens, seq, static), settings
+
+
+def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMemory, TrainSettings]:
+    """The FSDP actor's update peak on one device: the whole model sharded over the FSDP group.
+
+    Each device holds 1/shard of every parameter (fsdp_size, or the world), its gradient and AdamW's
+    moments; during forward and backward one decoder layer is gathered in bf16 (two with prefetch), or
+    the whole model when reshard_after_forward is off. Ulysses SP splits each sequence's tokens over
+    SP ranks (and the heads inside attention), so activations are those of tokens / SP.
+    """
+    world = known(job.cluster.world, "world size")
+    dp = known(layout.dp(job.cluster.world), "DP (world / Ulysses SP)")
+    shard = known(layout.shard(job.cluster.world), "FSDP shard group")
+    if not dp or not shard:
+        raise Unknown("the FSDP layout does not tile the world (see the VERL-FSDP findings); fix it first")
+    settings = adapter.fsdp_train_settings(job, layout, dp)
+    full = Sharding(1, 1, 1, 1)
+    layers = tuple(range(arch.num_layers))
+    whole = stage_params(arch, layers, 0, full)
+    held = StageParams(*(-(-n // shard) for n in (whole.embedding, whole.dense, whole.expert, whole.output)))
+    sp = known(layout.sp, "Ulysses SP")
+    p = Parallel(tp=1, cp=sp)
+    tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
+    per_layer = [layer_bytes(arch, i, tokens, seq, p, Recompute()) for i in layers]
+    if settings.checkpointing:
+        acts = tokens / sp * 2 * arch.hidden * len(layers) + max(per_layer)  # inputs + one layer recomputed
+    else:
+        acts = sum(per_layer)
+    unit = max(sum(layer_params_of(arch, i)) for i in layers) if layers else 0
+    gathered = 2 * (whole.total if settings.gathered_between_passes else 2 * max(unit, whole.embedding))
+    on_device = 0 if settings.host_resident else 1
+    terms = {
+        "weights": held.total * settings.weight_bytes * on_device,
+        "grads": held.total * settings.grad_bytes * on_device,
+        "optimizer": held.total * settings.state_bytes * on_device,
+        "optimizer_host": held.total * settings.state_bytes * (1 - on_device),
+        "gathered": gathered,
+        "activations": int(acts),
+        "logits": _logits(arch, tokens, 1, sp, settings),
+        "ref_weights": 0,
+        "workspace": WORKSPACE_BYTES,
+    }
+    terms["total"] = sum(v for k, v in terms.items() if k != "optimizer_host")
+    del world
+    row = StageMemory(0, [0], len(layers), held, terms, 1)
+    return TrainMemory([row], tokens, seq, terms["weights"] + terms["grads"] + terms["optimizer"]), settings
+
+
+def layer_params_of(arch: Architecture, index: int) -> tuple[int, int]:
+    """One decoder layer's parameters, unsharded: FSDP's unit of gathering (verl wraps each layer)."""
+    from shardcheck.memory.params import layer_params
+
+    return layer_params(arch, index, Sharding(1, 1, 1, 1))
 
 
 def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tuple[int, bool]:

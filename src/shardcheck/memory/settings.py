@@ -55,6 +55,12 @@ class TrainSettings:
     optimizer_offload: str | None = None  # the setting that moves optimizer state to the host between phases
     param_host_copy: bool = True  # offloaded weights and grads are copied to the host (False: released)
     vocab_divisible_by: int | None = None
+    # FSDP: the model's layers keep only their inputs (HF gradient checkpointing), parameters stay
+    # gathered between forward and backward (reshard_after_forward off), and FSDP2's CPUOffloadPolicy
+    # keeps sharded weights, grads and optimizer on the host through the update.
+    checkpointing: bool = False
+    gathered_between_passes: bool = False
+    host_resident: bool = False
 
 
 @dataclass(frozen=True, slots=True)

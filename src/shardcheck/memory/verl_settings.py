@@ -119,3 +119,31 @@ def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -
         max_model_len=_v(job, f"{RO}.max_model_len") or max_position_embeddings or request,
         requests_per_step=per_step, replicas=replicas,
     )
+
+
+def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
+    """The FSDP engine's update settings (verl/workers/engine/fsdp/transformer_impl.py, verl 0.9.1).
+
+    Parameters live sharded in ``model_dtype`` (fp32 by default: they are the master weights), gradients
+    in the same dtype, AdamW's two moments in the same dtype (torch.optim keeps state like the parameter);
+    compute runs in bf16 (MixedPrecision param_dtype, default bf16) on one gathered FSDP unit at a time.
+    """
+    sp = known(layout.sp, f"{layout.key_prefix}.ulysses_sequence_parallel_size")
+    tokens, seq, count = micro_batches(job, sp, dp)
+    param = dtype_bytes(known(layout.model_dtype, f"{layout.key_prefix}.model_dtype"), f"{layout.key_prefix}.model_dtype")
+    optimizer = str(_v(job, f"{OPT}.optimizer")).lower()
+    if optimizer not in ("adam", "adamw"):
+        raise Unknown(f"{OPT}.optimizer={optimizer}: shardcheck sizes Adam's state only")
+    strategy = known(layout.strategy, f"{A}.strategy")
+    policy = strategy == "fsdp2" and bool(known(layout.offload_policy, f"{layout.key_prefix}.offload_policy"))
+    return TrainSettings(
+        weight_bytes=param, grad_bytes=param, state_bytes=2 * param, distributed_optimizer=True, optimizer_on_device=1.0,
+        tokens_per_micro_batch=tokens, sequence_length=seq, micro_batches=1, recompute=Recompute(), logits=_logits(job),
+        # verl forces CPUOffload(offload_params=True) (fsdp) / CPUOffloadPolicy (fsdp2) on the reference model.
+        ref_on_device=False,
+        param_offload=f"{layout.key_prefix}.param_offload" if layout.param_offload.value else None,
+        optimizer_offload=f"{layout.key_prefix}.optimizer_offload" if layout.optimizer_offload.value else None,
+        checkpointing=bool(_v(job, "actor_rollout_ref.model.enable_gradient_checkpointing")),
+        gathered_between_passes=not _v(job, f"{layout.key_prefix}.reshard_after_forward"),
+        host_resident=policy,
+    )

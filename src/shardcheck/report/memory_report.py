@@ -6,7 +6,7 @@ import json
 
 from shardcheck.memory.devices import GIB
 
-TRAIN_TERMS = ("weights", "grads", "optimizer", "activations", "logits", "ref_weights", "workspace")
+TRAIN_TERMS = ("weights", "grads", "optimizer", "gathered", "activations", "logits", "ref_weights", "workspace")
 # What each term is and where its formula comes from (``--explain``).
 EXPLAIN = {
     "params": "exact counts of megatron-core's GPTModel modules per device (shardcheck/memory/params.py; "
@@ -21,7 +21,10 @@ EXPLAIN = {
                    "Megatron's warm-up count), + one recompute group with full recompute",
     "logits": "last stage, one micro batch: bf16 logits + fp32 log-softmax and gradient over vocab/TP "
               "(+ two fp32 tensors for the entropy; one 4096-token chunk with use_fused_kernels)",
-    "ref_weights": "verl's reference model, colocated, unless ref.megatron.param_offload",
+    "gathered": "FSDP only: the bf16 copy of the FSDP units gathered for compute (one decoder layer and the next "
+                "with prefetch; the whole model when reshard_after_forward is off)",
+    "ref_weights": "verl's reference model, colocated, unless ref.megatron.param_offload (verl keeps an FSDP ref "
+                   "on the host: CPUOffload / CPUOffloadPolicy)",
     "workspace": "allowance of 2 GiB for NCCL buffers, kernel workspaces and allocator fragmentation",
     "kv": "2 · layers · max(1, KV heads / TP) · head_dim · dtype bytes per token per device (MLA: the latent); vLLM "
           "replicates KV heads when TP exceeds them",
@@ -61,7 +64,7 @@ def render_memory_text(results, *, explain: bool = False) -> str:
             rows = [head]
             for s in t.stages:
                 rows.append([_ranks(s.ranks), str(s.layers), f"{s.params.total / 1e9:.3f} B",
-                             *(_g(s.bytes[k]) for k in TRAIN_TERMS), _g(s.total),
+                             *(_g(s.bytes.get(k)) for k in TRAIN_TERMS), _g(s.total),
                              f"{100 * s.total / e.device.memory_bytes:.0f}%"])
             widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
             for row in rows:

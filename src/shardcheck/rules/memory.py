@@ -61,6 +61,22 @@ KEYS = {
         offload=(f"{A}.megatron.param_offload", f"{A}.megatron.optimizer_offload",
                  f"{A}.megatron.optimizer_offload=False, or more nodes"),
     ),
+    "verl-fsdp": Keys(
+        activations=("actor_rollout_ref.model.enable_gradient_checkpointing",
+                     "actor_rollout_ref.model.enable_gradient_checkpointing=True, fewer tokens per micro batch "
+                     f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger "
+                     f"{A}.ulysses_sequence_parallel_size"),
+        logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
+                f"cross-entropy), or a larger {A}.ulysses_sequence_parallel_size, or fewer tokens per micro batch"),
+        optimizer=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
+                   f"or {A}.strategy=fsdp2 with {A}.fsdp_config.offload_policy=True"),
+        weights=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
+                 f"or {A}.fsdp_config.model_dtype=bf16"),
+        memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
+        rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
+        offload=(f"{A}.fsdp_config.param_offload", f"{A}.fsdp_config.optimizer_offload",
+                 f"{A}.fsdp_config.optimizer_offload=False, or more nodes"),
+    ),
     "megatron-lm": Keys(
         **_FLAG_TRAIN,
         optimizer=("--use-distributed-optimizer", "--use-distributed-optimizer (shards Adam's state over DP), a larger "
@@ -83,9 +99,21 @@ KEYS = {
 
 
 def _estimate(job: Job) -> MemoryEstimate | None:
-    if job.framework not in ADAPTERS or job.layout("actor") is None:
+    if job.framework not in ADAPTERS or (job.layout("actor") is None and job.fsdp_layout("actor") is None):
         return None
     return estimate(job, job.device_choice)
+
+
+def _keys(job: Job) -> Keys:
+    return KEYS["verl-fsdp"] if job.layout("actor") is None and job.fsdp_layout("actor") else KEYS[job.framework]
+
+
+def _engine_sizes(job: Job) -> tuple:
+    """The sizes a finding may point at when no better line exists: the training engine's, then the cluster."""
+    layout = job.layout("actor")
+    if layout is not None:
+        return layout.pp, layout.tp, job.cluster.nnodes
+    return job.fsdp_layout("actor").sp, job.cluster.nnodes
 
 
 def _severity(certain: bool, est: MemoryEstimate) -> str | None:
@@ -148,20 +176,20 @@ def train_oom(job: Job) -> Iterator[Finding]:
     if est is None or est.train is None:
         return
     cap = est.device.memory_bytes
-    layout = job.layout("actor")
     for s in est.train.stages:
         exact = s.bytes["weights"] + s.bytes["grads"] + s.bytes["optimizer"] + s.bytes["ref_weights"]
         if s.total <= cap:
             continue
-        term, key, fix = _train_fix(s, KEYS[job.framework])
-        parts = ", ".join(f"{k} {_gib(s.bytes[k])}" for k in ("weights", "grads", "optimizer", "activations", "logits",
-                                                               "ref_weights", "workspace") if s.bytes[k])
+        term, key, fix = _train_fix(s, _keys(job))
+        parts = ", ".join(f"{k} {_gib(s.bytes[k])}" for k in ("weights", "grads", "optimizer", "gathered",
+                                                               "activations", "logits", "ref_weights", "workspace")
+                          if s.bytes.get(k))
         certain = exact > cap
         yield finding("MEM-TRAIN-OOM",
                       f"{_ranks(s)} ({s.layers} layers): predicted peak {_gib(s.total)} > {est.device.name} "
                       f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
                       f"{_assumed(est)}",
-                      where(job.value(key), layout.pp, layout.tp, job.cluster.nnodes), fix=fix, severity=_severity(certain, est))
+                      where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est))
 
 
 def _one_request(r: RolloutMemory) -> int:
@@ -207,7 +235,7 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
     if est is None or est.rollout is None:
         return
     r = est.rollout
-    keys = KEYS[job.framework]
+    keys = _keys(job)
     need_bytes = _one_request(r)
     if need_bytes <= r.kv_budget_bytes:
         return
@@ -272,9 +300,9 @@ def rollout_concurrency(job: Job) -> Iterator[Finding]:
                   f"each rollout engine (TP {r.tp}) gets {wanted} requests per step but its KV cache holds "
                   f"{r.max_concurrent_full_requests} of {r.request_tokens} tokens at once "
                   f"({_gib(max(0, r.kv_budget_bytes))} budget, {_gib(r.kv_bytes_per_token * r.request_tokens)} each)",
-                  where(job.value(KEYS[job.framework].memory_fraction), job.rollout.dp, job.rollout.tp, job.cluster.nnodes),
-                  fix=f"raise {KEYS[job.framework].memory_fraction} or the rollout DP ({KEYS[job.framework].rollout_dp}), "
-                      f"or lower {KEYS[job.framework].response}")
+                  where(job.value(_keys(job).memory_fraction), job.rollout.dp, job.rollout.tp, job.cluster.nnodes),
+                  fix=f"raise {_keys(job).memory_fraction} or the rollout DP ({_keys(job).rollout_dp}), "
+                      f"or lower {_keys(job).response}")
 
 
 @rule("MEM-HOST", "error", "Offloaded state exceeds the host memory given with --host-memory", needs_model=True)
@@ -310,7 +338,7 @@ def host_memory(job: Job) -> Iterator[Finding]:
     if est.host.bytes_per_node <= job.host_memory_bytes:
         return
     h = est.host
-    keys = KEYS[job.framework].offload
+    keys = _keys(job).offload
     yield finding("MEM-HOST",
                   f"{h.devices_per_node} devices per node offload {_gib(h.offloaded_bytes_per_device)} each "
                   f"({'; '.join(h.terms)}): {_gib(h.bytes_per_node)} > host memory {_gib(job.host_memory_bytes)}",

@@ -60,6 +60,8 @@ MEMORY_KEYS = tuple(
                                      "entropy_from_logits_chunk_size", "use_fused_kernels")),
         ("actor_rollout_ref.ref.megatron", ("param_offload",)),
         ("actor_rollout_ref.rollout", ("gpu_memory_utilization", "max_num_seqs", "dtype")),
+        ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
+        ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload")),
     ) for key in keys
 )
 # More keys the rollout-engine and critic rules read.
