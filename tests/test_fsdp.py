@@ -9,7 +9,7 @@ import pytest
 
 from shardcheck.api import check
 from shardcheck.report.json_report import result_to_dict
-from tests.test_rules import FSDP, script
+from test_rules import FSDP, script
 
 A = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"

@@ -64,7 +64,7 @@ def _engine_builds(create_device_mesh, world: int, fsdp_size: int, sp: int) -> b
 
 def test_mesh_verdicts_agree_with_verl(tmp_path):
     from shardcheck.api import check
-    from tests.test_rules import FSDP, script
+    from test_rules import FSDP, script
 
     create_device_mesh = _verl_create_device_mesh()
     rng = random.Random(20261202)

@@ -237,10 +237,12 @@ def test_recompute_and_fused_kernels_shrink_their_terms(tmp_path):
                                           f"+{M}.override_transformer_config.recompute_method=uniform "
                                           f"+{M}.override_transformer_config.recompute_num_layers=1", nodes=4)),
                     "h200").train.stages
-    fused = estimate(_job(tmp_path, script(f"{FITS} actor_rollout_ref.model.use_fused_kernels=True", nodes=4)),
+    long = f"{FITS} data.max_prompt_length=1024 data.max_response_length=15360"
+    unfused = estimate(_job(tmp_path, script(long, nodes=4)), "h200").train.stages
+    fused = estimate(_job(tmp_path, script(f"{long} actor_rollout_ref.model.use_fused_kernels=True", nodes=4)),
                      "h200").train.stages
     assert full[0].bytes["activations"] < base[0].bytes["activations"] / 3
-    assert fused[-1].bytes["logits"] < base[-1].bytes["logits"]
+    assert fused[-1].bytes["logits"] < unfused[-1].bytes["logits"] / 2  # one 4096-token chunk of 16,384 tokens
 
 
 def test_offload_moves_state_to_the_host(tmp_path):

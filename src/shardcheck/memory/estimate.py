@@ -221,7 +221,8 @@ def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSe
     """One micro batch's logits on the last stage (vocab-parallel over TP, sequence split over CP)."""
     rows = tokens / cp
     if settings.logits.fused:
-        return int(min(FUSED_CHUNK_TOKENS, rows) * arch.vocab / tp * (4 + 4))  # one fp32 chunk and its gradient
+        fused = min(FUSED_CHUNK_TOKENS, rows) * arch.vocab / tp * (4 + 4)  # one fp32 chunk and its gradient
+        return int(min(fused, rows * arch.vocab / tp * (2 + 4 * settings.logits.fp32_buffers)))
     # bf16 logits and the adapter's fp32 buffers (verl: the log-softmax and its gradient)
     out = rows * arch.vocab / tp * (2 + 4 * settings.logits.fp32_buffers)
     if settings.logits.entropy:

@@ -58,13 +58,14 @@ def _recompute(job: Job) -> Recompute:
                      num_layers=_v(job, f"{OTC}.recompute_num_layers"), modules=frozenset(modules))
 
 
-def _logits(job: Job) -> Logits:
+def _logits(job: Job, fp32_buffers: int) -> Logits:
     entropy = bool(_v(job, f"{A}.calculate_entropy")) or bool(_v(job, f"{A}.entropy_coeff"))
     chunk = None
     if entropy and _v(job, f"{A}.entropy_from_logits_with_chunking"):
         chunk = _v(job, f"{A}.entropy_from_logits_chunk_size") or 2048
     # verl/utils/kernel/linear_cross_entropy.py: with use_fused_kernels the logits are never whole.
-    return Logits(fused=bool(job.value(f"{A}.use_fused_kernels").value), entropy=entropy, entropy_chunk=chunk)
+    return Logits(fused=bool(job.value(f"{A}.use_fused_kernels").value), entropy=entropy, entropy_chunk=chunk,
+                  fp32_buffers=fp32_buffers)
 
 
 def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
@@ -78,7 +79,10 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         weight_bytes=dtype_bytes(_v(job, f"{M}.dtype"), f"{M}.dtype"), grad_bytes=grad, state_bytes=state,
         distributed_optimizer=bool(_v(job, f"{M}.use_distributed_optimizer")), optimizer_on_device=on_device,
         tokens_per_micro_batch=tokens, sequence_length=seq, micro_batches=count, recompute=_recompute(job),
-        logits=_logits(job), ref_on_device=ref,
+        # verl/utils/megatron/tensor_parallel.py vocab_parallel_log_probs_from_logits → megatron-core's
+        # vocab_parallel_cross_entropy: one fp32 copy of the logits, exponentiated in place and saved for
+        # backward, whose gradient is written into it (tensor_parallel/cross_entropy.py).
+        logits=_logits(job, 1), ref_on_device=ref,
         param_offload=f"{M}.param_offload" if job.value(f"{M}.param_offload").value else None,
         optimizer_offload=f"{M}.optimizer_offload" if job.value(f"{M}.optimizer_offload").value else None,
     )
@@ -138,7 +142,10 @@ def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
     policy = strategy == "fsdp2" and bool(known(layout.offload_policy, f"{layout.key_prefix}.offload_policy"))
     return TrainSettings(
         weight_bytes=param, grad_bytes=param, state_bytes=2 * param, distributed_optimizer=True, optimizer_on_device=1.0,
-        tokens_per_micro_batch=tokens, sequence_length=seq, micro_batches=1, recompute=Recompute(), logits=_logits(job),
+        # verl/utils/torch_functional.py logprobs_from_logits: flash-attn's cross-entropy kernel with an
+        # in-place backward works row by row on the bf16 logits: no whole fp32 copy.
+        tokens_per_micro_batch=tokens, sequence_length=seq, micro_batches=1, recompute=Recompute(),
+        logits=_logits(job, 0),
         # verl forces CPUOffload(offload_params=True) (fsdp) / CPUOffloadPolicy (fsdp2) on the reference model.
         ref_on_device=False,
         param_offload=f"{layout.key_prefix}.param_offload" if layout.param_offload.value else None,

@@ -19,7 +19,8 @@ EXPLAIN = {
     "activations": "per-layer bytes of Korthikanti et al. 2022 generalised to GQA/SwiGLU/MoE with flash attention "
                    "(shardcheck/memory/activations.py) × micro batches in flight under 1F1B (PP − stage; interleaved: "
                    "Megatron's warm-up count), + one recompute group with full recompute",
-    "logits": "last stage, one micro batch: bf16 logits + fp32 log-softmax and gradient over vocab/TP "
+    "logits": "last stage, one micro batch: bf16 logits over vocab/TP + the fp32 copies the log-prob computation "
+              "keeps (megatron-core's vocab-parallel cross-entropy: one; flash-attn's in-place kernel under FSDP: none) "
               "(+ two fp32 tensors for the entropy; one 4096-token chunk with use_fused_kernels)",
     "gathered": "FSDP only: the bf16 copy of the FSDP units gathered for compute (one decoder layer and the next "
                 "with prefetch; the whole model when reshard_after_forward is off)",
