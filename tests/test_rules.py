@@ -184,7 +184,8 @@ CASES: dict[str, tuple[str, str]] = {
     "VERL-MC-ONE-INIT": (
         script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
                "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1"),
-        script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2"),
+        script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
+               "critic.megatron.tensor_model_parallel_size=2"),
     ),
     "VERL-MC-ETP-MISMATCH": (
         script(f"{M}.tensor_model_parallel_size=2 {M}.expert_model_parallel_size=2"),
@@ -431,3 +432,12 @@ def test_plus_on_a_dataclass_section_is_not_judged_from_its_yaml(tmp_path):
     """verl 0.9.1's RolloutConfig has moe_tensor_parallel_size though its YAML does not list it."""
     found, _ = rule_findings(tmp_path, script(f"+{RO}.moe_tensor_parallel_size=2"), "VERL-CFG-ADDED-KEY")
     assert not found
+
+
+def test_the_critic_engine_creates_the_process_groups(tmp_path):
+    """verl's default estimator (gae) uses a Megatron critic, built first: its sizes must follow the actor's."""
+    found, _ = rule_findings(tmp_path, script(f"{M}.tensor_model_parallel_size=2"), "VERL-MC-ONE-INIT")
+    assert found and "critic" in found[0].message and "critic.megatron.tensor_model_parallel_size=2" in found[0].fix
+    quiet, _ = rule_findings(tmp_path, script(f"{M}.tensor_model_parallel_size=2 algorithm.adv_estimator=grpo"),
+                             "VERL-MC-ONE-INIT")
+    assert not quiet  # no critic: the actor's sizes create the groups

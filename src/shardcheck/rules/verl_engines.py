@@ -12,13 +12,18 @@ from shardcheck.rules.registry import Finding, finding, rule
 _NAMES = ("TP", "PP", "CP", "EP", "ETP", "VPP")
 
 
-@rule("VERL-MC-ONE-INIT", "warning", "The ref engine's parallel sizes differ from the actor's")
+_CRITIC_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+                "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size")
+
+
+@rule("VERL-MC-ONE-INIT", "warning", "The engine built first (critic, else ref) has other parallel sizes than the actor")
 def one_parallel_state(job: Job) -> Iterator[Finding]:
     """
-    verl builds one Megatron parallel state per worker process. The reference model is built
-    before the actor, so its `ref.megatron.*` sizes create the process groups; the actor's engine
-    then finds parallel state initialised and skips its own sizes, while its model is still built
-    with them. Nothing checks that the two agree.
+    verl builds one Megatron parallel state per worker process, and the first engine built creates
+    it; later engines find it initialised and skip their own sizes, while their models are still
+    built with them. Nothing checks that they agree. In one process verl builds the critic first
+    (when a Megatron critic is used: it shares the actor's `global_pool`, so both live in one
+    colocated worker), then the reference model, then the actor.
 
     Why:
     With different sizes the actor's model is built for one layout and runs on the groups of
@@ -26,34 +31,72 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
 
     Bad:
     `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4` with
-    `actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2` and `use_kl_loss=True`.
+    `actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2` and `use_kl_loss=True`; or
+    `algorithm.adv_estimator=gae` with the actor at TP 4 and `critic.megatron.*` left at 1.
 
     Good:
-    Leave `ref.megatron.*` unset: verl's config makes each follow the actor's value.
+    Leave `ref.megatron.*` unset (each follows the actor's value), and set `critic.megatron.*`
+    to the actor's sizes (verl's own examples/ppo_trainer/run_qwen3_8b_megatron.sh does).
 
     Fix:
-    Remove the ref overrides, or set them equal to the actor's.
+    Remove the ref overrides; give the critic the actor's sizes.
 
     Source:
-    verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (ref built first) and
-    verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh (returns early
-    when mpu.is_initialized()), verl 0.9.1.
+    verl/trainer/ppo/v1/trainer_base.py init_workers (create_colocated_worker_cls per resource pool;
+    the critic's pool is global_pool, like the actor's); verl/workers/engine_workers.py
+    TrainingWorker.__init__ (the critic's engine is built when the colocated worker is constructed:
+    EngineRegistry.new → MegatronEngine.__init__ → _init_device_mesh) and
+    ActorRolloutRefWorker.init_model (later: the ref, then the actor); and verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh
+    (returns early when mpu.is_initialized(); "TODO: set different parallelism for actor, critic,
+    ref"), verl 0.9.1.
     """
-    actor, ref = job.layout("actor"), job.layout("ref")
-    if job.framework != "verl" or actor is None or ref is None or actor.sizes() == ref.sizes():
+    actor = job.layout("actor")
+    if job.framework != "verl" or actor is None:
         return
-    if any(isinstance(v, tuple) for v in actor.sizes() + ref.sizes()):
+    sizes = (actor.tp, actor.pp, actor.cp, actor.ep, actor.etp_setting, actor.vpp)
+    critic = _critic_sizes(job)
+    if critic is not None:
+        yield from _compare(sizes, critic, "critic", "critic.megatron.* (the actor's: "
+                            + ", ".join(f"critic.megatron.{k}={_shown(a)}" for k, a in zip(_CRITIC_KEYS, sizes)) + ")")
+        return  # the critic's sizes create the groups; the ref's then do not matter
+    ref = job.layout("ref")
+    if ref is None or actor.sizes() == ref.sizes():
+        return
+    yield from _compare(sizes, (ref.tp, ref.pp, ref.cp, ref.ep, ref.etp_setting, ref.vpp), "ref",
+                        "remove the actor_rollout_ref.ref.megatron.* size overrides (they follow the actor by default)")
+
+
+def _shown(t) -> str:
+    return "null" if t.value is None else str(t.value)
+
+
+def _critic_sizes(job: Job) -> tuple | None:
+    """The Megatron critic's sizes when verl builds one (need_critic, strategy megatron), else None."""
+    from shardcheck.rules.verl_batch import critic_used
+
+    try:
+        used = critic_used(job)
+    except Exception:  # noqa: BLE001 - an unknown enable/estimator: the critic may or may not exist
+        return None
+    strategy = job.value("critic.strategy")
+    if not used or not strategy.known or strategy.value != "megatron":
+        return None
+    return tuple(job.value(f"critic.megatron.{k}") for k in _CRITIC_KEYS)
+
+
+def _compare(actor: tuple, first: tuple, role: str, fix: str) -> Iterator[Finding]:
+    if not all(t.known for t in actor + first):
         return  # a size is unknown: VALUE-UNKNOWN says so; nothing to compare
-    pairs = zip(_NAMES, (actor.tp, actor.pp, actor.cp, actor.ep, actor.etp_setting, actor.vpp),
-                (ref.tp, ref.pp, ref.cp, ref.ep, ref.etp_setting, ref.vpp))
-    diffs = [(n, a, r) for n, a, r in pairs if (a.value, a.unknown) != (r.value, r.unknown)]
-    text = ", ".join(f"{n} actor {a.value if a.known else '?'} vs ref {r.value if r.known else '?'}" for n, a, r in diffs)
+    diffs = [(n, a, r) for n, a, r in zip(_NAMES, actor, first) if a.value != r.value]
+    if not diffs:
+        return
+    text = ", ".join(f"{n} actor {_shown(a)} vs {role} {_shown(r)}" for n, a, r in diffs)
     yield finding(
         "VERL-MC-ONE-INIT",
-        f"the ref engine is built first and its sizes create the process groups; the actor's differ ({text})",
-        where(*(r for _, _, r in diffs)),
-        fix="remove the actor_rollout_ref.ref.megatron.* size overrides (they follow the actor by default)",
-        role="ref",
+        f"the {role} engine is built first and its sizes create the process groups; the actor's differ ({text})",
+        where(*(r for _, _, r in diffs), *(a for _, a, _ in diffs)),
+        fix=fix if role == "ref" else f"set {fix}",
+        role=role,
     )
 
 

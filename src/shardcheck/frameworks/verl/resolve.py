@@ -72,7 +72,9 @@ VALUE_KEYS += tuple(
                                        "engine_kwargs.sglang.mem_fraction_static")),
         ("critic", ("enable", "strategy", "ppo_mini_batch_size", "ppo_micro_batch_size", "ppo_micro_batch_size_per_gpu",
                     "use_dynamic_bsz", "ppo_infer_max_token_len_per_gpu", "megatron.tensor_model_parallel_size",
-                    "megatron.pipeline_model_parallel_size", "megatron.context_parallel_size")),
+                    "megatron.pipeline_model_parallel_size", "megatron.context_parallel_size",
+                    "megatron.expert_model_parallel_size", "megatron.expert_tensor_parallel_size",
+                    "megatron.virtual_pipeline_model_parallel_size")),
     ) for key in keys
 )
 # Keys verl's YAML leaves out: their value when no override sets them (free-form engine kwargs take
