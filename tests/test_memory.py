@@ -373,3 +373,18 @@ def test_fsdp_training_oom_names_fsdp_keys(tmp_path):
     result = check(path, device="a100-40")
     [oom] = [f for f in result.findings if f.rule == "MEM-TRAIN-OOM"]
     assert oom.severity == "error" and "fsdp_config.fsdp_size" in oom.fix
+
+
+def test_a_quantized_checkpoint_makes_the_kv_verdict_an_estimate(tmp_path):
+    """DeepSeek-V3 ships fp8 weights: vLLM may load fewer bytes than bf16, so no certain error."""
+    ro = "actor_rollout_ref.rollout"
+    layout = (f"{M}.tensor_model_parallel_size=8 {M}.pipeline_model_parallel_size=16 {M}.expert_model_parallel_size=32 "
+              f"{M}.expert_tensor_parallel_size=1 +{M}.override_transformer_config.num_layers_in_first_pipeline_stage=3 "
+              f"+{M}.override_transformer_config.num_layers_in_last_pipeline_stage=2 "
+              f"{ro}.tensor_model_parallel_size=16 {ro}.gpu_memory_utilization=0.5 {ro}.max_model_len=163840")
+    path = tmp_path / "run.sh"
+    path.write_text(script(layout, model="DeepSeek-V3", nodes=64))
+    est = estimate(resolve_script(path), "h100")
+    assert est.rollout is not None and not est.rollout.weights_exact
+    found = [f for f in check(path, device="h100").findings if f.rule == "MEM-ROLLOUT-KV"]
+    assert found and all(f.severity == "warning" for f in found)

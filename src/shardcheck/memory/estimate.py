@@ -84,6 +84,9 @@ class RolloutMemory:
     requests_per_replica: int | None  # the step's requests spread over the replicas
     kv_replicated: bool
     training_resident_bytes: int = 0  # training state left on the device during generation
+    # False when the checkpoint is quantized (config.json quantization_config): the engine may load fewer
+    # bytes per parameter than the rollout dtype, so the weights (and the budget) are estimates
+    weights_exact: bool = True
 
     @property
     def concurrent_per_replica(self) -> int:
@@ -360,7 +363,8 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
     concurrent = max(0, budget) // (per_token * r.request_tokens) if r.request_tokens else 0
     per_replica = -(-r.requests_per_step // r.replicas) if r.requests_per_step and r.replicas else None
     return RolloutMemory(r.engine, r.tp, r.dp, r.ep, r.replicas, weights, per_token, budget, reserve, r.request_tokens,
-                         r.max_model_len, concurrent, r.max_num_seqs, per_replica, replicated)
+                         r.max_model_len, concurrent, r.max_num_seqs, per_replica, replicated,
+                         weights_exact=not arch.quantized)
 
 
 def _resident(train: TrainMemory, settings: TrainSettings) -> int:

@@ -71,6 +71,7 @@ class Architecture:
     gated: bool = True  # SwiGLU: fc1 holds two FFN-wide halves
     norm_bias: bool = False  # LayerNorm (weight and bias) instead of RMSNorm (weight)
     linear_bias: bool = False  # Megatron's add_bias_linear: biases on every linear layer but the router
+    quantized: bool = False  # the checkpoint carries a quantization_config (e.g. DeepSeek-V3's fp8 weights)
     position_embeddings: int = 0  # rows of a learned absolute position embedding (Megatron-LM's default)
 
     def is_moe_layer(self, index: int) -> bool:
@@ -141,7 +142,7 @@ def architecture(model: ModelFacts) -> Architecture:
         kv_heads=kv, head_dim=head_dim, vocab=_int(cfg, "vocab_size"), tied=bool(cfg.get("tie_word_embeddings", False)),
         qk_layernorm=qk_norm, qkv_bias=bias, mla=mla, experts=experts, topk=model.num_experts_per_tok or 0,
         moe_ffn=moe_ffn, shared_ffn=shared, shared_gate=bool(experts and shared and kind in _SHARED_GATE),
-        moe_layers=_moe_layers(cfg, layers, experts),
+        moe_layers=_moe_layers(cfg, layers, experts), quantized=bool(cfg.get("quantization_config")),
     )
 
 

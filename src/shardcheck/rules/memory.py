@@ -239,7 +239,8 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
     need_bytes = _one_request(r)
     if need_bytes <= r.kv_budget_bytes:
         return
-    certain = need_bytes > r.kv_budget_bytes + r.reserve_bytes
+    # certain only when the weights are exact (a quantized checkpoint may load in fewer bytes)
+    certain = need_bytes > r.kv_budget_bytes + r.reserve_bytes and r.weights_exact
     util = job.value(keys.memory_fraction)
     budget = f"({max(0, r.kv_budget_bytes) / GIB:.2f} GiB)"
     if r.engine == "sglang":
