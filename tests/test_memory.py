@@ -388,3 +388,22 @@ def test_a_quantized_checkpoint_makes_the_kv_verdict_an_estimate(tmp_path):
     assert est.rollout is not None and not est.rollout.weights_exact
     found = [f for f in check(path, device="h100").findings if f.rule == "MEM-ROLLOUT-KV"]
     assert found and all(f.severity == "warning" for f in found)
+
+
+def test_a_colocated_critic_keeps_its_state_on_the_device(tmp_path):
+    gae = f"{FITS} algorithm.adv_estimator=gae critic.model.path=/models/Qwen3-30B-A3B"
+    est = estimate(_job(tmp_path, script(gae, nodes=4)), "h200")
+    first = est.train.stages[0]
+    b = first.bytes
+    assert first.params.output == 0  # stage 0 of PP 4: no output layer, so the critic's share is the whole stage
+    assert b["critic_state"] == b["weights"] + b["grads"] + b["optimizer"]
+    assert b["total"] == sum(b[k] for k in ("weights", "grads", "optimizer", "activations", "logits", "ref_weights",
+                                            "critic_state", "workspace"))
+    off = estimate(_job(tmp_path, script(f"{gae} critic.megatron.param_offload=True critic.megatron.optimizer_offload=True",
+                                         nodes=4)), "h200")
+    assert off.train.stages[0].bytes["critic_state"] == 0
+    other = estimate(_job(tmp_path, script(f"{FITS} algorithm.adv_estimator=gae critic.model.path=/models/Qwen3-8B",
+                                           nodes=4)), "h200")
+    assert "critic_state" not in other.train.stages[0].bytes and any("critic" in p for p in other.problems)
+    grpo = estimate(_job(tmp_path, script(f"{FITS} algorithm.adv_estimator=grpo", nodes=4)), "h200")
+    assert "critic_state" not in grpo.train.stages[0].bytes and not any("critic" in p for p in grpo.problems)

@@ -200,6 +200,7 @@ class Job:
     strategy: Traced[str]
     layouts: tuple[MegatronLayout, ...]  # the engines built: actor, then ref when verl builds one
     ref_used: Traced[bool]
+    critic_used: Traced[bool | None] | None = None  # verl's need_critic (None: the framework has no critic)
     model_path: Traced[str]
     model: ModelFacts | None
     model_problem: str | None

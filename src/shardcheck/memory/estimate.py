@@ -160,6 +160,7 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
     except Unknown as exc:
         out.problems.append(f"rollout: {exc}")
     if out.train is not None:
+        _add_critic(job, arch, out, adapter)
         out.host = _host(job, out.train, settings)
         if out.rollout is not None and rollout.colocated:
             out.rollout.training_resident_bytes = _resident(out.train, settings)
@@ -218,6 +219,40 @@ def _activations(arch: Architecture, layers: tuple[int, ...], tokens: int, seq: 
         return sum(per[:n]) + sum(full[n:]), max(full[:n])
     # uniform: the input of each group of n layers is kept; backward recomputes one group at a time
     return sum(per[::n]), max(sum(full[i:i + n]) for i in range(0, len(full), n))
+
+
+def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> None:
+    """The colocated critic's state on the device during the actor's update (unless offloaded).
+
+    verl's critic is the actor's network with a one-output value head, built with the same parallel
+    sizes (VERL-MC-ONE-INIT warns when they differ), so its weights, grads and optimizer state per
+    device are the actor's, less the output layer, plus the head; each part stays unless the critic's
+    param_offload / optimizer_offload moves it to the host.
+    """
+    if not hasattr(adapter, "critic_settings"):
+        return
+    try:
+        critic = adapter.critic_settings(job)
+    except Unknown as exc:
+        out.problems.append(f"critic: {exc}")
+        return
+    if critic is None:
+        return
+    layout = job.layout("actor")
+    if layout is not None:
+        last, shard = known(layout.pp, "PP") - 1, 1  # the head sits on the last stage, replicated over TP
+    else:
+        last, shard = 0, known(job.fsdp_layout("actor").shard(job.cluster.world), "FSDP shard group")
+    for s in out.train.stages:
+        p = s.params
+        if not p.total:
+            continue
+        head = -(-arch.hidden // shard) if last in s.ranks else 0
+        share = (p.total - p.output + head) / p.total
+        b = s.bytes
+        kept = (b["weights"] + b["grads"] if critic.keeps_params else 0) + (b["optimizer"] if critic.keeps_optimizer else 0)
+        b["critic_state"] = int(kept * share)
+        b["total"] += b["critic_state"]
 
 
 def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSettings) -> int:
@@ -372,7 +407,7 @@ def _resident(train: TrainMemory, settings: TrainSettings) -> int:
     b = max(train.stages, key=lambda s: s.total).bytes
     kept = 0 if settings.param_offload else b["weights"] + b["grads"]
     kept += 0 if settings.optimizer_offload else b["optimizer"]
-    return kept + b["ref_weights"]
+    return kept + b["ref_weights"] + b.get("critic_state", 0)
 
 
 def _host(job: Job, train: TrainMemory, settings: TrainSettings) -> HostMemory:

@@ -80,3 +80,12 @@ class RolloutSettings:
     requests_per_step: int | None
     replicas: int | None
     colocated: bool = True  # the engines share the trainer's devices (verl's hybrid engine, slime --colocate)
+
+
+@dataclass(frozen=True, slots=True)
+class CriticSettings:
+    """A colocated critic whose state stays on the device during the actor's update unless offloaded."""
+
+    keeps_params: bool  # weights and grads stay (no param offload)
+    keeps_optimizer: bool
+    engine: str  # "megatron" | "fsdp"

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Recompute
-from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, dtype_bytes, known
+from shardcheck.memory.settings import (
+    CriticSettings,
+    Logits,
+    RolloutSettings,
+    TrainSettings,
+    Unknown,
+    dtype_bytes,
+    known,
+)
 
 A = "actor_rollout_ref.actor"
 M = f"{A}.megatron"
@@ -154,3 +162,28 @@ def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
         gathered_between_passes=not _v(job, f"{layout.key_prefix}.reshard_after_forward"),
         host_resident=policy,
     )
+
+
+def critic_settings(job: Job) -> CriticSettings | None:
+    """The critic verl builds beside the actor (need_critic), colocated in the same processes (its pool is
+    global_pool: verl/trainer/ppo/v1/trainer_base.py). Its model must be the actor's for shardcheck to
+    size it; verl's critic is the same network with a one-output value head."""
+    used = job.critic_used
+    if used is None or not used.known or not used.value:
+        return None
+    strategy = known(job.value("critic.strategy"), "critic.strategy")
+    path, actor_path = job.value("critic.model.path"), job.model_path
+    same = (path.known and actor_path.known and str(path.value).rstrip("/").rsplit("/", 1)[-1]
+            == str(actor_path.value).rstrip("/").rsplit("/", 1)[-1])
+    if not same:
+        raise Unknown(f"the critic's model (critic.model.path={path.value if path.known else '?'}) is not the "
+                      "actor's; its state on the device is not sized")
+    if strategy == "megatron":
+        return CriticSettings(keeps_params=not _v(job, "critic.megatron.param_offload"),
+                              keeps_optimizer=not _v(job, "critic.megatron.optimizer_offload"), engine="megatron")
+    layout = job.fsdp_layout("critic")
+    if layout is None:
+        raise Unknown(f"critic.strategy={strategy} is not an engine shardcheck sizes")
+    return CriticSettings(keeps_params=not known(layout.param_offload, f"{layout.key_prefix}.param_offload"),
+                          keeps_optimizer=not known(layout.optimizer_offload, f"{layout.key_prefix}.optimizer_offload"),
+                          engine="fsdp")

@@ -6,7 +6,8 @@ import json
 
 from shardcheck.memory.devices import GIB
 
-TRAIN_TERMS = ("weights", "grads", "optimizer", "gathered", "activations", "logits", "ref_weights", "workspace")
+TRAIN_TERMS = ("weights", "grads", "optimizer", "gathered", "activations", "logits", "ref_weights", "critic_state",
+               "workspace")
 # What each term is and where its formula comes from (``--explain``).
 EXPLAIN = {
     "params": "exact counts of megatron-core's GPTModel modules per device (shardcheck/memory/params.py; "
@@ -26,6 +27,9 @@ EXPLAIN = {
                 "with prefetch; the whole model when reshard_after_forward is off)",
     "ref_weights": "verl's reference model, colocated, unless ref.megatron.param_offload (verl keeps an FSDP ref "
                    "on the host: CPUOffload / CPUOffloadPolicy)",
+    "critic_state": "a colocated critic (verl: critic.enable, or adv_estimator gae) of the actor's model with a value "
+                    "head and the actor's sizes: its weights and grads unless critic param_offload, its optimizer "
+                    "state unless critic optimizer_offload",
     "workspace": "allowance of 2 GiB for NCCL buffers, kernel workspaces and allocator fragmentation",
     "kv": "2 · layers · max(1, KV heads / TP) · head_dim · dtype bytes per token per device (MLA: the latent); vLLM "
           "replicates KV heads when TP exceeds them",

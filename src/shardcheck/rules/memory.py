@@ -178,11 +178,13 @@ def train_oom(job: Job) -> Iterator[Finding]:
     cap = est.device.memory_bytes
     for s in est.train.stages:
         exact = s.bytes["weights"] + s.bytes["grads"] + s.bytes["optimizer"] + s.bytes["ref_weights"]
+        exact += s.bytes.get("critic_state", 0)
         if s.total <= cap:
             continue
         term, key, fix = _train_fix(s, _keys(job))
         parts = ", ".join(f"{k} {_gib(s.bytes[k])}" for k in ("weights", "grads", "optimizer", "gathered",
-                                                               "activations", "logits", "ref_weights", "workspace")
+                                                               "activations", "logits", "ref_weights", "critic_state",
+                                                               "workspace")
                           if s.bytes.get(k))
         certain = exact > cap
         yield finding("MEM-TRAIN-OOM",

@@ -104,11 +104,8 @@ class Trainee:
 
 
 def critic_used(job: Job) -> bool:
-    """verl/trainer/ppo/utils.py need_critic: critic.enable when set, else adv_estimator == gae."""
-    enable = need(job.value("critic.enable"), "critic.enable")
-    if enable is not None:
-        return bool(enable)
-    return need(job.value("algorithm.adv_estimator"), "algorithm.adv_estimator") == "gae"
+    """verl/trainer/ppo/utils.py need_critic (resolved into ``Job.critic_used``)."""
+    return job.critic_used is not None and bool(need(job.critic_used, "critic built (critic.enable / adv_estimator)"))
 
 
 def trainees(job: Job) -> list[Trainee]:

@@ -62,6 +62,7 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.rollout", ("gpu_memory_utilization", "max_num_seqs", "dtype")),
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload")),
+        ("critic", ("model.path", "megatron.param_offload", "megatron.optimizer_offload")),
     ) for key in keys
 )
 # More keys the rollout-engine and critic rules read.
@@ -395,6 +396,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         strategy=strategy,
         layouts=tuple(layouts),
         ref_used=ref_used,
+        critic_used=_critic_used(config),
         model_path=model_path,
         model=model,
         model_problem=problem,
