@@ -35,7 +35,7 @@ from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_l
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Parallel, Recompute, layer_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
-from shardcheck.memory.params import Sharding, StageParams, padded_vocab, stage_params
+from shardcheck.memory.params import Sharding, StageParams, layer_params, padded_vocab, stage_params
 from shardcheck.memory.settings import RolloutSettings, TrainSettings, Unknown, known
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
 
@@ -56,6 +56,13 @@ class StageMemory:
     @property
     def total(self) -> int:
         return self.bytes["total"]
+
+    def ranks_text(self, sep: str = ",") -> str:
+        """The pipeline ranks of this row: "3", "1–14", or a list joined by ``sep``."""
+        r = self.ranks
+        if len(r) == 1:
+            return str(r[0])
+        return f"{r[0]}–{r[-1]}" if r == list(range(r[0], r[-1] + 1)) else sep.join(map(str, r))
 
 
 @dataclass
@@ -255,6 +262,11 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> N
         b["total"] += b["critic_state"]
 
 
+def _peak(terms: dict[str, int]) -> int:
+    """The device total: every term but the optimizer share Megatron keeps on the host."""
+    return sum(v for k, v in terms.items() if k != "optimizer_host")
+
+
 def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSettings) -> int:
     """One micro batch's logits on the last stage (vocab-parallel over TP, sequence split over CP)."""
     rows = tokens / cp
@@ -303,7 +315,7 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
             "ref_weights": params.total * settings.weight_bytes if settings.ref_on_device else 0,
             "workspace": WORKSPACE_BYTES,
         }
-        terms["total"] = sum(v for k, v in terms.items() if k != "optimizer_host")
+        terms["total"] = _peak(terms)
         rows.append(StageMemory(stage, [stage], len(layers), params, terms, held))
     merged: list[StageMemory] = []
     for row in rows:
@@ -324,7 +336,6 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
     the whole model when reshard_after_forward is off. Ulysses SP splits each sequence's tokens over
     SP ranks (and the heads inside attention), so activations are those of tokens / SP.
     """
-    world = known(job.cluster.world, "world size")
     dp = known(layout.dp(job.cluster.world), "DP (world / Ulysses SP)")
     shard = known(layout.shard(job.cluster.world), "FSDP shard group")
     if not dp or not shard:
@@ -342,7 +353,7 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
         acts = tokens / sp * 2 * arch.hidden * len(layers) + max(per_layer)  # inputs + one layer recomputed
     else:
         acts = sum(per_layer)
-    unit = max(sum(layer_params_of(arch, i)) for i in layers) if layers else 0
+    unit = max(sum(layer_params(arch, i, full)) for i in layers) if layers else 0
     gathered = 2 * (whole.total if settings.gathered_between_passes else 2 * max(unit, whole.embedding))
     on_device = 0 if settings.host_resident else 1
     terms = {
@@ -356,17 +367,9 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
         "ref_weights": 0,
         "workspace": WORKSPACE_BYTES,
     }
-    terms["total"] = sum(v for k, v in terms.items() if k != "optimizer_host")
-    del world
+    terms["total"] = _peak(terms)
     row = StageMemory(0, [0], len(layers), held, terms, 1)
     return TrainMemory([row], tokens, seq, terms["weights"] + terms["grads"] + terms["optimizer"]), settings
-
-
-def layer_params_of(arch: Architecture, index: int) -> tuple[int, int]:
-    """One decoder layer's parameters, unsharded: FSDP's unit of gathering (verl wraps each layer)."""
-    from shardcheck.memory.params import layer_params
-
-    return layer_params(arch, index, Sharding(1, 1, 1, 1))
 
 
 def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tuple[int, bool]:

@@ -42,14 +42,6 @@ def _g(n: float | None) -> str:
     return "-" if not n else f"{n / GIB:.2f}"
 
 
-def _ranks(ranks: list[int]) -> str:
-    if len(ranks) == 1:
-        return str(ranks[0])
-    if ranks == list(range(ranks[0], ranks[-1] + 1)):
-        return f"{ranks[0]}–{ranks[-1]}"
-    return ",".join(map(str, ranks))
-
-
 def render_memory_text(results, *, explain: bool = False) -> str:
     out: list[str] = []
     for r in results:
@@ -68,14 +60,14 @@ def render_memory_text(results, *, explain: bool = False) -> str:
             head = ["stage", "layers", "params", *TRAIN_TERMS, "total", "of device"]
             rows = [head]
             for s in t.stages:
-                rows.append([_ranks(s.ranks), str(s.layers), f"{s.params.total / 1e9:.3f} B",
+                rows.append([s.ranks_text(), str(s.layers), f"{s.params.total / 1e9:.3f} B",
                              *(_g(s.bytes.get(k)) for k in TRAIN_TERMS), _g(s.total),
                              f"{100 * s.total / e.device.memory_bytes:.0f}%"])
             widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
             for row in rows:
                 out.append("    " + "  ".join(c.rjust(w) for c, w in zip(row, widths)))
             out.append("    params by kind (stage: embedding / dense / expert / output): " + "; ".join(
-                f"{_ranks(s.ranks)}: {s.params.embedding:,} / {s.params.dense:,} / {s.params.expert:,} / {s.params.output:,}"
+                f"{s.ranks_text()}: {s.params.embedding:,} / {s.params.dense:,} / {s.params.expert:,} / {s.params.output:,}"
                 for s in t.stages[:3]) + (" …" if len(t.stages) > 3 else ""))
         if e.rollout is not None:
             ro = e.rollout

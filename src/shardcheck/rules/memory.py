@@ -98,10 +98,15 @@ KEYS = {
 }
 
 
+_LAST: list = [None, None]  # the last job and its estimate: the four MEM rules judge one estimate
+
+
 def _estimate(job: Job) -> MemoryEstimate | None:
     if job.framework not in ADAPTERS or (job.layout("actor") is None and job.fsdp_layout("actor") is None):
         return None
-    return estimate(job, job.device_choice)
+    if _LAST[0] is not job:  # a Job is immutable, its device choice included
+        _LAST[:] = [job, estimate(job, job.device_choice)]
+    return _LAST[1]
 
 
 def _keys(job: Job) -> Keys:
@@ -130,9 +135,7 @@ def _gib(n: float) -> str:
 
 
 def _ranks(s: StageMemory) -> str:
-    r = s.ranks
-    return f"stage {r[0]}" if len(r) == 1 else f"stages {r[0]}–{r[-1]}" if r == list(range(r[0], r[-1] + 1)) else \
-        "stages " + ", ".join(map(str, r))
+    return f"stage{'s' * (len(s.ranks) > 1)} {s.ranks_text(', ')}"
 
 
 def _train_fix(s: StageMemory, keys: Keys) -> tuple[str, str, str]:
