@@ -23,13 +23,8 @@ from __future__ import annotations
 
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Recompute
-from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, dtype_bytes, known
-
-ADAM = ("adam", "adamw")
-
-
-def flag(job: Job, name: str):
-    return known(job.value(name), name)
+from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, dtype_bytes, require_adam
+from shardcheck.memory.settings import setting as flag
 
 
 def weight_bytes(job: Job) -> int:
@@ -50,9 +45,7 @@ def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, int, float]:
     else:
         fp32_grads = bool(flag(job, "--accumulate-allreduce-grads-in-fp32"))
     grad = 4 if fp32_grads else params
-    name = str(flag(job, "--optimizer")).lower()
-    if name not in ADAM:
-        raise Unknown(f"--optimizer {name}: shardcheck sizes Adam's state only")
+    require_adam(job, "--optimizer", " ")
     moments = (dtype_bytes(flag(job, "--exp-avg-dtype"), "--exp-avg-dtype")
                + dtype_bytes(flag(job, "--exp-avg-sq-dtype"), "--exp-avg-sq-dtype")) if aware else 8
     master = 4 if params < 4 else 0  # the mixed-precision optimizer's fp32 main parameters

@@ -21,6 +21,21 @@ def known(traced: Traced, name: str):
     return traced.value
 
 
+def setting(job, key: str):
+    """The value of a framework setting (a verl key or a Megatron-LM / slime flag); Unknown when unknown."""
+    return known(job.value(key), key)
+
+
+ADAM = ("adam", "adamw")
+
+
+def require_adam(job, key: str, sep: str) -> None:
+    """Only Adam's state is sized (fp32 master + two moments); another optimizer leaves it unknown."""
+    name = str(setting(job, key)).lower()
+    if name not in ADAM:
+        raise Unknown(f"{key}{sep}{name}: shardcheck sizes Adam's state only")
+
+
 def dtype_bytes(name, key: str) -> int:
     text = str(name).replace("torch.", "").lower()
     if text not in DTYPE_BYTES:

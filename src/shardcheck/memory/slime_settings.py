@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory import megatron_lm_settings as mlm
-from shardcheck.memory.megatron_lm_settings import flag
+from shardcheck.memory.settings import setting as flag
 from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, known
 
 

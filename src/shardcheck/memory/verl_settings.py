@@ -12,17 +12,15 @@ from shardcheck.memory.settings import (
     Unknown,
     dtype_bytes,
     known,
+    require_adam,
 )
+from shardcheck.memory.settings import setting as _v
 
 A = "actor_rollout_ref.actor"
 M = f"{A}.megatron"
 RO = "actor_rollout_ref.rollout"
 OTC = f"{M}.override_transformer_config"
 OPT = f"{A}.optim"
-
-
-def _v(job: Job, key: str):
-    return known(job.value(key), key)
 
 
 def micro_batches(job: Job, cp: int, dp: int) -> tuple[int, int, int]:
@@ -48,9 +46,7 @@ def _optimizer(job: Job) -> tuple[int, int, float]:
     aware = bool(_v(job, f"{OPT}.use_precision_aware_optimizer"))
     # verl/workers/engine/megatron/transformer_impl.py: grad_reduce_in_fp32 = not use_low_precision_main_grads
     grad = dtype_bytes(_v(job, f"{OPT}.main_grads_dtype"), f"{OPT}.main_grads_dtype") if aware else 4
-    optimizer = str(_v(job, f"{OPT}.optimizer")).lower()
-    if optimizer not in ("adam", "adamw"):
-        raise Unknown(f"{OPT}.optimizer={optimizer}: shardcheck sizes Adam's state only")
+    require_adam(job, f"{OPT}.optimizer", "=")
     moments = (dtype_bytes(_v(job, f"{OPT}.exp_avg_dtype"), "exp_avg_dtype")
                + dtype_bytes(_v(job, f"{OPT}.exp_avg_sq_dtype"), "exp_avg_sq_dtype")) if aware else 8
     on_device = 1.0
@@ -143,9 +139,7 @@ def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
     sp = known(layout.sp, f"{layout.key_prefix}.ulysses_sequence_parallel_size")
     tokens, seq, count = micro_batches(job, sp, dp)
     param = dtype_bytes(known(layout.model_dtype, f"{layout.key_prefix}.model_dtype"), f"{layout.key_prefix}.model_dtype")
-    optimizer = str(_v(job, f"{OPT}.optimizer")).lower()
-    if optimizer not in ("adam", "adamw"):
-        raise Unknown(f"{OPT}.optimizer={optimizer}: shardcheck sizes Adam's state only")
+    require_adam(job, f"{OPT}.optimizer", "=")
     strategy = known(layout.strategy, f"{A}.strategy")
     policy = strategy == "fsdp2" and bool(known(layout.offload_policy, f"{layout.key_prefix}.offload_policy"))
     return TrainSettings(

@@ -59,10 +59,10 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.actor", ("calculate_entropy", "entropy_coeff", "entropy_from_logits_with_chunking",
                                      "entropy_from_logits_chunk_size", "use_fused_kernels")),
         ("actor_rollout_ref.ref.megatron", ("param_offload",)),
-        ("actor_rollout_ref.rollout", ("gpu_memory_utilization", "max_num_seqs", "dtype")),
+        ("actor_rollout_ref.rollout", ("dtype",)),  # gpu_memory_utilization and max_num_seqs: VALUE_KEYS
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload")),
-        ("critic", ("model.path", "megatron.param_offload", "megatron.optimizer_offload")),
+        ("critic", ("megatron.param_offload", "megatron.optimizer_offload")),  # critic.model.path: FSDP_VALUE_KEYS
     ) for key in keys
 )
 # More keys the rollout-engine and critic rules read.
