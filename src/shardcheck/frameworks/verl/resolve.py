@@ -267,10 +267,11 @@ def _critic_used(config: VerlConfig) -> Traced:
                           "critic built = (algorithm.adv_estimator == gae)", enable, estimator)
 
 
-def _fsdp_layouts(config: VerlConfig, ref_used: Traced, notes: list[ConfigNote]) -> tuple[FsdpLayout, ...]:
+def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
+                  notes: list[ConfigNote]) -> tuple[FsdpLayout, ...]:
     """The FSDP engines verl builds: the actor, the ref when it is used, the critic when it is used."""
     built = {"actor": Traced(True, Origin(kind="default", text="the actor is always built")),
-             "ref": ref_used, "critic": _critic_used(config)}
+             "ref": ref_used, "critic": critic_used}
     out = []
     for role, section, engine, propagates in FSDP_ROLES:
         strategy = config.get(f"{section}.strategy")
@@ -377,7 +378,8 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         dp=_int(config.get(f"{ro}.data_parallel_size"), f"{ro}.data_parallel_size", notes),
         pp=_int(config.get(f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
     )
-    fsdp_layouts = _fsdp_layouts(config, ref_used, notes)
+    critic_used = _critic_used(config)
+    fsdp_layouts = _fsdp_layouts(config, ref_used, critic_used, notes)
     model_path = config.get("actor_rollout_ref.model.path")
     from omegaconf import OmegaConf
 
@@ -396,7 +398,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         strategy=strategy,
         layouts=tuple(layouts),
         ref_used=ref_used,
-        critic_used=_critic_used(config),
+        critic_used=critic_used,
         model_path=model_path,
         model=model,
         model_problem=problem,
