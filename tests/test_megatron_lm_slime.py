@@ -84,7 +84,7 @@ def test_shipped_slime_example_is_valid_with_its_layout():
     assert (s["world"], s["tp"], s["pp"], s["cp"], s["ep"], s["etp"], s["dp"], s["edp"]) == (64, 4, 4, 2, 16, 1, 2, 1)
     assert s["layers_per_stage"] == [24, 24, 24, 22]
     ro = mesh(result.job).rollout
-    assert len(ro.replicas) == 2 and ro.tp == 32
+    assert ro.count == 2 and ro.tp == 32
     assert result.job.rollout.dp.value == 4 and result.job.rollout.ep.value == 32
     last = result.job.layout("actor").last_stage_layers
     assert last.origin.first_script_line().line == 32

@@ -10,11 +10,15 @@ and list their ranks in ascending order (``generate_masked_orthogonal_rank_group
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
 TOKENS = ("tp", "pp", "dp", "ep", "cp")  # RankGenerator.__init__ checks them in this order
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+# Past this many ranks no list of every group or node is built: counts, sizes and single groups come
+# from the strides (shardcheck never enumerates a world a hostile size could make arbitrarily large).
+LIST_LIMIT = 1 << 16
 # Groups shardcheck reports: name -> (generator, tokens). "etp"/"edp" are the expert generator's tp/dp.
 GROUPS = {
     "tp": ("dense", "tp"), "cp": ("dense", "cp"), "dp": ("dense", "dp"), "pp": ("dense", "pp"),
@@ -74,27 +78,75 @@ class Generator:
             rank //= size
         return tuple(out)
 
-    def groups(self, token: str) -> list[list[int]]:
-        """All groups of ``token`` (e.g. "tp", "cp-dp"), numbered and ordered as Megatron does."""
+    def _split(self, token: str) -> tuple[list[int], list[int]]:
         masked = set(token.split("-"))
         inside = [i for i, t in enumerate(self.order) if t in masked]
         outside = [i for i, t in enumerate(self.order) if t not in masked]
+        return inside, outside
+
+    def group_count(self, token: str) -> int:
+        """How many groups of ``token`` there are (the product of the other dimensions' sizes)."""
+        n = 1
+        for i in self._split(token)[1]:
+            n *= self.sizes[i]
+        return n
+
+    def group_size(self, token: str) -> int:
+        n = 1
+        for i in self._split(token)[0]:
+            n *= self.sizes[i]
+        return n
+
+    def group_span(self, token: str) -> int:
+        """Highest minus lowest rank of every group of ``token`` (the same for all of them)."""
         strides = self.strides
-        group_count = 1
-        for i in outside:
-            group_count *= self.sizes[i]
-        members: list[list[int]] = []
-        for g in range(group_count):
-            base = 0
-            rest = g
-            for i in outside:
-                base += (rest % self.sizes[i]) * strides[i]
-                rest //= self.sizes[i]
-            ranks = [base]
-            for i in inside:
-                ranks = [r + k * strides[i] for k in range(self.sizes[i]) for r in ranks]
-            members.append(sorted(ranks))
-        return members
+        return sum((self.sizes[i] - 1) * strides[i] for i in self._split(token)[0])
+
+    def group_base(self, token: str, g: int) -> int:
+        """The lowest rank of group number ``g``."""
+        strides = self.strides
+        base = 0
+        for i in self._split(token)[1]:
+            base += (g % self.sizes[i]) * strides[i]
+            g //= self.sizes[i]
+        return base
+
+    def nth_group(self, token: str, g: int) -> list[int]:
+        """Group number ``g`` of ``token``, its ranks ascending (O(group size), nothing else built)."""
+        inside, _ = self._split(token)
+        strides = self.strides
+        ranks = [self.group_base(token, g)]
+        for i in inside:
+            ranks = [r + k * strides[i] for k in range(self.sizes[i]) for r in ranks]
+        return sorted(ranks)
+
+    def groups(self, token: str) -> list[list[int]]:
+        """All groups of ``token`` (e.g. "tp", "cp-dp"), numbered and ordered as Megatron does.
+        Enumerates the world: callers keep to worlds up to LIST_LIMIT."""
+        return [self.nth_group(token, g) for g in range(self.group_count(token))]
+
+    def crossing_count(self, token: str, devices_per_node: int) -> int:
+        """How many groups of ``token`` hold ranks of more than one node (node = rank // devices_per_node),
+        counted from the strides: a group crosses when its lowest rank's offset in its node plus the
+        group's span reaches the next node. The offsets of the lowest ranks are counted per residue
+        modulo the node size, one dimension at a time (O(node size²) at most, never O(world))."""
+        n = devices_per_node
+        span = self.group_span(token)
+        strides = self.strides
+        counts = {0: 1}
+        for i in self._split(token)[1]:
+            size, stride = self.sizes[i], strides[i] % n
+            period = n // math.gcd(stride, n) if stride else 1
+            full, rest = divmod(size, period)
+            steps: dict[int, int] = {}
+            for k in range(min(size, period)):
+                steps[(k * stride) % n] = steps.get((k * stride) % n, 0) + full + (1 if k < rest else 0)
+            merged: dict[int, int] = {}
+            for a, ca in counts.items():
+                for b, cb in steps.items():
+                    merged[(a + b) % n] = merged.get((a + b) % n, 0) + ca * cb
+            counts = merged
+        return sum(c for offset, c in counts.items() if offset + span >= n)
 
     def group_of(self, token: str, rank: int) -> list[int]:
         """The one group of ``token`` that holds ``rank``."""
@@ -139,13 +191,36 @@ class Grid:
         gen, token = self._generator(name)
         return gen.groups(token)
 
+    def group_count(self, name: str) -> int:
+        gen, token = self._generator(name)
+        return gen.group_count(token)
+
+    def group_size(self, name: str) -> int:
+        gen, token = self._generator(name)
+        return gen.group_size(token)
+
+    def nth_group(self, name: str, g: int) -> list[int]:
+        gen, token = self._generator(name)
+        return gen.nth_group(token, g)
+
+    @property
+    def listable(self) -> bool:
+        """Whether every group and node may be listed (the world is at most LIST_LIMIT ranks)."""
+        return self.world <= LIST_LIMIT
+
     def group_of(self, name: str, rank: int) -> list[int]:
         gen, token = self._generator(name)
         return gen.group_of(token, rank)
 
     @cached_property
     def pp_groups_agree(self) -> bool:
-        return self.dense.groups("pp") == self.expert.groups("pp")
+        """The dense and expert PP groups are the same partition exactly when PP's stride is the same in
+        both generators (ranks agreeing on the coordinates before PP form rank mod stride, those after it
+        rank // (stride·PP)); compared by stride, never by listing the groups."""
+        if self.pp == 1:
+            return True
+        k = self.dense.order.index("pp")
+        return self.dense.strides[k] == self.expert.strides[self.expert.order.index("pp")]
 
 
 @dataclass(frozen=True, slots=True)

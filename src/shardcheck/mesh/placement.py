@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardcheck.mesh.grid import Grid
+from shardcheck.mesh.grid import LIST_LIMIT, Grid
 
 # Groups whose traffic is latency-bound and should stay inside a node.
 LOCAL_GROUPS = ("tp", "ep", "etp", "tp-cp")
@@ -28,26 +28,48 @@ class Crossing:
 
 
 def nodes(world: int, devices_per_node: int) -> list[list[int]]:
+    """Every node's ranks: for worlds up to LIST_LIMIT (callers check ``node_count`` first)."""
     return [list(range(start, min(start + devices_per_node, world))) for start in range(0, world, devices_per_node)]
 
 
+def node_count(world: int, devices_per_node: int) -> int:
+    return -(-world // devices_per_node)
+
+
+# Node sizes up to this are judged from the strides for any world; larger ones only when the world is listable.
+NODE_LIMIT = 1024
+
+
 def crossings(grid: Grid, devices_per_node: int) -> list[Crossing]:
-    """The latency-bound group kinds that cross node boundaries."""
+    """The latency-bound group kinds that cross node boundaries, counted from the strides (never by listing
+    the groups of a world past LIST_LIMIT; a node larger than NODE_LIMIT in such a world is not judged)."""
     out: list[Crossing] = []
+    n = devices_per_node
+    if n <= 0 or (n > NODE_LIMIT and not grid.listable):
+        return out
     for name in LOCAL_GROUPS:
-        groups = grid.groups(name)
-        size = len(groups[0]) if groups else 1
+        gen, token = grid._generator(name)
+        size = gen.group_size(token)
         if size <= 1:
             continue
-        crossing = [g for g in groups if g[0] // devices_per_node != g[-1] // devices_per_node]
-        if not crossing:
+        if grid.listable:
+            crossing_count = sum(1 for g in grid.groups(name) if g[0] // n != g[-1] // n)
+        else:
+            crossing_count = gen.crossing_count(token, n)
+        if not crossing_count:
             continue
-        span = crossing[0][-1] - crossing[0][0] + 1
+        span = gen.group_span(token) + 1
+        example: tuple[int, ...] = ()
+        for g in range(min(gen.group_count(token), LIST_LIMIT)):
+            base = gen.group_base(token, g)
+            if base // n != (base + span - 1) // n:
+                example = tuple(gen.nth_group(token, g)) if size <= LIST_LIMIT else (base, base + span - 1)
+                break
         out.append(Crossing(
-            name, size, len(crossing), len(groups), tuple(crossing[0]),
+            name, size, crossing_count, gen.group_count(token), example,
             f"nodes of a multiple of {span} devices keep each {name.upper()} group inside one node"
-            if span > devices_per_node else
-            f"{name.upper()} {size} does not divide {devices_per_node} devices per node; choose a divisor of it",
+            if span > n else
+            f"{name.upper()} {size} does not divide {n} devices per node; choose a divisor of it",
         ))
     return out
 
@@ -58,14 +80,33 @@ class RolloutReplicas:
 
     verl/workers/engine_workers.py (ActorRolloutRefWorker.init_model) requires world % (TP·DP·PP)
     == 0 and makes world / (TP·DP·PP) replicas; inside a vLLM replica ranks are laid out DP×PP×TP
-    with TP fastest (constraints.md §1.2).
+    with TP fastest (constraints.md §1.2). Replicas are computed one at a time, never all at once.
     """
 
     engine: str
     tp: int
     dp: int
     pp: int
-    replicas: tuple[tuple[int, ...], ...]
+    world: int
+
+    @property
+    def size(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @property
+    def count(self) -> int:
+        return self.world // self.size
+
+    def replica(self, k: int) -> tuple[int, ...]:
+        return tuple(range(k * self.size, (k + 1) * self.size))
+
+    def shown(self, rank: int | None = None, limit: int = 4) -> list[tuple[int, ...]]:
+        """The first ``limit`` replicas, or the one holding ``rank`` (replicas larger than LIST_LIMIT: none)."""
+        if self.size > LIST_LIMIT:
+            return []
+        if rank is not None:
+            return [self.replica(rank // self.size)] if 0 <= rank < self.world else []
+        return [self.replica(k) for k in range(min(self.count, limit))]
 
     def tp_groups(self, replica: tuple[int, ...]) -> list[list[int]]:
         return [list(replica[i : i + self.tp]) for i in range(0, len(replica), self.tp)]
@@ -75,5 +116,4 @@ def rollout_replicas(world: int, engine: str, tp: int, dp: int, pp: int) -> Roll
     size = tp * dp * pp
     if size <= 0 or world % size:
         return f"rollout world_size: {world} is not divisible by infer_world_size: {size} (TP {tp} · DP {dp} · PP {pp})"
-    replicas = tuple(tuple(range(k * size, (k + 1) * size)) for k in range(world // size))
-    return RolloutReplicas(engine, tp, dp, pp, replicas)
+    return RolloutReplicas(engine, tp, dp, pp, world)

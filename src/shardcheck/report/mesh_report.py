@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from shardcheck.api import MeshResult
-from shardcheck.mesh.placement import RolloutReplicas, crossings, nodes
+from shardcheck.mesh.grid import LIST_LIMIT
+from shardcheck.mesh.placement import RolloutReplicas, crossings, node_count, nodes
 
 JSON_VERSION = 1
 SHOWN = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "tp-cp", "dp-cp", "tp-pp")
@@ -29,21 +30,32 @@ def mesh_to_dict(m: MeshResult, rank: int | None = None) -> dict:
                dp=grid.dp, edp=grid.edp)
     if rank is not None:
         doc["rank"] = rank
-        doc["groups"] = {name: [grid.group_of(name, rank)] for name in SHOWN}
-    else:
+        doc["groups"] = {name: [grid.group_of(name, rank)] if grid.group_size(name) <= LIST_LIMIT else None
+                         for name in SHOWN}
+    elif grid.listable:
         doc["groups"] = {name: grid.groups(name) for name in SHOWN}
+    else:
+        doc["groups"] = None
+    doc["group_sizes"] = {name: {"groups": grid.group_count(name), "size": grid.group_size(name)} for name in SHOWN}
+    if not grid.listable:
+        doc["not_listed"] = (f"a world of {grid.world} ranks is past the {LIST_LIMIT} whose groups and nodes are "
+                             "listed; group_sizes gives their counts, --rank R the groups of one rank")
     per_node = _devices(m)
     doc["devices_per_node"] = per_node
-    doc["nodes"] = nodes(grid.world, per_node)
+    doc["nodes"] = nodes(grid.world, per_node) if grid.listable else None
     doc["crossing_nodes"] = [{"group": c.name, "size": c.size, "groups_crossing": c.groups_crossing,
                               "groups": c.groups_total, "fix": c.keeps_local} for c in crossings(grid, per_node)]
     if isinstance(m.rollout, RolloutReplicas):
-        replicas = m.rollout.replicas
+        ro = m.rollout
         if rank is not None:
-            replicas = tuple(r for r in replicas if rank in r)
-        doc["rollout"] = {"engine": m.rollout.engine, "tp": m.rollout.tp, "dp": m.rollout.dp, "pp": m.rollout.pp,
-                          "replicas": [list(r) for r in replicas],
-                          "tp_groups": [m.rollout.tp_groups(r) for r in replicas]}
+            replicas = ro.shown(rank)
+        elif ro.world <= LIST_LIMIT:
+            replicas = [ro.replica(k) for k in range(ro.count)]
+        else:
+            replicas = None
+        doc["rollout"] = {"engine": ro.engine, "tp": ro.tp, "dp": ro.dp, "pp": ro.pp, "count": ro.count,
+                          "replicas": [list(r) for r in replicas] if replicas is not None else None,
+                          "tp_groups": [ro.tp_groups(r) for r in replicas] if replicas is not None else None}
     elif m.rollout is not None:
         doc["rollout"] = {"error": m.rollout}
     return doc
@@ -63,6 +75,15 @@ def _short(ranks: list[int]) -> str:
     return ",".join(map(str, ranks))
 
 
+def _group_text(grid, name: str, g: int) -> str:
+    """Group number ``g`` shortened; one too large to list as its lowest and highest rank."""
+    if grid.group_size(name) <= LIST_LIMIT:
+        return _short(grid.nth_group(name, g))
+    gen, token = grid._generator(name)
+    base = gen.group_base(token, g)
+    return f"{base}..{base + gen.group_span(token)} ({grid.group_size(name)} ranks)"
+
+
 def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
     out = [m.path]
     grid = m.grid
@@ -80,7 +101,7 @@ def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
         return "\n".join(out)
     per_node = _devices(m)
     role = m.layout.role if m.layout else "actor"
-    count = len(nodes(grid.world, per_node))
+    count = node_count(grid.world, per_node)
     out.append(f"  {grid.world} ranks on {count} node{'s' * (count != 1)} × {per_node}; order {grid.order} "
                f"(first fastest); groups of the {role} engine")
     out.append(f"  TP {grid.tp} · CP {grid.cp} · DP {grid.dp} · PP {grid.pp} (dense)   "
@@ -88,7 +109,8 @@ def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
     if rank is not None:
         out.append(f"  rank {rank} (node {rank // per_node}):")
         for name in SHOWN:
-            out.append(f"    {name:<6} {grid.group_of(name, rank)}")
+            shown = grid.group_of(name, rank) if grid.group_size(name) <= LIST_LIMIT else "(too large to list)"
+            out.append(f"    {name:<6} {shown}")
     elif grid.world <= GRID_LIMIT:
         names = [n for n in ("tp", "cp", "dp", "pp", "ep", "etp", "edp")]
         index = {n: {r: i for i, g in enumerate(grid.groups(n)) for r in g} for n in names}
@@ -103,9 +125,9 @@ def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
                        + ("  …" if len(groups) > 8 else ""))
     else:
         for name in SHOWN:
-            groups = grid.groups(name)
-            out.append(f"  {name:<6} {len(groups):>5} groups of {len(groups[0]):>5}: first [{_short(groups[0])}], "
-                       f"last [{_short(groups[-1])}]")
+            last = grid.group_count(name) - 1
+            out.append(f"  {name:<6} {last + 1:>5} groups of {grid.group_size(name):>5}: first [{_group_text(grid, name, 0)}], "
+                       f"last [{_group_text(grid, name, last)}]")
     cross = crossings(grid, per_node)
     for c in cross:
         out.append(f"  warning: {c.groups_crossing} of {c.groups_total} {c.name.upper()} groups span nodes; {c.keeps_local}")
@@ -113,13 +135,13 @@ def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
         out.append(f"  every TP, EP, ETP and TP·CP group stays inside one node of {per_node}")
     if isinstance(m.rollout, RolloutReplicas):
         ro = m.rollout
-        reps = ro.replicas if rank is None else tuple(r for r in ro.replicas if rank in r)
-        out.append(f"  rollout ({ro.engine}): {len(ro.replicas)} replicas of TP {ro.tp} · DP {ro.dp} · PP {ro.pp}")
-        for r in reps[:4]:
+        reps = ro.shown(rank)
+        out.append(f"  rollout ({ro.engine}): {ro.count} replicas of TP {ro.tp} · DP {ro.dp} · PP {ro.pp}")
+        for r in reps:
             out.append(f"    replica {r[0] // len(r)}: ranks [{_short(list(r))}], TP groups "
                        + " ".join(f"[{_short(g)}]" for g in ro.tp_groups(r)[:4]) + (" …" if len(r) // ro.tp > 4 else ""))
-        if len(reps) > 4:
-            out.append(f"    … {len(reps) - 4} more")
+        if rank is None and ro.count > len(reps):
+            out.append(f"    … {ro.count - len(reps)} more")
     elif m.rollout is not None:
         out.append(f"  rollout: {m.rollout}")
     return "\n".join(out)
