@@ -235,6 +235,7 @@ CASES: dict[str, tuple[str, str]] = {
     "SHELL-SOURCE": (script(before="source ./env.sh"), script(before="X=1")),
     "SHELL-EVAL": (script(before="eval X=1"), script(before="X=1")),
     "SHELL-ARITH": (script(before="X=$((1 / 0))"), script(before="X=$((1 / 1))")),
+    "SHELL-BOUND": (script(before="X=$((9**9**9))"), script(before="X=$((9**9))")),
     "HYDRA-OVERRIDE": (script("trainer.default_local_dir=~/ckpt"), script("trainer.default_local_dir=/ckpt")),
     "VERL-CFG-UNKNOWN-KEY": (script(f"{M}.tensor_parallel_size=2"), script(f"{M}.tensor_model_parallel_size=2")),
     "VERL-CFG-ADDED-KEY": (script("+trainer.n_gpu_per_node=8"), script("trainer.n_gpus_per_node=8")),

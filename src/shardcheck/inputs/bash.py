@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shardcheck.errors import InputError
-from shardcheck.inputs import shell_arith, shell_source, shell_words
+from shardcheck.inputs import bounds, files, shell_arith, shell_source, shell_words
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
 from shardcheck.origin import Origin
@@ -55,20 +55,15 @@ def _parser():
 def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None) -> ShellReading:
     """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file; give the path of a launch script") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory; give the path of a launch script") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
+    raw = files.read_regular(p, limit=files.SCRIPT_LIMIT, what="give the path of a launch script")
     return read_bash_text(raw, display or str(path), env, real_path=p)
 
 
 def _tree(raw: bytes, path: str):
-    if b"\0" in raw[:4096]:
-        raise InputError(f"{path}:1: not a text file; give the path of a bash launch script")
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise InputError(f"{path}:{line}: not a text file (a NUL byte); give the path of a bash launch script")
     # Byte offsets and character offsets agree on latin-1 text; literal text is re-decoded as UTF-8.
     src = raw.decode("latin-1") + "\n\n"  # "\n\n": tree-sitter-bash quirk 1 (parsers.md)
     return src, _parser().parse(src.encode("latin-1"))
@@ -80,7 +75,10 @@ def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None, *,
     src, tree = _tree(raw, path)
     real = Path(os.path.abspath(real_path if real_path is not None else path))
     interp = _Interpreter(src, path, dict(env or {}), real_path=real)
-    interp.run_block(tree.root_node.children)
+    try:
+        interp.run_block(tree.root_node.children)
+    except RecursionError:  # every nesting has its own bound; this is the last line of defence
+        raise InputError(f"{path}:1: nested too deeply for shardcheck to read; simplify the script") from None
     return ShellReading(path, tuple(interp.commands), tuple(interp.diagnostics), dict(interp.vars),
                         _suppressions(tree.root_node, src))
 
@@ -126,6 +124,7 @@ class _Interpreter:
         self.main = parent.main if parent is not None else self  # the script given, for $0
         self.sourcing: tuple[Path, ...] = (parent.sourcing if parent is not None else ()) + (real_path,)
         self.unfollowed: list[str] = parent.unfollowed if parent is not None else []
+        self.budget: bounds.Budget = parent.budget if parent is not None else bounds.Budget()
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
         self.functions: dict[str, object] = {}
@@ -151,8 +150,8 @@ class _Interpreter:
 
         line = bisect.bisect_right(self._line_starts, offset)
         start = self._line_starts[line - 1]
-        end = self.src.find("\n", start)
-        return _utf8(self.src[start:end]).strip()
+        end = self.src.find("\n", start, start + 400)
+        return _utf8(self.src[start : end if end >= 0 else start + 400]).strip()
 
     def diag(self, code: str, message: str, offset: int) -> None:
         self.diagnostics.append(Diagnostic(code, message, self.origin_at(offset)))
@@ -167,6 +166,62 @@ class _Interpreter:
             self.run(node)
 
     def run(self, node) -> None:
+        budget = self.budget
+        budget.steps += 1
+        if budget.nesting >= bounds.NESTING:
+            self.not_followed(node, f"statements are nested more than {bounds.NESTING} deep")
+            return
+        budget.nesting += 1
+        try:
+            self._run(node)
+        finally:
+            budget.nesting -= 1
+
+    def not_followed(self, node, why: str, what: str = "this statement") -> None:
+        """A statement past a bound: not run; every variable it could set becomes unknown (never a guess)."""
+        line = self.origin_at(node.start_byte).line
+        self.diag("SHELL-BOUND", f"{what} is not followed: {why}; variables it sets are unknown", node.start_byte)
+        reason = f"is set at line {line}, which is not followed ({why})"
+        for name in self._assigned_names(node):
+            old = self.vars.get(name)
+            self.vars[name] = self._unknown_var(name, old.origin if old else self.origin_at(node.start_byte),
+                                                f"${name} {reason}")
+        self.consumed_until = max(self.consumed_until, node.end_byte)
+
+    def _assigned_names(self, root) -> set[str]:
+        """Names a statement may set, read off its syntax (assignments, declarations, read-like commands,
+        and the bodies of functions it calls), without running anything."""
+        names: set[str] = set()
+        seen: set[int] = set()
+        stack = [(root, self)]
+        while stack:
+            node, owner = stack.pop()
+            src = owner.src
+            kind = node.type
+            if kind == "variable_assignment":
+                text = src[node.start_byte : min(node.end_byte, node.start_byte + 400)]
+                m = re.match(r"[A-Za-z_][A-Za-z_0-9]*", text)
+                if m:
+                    names.add(m.group(0))
+            elif kind == "variable_name" and node.parent is not None and node.parent.type in (
+                    "declaration_command", "for_statement", "c_style_for_statement"):
+                names.add(src[node.start_byte : node.end_byte])
+            elif kind == "command":
+                words = [src[c.start_byte : c.end_byte] for c in node.children if c.type in ("command_name", "word")]
+                if words and words[0] in ("read", "mapfile", "readarray", "getopts", "printf", "let"):
+                    for w in words[1:]:
+                        w = w.split("=", 1)[0].rstrip("+-*/")
+                        if w.isidentifier():
+                            names.add(w)
+                if words and words[0] in self.functions:
+                    body, body_owner = self.functions[words[0]]
+                    if id(body) not in seen:
+                        seen.add(id(body))
+                        stack.append((body, body_owner))
+            stack.extend((c, owner) for c in node.children)
+        return names
+
+    def _run(self, node) -> None:
         kind = node.type
         handler = getattr(self, f"_run_{kind}", None)
         if handler is not None:
@@ -223,6 +278,9 @@ class _Interpreter:
             if append and old is not None:
                 prev = old.items if old.items is not None else ((old.value,) if old.value else ())
                 items = prev + items
+            if (why := _array_too_large(items)) is not None:
+                self.diag("SHELL-BOUND", f"${bounds.short(name, 60)}: {why}; its value is unknown", start)
+                items = (Field((Seg(None, origin, f"${bounds.short(name, 60)} {why}"),), origin),)
             self.vars[name] = Var(name, origin, items=items, exported=exported or bool(old and old.exported))
             return name
         try:
@@ -234,12 +292,16 @@ class _Interpreter:
         self.consumed_until = max(self.consumed_until, end)
         value = self.expand_scalar(parts, origin)
         old = self.vars.get(name)
-        if index is not None and index not in ("0",):
-            items = list(old.items) if old and old.items is not None else []
-            try:
-                k = int(index)
-            except ValueError:
-                self.vars[name] = self._unknown_var(name, origin, f"index {index!r} not evaluated")
+        if index is not None and index.strip() not in ("0",):
+            if old is not None and old.items is not None:
+                items = list(old.items)
+            else:
+                items = [old.value] if old is not None and old.value is not None else []
+            k = self._index(index, origin, len(items), start)
+            if isinstance(k, str):
+                self.diag("SHELL-BOUND", f"{bounds.short(name, 60)}[{bounds.short(index, 60)}]: {k}; "
+                                         "the array is unknown", start)
+                self.vars[name] = self._unknown_var(name, origin, f"${{{bounds.short(name, 60)}[…]}}: {k}")
                 return name
             while len(items) <= k:
                 items.append(Field((), origin))
@@ -251,6 +313,25 @@ class _Interpreter:
             value = Field(prev.segs + value.segs, origin)
         self.vars[name] = Var(name, origin, value=value, exported=exported or bool(old and old.exported))
         return name
+
+    def _index(self, index: str, origin: Origin, length: int, offset: int) -> int | str:
+        """An array subscript as bash evaluates it (arithmetic; negative counts from the end), or why not."""
+        text = index.strip()
+        if text.isdigit() and len(text) < 10:
+            k = int(text)
+        else:
+            parts, _ = shell_words.lex_arith_body(index, 0, len(index))
+            seg = self._arith(Arith(parts, True, offset), origin)
+            if seg.text is None:
+                return f"the index is unknown ({seg.unknown})"
+            k = int(seg.text)
+            if k < 0:
+                k += length
+                if k < 0:
+                    return "bad array subscript (bash would fail here)"
+        if k >= bounds.ARRAY_ITEMS:
+            return f"index {k} is past the {bounds.ARRAY_ITEMS:,} elements shardcheck keeps"
+        return k
 
     def _array_literal(self, i: int) -> tuple[tuple[Field, ...], int]:
         src = self.src
@@ -278,8 +359,9 @@ class _Interpreter:
             if end == i:  # a metacharacter bash would reject inside ( )
                 i += 1
                 continue
-            origin = self.origin_at(i, _utf8(src[i:end])[:80])
-            items.extend(self.expand(parts, origin))
+            origin = self.origin_at(i, _utf8(src[i : min(end, i + 80)]))
+            if len(items) <= bounds.ARRAY_ITEMS:
+                items.extend(self.expand(parts, origin))
             i = end
         self.diag("SHELL-SYNTAX", "array `(` is never closed; bash would reject this line", start)
         return tuple(items), n
@@ -536,7 +618,8 @@ class _Interpreter:
             parts, end = shell_words.lex_word(self.src, start)
         except WordSyntaxError as exc:
             self._syntax(exc)
-            return [Field((Seg(None, self.origin_at(start), "a word bash cannot read"),), self.origin_at(start))]
+            reason = str(exc) if isinstance(exc, shell_words.WordTooDeep) else "a word bash cannot read"
+            return [Field((Seg(None, self.origin_at(start), reason),), self.origin_at(start))]
         self.consumed_until = max(self.consumed_until, end)
         origin = self.origin_at(start, _utf8(self.src[start:end])[:80])
         return self.expand(parts, origin)
@@ -570,7 +653,7 @@ class _Interpreter:
     def _source(self, name: str, fields: list[Field], node, env_prefix, origin: Origin) -> None:
         """Read the sourced file in this shell: its assignments and commands count as the script's."""
         target = fields[1].text if len(fields) > 1 else None
-        shown = fields[1].render() if len(fields) > 1 else ""
+        shown = bounds.short(fields[1].render(), 120) if len(fields) > 1 else ""
         why = None
         real = None
         if target is None:
@@ -579,23 +662,30 @@ class _Interpreter:
             real = shell_source.resolve_source(target, self.real_path)
             if real in self.sourcing:
                 why = "it is already being read (a file that sources itself)"
-            elif len(self.sourcing) > 16:
-                why = "sources are nested more than 16 deep"
-            elif not real.is_file():
-                why = f"{real} does not exist here"
+            elif len(self.sourcing) > bounds.SOURCE_DEPTH:
+                why = f"sources are nested more than {bounds.SOURCE_DEPTH} deep"
+            elif self.budget.sources >= bounds.SOURCE_FILES:
+                why = f"more than {bounds.SOURCE_FILES} files were sourced already"
         raw = None
         if why is None:
             try:
-                raw = real.read_bytes()
-            except OSError as exc:
-                why = f"it cannot be read ({exc.strerror})"
+                raw = files.read_regular(real, limit=files.SCRIPT_LIMIT, what="")
+                self.budget.sources += 1
+            except files.UnreadableFile as exc:
+                why = (f"{bounds.short(str(real))} does not exist here" if exc.reason == "no such file"
+                       else f"it {exc.reason}" if exc.reason.startswith("is ") else exc.reason)
+        tree = None
+        if why is None:
+            path = shell_source.shown_path(real, self.main.real_path, self.main.path)
+            try:
+                src, tree = _tree(raw, path)
+            except InputError:
+                why = "it holds a NUL byte: not a text file"
         if why is not None:
             self.unfollowed.append(f"`{name} {shown}` at {origin.location}")
             self.diag("SHELL-SOURCE", f"`{name} {shown}` is not followed: {why}; variables it would set are "
                                       "unknown", node.start_byte)
             return
-        path = shell_source.shown_path(real, self.main.real_path, self.main.path)
-        src, tree = _tree(raw, path)
         child = _Interpreter(src, path, self.env, real_path=real, parent=self)
         child.vars, child.functions, child.positional = self.vars, self.functions, self.positional
         child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
@@ -615,8 +705,15 @@ class _Interpreter:
         if name == "printf" and len(texts) > 2 and texts[0] == "-v" and texts[1].isidentifier():
             values = fields[4:]  # fields: printf -v NAME FORMAT ARGS...
             text = None
+            if (why := shell_source.printf_bound(texts[2], bounds.PRINTF_WIDTH)) is not None:
+                self.diagnostics.append(Diagnostic("SHELL-BOUND", f"{why}; ${texts[1]} is unknown",
+                                                   replace(origin, text=None)))
+                self.vars[texts[1]] = self._unknown_var(texts[1], origin, f"{why} (line {origin.line})")
+                return
             if fields[3].known and all(f.known for f in values):
                 text = shell_source.printf_format(texts[2], [f.text for f in values])
+                if text is not None and len(text) > bounds.VALUE_CHARS:
+                    text = None
             if text is not None:
                 self.vars[texts[1]] = Var(texts[1], origin, value=Field((Seg(text, origin),), origin))
                 return
@@ -641,6 +738,35 @@ class _Interpreter:
             owner._call_function(name, fields, origin)
             self.vars, self.functions = owner.vars, owner.functions
             return
+        budget = self.budget
+        why = None
+        if budget.call_depth >= bounds.CALL_DEPTH:
+            why = f"functions call functions more than {bounds.CALL_DEPTH} deep"
+        elif budget.calls >= bounds.FUNCTION_CALLS:
+            why = f"more than {bounds.FUNCTION_CALLS:,} function calls were followed already"
+        elif budget.steps >= bounds.STEPS:
+            why = f"more than {bounds.STEPS:,} statements were read already"
+        if why is not None:
+            names = self._assigned_names(body)
+            saved_consumed = self.consumed_until
+            self.diagnostics.append(Diagnostic(
+                "SHELL-BOUND", f"the call of {bounds.short(name, 60)}() is not followed: {why}; variables it sets "
+                               "are unknown", replace(origin, text=None)))
+            for var_name in names:
+                old = self.vars.get(var_name)
+                self.vars[var_name] = self._unknown_var(var_name, old.origin if old else origin,
+                                                        f"${var_name} is set by {bounds.short(name, 60)}() at line "
+                                                        f"{origin.line}, which is not followed ({why})")
+            self.consumed_until = saved_consumed
+            return
+        budget.calls += 1
+        budget.call_depth += 1
+        try:
+            self._run_function(name, body, fields, origin)
+        finally:
+            budget.call_depth -= 1
+
+    def _run_function(self, name: str, body, fields: list[Field], origin: Origin) -> None:
         saved_positional = self.positional
         saved_consumed = self.consumed_until
         self.positional = tuple(fields[1:])
@@ -660,19 +786,42 @@ class _Interpreter:
         self.consumed_until = saved_consumed
 
     def _syntax(self, exc: WordSyntaxError) -> None:
+        if isinstance(exc, shell_words.WordTooDeep):
+            self.diag("SHELL-BOUND", f"a word with {exc}; its value is unknown", exc.offset)
+            return
         self.diag("SHELL-SYNTAX", f"{exc}; bash would reject this line", exc.offset)
 
     # -- expansion --------------------------------------------------------------------------
+    def _too_large(self, chars: int, origin: Origin) -> Field | None:
+        """None while ``chars`` more characters fit one value and the reading's budget; else the unknown."""
+        if chars > bounds.VALUE_CHARS:
+            why = f"the value grows past {bounds.VALUE_CHARS:,} characters, shardcheck's bound"
+        elif self.budget.chars + chars > bounds.TEXT_BUDGET:
+            why = f"the script's values grow past {bounds.TEXT_BUDGET:,} characters in all, shardcheck's bound"
+            if self.budget.exhausted:
+                return Field((Seg(None, origin, f"{why} (line {origin.line})"),), origin)
+            self.budget.exhausted = True
+        else:
+            return None
+        self.diagnostics.append(Diagnostic("SHELL-BOUND", f"{why}; the value here is unknown", replace(origin, text=None)))
+        return Field((Seg(None, origin, f"{why} (line {origin.line})"),), origin)
+
     def expand_scalar(self, parts: tuple, origin: Origin) -> Field:
         """Expand an assignment's value: no field splitting, no globbing (bash rules)."""
         segs: list[Seg] = []
+        chars = 0
         for piece in self._pieces(parts, origin, assignment=True):
             if piece is _BREAK:
-                segs.append(Seg(" ", origin))
+                new = [Seg(" ", origin)]
             elif isinstance(piece, _Item):
-                segs.extend(piece.segs)
+                new = piece.segs
             else:
-                segs.extend(piece[0])
+                new = piece[0]
+            segs.extend(new)
+            chars += _cost(new)
+            if (unknown := self._too_large(chars, origin)) is not None:
+                return unknown
+        self.budget.chars += chars
         return Field(tuple(_merge_literals(segs, origin)), origin)
 
     def expand(self, parts: tuple, origin: Origin, *, split: bool = True) -> list[Field]:
@@ -681,7 +830,11 @@ class _Interpreter:
         current: list[Seg] = []
         have = False
         item_origin: Origin | None = None  # set while the field is exactly one array element
+        chars = 0
         for piece in self._pieces(parts, origin, assignment=False):
+            chars += 1 if piece is _BREAK else _cost(piece.segs if isinstance(piece, _Item) else piece[0])
+            if (unknown := self._too_large(chars, origin)) is not None:
+                return [unknown]
             if piece is _BREAK:
                 if current or have:
                     fields.append(Field(tuple(_merge_literals(current, origin)), item_origin or origin))
@@ -720,6 +873,7 @@ class _Interpreter:
                     current, have = [], False
         if current or have:
             fields.append(Field(tuple(_merge_literals(current, origin)), item_origin or origin))
+        self.budget.chars += chars
         return fields
 
     def _pieces(self, parts: tuple, origin: Origin, *, assignment: bool):
@@ -778,8 +932,12 @@ class _Interpreter:
                       else f"${name} is not set in the script; pass --env {name}=...")
             return Seg(None, origin, reason)
         except shell_arith.ArithError as exc:
-            self.diag("SHELL-ARITH", f"$(({body.text})): {exc}", part.offset)
-            return Seg(None, origin, f"$(({body.text})) is not valid arithmetic")
+            self.diag("SHELL-ARITH", f"$(({bounds.short(body.text or '', 80)})): {exc}", part.offset)
+            return Seg(None, origin, f"$(({bounds.short(body.text or '', 80)})) is not valid arithmetic")
+        except shell_arith.ArithBound as exc:
+            why = f"$(({bounds.short(body.text or '', 80)})): {exc}"
+            self.diagnostics.append(Diagnostic("SHELL-BOUND", f"{why}; its value is unknown", replace(origin, text=None)))
+            return Seg(None, origin, f"{why} (line {origin.line})")
         return Seg(str(value), origin.with_via(*seg_origins, *used))
 
     def _lookup_env(self, name: str) -> Field | None:
@@ -914,26 +1072,22 @@ class _Interpreter:
             return [Seg(None, origin, pattern_field.unknowns[0].unknown)]
         pattern = pattern_field.text or ""
         new_origin = value.segs[0].origin if len(value.segs) == 1 else origin
-        if op in ("#", "##"):
-            cuts = range(len(text) + 1) if op == "#" else range(len(text), -1, -1)
-            for k in cuts:
-                if fnmatch.fnmatchcase(text[:k], pattern):
-                    return [Seg(text[k:], new_origin)]
-            return [Seg(text, new_origin)]
-        if op in ("%", "%%"):
-            cuts = range(len(text), -1, -1) if op == "%" else range(len(text) + 1)
-            for k in cuts:
-                if fnmatch.fnmatchcase(text[k:], pattern):
-                    return [Seg(text[:k], new_origin)]
-            return [Seg(text, new_origin)]
+        if op in ("#", "##", "%", "%%"):
+            cut = _strip(text, pattern, op)
+            if cut is None:
+                why = (f"${{{bounds.short(part.name, 60)}{op}…}} on a value of {len(text):,} characters is past "
+                       "shardcheck's bound for pattern matching")
+                self.diagnostics.append(Diagnostic("SHELL-BOUND", f"{why}; its value is unknown",
+                                                   replace(origin, text=None)))
+                return [Seg(None, origin, why)]
+            return [Seg(cut, new_origin)]
         if op in ("/", "//") and "/" not in pattern and not any(ch in pattern for ch in "*?["):
-            old, _, new = (pattern.partition("/") if "/" in pattern else (pattern, "", ""))
-            return [Seg(text.replace(old, new, -1 if op == "//" else 1), new_origin)]
+            return _replace(text, pattern, "", op, new_origin, origin)
         if op in ("/", "//"):
             raw_arg = "".join(p.text for p in part.arg or () if isinstance(p, Lit))
             old, _, new = raw_arg.partition("/")
             if not any(ch in old for ch in "*?["):
-                return [Seg(text.replace(old, new, -1 if op == "//" else 1), new_origin)]
+                return _replace(text, old, new, op, new_origin, origin)
         if op == "^^":
             return [Seg(text.upper(), new_origin)]
         if op == ",,":
@@ -963,6 +1117,61 @@ class _Interpreter:
 
 
 _BREAK = object()
+
+
+def _strip(text: str, pattern: str, op: str) -> str | None:
+    """``${x#p}`` / ``##`` / ``%`` / ``%%``: ``text`` without the shortest or longest prefix or suffix that
+    matches the glob ``pattern``; None when that would take more than PATTERN_WORK characters of matching."""
+    if not any(ch in pattern for ch in "*?["):  # a literal: no search at all
+        if op.startswith("#"):
+            return text[len(pattern):] if text.startswith(pattern) else text
+        return text[: len(text) - len(pattern)] if pattern and text.endswith(pattern) else text
+    matcher = re.compile(fnmatch.translate(pattern), re.DOTALL)
+    n = len(text)
+    work = 0
+    if op in ("#", "##"):
+        for k in (range(n + 1) if op == "#" else range(n, -1, -1)):
+            work += k + 1
+            if work > bounds.PATTERN_WORK:
+                return None
+            if matcher.fullmatch(text, 0, k):
+                return text[k:]
+        return text
+    for k in (range(n, -1, -1) if op == "%" else range(n + 1)):
+        work += n - k + 1
+        if work > bounds.PATTERN_WORK:
+            return None
+        if matcher.fullmatch(text, k):
+            return text[:k]
+    return text
+
+
+def _replace(text: str, old: str, new: str, op: str, new_origin: Origin, origin: Origin) -> list[Seg]:
+    """``${x/old/new}`` / ``${x//old/new}`` with a literal ``old`` (an empty one changes nothing, as in bash)."""
+    if not old:
+        return [Seg(text, new_origin)]
+    count = text.count(old) if op == "//" else min(1, text.count(old))
+    if len(text) + count * (len(new) - len(old)) > bounds.VALUE_CHARS:
+        return [Seg(None, origin, f"the replacement grows the value past {bounds.VALUE_CHARS:,} characters, "
+                                  "shardcheck's bound")]
+    return [Seg(text.replace(old, new, -1 if op == "//" else 1), new_origin)]
+
+
+def _cost(segs) -> int:
+    """What segments count for against the bounds: their characters and a little for each piece."""
+    return sum(len(s.text) if s.text is not None else 1 for s in segs) + bounds.SEG_COST * len(segs)
+
+
+def _field_chars(field: Field) -> int:
+    return sum(len(s.text) if s.text is not None else 1 for s in field.segs)
+
+
+def _array_too_large(items: tuple[Field, ...]) -> str | None:
+    if len(items) > bounds.ARRAY_ITEMS:
+        return f"has more than {bounds.ARRAY_ITEMS:,} elements, past shardcheck's bound"
+    if sum(_field_chars(f) for f in items) > bounds.VALUE_CHARS:
+        return f"holds more than {bounds.VALUE_CHARS:,} characters, past shardcheck's bound"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,15 @@ def shown_path(real: Path, main_real: Path, main_shown: str) -> str:
 _SPEC = re.compile(r"%(%|[-+ 0#]*\d*(?:\.\d+)?[sdi])")
 
 
+def printf_bound(fmt: str, limit: int) -> str | None:
+    """Why ``printf FORMAT`` is not evaluated: a field width or precision past ``limit``; else None."""
+    for m in _SPEC.finditer(fmt):
+        for number in re.findall(r"\d+", m.group(1)):
+            if len(number) > 9 or int(number) > limit:
+                return f"printf field width {number[:12]} is past shardcheck's bound of {limit}"
+    return None
+
+
 def printf_format(fmt: str, args: list[str]) -> str | None:
     """What ``printf FORMAT ARGS...`` prints, for formats of ``%s`` / ``%d`` / ``%i`` / ``%%`` and
     literal text (``\\n`` and ``\\t`` escapes); None for anything else (then the value is unknown)."""

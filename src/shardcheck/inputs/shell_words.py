@@ -24,6 +24,27 @@ class WordSyntaxError(ValueError):
         self.offset = offset
 
 
+class WordTooDeep(WordSyntaxError):
+    """A word whose expansions nest past NESTING: bash may accept it, shardcheck does not read it."""
+
+
+NESTING = 32  # expansions inside expansions in one word (${a:-${b:-$(...)}})
+_depth = 0  # expansions being lexed inside each other now (lexing is not re-entered across threads)
+
+
+def _nested(offset: int) -> None:
+    global _depth
+    _depth += 1
+    if _depth > NESTING:
+        _depth -= 1
+        raise WordTooDeep(f"expansions nested more than {NESTING} deep, past shardcheck's bound", offset)
+
+
+def _unnest() -> None:
+    global _depth
+    _depth -= 1
+
+
 @dataclass(frozen=True, slots=True)
 class Lit:
     text: str
@@ -231,6 +252,14 @@ def _find_backtick_end(src: str, i: int) -> int:
 
 def _find_closing(src: str, i: int, opener: str, closer: str) -> int:
     """Offset of the ``closer`` matching an already-consumed ``opener``, skipping quotes and nesting."""
+    _nested(i)
+    try:
+        return _find_closing_at(src, i, opener, closer)
+    finally:
+        _unnest()
+
+
+def _find_closing_at(src: str, i: int, opener: str, closer: str) -> int:
     depth = 1
     n = len(src)
     while i < n:
@@ -274,6 +303,14 @@ def _find_closing(src: str, i: int, opener: str, closer: str) -> int:
 
 def _lex_dollar(src: str, i: int, *, quoted: bool):
     """Lex an expansion starting with ``$`` at ``i``; (None, i) when the ``$`` is literal."""
+    _nested(i)
+    try:
+        return _lex_dollar_at(src, i, quoted=quoted)
+    finally:
+        _unnest()
+
+
+def _lex_dollar_at(src: str, i: int, *, quoted: bool):
     n = len(src)
     if i + 1 >= n:
         return None, i
@@ -284,7 +321,7 @@ def _lex_dollar(src: str, i: int, *, quoted: bool):
         except WordSyntaxError:
             close = -1
         if close >= 0:
-            inner, _ = _lex_arith_body(src, i + 3, close)
+            inner, _ = lex_arith_body(src, i + 3, close)
             return Arith(inner, quoted, i), close + 2
         # "$( (cmd) )": a command substitution of a subshell.
     if c == "(":
@@ -329,7 +366,7 @@ def _find_arith_end(src: str, i: int) -> int:
     raise WordSyntaxError("unterminated $((", i)
 
 
-def _lex_arith_body(src: str, start: int, end: int) -> tuple[tuple, int]:
+def lex_arith_body(src: str, start: int, end: int) -> tuple[tuple, int]:
     """Parts of an arithmetic body: literal text with ``$`` expansions lexed out."""
     parts: list = []
     buf: list[str] = []

@@ -121,6 +121,30 @@ _note_rule("SHELL-ARITH", "error", "Invalid bash arithmetic", """
     Source:
     bash(1), ARITHMETIC EVALUATION.
 """)
+_note_rule("SHELL-BOUND", "warning", "A value past shardcheck's reading bounds", """
+    A value that would grow past what a static reading evaluates: arithmetic outside bash's 64-bit
+    integers or a shift by a negative count, a value of more than 1 MiB, an array index past 65,536, a
+    printf width past 4,096, a pattern strip that would take millions of steps, expansions or
+    statements nested past their bound, more than 10,000 function calls. The value is unknown, with
+    this reason at its line; nothing is guessed, and the reading stays fast and small.
+
+    Why:
+    A launch script's values are short; one that grows without bound is a mistake (or an attack on the
+    tool reading it), and bash itself would wrap the number or spend the memory.
+
+    Bad:
+    `MAX_TOKENS=$((9**9**9))`, `a[2**40]=1`, `printf -v PAD '%99999999999s'`
+
+    Good:
+    `MAX_TOKENS=$((1<<20))`
+
+    Fix:
+    Write the value the launch needs; give it with `--env NAME=VALUE` when it comes from outside.
+
+    Source:
+    bash(1), ARITHMETIC EVALUATION (fixed-width integers, no overflow check); shardcheck's reader bounds
+    (shardcheck/inputs/bounds.py).
+""")
 _note_rule("HYDRA-OVERRIDE", "error", "An override Hydra rejects", """
     Hydra parses every `key=value` word with its override grammar and applies it to the composed
     config; a word it cannot parse, `+key` on an existing key, or `~key` on a missing one stops the
