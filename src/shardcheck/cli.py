@@ -33,6 +33,36 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 512GiB, 2TiB or 1000GB") from None
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1e6:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds, e.g. 20 (0: no limit)")
+    return value
+
+
+def _limit_options(p: argparse.ArgumentParser) -> None:
+    from shardcheck.guard import DEFAULT_MEMORY, DEFAULT_SECONDS
+
+    p.add_argument("--time-limit", type=_seconds, default=DEFAULT_SECONDS, metavar="SECONDS",
+                   help=f"time allowed per input; past it the input is an error (default {DEFAULT_SECONDS:g}; 0: none)")
+    p.add_argument("--memory-limit", type=_size, default=DEFAULT_MEMORY, metavar="SIZE",
+                   help="memory allowed per input beyond what shardcheck holds; past it the input is an error "
+                        "(default 2GiB; 0: none)")
+
+
+def _guarded(args, shown: str, fn):
+    """``fn()`` under the input's time and memory limits: (its value, None) or (None, the one-line error)."""
+    from shardcheck.guard import run_guarded
+
+    value, why = run_guarded(fn, seconds=args.time_limit, memory=args.memory_limit)
+    if why is None:
+        return value, None
+    return None, f"{shown}: {why}; simplify the input, or raise --time-limit / --memory-limit"
+
+
 def _memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", metavar="NAME", help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
                    "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)")
@@ -55,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--verify", action="store_true",
                        help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
     _memory_options(check)
+    _limit_options(check)
     memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
     memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
     memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -62,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_argument("--format", choices=("text", "json"), default="text")
     memory.add_argument("--explain", action="store_true", help="say what each term is and where its formula comes from")
     _memory_options(memory)
+    _limit_options(memory)
     mesh = sub.add_parser("mesh", help="show which ranks form each parallel group, and on which node")
     mesh.add_argument("path", nargs="?", help="a launch script (or give the sizes below)")
     mesh.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -76,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     mesh.add_argument("--format", choices=("text", "json"), default="text")
     mesh.add_argument("--verify", action="store_true",
                       help="also initialise the real megatron-core and compare its groups (needs shardcheck[verify])")
+    _limit_options(mesh)
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
@@ -107,15 +140,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check(args) -> int:
-    from shardcheck.api import check
+    from shardcheck.api import Result, check
 
     env = _env_pairs(args.env)
     paths = args.paths or [str(EXAMPLE)]
     results = []
     for p in paths:
         display = "examples/qwen3_235b_256k.sh (built-in example)" if not args.paths else p
-        results.append(check(p, env, model_config=args.model_config, display=display, device=args.device,
-                             host_memory=args.host_memory))
+        result, why = _guarded(args, display, lambda: check(p, env, model_config=args.model_config, display=display,
+                                                            device=args.device, host_memory=args.host_memory))
+        results.append(result if why is None else Result(display, error=why))
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports
@@ -144,13 +178,17 @@ def _check(args) -> int:
 
 
 def _memory(args) -> int:
-    from shardcheck.api import memory
+    from shardcheck.api import MemoryResult, memory
     from shardcheck.report.memory_report import render_memory_json, render_memory_text
 
     env = _env_pairs(args.env)
     paths = args.paths or [str(EXAMPLE)]
-    results = [memory(p, env, model_config=args.model_config, device=args.device, host_memory=args.host_memory,
-                      display=p if args.paths else "examples/qwen3_235b_256k.sh (built-in example)") for p in paths]
+    results = []
+    for p in paths:
+        display = p if args.paths else "examples/qwen3_235b_256k.sh (built-in example)"
+        result, why = _guarded(args, display, lambda: memory(p, env, model_config=args.model_config, device=args.device,
+                                                             host_memory=args.host_memory, display=display))
+        results.append(result if why is None else MemoryResult(display, error=why))
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)
 
@@ -179,10 +217,14 @@ def _mesh(args) -> int:
     from shardcheck.report.mesh_report import render_mesh_json, render_mesh_text
 
     if args.path:
+        env = _env_pairs(args.env)
         try:
-            job = resolve_script(args.path, _env_pairs(args.env))
+            job, why = _guarded(args, args.path, lambda: resolve_script(args.path, env))
         except InputError as exc:
             print(f"error: {exc}")
+            return 2
+        if why is not None:
+            print(f"error: {why}")
             return 2
         shown = args.path
     elif args.world:
@@ -192,7 +234,10 @@ def _mesh(args) -> int:
     else:
         print("shardcheck mesh: give a launch script or --world (and the sizes)", file=sys.stderr)
         return 2
-    result = mesh(job, shown)
+    result, why = _guarded(args, shown, lambda: mesh(job, shown))
+    if why is not None:
+        print(f"error: {why}")
+        return 2
     if args.rank is not None and result.grid is not None and not 0 <= args.rank < result.grid.world:
         print(f"shardcheck mesh: --rank {args.rank} is outside 0..{result.grid.world - 1}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ from shardcheck.inputs.shell_values import Field
 from shardcheck.origin import Origin
 
 _PLACEHOLDER = "__shardcheck_unknown_{}__"
+WORD_LIMIT = 1 << 16  # characters of one override word parsed with Hydra's grammar (its parser is slow)
 
 # Hydra's own flags (hydra/_internal/utils.py get_args_parser), with whether they take a value.
 _HYDRA_FLAGS = {
@@ -139,11 +140,23 @@ def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
             unknown_words.append(UnknownWord(field.origin, reason, shown))
             i += 1
             continue
+        if len(text) > WORD_LIMIT:
+            unknown_words.append(UnknownWord(field.origin, f"an override of {len(text):,} characters is past the "
+                                             f"{WORD_LIMIT:,} shardcheck parses", shown[:200] + "…"))
+            i += 1
+            continue
         try:
             (parsed,) = parser.parse_overrides([text])
         except HydraException as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             errors.append(OverrideError(message, field.origin, shown))
+            i += 1
+            continue
+        except (ValueError, RecursionError) as exc:
+            # hydra's visitor converts integers with int(): past Python's 4,300-digit limit it raises
+            # ValueError, and verl stops there with a traceback (hydra-core 1.3 overrides_visitor.py).
+            why = str(exc).split(";")[0] if isinstance(exc, ValueError) else "nested too deeply"
+            errors.append(OverrideError(f"Hydra cannot parse this value ({why})", field.origin, shown[:200]))
             i += 1
             continue
         kind = {"CHANGE": "change", "ADD": "add", "FORCE_ADD": "force_add", "DEL": "delete"}[parsed.type.name]

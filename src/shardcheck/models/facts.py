@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from shardcheck.errors import InputError
+from shardcheck.inputs import files
 from shardcheck.job import ModelFacts
 from shardcheck.origin import Origin
 
@@ -64,12 +65,14 @@ def _rope(cfg: dict) -> dict | None:
 
 
 def read_config_json(path: Path) -> ModelFacts:
+    text = files.read_regular_text(path, limit=files.CONFIG_LIMIT, what="give an HF config.json")
     try:
-        config = json.loads(path.read_text())
+        config = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); give an HF config.json") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}); give an HF config.json") from None
+    except (ValueError, RecursionError) as exc:  # a number past 4,300 digits; arrays nested thousands deep
+        why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
+        raise InputError(f"{path}:1: not a usable config.json ({why}); give an HF config.json") from None
     if not isinstance(config, dict) or "num_attention_heads" not in (config.get("text_config") or config):
         raise InputError(f"{path}:1: not an HF model config (no num_attention_heads); give the model's config.json")
     name = config.get("_name_or_path") or path.parent.name
@@ -99,12 +102,15 @@ def load_model(path_text: str | None, path_known: bool, model_config: str | None
     text = path_text
     if not text or "__shardcheck_unknown_" in text.rstrip("/").rsplit("/", 1)[-1]:
         return None, "the model path is unknown; pass --model-config config.json"
-    local = Path(text).expanduser() if not text.startswith(("hdfs://", "s3://", "gs://")) else None
+    try:
+        local = Path(text).expanduser() if not text.startswith(("hdfs://", "s3://", "gs://")) else None
+    except RuntimeError:  # ~user of a user this machine does not have
+        local = None
     if local is not None and not local.is_absolute() and base is not None:
         local = base / local
     if local is not None and path_known:
-        candidate = local / "config.json" if local.is_dir() else local
-        if candidate.is_file() and candidate.name.endswith(".json"):
+        candidate = local / "config.json" if files.is_directory(local) else local
+        if files.is_regular(candidate) and candidate.name.endswith(".json"):
             return read_config_json(candidate), None
     component = text.rstrip("/").rsplit("/", 1)[-1]
     preset = match_preset(component)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardcheck.errors import InputError
+from shardcheck.inputs import files
 from shardcheck.inputs.hydra_overrides import OverrideItem
 from shardcheck.origin import Origin, Traced
 
@@ -65,7 +66,8 @@ def load_defaults(config_name: str) -> VerlDefaults:
                     installed = version("verl")
                 except PackageNotFoundError:
                     installed = "installed"
-                tree = _with_engine_choice(yaml.safe_load(path.read_text()), config_name)
+                text = files.read_regular_text(path, limit=files.CONFIG_LIMIT, what="reinstall verl")
+                tree = _with_engine_choice(yaml.safe_load(text), config_name)
                 return VerlDefaults(tree, installed, f"installed verl {installed} ({path})", config_name)
     bundled = _DATA / f"verl_{BUNDLED_VERSION}_{config_name}.json"
     doc = json.loads(bundled.read_text())
