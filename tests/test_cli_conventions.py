@@ -23,7 +23,7 @@ def run(*args: str, cwd=None, env=None, stdin: str | None = None) -> subprocess.
     full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "shardcheck", *args], capture_output=True, text=True, cwd=cwd,
-                          env=full_env, input=stdin)
+                          env=full_env, input=stdin, check=False)
 
 
 def folder(tmp_path: Path, **files: str) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 EXAMPLE = Path(__file__).with_name("examples") / "qwen3_235b_256k.sh"
 
@@ -158,11 +159,11 @@ def _check(args) -> int:
     out = _Output(sys.stdout, args.format == "text" and not args.statistics)
     progress = _Progress(len(paths))
     results = []
-    overrides = dict(select=args.select, ignore=args.ignore, fail_on=args.fail_on)
+    overrides = {"select": args.select, "ignore": args.ignore, "fail_on": args.fail_on}
     try:
         for p in paths:
             progress.advance(p)
-            kwargs = dict(model_config=args.model_config, device=args.device, host_memory=args.host_memory)
+            kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory}
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
                 text = sys.stdin.buffer.read()
@@ -241,7 +242,7 @@ class _Output:
     """Styled lines to a stream: coloured with rich on a terminal (or FORCE_COLOR), plain otherwise or with
     NO_COLOR (https://no-color.org). rich is imported only when colour is on, so plain runs start fast."""
 
-    STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan", "rule": "bold", "path": "bold",
+    STYLES: ClassVar[dict[str, str]] = {"error": "bold red", "warning": "yellow", "info": "cyan", "rule": "bold", "path": "bold",
               "fix": "green", "dim": "dim", "good": "bold green", "bad": "bold red", "heading": "bold"}
 
     def __init__(self, stream, streaming: bool) -> None:
