@@ -13,14 +13,14 @@ import errno
 import os
 import stat
 
-from shardcheck.errors import InputError
+from shardcheck.errors import UnreadableInput
 
 MiB = 1 << 20
 SCRIPT_LIMIT = 4 * MiB  # a launch script or a file it sources (real ones are a few KiB)
 CONFIG_LIMIT = 16 * MiB  # a config.json or YAML config
 
 
-class UnreadableFile(InputError):
+class UnreadableFile(UnreadableInput):
     """A file that cannot be read as input; ``reason`` is the short why (no path), for messages that
     name the file themselves."""
 
