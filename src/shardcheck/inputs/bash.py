@@ -202,6 +202,15 @@ class _Interpreter:
         finally:
             budget.nesting -= 1
 
+    def _reread(self, start: int, end: int) -> None:
+        """Run the statements of ``src[start:end]`` from a parse of that text alone: tree-sitter-bash took a
+        ``<<-`` inside a word shardcheck lexed (``$((1<<-1))``) for a here-document and swallowed the lines
+        after it. Offsets stay those of the script (what precedes is blanked, newlines kept)."""
+        prefix = re.sub(r"[^\n]", " ", self.src[:start])
+        tree = _parser().parse((prefix + self.src[start:end]).encode("latin-1"))
+        self.run_block(tree.root_node.children)
+        self.consumed_until = max(self.consumed_until, end)
+
     def not_followed(self, node, why: str, what: str = "this statement") -> None:
         """A statement past a bound: not run; every variable it could set becomes unknown (never a guess)."""
         line = self.origin_at(node.start_byte).line
@@ -267,6 +276,9 @@ class _Interpreter:
             body = node.child_by_field_name("body")
             if body is not None:
                 self.run(body)
+            heredoc = next((c for c in node.children if c.type == "heredoc_redirect"), None)
+            if heredoc is not None and heredoc.start_byte < self.consumed_until < node.end_byte:
+                self._reread(self.consumed_until, node.end_byte)
         elif kind == "test_command":
             pass
         elif kind in ("case_statement",):
@@ -1004,6 +1016,11 @@ class _Interpreter:
                     k = int(index)
                 except ValueError:
                     return "scalar", Field((Seg(None, origin, f"${{{name}[{index}]}} not evaluated"),), origin)
+            if k < 0:
+                k += len(var.items)
+                if k < 0:
+                    why = f"${{{bounds.short(name, 60)}[{index}]}}: bad array subscript (bash would fail here)"
+                    return "scalar", Field((Seg(None, origin, why),), origin)
             if k < len(var.items):
                 return "scalar", var.items[k]
             raise _Unset
@@ -1110,8 +1127,12 @@ class _Interpreter:
         if op in ("/", "//") and "/" not in pattern and not any(ch in pattern for ch in "*?["):
             return _replace(text, pattern, "", op, new_origin, origin)
         if op in ("/", "//"):
-            raw_arg = "".join(p.text for p in part.arg or () if isinstance(p, Lit))
-            old, _, new = raw_arg.partition("/")
+            before, after = _split_at_slash(part.arg or ())
+            old_field = self.expand_scalar(before, origin)
+            new_field = self.expand_scalar(after, origin)
+            if not (old_field.known and new_field.known):
+                return [Seg(None, origin, (old_field.unknowns or new_field.unknowns)[0].unknown)]
+            old, new = old_field.text or "", new_field.text or ""
             if not any(ch in old for ch in "*?["):
                 return _replace(text, old, new, op, new_origin, origin)
         if op == "^^":
@@ -1143,6 +1164,17 @@ class _Interpreter:
 
 
 _BREAK = object()
+
+
+def _split_at_slash(parts: tuple) -> tuple[tuple, tuple]:
+    """The parts of ``${x/old/new}``'s word before and after its first unquoted ``/``."""
+    for k, p in enumerate(parts):
+        if isinstance(p, Lit) and "/" in p.text:
+            head, _, tail = p.text.partition("/")
+            before = parts[:k] + ((Lit(head, False, p.offset),) if head else ())
+            after = ((Lit(tail, False, p.offset + len(head) + 1),) if tail else ()) + parts[k + 1 :]
+            return before, after
+    return parts, ()
 
 
 def _strip(text: str, pattern: str, op: str) -> str | None:
