@@ -16,7 +16,7 @@ SEG_COST = 64  # what one piece of a value (a Seg object) counts for in TEXT_BUD
 ARRAY_ITEMS = 1 << 12  # elements of one array; an index past it is not followed
 PRINTF_WIDTH = 4096  # a printf field width or precision
 PATTERN_WORK = 4_000_000  # characters a ${x#pattern} strip may try against before giving up
-FUNCTION_CALLS = 10_000  # function calls followed in one reading
+FUNCTION_CALLS = 2_000  # function calls followed in one reading
 CALL_DEPTH = 64  # functions calling functions
 STEPS = 500_000  # statements run in one reading (function bodies counted each time they run)
 NESTING = 100  # statements inside statements (if in if in { ... })
@@ -24,7 +24,7 @@ WORD_NESTING = 32  # expansions inside expansions in one word (${a:-${b:-$(...)}
 SOURCE_DEPTH = 16  # files sourcing files
 SOURCE_FILES = 64  # files sourced in one reading
 ARITH_NESTING = 64  # parentheses and prefix operators inside one $((...))
-ARITH_WORK = 100_000  # tokens one $((...)) may evaluate, through the variables it names
+ARITH_WORK = 20_000  # tokens one $((...)) may evaluate, through the variables it names
 SHOWN = 200  # characters of a value quoted in a message
 
 

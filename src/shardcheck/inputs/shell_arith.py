@@ -36,7 +36,7 @@ class ArithBound(Exception):
 
 INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
 NESTING = 32  # parentheses, prefix operators and ** / ?: chains inside one expression
-WORK = 100_000  # tokens evaluated for one expression, through the variables it names
+WORK = 20_000  # tokens evaluated for one expression, through the variables it names
 
 
 def _fit(value: int) -> int:

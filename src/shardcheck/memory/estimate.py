@@ -200,7 +200,11 @@ def _split(layout: MegatronLayout, arch: Architecture) -> tuple[Split, tuple[tup
                          account_for_loss=loss)
     if not isinstance(split, Split):
         raise Unknown(f"the layer split fails ({split.rule}); fix the layout first")
-    return split, stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
+    try:
+        indices = stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
+    except ValueError as exc:  # a split the layout rules reject (e.g. first-stage layers with PP 1)
+        raise Unknown(f"{exc}; fix the layout first") from None
+    return split, indices
 
 
 def _in_flight(stage: int, pp: int, vpp: int | None, micro_batches: int) -> tuple[int, int]:

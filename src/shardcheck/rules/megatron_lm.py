@@ -14,6 +14,7 @@ from shardcheck.job import Job
 from shardcheck.rules.inputs import _note_rule
 from shardcheck.rules.megatron_parallel_state import engines, where
 from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.divisors import divisors
 
 FLAG_FRAMEWORKS = ("megatron-lm", "slime")
 
@@ -119,7 +120,7 @@ def vpp_layers(job: Job) -> Iterator[Finding]:
                 message = ("number of layers per pipeline stage must be divisible number of layers per virtual "
                            "pipeline stage")
                 fix = (f"--num-layers-per-virtual-pipeline-stage dividing {per}: "
-                       f"{', '.join(str(d) for d in range(1, per + 1) if per % d == 0)}")
+                       f"{', '.join(map(str, divisors(per)))}")
         if message:
             yield finding("MLM-VPP-LAYERS", f"--num-layers-per-virtual-pipeline-stage {k} (Megatron-LM: \"{message}\")",
                           where(k_t), fix=fix)

@@ -15,10 +15,13 @@ from shardcheck.job import Job, MegatronLayout
 from shardcheck.origin import Traced
 from shardcheck.rules.megatron_parallel_state import engines, where
 from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.divisors import divisors
 
 
 def _valid(n: int, ok) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if ok(d))
+    """The values in 1..n that ``ok`` accepts (past 4096 only divisors of ``n`` are tried: every caller's
+    ``ok`` accepts only divisors there, and trying each number up to a hostile ``n`` would take hours)."""
+    return ", ".join(str(d) for d in (range(1, n + 1) if n <= 4096 else divisors(n)) if ok(d))
 
 
 @rule("MCORE-TC-HEADS-TP", "error", "Attention heads must divide by TP", needs_model=True)

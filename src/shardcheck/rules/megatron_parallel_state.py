@@ -12,6 +12,7 @@ from shardcheck.job import Job, MegatronLayout
 from shardcheck.mesh.grid import expert_error, vpp_error, world_error
 from shardcheck.origin import Origin, Traced
 from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.divisors import divisors
 
 
 def engines(job: Job) -> list[MegatronLayout]:
@@ -34,7 +35,7 @@ def where(*values: Traced) -> Origin | None:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    return divisors(n)
 
 
 @rule("MCORE-PS-WORLD", "error", "The dense grid TP·PP·CP must divide the world size")

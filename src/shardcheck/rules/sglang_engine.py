@@ -18,6 +18,7 @@ from shardcheck.job import Job
 from shardcheck.origin import Traced
 from shardcheck.rules.megatron_parallel_state import where
 from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.divisors import divisors
 
 RO = "actor_rollout_ref.rollout"
 SGL = f"{RO}.engine_kwargs.sglang"
@@ -104,7 +105,7 @@ def sglang_heads(job: Job) -> Iterator[Finding]:
         return
     split = engine.attn_tp(job.model.model_type)
     if heads % split:
-        good = [d for d in range(1, heads + 1) if heads % d == 0]
+        good = divisors(heads)
         yield finding("SGLANG-TP-HEADS", f"{job.model.name} has {heads} attention heads, split over {split} ranks "
                                          f"({_split_text(engine)}): SGLang asserts total_num_heads % attn_tp_size == 0",
                       where(job.rollout.tp, job.rollout.dp),

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from shardcheck.job import Job
 from shardcheck.rules.megatron_parallel_state import engines, where
 from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.divisors import divisors
 
 
 def _slime(job: Job) -> bool:
@@ -205,7 +206,7 @@ def sglang_pp(job: Job) -> Iterator[Finding]:
         yield finding("SLIME-SGL-PP", f"slime: \"rollout_num_gpus_per_engine ({n}) must be divisible by "
                                       f"sglang_pipeline_parallel_size ({p})\"",
                       where(job.rollout.pp, job.rollout.tp),
-                      fix=f"--sglang-pp-size in {', '.join(str(d) for d in range(1, n + 1) if n % d == 0)}")
+                      fix=f"--sglang-pp-size in {', '.join(map(str, divisors(n)))}")
 
 
 @rule("SLIME-RO-ENGINES", "warning", "The rollout GPUs must be whole engines")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from shardcheck.job import Job
 from shardcheck.rules.megatron_parallel_state import where
 from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.divisors import divisors
 
 A = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"
@@ -387,7 +388,7 @@ def micro_divides(job: Job) -> Iterator[Finding]:
         return
     for key, per_rank, what, micro_t, micro in _micro_passes(job):
         if per_rank % micro:
-            good = [d for d in range(1, per_rank + 1) if per_rank % d == 0]
+            good = divisors(per_rank)
             yield finding("VERL-ENG-MICRO-DIV",
                           f"{what} pass: {per_rank} samples per DP rank, micro batch {micro} (verl: \"data size must be "
                           "divisible by force_group_size * micro_batch_size_per_gpu\")",

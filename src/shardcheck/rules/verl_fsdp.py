@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from shardcheck.job import FsdpLayout, Job
 from shardcheck.rules.megatron_parallel_state import where
 from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.divisors import divisors
 
 REMOVE_PADDING = {"actor": "actor_rollout_ref.model.use_remove_padding",
                   "ref": "actor_rollout_ref.model.use_remove_padding",
@@ -59,7 +60,7 @@ def _same_model_roles(job: Job) -> tuple[str, ...]:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    return divisors(n)
 
 
 def ulysses_sizes(heads: int, kv_heads: int) -> list[int]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from shardcheck.job import Job
 from shardcheck.rules.megatron_parallel_state import where
 from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.divisors import divisors
 
 RO = "actor_rollout_ref.rollout"
 
@@ -46,7 +47,7 @@ def vllm_heads(job: Job) -> Iterator[Finding]:
         yield finding("VLLM-TP-HEADS", f"Total number of attention heads ({heads}) must be divisible by tensor parallel "
                                        f"size ({tp}). (vLLM, {job.model.name})", where(job.rollout.tp),
                       fix=f"{RO}.tensor_model_parallel_size in "
-                          f"{', '.join(str(d) for d in range(1, heads + 1) if heads % d == 0)}")
+                          f"{', '.join(map(str, divisors(heads)))}")
 
 
 @rule("VLLM-TP-KV", "error", "Rollout TP and the KV heads must divide one another (vLLM)", needs_model=True)
