@@ -2,7 +2,7 @@
 a time and memory budget. Never a traceback, a hang or a blow-up: a verdict, or a one-line input error.
 
 The mutators and drivers are tests/fuzzing.py, shared with bench/fuzz.py (long runs). SHARDCHECK_FUZZ_EXAMPLES
-scales the number of inputs per command (default 60: about a minute and a half in all on one core).
+scales the number of inputs per command (default 120: about a minute in all on one core).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import fuzzing
 from shardcheck.guard import run_guarded
 
-EXAMPLES = int(os.environ.get("SHARDCHECK_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("SHARDCHECK_FUZZ_EXAMPLES", "120"))
 SECONDS = 10.0
 MEMORY = 1 << 30
 SEEDS = fuzzing.seeds()

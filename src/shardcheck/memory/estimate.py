@@ -193,6 +193,9 @@ def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
 def _split(layout: MegatronLayout, arch: Architecture) -> tuple[Split, tuple[tuple[int, ...], ...]]:
     if layout.layout_string.known and layout.layout_string.value:
         raise Unknown("pipeline_model_parallel_layout is set; shardcheck does not split by layout strings yet")
+    if known(layout.pp, "PP") > 4096 or arch.num_layers > (1 << 20):
+        raise Unknown(f"PP {layout.pp.value} and {arch.num_layers} layers are past the 4096 stages and 2**20 layers "
+                      "shardcheck sizes one by one")
     vpp = known(layout.vpp, "VPP")
     emb, loss = bool(known(layout.account_for_embedding, "account_for_embedding")), bool(known(layout.account_for_loss, "account_for_loss"))
     split = split_layers(arch.num_layers, known(layout.pp, "PP"), first=known(layout.first_stage_layers, "first stage layers"),

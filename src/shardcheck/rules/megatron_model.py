@@ -174,12 +174,18 @@ def experts_ep(job: Job) -> Iterator[Finding]:
             )
 
 
+STAGE_LIMIT = 4096  # pipeline stages split layer by layer; a larger PP is not listed
+LAYER_LIMIT = 1 << 20  # decoder layers split and sized layer by layer
+
+
 def layer_split(layout: MegatronLayout, num_layers: int) -> Split | SplitError | None:
     """The pipeline split of ``layout`` (None when a value it needs is unknown or a layout string is used)."""
     values = (layout.pp, layout.vpp, layout.first_stage_layers, layout.last_stage_layers,
               layout.account_for_embedding, layout.account_for_loss)
     if not all(v.known for v in values) or (layout.layout_string.known and layout.layout_string.value):
         return None
+    if not isinstance(layout.pp.value, int) or layout.pp.value > STAGE_LIMIT or num_layers > LAYER_LIMIT:
+        return None  # past what shardcheck lists stage by stage (mesh and the rank rules still judge the sizes)
     return _split(num_layers, layout.pp.value, layout.first_stage_layers.value, layout.last_stage_layers.value,
                   layout.vpp.value, bool(layout.account_for_embedding.value), bool(layout.account_for_loss.value))
 
@@ -220,6 +226,9 @@ def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
         )
 
 
+_TRIED = 1 << 16  # first/last stage sizes tried for a fix text
+
+
 def _split_fix(e: MegatronLayout, layers: int) -> str:
     pp, vpp = e.pp.value, e.vpp.value
     first, last = e.first_stage_layers.value, e.last_stage_layers.value
@@ -227,10 +236,12 @@ def _split_fix(e: MegatronLayout, layers: int) -> str:
     if first is None and last is None:
         fits = [p for p in range(1, min(layers, 64) + 1) if layers % p == 0 and (vpp is None or (layers // p) % vpp == 0)]
         options = []
-        for f in range(1, layers):
+        for f in range(1, min(layers, _TRIED)):  # the first few are shown: never a loop to a hostile layer count
             if pp > 2 and (layers - 2 * f) > 0 and (layers - 2 * f) % (pp - 2) == 0 and (
                     vpp is None or (f % vpp == 0 and ((layers - 2 * f) // (pp - 2)) % vpp == 0)):
                 options.append(f)
+                if len(options) == 8:
+                    break
         text = f"a PP dividing {layers}: {', '.join(map(str, fits))}"
         if options:
             text += (f"; or keep PP {pp} with an uneven split: +{base}.num_layers_in_first_pipeline_stage=F and "
@@ -238,10 +249,12 @@ def _split_fix(e: MegatronLayout, layers: int) -> str:
         return text
     fixes = []
     if pp > 2:
-        for f in range(1, layers):
+        for f in range(1, min(layers, _TRIED)):
             rest = layers - 2 * f
             if rest > 0 and rest % (pp - 2) == 0 and (vpp is None or (f % vpp == 0 and (rest // (pp - 2)) % vpp == 0)):
                 fixes.append(f)
+                if len(fixes) == 8:
+                    break
     if fixes:
         return (f"with PP {pp}, first = last = F layers works for F in {', '.join(map(str, fixes[:8]))} "
                 f"({base}.num_layers_in_first/last_pipeline_stage)")

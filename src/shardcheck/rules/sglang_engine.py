@@ -216,7 +216,7 @@ def sglang_experts(job: Job) -> Iterator[Finding]:
     if engine is None or not experts or engine.ep is None or engine.ep <= 1:
         return
     if experts % engine.ep:
-        good = [d for d in range(2, experts + 1) if experts % d == 0]
+        good = [d for d in divisors(experts) if d > 1]
         yield finding("SGLANG-EP-EXPERTS", f"{job.model.name} has {experts} routed experts, rollout EP {engine.ep}: "
                                            "SGLang asserts (num_experts - num_shared_slots) % moe_ep_size == 0",
                       where(job.value(f"{RO}.expert_parallel_size")),
