@@ -94,6 +94,49 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
     return lines
 
 
+def _engine_lines(job: Job, actor: MegatronLayout) -> list[str]:
+    """The actor's layout, then every other Megatron engine: the same config, or what differs and why."""
+    others = [e for e in job.layouts if e is not actor]
+    same = [e.role for e in others if not actor.differences(e)]
+    owner = job.group_owner
+    notes = []
+    if same:
+        notes.append(f"the {' and '.join(same)} engine{'s' * (len(same) > 1)} resolve{'s' * (len(same) == 1)} "
+                     "to the same config")
+    if job.framework == "verl" and job.layout("ref") is None and job.ref_used.value is False:
+        notes.append("ref not built: use_kl_loss and use_kl_in_reward are off")
+    elif not others:
+        notes.append("no ref")
+    out = [f"  training layout (actor{'; ' + '; '.join(notes) if notes else ''})"]
+    out.extend(_layout_lines(job, actor))
+    for e in others:
+        diffs = actor.differences(e)
+        if not diffs:
+            continue
+        first = "; built first, its sizes create the process groups" if e is owner else ""
+        out.append(f"  training layout ({e.role}{first}): its own section {e.key_prefix} differs from the actor's")
+        replaced = e.transformer_overrides_replaced
+        if replaced is not None:
+            out.append(f"    line {replaced.line}: {replaced.text} replaced the {e.key_prefix}.override_transformer_config "
+                       "inherited from the actor with a new dict: none of the actor's entries apply")
+        for name, mine, theirs in diffs:
+            if theirs is None:
+                why = f"not inherited (line {replaced.line})" if replaced is not None else "not set"
+            elif not theirs.known:
+                why = theirs.unknown
+            elif replaced is not None and theirs.origin.kind == "default":
+                why = f"megatron-core's default; not inherited (line {replaced.line})"
+            else:
+                why = _where(theirs.origin)
+            out.append(f"    {name}: actor {_shown(mine)}, {e.role} {_shown(theirs)}   {why}")
+        out.extend(_layout_lines(job, e))
+    return out
+
+
+def _shown(t: Traced | None) -> str:
+    return "absent" if t is None else _value(t)
+
+
 def _rollout_line(ro) -> str:
     """A rollout on GPUs of its own (slime): its engines, each of TP GPUs."""
     gpus, tp = ro.gpus, ro.tp
@@ -169,20 +212,8 @@ def render_text(results: list[Result]) -> str:
             out.append(f"  model      not found: {job.model_problem}")
         out.append(f"  strategy   {_value(job.strategy)}")
         actor = job.layout("actor")
-        ref = job.layout("ref")
         if actor is not None:
-            if ref is None:
-                note = ("ref not built: use_kl_loss and use_kl_in_reward are off"
-                        if job.framework == "verl" and job.ref_used.value is False else "no ref")
-            elif ref.sizes() == actor.sizes():
-                note = "the ref engine has the same sizes"
-            else:
-                note = "the ref engine differs, see below"
-            out.append(f"  training layout (actor; {note})")
-            out.extend(_layout_lines(job, actor))
-            if ref is not None and ref.sizes() != actor.sizes():
-                out.append("  training layout (ref; built first, its sizes create the process groups)")
-                out.extend(_layout_lines(job, ref))
+            out.extend(_engine_lines(job, actor))
         if job.rollout is not None and job.rollout.gpus is not None:
             out.append(f"  rollout    {_rollout_line(job.rollout)}")
         out.extend(_rollout_lines(job))

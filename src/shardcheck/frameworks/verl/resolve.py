@@ -28,7 +28,12 @@ from shardcheck.job import Cluster, ConfigNote, FsdpLayout, Job, MegatronLayout,
 from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
 
-ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref"}
+# The Megatron engines verl 0.9.1 builds and the section each is built from (its ``megatron`` engine
+# config): ActorRolloutRefWorker.init_model builds the ref from ``actor_rollout_ref.ref`` and the actor
+# from ``actor_rollout_ref.actor``; the critic's TrainingWorker from ``critic`` (CriticConfig.engine =
+# its ``megatron`` section; verl/workers/engine_workers.py, verl/workers/config/critic.py). The reward
+# model and a distillation teacher are rollout servers (RolloutConfig), not Megatron engines.
+ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref", "critic": "critic"}
 # The keys the batch and rollout rules read (verl 0.9.1 names).
 VALUE_KEYS = tuple(
     f"{prefix}.{key}" for prefix, keys in (
@@ -184,6 +189,9 @@ def _bool(traced: Traced) -> Traced:
 
 
 def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronLayout:
+    """One Megatron engine resolved from its own section, ``override_transformer_config`` included
+    (verl/workers/engine/megatron/transformer_impl.py _build_tf_config reads
+    ``self.engine_config.override_transformer_config``, verl 0.9.1)."""
     base = f"{ROLES[role]}.megatron"
 
     def size(name: str, *, allow_none: bool = False) -> Traced:
@@ -194,11 +202,16 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
     if otc.known and isinstance(otc.value, dict):
         for k in otc.value:
             overrides[k] = config.get(f"{base}.{_OTC}.{k}")
+    replaced = config.replaced_inheritance(f"{base}.{_OTC}")
 
     def otc_get(name: str, default):
         if name in overrides:
             return overrides[name]
-        return Traced(default, Origin(kind="default", text=f"default of megatron-core TransformerConfig: {name} = {default}"))
+        text = f"default of megatron-core TransformerConfig: {name} = {default}"
+        if replaced is not None:
+            text += f", not the actor's: this override replaced the inherited {_OTC} with a new dict"
+            return Traced(default, Origin(kind="default", text=text, via=(replaced.word,)))
+        return Traced(default, Origin(kind="default", text=text))
 
     return MegatronLayout(
         role=role,
@@ -220,6 +233,7 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
         layout_string=otc_get("pipeline_model_parallel_layout", None),
         sequence_parallel=_bool(config.get(f"{base}.sequence_parallel")),
         transformer_overrides=overrides,
+        transformer_overrides_replaced=replaced.word if replaced is not None else None,
     )
 
 
@@ -379,6 +393,9 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         pp=_int(config.get(f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
     )
     critic_used = _critic_used(config)
+    critic_strategy = config.get("critic.strategy")
+    if layouts and critic_used.value is not False and critic_strategy.known and critic_strategy.value == "megatron":
+        layouts.append(_layout(config, "critic", notes))
     fsdp_layouts = _fsdp_layouts(config, ref_used, critic_used, notes)
     model_path = config.get("actor_rollout_ref.model.path")
     from omegaconf import OmegaConf
