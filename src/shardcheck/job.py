@@ -190,6 +190,43 @@ class RolloutLayout:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ServerLayout:
+    """An inference server verl starts besides the trainer: the reward model or a distillation teacher.
+
+    Each is a vLLM/SGLang rollout of its own (verl 0.9.1: ``reward.reward_model.rollout`` and
+    ``distillation.teacher_models.<name>.inference`` are RolloutConfig sections) on a resource pool of
+    ``nnodes`` × ``devices_per_node`` (the trainer's when ``pool_key`` is None), in replicas of
+    TP·DP·PP devices.
+    """
+
+    role: str  # "reward model" or "teacher <name>"
+    key_prefix: str  # the RolloutConfig section
+    engine: Traced[str]
+    tp: Traced[int]
+    dp: Traced[int]
+    pp: Traced[int]
+    ep: Traced[int]
+    nnodes: Traced[int]
+    devices_per_node: Traced[int]
+    pool_key: str | None  # the section whose nnodes / n_gpus_per_node give the pool; None: the trainer's
+    num_replicas: Traced[int | None] | None = None  # a teacher's configured replica count (several teachers)
+    switch: Traced | None = None  # the setting that starts this server on its pool (enable_resource_pool, enabled)
+
+    @property
+    def replica_size(self) -> Traced[int]:
+        """Devices per replica: TP·DP·PP (verl: rollout_world_size / per_replica_world_size)."""
+        known = all(t.known for t in (self.tp, self.dp, self.pp))
+        value = self.tp.value * self.dp.value * self.pp.value if known else None
+        return Traced.derived(value, "devices per replica = TP·DP·PP", self.tp, self.dp, self.pp)
+
+    @property
+    def pool(self) -> Traced[int]:
+        n, g = self.nnodes, self.devices_per_node
+        value = n.value * g.value if n.known and g.known else None
+        return Traced.derived(value, "pool = nnodes · n_gpus_per_node", n, g)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelFacts:
     """Architecture facts the rules need, named as in HF config.json (Megatron names in comments)."""
 
@@ -254,6 +291,7 @@ class Job:
     device_choice: str | None = None  # --device NAME for the memory estimate (None: the default for trainer.device)
     host_memory_bytes: int | None = None  # --host-memory per node, for MEM-HOST
     fsdp_layouts: tuple[FsdpLayout, ...] = ()  # FSDP engines built: actor, ref, critic (empty for Megatron)
+    servers: tuple[ServerLayout, ...] = ()  # inference servers built besides the rollout: reward model, teachers
 
     def value(self, key: str) -> Traced:
         """A framework setting by its key (e.g. ``data.train_batch_size``); unknown when not read."""

@@ -165,6 +165,20 @@ def _rollout_lines(job: Job) -> list[str]:
     return [f"  rollout    {_value(r.engine)}: {text}"]
 
 
+def _server_lines(job: Job) -> list[str]:
+    """The reward model and distillation teachers: their own rollout layout and pool."""
+    out = []
+    for s in job.servers:
+        size, pool = s.replica_size, s.pool
+        where = f"its own pool {s.pool_key}.nnodes × n_gpus_per_node" if s.pool_key else "the trainer's pool"
+        replicas = ""
+        if size.known and pool.known and size.value:
+            replicas = f"; {pool.value // size.value} replica(s) of {size.value} devices"
+        out.append(f"  {s.role:<10} {_value(s.engine)} ({s.key_prefix}): TP {_value(s.tp)}, DP {_value(s.dp)}, "
+                   f"PP {_value(s.pp)}, EP {_value(s.ep)} on {where} = {_value(pool)}{replicas}")
+    return out
+
+
 def _line_of(origin: Origin) -> str:
     """`` ← line N: text`` for a derived value written on a script line, else nothing."""
     line = origin.first_script_line()
@@ -217,6 +231,7 @@ def render_text(results: list[Result]) -> str:
         if job.rollout is not None and job.rollout.gpus is not None:
             out.append(f"  rollout    {_rollout_line(job.rollout)}")
         out.extend(_rollout_lines(job))
+        out.extend(_server_lines(job))
         for lay in job.fsdp_layouts:
             out.extend(_fsdp_lines(job, lay))
         if r.skipped:
