@@ -167,6 +167,7 @@ CASES: dict[str, tuple[str, str]] = {
     "VERL-RO-MODE": (script(f"{RO}.mode=sync"), script(f"{RO}.mode=async")),
     "VERL-RO-MNBT": (script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=8192"),
                      script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=40960")),
+    "SHELL-CONTINUATION": (script().rstrip("\n") + " \\ # one node\n", script() + "# one node\n"),
     "VERL-SRV-POOL": (script(f"{RM}.enable=True {RM}.enable_resource_pool=True {RM}.rollout.name=vllm"),
                       script(f"{RM}.enable=True {RM}.enable_resource_pool=True {RM}.rollout.name=vllm "
                              f"{RM}.nnodes=1 {RM}.n_gpus_per_node=8")),

@@ -131,12 +131,12 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
-          host_memory: int | None = None) -> Result:
+          host_memory: int | None = None, args: tuple[str, ...] = ()) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST)."""
     shown = display or str(path)
     try:
-        job = resolve_script(path, env, model_config=model_config, display=shown)
+        job = resolve_script(path, env, model_config=model_config, display=shown, args=args)
         if device is not None:
             from shardcheck.memory.devices import find_device
 
@@ -166,7 +166,7 @@ def _suppressed(finding, job: Job) -> bool:
 
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None) -> Job:
+                   display: str | None = None, args: tuple[str, ...] = ()) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none."""
     from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash
@@ -174,11 +174,12 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     from shardcheck.inputs.launch import find_launches
 
     shown = display or str(path)
-    reading = read_bash(path, env, display=shown)
+    reading = read_bash(path, env, display=shown, args=args)
     found = find_launches(reading.commands)
     launches = [launch for launch in found if is_verl_entry(launch)]
     from dataclasses import replace
 
+    _stop_at_unterminated(reading, found)
     flag_job = _resolve_flag_launch(found, reading, shown, model_config) if not launches else None
     if flag_job is not None:
         shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
@@ -188,9 +189,14 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
         if other is not None:
             raise InputError(f"{other.origin.location}: {other.module} is not modelled yet; shardcheck reads "
                              "verl.trainer.main_ppo launches")
-        syntax = next((d for d in reading.diagnostics if d.code == "SHELL-SYNTAX"), None)
+        syntax = next((d for d in reading.diagnostics if d.code in ("SHELL-SYNTAX", "SHELL-ARITH")), None)
         if syntax is not None:
             raise InputError(f"{syntax.origin.location}: {syntax.message}")
+        modules = [launch for launch in found if launch.module and launch.module.split(".")[0] not in _TOOL_MODULES]
+        if modules:
+            names = ", ".join(dict.fromkeys(launch.module for launch in modules))
+            raise InputError(f"{modules[0].origin.location}: not modelled: {names} (python -m); shardcheck reads "
+                             "verl.trainer.main_ppo, Megatron-LM's pretrain_*.py and slime's train.py launches")
         raise InputError(
             f"{shown}:1: no recognised launch command (python3 -m verl.trainer.main_ppo ..., torchrun "
             "pretrain_gpt.py ..., slime's python3 train.py ...); shardcheck reads verl, Megatron-LM and slime "
@@ -202,6 +208,22 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
 
     return replace(job, notes=shell_notes + job.notes, suppressions=reading.suppressions)
+
+
+# ``python -m`` modules that are tools, not training launches: never named as "not modelled".
+_TOOL_MODULES = frozenset({"pip", "venv", "ensurepip", "http", "json", "site", "uv", "pytest", "torch"})
+
+
+def _stop_at_unterminated(reading, found) -> None:
+    """An unterminated quote or expansion before the end of the first launch: bash reads to the end of the
+    file looking for its end and stops with a syntax error, so the launch never runs (exit 2, one line)."""
+    if not found:
+        return
+    last = max((f.origin.line or 0 for f in found[0].command.fields), default=0)
+    for d in reading.diagnostics:
+        if d.code == "SHELL-SYNTAX" and d.message.startswith("unterminated") and d.origin.path == reading.path \
+                and (d.origin.line or 0) <= last:
+            raise InputError(f"{d.origin.location}: {d.message}")
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:

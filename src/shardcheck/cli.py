@@ -84,7 +84,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `shardcheck check run.sh -- a=b c=d`: the words after `--` are the script's positional parameters
+    script_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     args = _parser().parse_args(argv)
+    args.script_args = tuple(script_args)
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":
@@ -115,7 +120,7 @@ def _check(args) -> int:
     for p in paths:
         display = "examples/qwen3_235b_256k.sh (built-in example)" if not args.paths else p
         results.append(check(p, env, model_config=args.model_config, display=display, device=args.device,
-                             host_memory=args.host_memory))
+                             host_memory=args.host_memory, args=args.script_args))
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports

@@ -53,8 +53,10 @@ def _parser():
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
-def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None) -> ShellReading:
-    """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``."""
+def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None,
+              args: tuple[str, ...] = ()) -> ShellReading:
+    """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``; ``args`` are its
+    positional parameters (``shardcheck check run.sh -- a=b``: ``$1``, ``"$@"``)."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -64,7 +66,7 @@ def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: s
         raise InputError(f"{path}: is a directory; give the path of a launch script") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
-    return read_bash_text(raw, display or str(path), env, real_path=p)
+    return read_bash_text(raw, display or str(path), env, real_path=p, args=args)
 
 
 def _tree(raw: bytes, path: str):
@@ -76,11 +78,14 @@ def _tree(raw: bytes, path: str):
 
 
 def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None, *,
-                   real_path: Path | None = None) -> ShellReading:
+                   real_path: Path | None = None, args: tuple[str, ...] = ()) -> ShellReading:
     """Read script text; ``real_path`` is where it lies on disk (for ``source`` and ``$(dirname "$0")``)."""
     src, tree = _tree(raw, path)
     real = Path(os.path.abspath(real_path if real_path is not None else path))
     interp = _Interpreter(src, path, dict(env or {}), real_path=real)
+    if args:
+        origin = Origin(kind="cli", text="an argument after `--` on shardcheck's command line")
+        interp.positional = tuple(Field((Seg(a, origin),), origin) for a in args)
     interp.run_block(tree.root_node.children)
     return ShellReading(path, tuple(interp.commands), tuple(interp.diagnostics), dict(interp.vars),
                         _suppressions(tree.root_node, src))
@@ -638,7 +643,7 @@ class _Interpreter:
             self._dispatch(fields, words[0], tuple(env_prefix))
 
     def _escaped_space(self, node) -> list[Field]:
-        """``cmd a \ # note``: the backslash escapes the space, not the newline; bash passes a ``' '`` word
+        """``cmd a \\ # note``: the backslash escapes the space, not the newline; bash passes a ``' '`` word
         and the command ends at the comment (the lines below are commands of their own)."""
         end = node.end_byte
         line_end = self.src.find("\n", end)
@@ -705,7 +710,31 @@ class _Interpreter:
         if name in self.functions:
             self._call_function(name, fields, origin)
             return
+        if self._command_string(fields):
+            return
         self.commands.append(Command(tuple(fields), origin, env_prefix, self.condition))
+
+    def _command_string(self, fields: list[Field]) -> bool:
+        """``bash -c "$CMD"`` (also behind ``srun``, ``nohup`` ...): the string is read as a script of its own
+        (never run), each of its positions traced to where the string was written. False when ``fields`` is
+        not such a command or the string is not known."""
+        for k in range(len(fields) - 2):
+            text = fields[k].text
+            if text is None:
+                return False
+            if text.rsplit("/", 1)[-1] in ("bash", "sh") and fields[k + 1].text == "-c":
+                body = fields[k + 2]
+                if body.text is None or len(self.sourcing) > 16:
+                    return False
+                at = body.value_origin(0)
+                src, tree = _tree(body.text.encode(), self.path)
+                child = _StringInterpreter(src, at, self)
+                child.vars, child.functions = dict(self.vars), self.functions
+                child.positional = tuple(fields[k + 4 :])  # bash -c STRING NAME ARGS...: $0 = NAME
+                child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
+                child.run_block(tree.root_node.children)
+                return True
+        return False
 
     def _source(self, name: str, fields: list[Field], node, env_prefix, origin: Origin) -> None:
         """Read the sourced file in this shell: its assignments and commands count as the script's."""
@@ -1111,6 +1140,17 @@ class _Item:
 
     segs: list
     origin: Origin
+
+
+class _StringInterpreter(_Interpreter):
+    """A command string run by ``bash -c``: read like a script; every position is where the string was written."""
+
+    def __init__(self, src: str, at: Origin, parent: _Interpreter) -> None:
+        super().__init__(src, parent.path, parent.env, real_path=parent.real_path, parent=parent)
+        self.at = at
+
+    def origin_at(self, offset: int, text: str | None = None) -> Origin:
+        return Origin(kind="script", path=self.at.path, line=self.at.line, column=self.at.column, text=text)
 
 
 def _merge_literals(segs: list[Seg], origin: Origin) -> list[Seg]:
