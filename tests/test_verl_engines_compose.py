@@ -50,7 +50,7 @@ MCORE_DEFAULTS = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size
                   "virtual_pipeline_model_parallel_size": None, "sequence_parallel": True}
 ROLLOUT_DEFAULTS = {"tensor_model_parallel_size": 2, "data_parallel_size": 1, "pipeline_model_parallel_size": 1,
                     "expert_parallel_size": 1}
-N_SCRIPTS = 60
+N_SCRIPTS = 50
 TRAINER = ["trainer.nnodes=2", "trainer.n_gpus_per_node=8"]
 
 
