@@ -140,7 +140,7 @@ def test_command_string_run_by_bash_c(tmp_path, runner):
 def test_bash_c_with_unknown_string_is_no_launch(tmp_path):
     path = tmp_path / "run.sh"
     path.write_text('bash -c "$(cat cmd.txt)"\n')
-    assert "no recognised launch" in check(path).error
+    assert "no launch command" in check(path).error
 
 
 def test_other_module_is_named(tmp_path):
@@ -159,12 +159,14 @@ def test_positional_parameters_from_the_command_line(tmp_path, capsys):
     assert '"world": 2' in capsys.readouterr().out
 
 
-def test_unterminated_quote_is_bad_input(tmp_path, capsys):
+def test_unterminated_quote_is_unusable_input(tmp_path, capsys):
     path = tmp_path / "run.sh"
     path.write_text(f'{V} trainer.nnodes="1\n')
-    assert main(["check", str(path)]) == 2
+    assert main(["check", str(path)]) == 1  # an unusable input: one INPUT-UNUSABLE error line (README)
     out = capsys.readouterr().out
-    assert "unterminated double quote" in out and "run.sh:1" in out
+    (line,) = [x for x in out.splitlines() if "unterminated double quote" in x]
+    assert "run.sh:1: INPUT-UNUSABLE error" in line
+    assert check(path).status == "failed"
     path.write_text(f'{V} trainer.nnodes=1\necho "unclosed\n')  # after the launch: bash has started it
     assert check(path).error is None
 
