@@ -132,7 +132,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `shardcheck check run.sh -- a=b c=d`: the words after `--` are the script's positional parameters
+    script_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     args = _parser().parse_args(argv)
+    args.script_args = tuple(script_args)
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":
@@ -206,7 +211,7 @@ def _check(args) -> int:
                 text, display, where = None, _example_display() if builtin else p, Path(p)
             settings = _settings_for(where, load_settings, overrides)
             r, why = _guarded(args, display, lambda: check(where, env, display=display, text=text, settings=settings,
-                                                           **kwargs))
+                                                           args=args.script_args, **kwargs))
             if why is not None:
                 r = _unusable(display, why, "unusable", settings)
             results.append(r)
