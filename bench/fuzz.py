@@ -16,6 +16,7 @@ Usage: nice python bench/fuzz.py --inputs 100000 --seed 17 --jobs 2 [--failures 
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import random
 import resource
@@ -29,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import fuzzing  # noqa: E402  (tests/fuzzing.py: the mutators and drivers the CI suite uses too)
+import fuzzing
 
 WEIGHTS = {"reader": 6, "check": 2, "memory": 1, "mesh": 1, "plan": 1}
 
@@ -62,11 +63,11 @@ def _worker(job: tuple[int, int, argparse.Namespace]) -> dict:
         start = time.perf_counter()
         error = None
         try:
-            _, why = run_guarded(lambda: fuzzing.run_command(command, path, data), seconds=args.time_limit,
-                                 memory=args.memory_limit)
+            _, why = run_guarded(functools.partial(fuzzing.run_command, command, path, data),
+                                 seconds=args.time_limit, memory=args.memory_limit)
             if why is not None:
                 error = why
-        except Exception:  # the contract broken: a traceback
+        except Exception:  # noqa: BLE001 - the contract broken: a traceback
             error = "".join(traceback.format_exc().splitlines(keepends=True)[-4:])
         elapsed = time.perf_counter() - start
         path.unlink()

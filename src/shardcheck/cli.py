@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import ClassVar
@@ -210,8 +211,8 @@ def _check(args) -> int:
             else:
                 text, display, where = None, _example_display() if builtin else p, Path(p)
             settings = _settings_for(where, load_settings, overrides)
-            r, why = _guarded(args, display, lambda: check(where, env, display=display, text=text, settings=settings,
-                                                           args=args.script_args, **kwargs))
+            r, why = _guarded(args, display, functools.partial(check, where, env, display=display, text=text,
+                                                               settings=settings, args=args.script_args, **kwargs))
             if why is not None:
                 r = _unusable(display, why, "unusable", settings)
             results.append(r)
@@ -374,8 +375,9 @@ def _memory(args) -> int:
     results = []
     for p in paths:
         display = p if args.paths else f"{_example_display()} (built-in example)"
-        result, why = _guarded(args, display, lambda: memory(p, env, model_config=args.model_config, device=args.device,
-                                                             host_memory=args.host_memory, display=display))
+        result, why = _guarded(args, display, functools.partial(memory, p, env, model_config=args.model_config,
+                                                                device=args.device, host_memory=args.host_memory,
+                                                                display=display))
         results.append(result if why is None else MemoryResult(display, error=why))
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)

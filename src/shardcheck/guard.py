@@ -61,7 +61,7 @@ def run_guarded(fn: Callable[[], T], *, seconds: float | None = DEFAULT_SECONDS,
     previous = None
     modules = set(sys.modules)
     if timer:
-        def _fire(signum, frame):  # noqa: ARG001 - the signal handler's signature
+        def _fire(signum, frame):
             raise _Exceeded
 
         previous = signal.signal(signal.SIGALRM, _fire)
@@ -95,7 +95,7 @@ def _forget_modules_since(before: set[str]) -> None:
         sys.modules.pop(name, None)
 
 
-def _ignore(signum, frame) -> None:  # noqa: ARG001 - the signal handler's signature
+def _ignore(signum, frame) -> None:
     return None
 
 

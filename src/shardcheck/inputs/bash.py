@@ -1351,7 +1351,7 @@ def _strip(text: str, pattern: str, op: str) -> str | None:
     matches the glob ``pattern``; None when that would take more than PATTERN_WORK characters of matching."""
     if not any(ch in pattern for ch in "*?["):  # a literal: no search at all
         if op.startswith("#"):
-            return text[len(pattern):] if text.startswith(pattern) else text
+            return text.removeprefix(pattern)
         return text[: len(text) - len(pattern)] if pattern and text.endswith(pattern) else text
     matcher = re.compile(fnmatch.translate(pattern), re.DOTALL)
     n = len(text)

@@ -13,9 +13,9 @@ from functools import lru_cache
 from shardcheck.frameworks.megatron.pipeline import Split, SplitError, split_layers
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.origin import Traced
+from shardcheck.rules.divisors import divisors
 from shardcheck.rules.megatron_parallel_state import engines, where
 from shardcheck.rules.registry import Finding, finding, need, rule
-from shardcheck.rules.divisors import divisors
 
 
 def _valid(n: int, ok) -> str:
