@@ -93,12 +93,17 @@ def main() -> None:
     parser.add_argument("--seed", default="17")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--commands", default="", help="comma-separated (default: all: reader,check,memory,mesh[,plan])")
+    parser.add_argument("--weights", default="", help="e.g. reader=16,check=2,memory=1,mesh=1 (default: "
+                        + ",".join(f"{k}={v}" for k, v in WEIGHTS.items()) + ")")
     parser.add_argument("--time-limit", type=float, default=10.0)
     parser.add_argument("--memory-limit", type=int, default=1 << 30)
     parser.add_argument("--failures", default="", help="write failing inputs here")
     parser.add_argument("--only", type=int, default=None, help="run input K alone")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args()
+    for item in filter(None, args.weights.split(",")):
+        name, _, weight = item.partition("=")
+        WEIGHTS[name] = int(weight)
     start = time.time()
     jobs = 1 if args.only is not None else args.jobs
     if jobs == 1:
