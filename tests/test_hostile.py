@@ -259,6 +259,25 @@ def test_model_config_that_cannot_be_read(tmp_path, content, expected):
     assert result.error and expected in result.error and "\n" not in result.error
 
 
+@pytest.mark.parametrize("config, expected", [
+    ({"num_attention_heads": [1, 2], "num_hidden_layers": 2}, '"num_attention_heads": [1, 2] is not a whole number'),
+    ({"num_attention_heads": 32, "num_hidden_layers": "x"}, '"num_hidden_layers": "x" is not a whole number'),
+    ({"num_attention_heads": 32, "num_hidden_layers": 1.5}, "1.5 is not a whole number"),
+    ({"num_attention_heads": True, "num_hidden_layers": 2}, "true is not a whole number"),
+    ({"num_attention_heads": 32, "num_hidden_layers": 2, "vocab_size": -5}, "-5 is not a whole number"),
+    ({"num_attention_heads": 32, "num_hidden_layers": 2, "intermediate_size": 1e300}, "is not a whole number"),
+    ({"num_attention_heads": 32, "num_hidden_layers": 2, "layer_types": 5}, "is not a JSON list"),
+    ({"text_config": [1], "num_attention_heads": 3}, "not an HF model config"),
+])
+def test_model_config_fields_of_the_wrong_type(tmp_path, config, expected):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config, indent=1))
+    script = _launch_script(tmp_path, "X=1")
+    for run in (check, memory):
+        result = bounded(functools.partial(run, script, model_config=str(path)))
+        assert result.error and expected in result.error and "\n" not in result.error
+
+
 # -- huge numbers in the frameworks' values -----------------------------------------------------------
 
 def test_hydra_override_past_the_int_digit_limit(tmp_path):

@@ -953,11 +953,15 @@ class _Interpreter:
         elif budget.steps >= bounds.STEPS:
             why = f"more than {bounds.STEPS:,} statements were read already"
         if why is not None:
-            names = self._assigned_names(body)
+            names = budget.assigned.get(id(body))
+            if names is None:
+                names = budget.assigned[id(body)] = self._assigned_names(body)
             saved_consumed = self.consumed_until
-            self.diagnostics.append(Diagnostic(
-                "SHELL-BOUND", f"the call of {bounds.short(name, 60)}() is not followed: {why}; variables it sets "
-                               "are unknown", replace(origin, text=None)))
+            if (name, why) not in budget.said:  # once per function and reason, not at every call past the bound
+                budget.said.add((name, why))
+                self.diagnostics.append(Diagnostic(
+                    "SHELL-BOUND", f"the call of {bounds.short(name, 60)}() is not followed: {why}; variables it "
+                                   "sets are unknown", replace(origin, text=None)))
             for var_name in names:
                 old = self.vars.get(var_name)
                 self.vars[var_name] = self._unknown_var(var_name, old.origin if old else origin,

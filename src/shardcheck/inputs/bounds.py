@@ -8,7 +8,7 @@ one-line reason at its line (the SHELL-BOUND note), never a guess and never hour
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 VALUE_CHARS = 1 << 20  # characters of one value (a word, a variable, an array's elements together)
 TEXT_BUDGET = 16 << 20  # characters all expansions of one reading may produce together (SEG_COST per piece)
@@ -16,8 +16,8 @@ SEG_COST = 64  # what one piece of a value (a Seg object) counts for in TEXT_BUD
 ARRAY_ITEMS = 1 << 12  # elements of one array; an index past it is not followed
 PRINTF_WIDTH = 4096  # a printf field width or precision
 PATTERN_WORK = 4_000_000  # characters a ${x#pattern} strip may try against before giving up
-FUNCTION_CALLS = 2_000  # function calls followed in one reading
-CALL_DEPTH = 64  # functions calling functions
+FUNCTION_CALLS = 1_000  # function calls followed in one reading
+CALL_DEPTH = 32  # functions calling functions
 STEPS = 500_000  # statements run in one reading (function bodies counted each time they run)
 NESTING = 100  # statements inside statements (if in if in { ... })
 WORD_NESTING = 32  # expansions inside expansions in one word (${a:-${b:-$(...)}})
@@ -39,6 +39,8 @@ class Budget:
     nesting: int = 0  # statements being run inside each other now
     call_depth: int = 0  # function calls in progress now
     exhausted: bool = False  # TEXT_BUDGET was reached (said once)
+    assigned: dict = field(default_factory=dict)  # id(function body) -> the names it may set
+    said: set = field(default_factory=set)  # (function, reason) already reported past a bound
 
 
 def short(text: str, limit: int = SHOWN) -> str:

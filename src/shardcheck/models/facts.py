@@ -73,11 +73,48 @@ def read_config_json(path: Path) -> ModelFacts:
     except (ValueError, RecursionError) as exc:  # a number past 4,300 digits; arrays nested thousands deep
         why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
         raise InputError(f"{path}:1: not a usable config.json ({why}); give an HF config.json") from None
-    if not isinstance(config, dict) or "num_attention_heads" not in (config.get("text_config") or config):
+    if not isinstance(config, dict) or not isinstance(config.get("text_config") or config, dict) or (
+            "num_attention_heads" not in (config.get("text_config") or config)):
         raise InputError(f"{path}:1: not an HF model config (no num_attention_heads); give the model's config.json")
+    _check_types(config, text, path)
     name = config.get("_name_or_path") or path.parent.name
     origin = Origin(kind="model", path=str(path), line=1, text=f"config.json of {name}")
     return facts_from_config(config, str(name), f"config.json at {path}", origin)
+
+
+# The fields shardcheck reads as whole numbers, and whether 0 is a value they may hold (an HF config may
+# also write null for the optional ones). Anything else is bad input at its line, never arithmetic on it.
+_WHOLE = {"num_attention_heads": 1, "num_hidden_layers": 1, "hidden_size": 1, "num_key_value_heads": 1,
+          "intermediate_size": 0, "moe_intermediate_size": 0, "shared_expert_intermediate_size": 0, "vocab_size": 1,
+          "max_position_embeddings": 1, "original_max_position_embeddings": 1, "model_max_length": 1, "head_dim": 1,
+          "kv_lora_rank": 0, "q_lora_rank": 0, "qk_nope_head_dim": 0, "qk_rope_head_dim": 0, "v_head_dim": 0,
+          "num_experts_per_tok": 0, "n_shared_experts": 0, "first_k_dense_replace": 0, "decoder_sparse_step": 0,
+          **dict.fromkeys(_EXPERT_KEYS, 0)}
+_SHAPES = {"layer_types": list, "mlp_only_layers": list, "rope_scaling": dict, "rope_parameters": dict,
+           "model_type": str, "quantization_config": dict}
+
+
+def _check_types(config: dict, text: str, path: Path) -> None:
+    """Every field shardcheck reads has the JSON type it needs: a whole number in range, a list, a dict."""
+    import re
+
+    for section in (config, config.get("text_config")):
+        if not isinstance(section, dict):
+            continue
+        for key, value in section.items():
+            why = None
+            if key in _WHOLE and value is not None:
+                low = _WHOLE[key]
+                if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 1 << 53:
+                    why = f"is not a whole number{' ≥ 1' if low else ''}"
+            elif key in _SHAPES and value is not None and not isinstance(value, _SHAPES[key]):
+                why = f"is not a JSON {_SHAPES[key].__name__.replace('dict', 'object').replace('str', 'string')}"
+            if why:
+                m = re.search(rf'"{re.escape(key)}"\s*:', text)
+                line = text.count("\n", 0, m.start()) + 1 if m else 1
+                shown = json.dumps(value)
+                shown = shown if len(shown) <= 40 else shown[:39] + "…"
+                raise InputError(f"{path}:{line}: \"{key}\": {shown} {why}; give the model's config.json")
 
 
 def match_preset(component: str) -> str | None:
