@@ -38,13 +38,14 @@ def result_to_dict(r: Result) -> dict:
         }
     else:
         doc["model"] = None
-    doc["findings"] = [
-        {"rule": f.rule, "severity": f.severity, "message": f.message, "path": f.path, "line": f.line, "fix": f.fix,
-         "conditional": f.conditional}
-        for f in r.findings
-    ]
+    doc["findings"] = [finding_to_dict(f) for f in r.findings]
     doc["skipped"] = list(r.skipped)
     return doc
+
+
+def finding_to_dict(f) -> dict:
+    return {"rule": f.rule, "severity": f.severity, "message": f.message, "path": f.path, "line": f.line, "fix": f.fix,
+            "conditional": f.conditional}
 
 
 def render_json(results: list[Result]) -> str:
