@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report
+from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report, skip_no_launch
 from shardcheck.cli_review import add_parsers as add_review_parsers
 
 EXAMPLE = Path(__file__).with_name("examples") / "qwen3_235b_256k.sh"
@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="a value the script reads from its environment (repeatable)")
     check.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
     check.add_argument("--format", choices=("text", "json", *CI_FORMATS), default="text")
+    check.add_argument("--skip-no-launch", action="store_true",
+                       help="skip files that hold no launch command (for hooks over every *.sh) instead of exit 2")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors (not for bad input)")
     check.add_argument("--verify", action="store_true",
                        help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
@@ -122,6 +124,8 @@ def _check(args) -> int:
         display = "examples/qwen3_235b_256k.sh (built-in example)" if not args.paths else p
         results.append(check(p, env, model_config=args.model_config, display=display, device=args.device,
                              host_memory=args.host_memory))
+    if args.skip_no_launch:
+        results = skip_no_launch(results)
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports
@@ -145,7 +149,7 @@ def _check(args) -> int:
             for r in results:
                 if id(r) in reports:
                     print(f"{r.path}: {reports[id(r)].text()}" if len(results) > 1 else reports[id(r)].text())
-    code = max(r.exit_code for r in results)
+    code = max((r.exit_code for r in results), default=0)
     if reports is not None and not all(rep.agrees for rep in reports.values()):
         return 3
     return 0 if args.exit_zero and code == 1 else code

@@ -45,8 +45,7 @@ class Side:
 
     @property
     def no_launch(self) -> bool:
-        r = self.result
-        return r is not None and r.error is not None and NO_LAUNCH in r.error
+        return self.result is not None and no_launch(self.result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +77,11 @@ class ScriptDiff:
         if self.skipped or not self.after.exists:
             return 0
         return self.after.result.exit_code
+
+
+def no_launch(result: Result) -> bool:
+    """The file holds no launch command shardcheck recognises (not a launch script)."""
+    return result.error is not None and NO_LAUNCH in result.error
 
 
 def judge(path: Path | str, display: str, label: str, *, env: dict[str, str] | None = None,
