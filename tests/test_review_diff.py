@@ -96,7 +96,7 @@ def test_git_range_reads_both_sides_from_objects(tmp_path, monkeypatch):
 
 @needs_git
 def test_git_default_is_head_against_the_work_tree(tmp_path, monkeypatch):
-    repo, first, second = case_repo(tmp_path / "repo")
+    repo, _first, _second = case_repo(tmp_path / "repo")
     (repo / "scripts" / "run.sh").write_text(BEFORE.read_text())  # an uncommitted revert
     monkeypatch.chdir(repo / "scripts")
     [d] = diff_git(None)
@@ -172,7 +172,27 @@ def test_cli_diff_exit_codes_and_bad_input(tmp_path, monkeypatch, capsys):
 
 def test_cli_diff_of_two_files_via_the_command(tmp_path):
     done = subprocess.run([sys.executable, "-m", "shardcheck", "diff", str(BEFORE), str(AFTER), "--format", "markdown"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert done.returncode == 1, done.stderr
     assert "| actor EP | 32 | **16** |" in done.stdout
     assert "| EP | 32: 8 of 8 cross nodes | **16: all inside a node** |" in done.stdout
+
+
+@needs_git
+def test_many_scripts_are_judged_in_worker_processes(tmp_path, monkeypatch):
+    """Eight sides or more go to a process pool; the diffs are the same as judged in-process."""
+    from shardcheck.review.diff import DiffOptions
+
+    repo = init_repo(tmp_path / "repo")
+    for k in range(4):
+        (repo / f"run{k}.sh").write_text(BEFORE.read_text().replace("train_prompt_bsz=4", f"train_prompt_bsz=4 # {k}"))
+    first = commit_all(repo, "before")
+    for k in range(4):
+        (repo / f"run{k}.sh").write_text(AFTER.read_text().replace("train_prompt_bsz=4", f"train_prompt_bsz=4 # {k}"))
+    monkeypatch.chdir(repo)
+    diffs = diff_git(first, None, DiffOptions(jobs=2))  # 8 sides: the pool
+    assert [d.path for d in diffs] == [f"run{k}.sh" for k in range(4)]
+    [one] = diff_git(first, ["run2.sh"], DiffOptions(jobs=1))
+    assert {d.summary for d in diffs} == {one.summary}
+    assert all([f.rule for f in d.kept] == ["VERL-CFG-UNKNOWN-KEY"] for d in diffs)
+    assert all(d.before.label == first and d.after.label == "work tree" for d in diffs)

@@ -26,6 +26,8 @@ def add_parsers(sub, memory_options, env_pairs) -> None:
     diff.add_argument("--format", choices=DIFF_FORMATS, default="text")
     diff.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of standard output")
     diff.add_argument("--exit-zero", action="store_true", help="exit 0 even when the after side has errors")
+    diff.add_argument("--jobs", type=int, default=0, metavar="N",
+                      help="worker processes for the checks (default: one per CPU, at most 8, for 8 or more sides)")
     memory_options(diff)
     report = sub.add_parser("report", help="a self-contained HTML report of launch scripts")
     report.add_argument("paths", nargs="+", help="launch scripts")
@@ -82,7 +84,7 @@ def run_diff(args: argparse.Namespace) -> int:
     from shardcheck.review.diff import DiffOptions, diff_files, diff_git
 
     options = DiffOptions(env=args.review_env(args.env), model_config=args.model_config, device=args.device,
-                          host_memory=args.host_memory)
+                          host_memory=args.host_memory, jobs=args.jobs)
     try:
         if args.device is not None:
             from shardcheck.memory.devices import find_device

@@ -72,8 +72,8 @@ def _verdict_badge(word: str) -> str:
 def _finding_html(f) -> str:
     where = f.origin.first_script_line() if getattr(f, "origin", None) else None
     loc = f"{f.path}:{f.line}" if f.path and f.line else (f.path or "")
-    parts = [f'<div class="finding {escape(f.severity)}"><b>{escape(f.rule)}</b> {escape(f.severity)} '
-             f'<code>{escape(loc)}</code><div>{escape(f.message)}</div>']
+    parts = [(f'<div class="finding {escape(f.severity)}"><b>{escape(f.rule)}</b> {escape(f.severity)} '
+             f'<code>{escape(loc)}</code><div>{escape(f.message)}</div>')]
     if where is not None and where.text:
         parts.append(f"<pre>{where.line:>5} | {escape(where.text)}</pre>")
     if f.fix:
@@ -105,9 +105,9 @@ def memory_svg(memory: dict | None, side_id: str) -> str:
     width = left + len(bars) * (BAR_W + GAP) + GAP + 10
     height = plot_h + bottom + 8
     base = plot_h + 8
-    out = [f'<svg class="memory" id="mem-{side_id}" width="{width}" height="{height}" '
+    out = [(f'<svg class="memory" id="mem-{side_id}" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" data-capacity-bytes="{cap}" data-capacity-px="{CHART_PX}" '
-           f'data-base-y="{base}" xmlns="http://www.w3.org/2000/svg">']
+           f'data-base-y="{base}" xmlns="http://www.w3.org/2000/svg">')]
     cap_y = base - CHART_PX
     out.append(f'<line class="capacity" x1="{left}" x2="{width - 4}" y1="{cap_y}" y2="{cap_y}" stroke="#cf222e" '
                f'stroke-dasharray="4 3"/><text x="2" y="{cap_y + 3}">{cap / (1 << 30):.0f} GiB</text>')

@@ -51,8 +51,8 @@ def render_diff_markdown(diffs: list[ScriptDiff]) -> str:
             if not head:
                 continue
             m = side.memory
-            out += [f"<details><summary>memory {side.label}: per device, GiB ({m['device']}, "
-                    f"{m['capacity_bytes'] / (1 << 30):.0f} GiB)</summary>", "",
+            out += [(f"<details><summary>memory {side.label}: per device, GiB ({m['device']}, "
+                    f"{m['capacity_bytes'] / (1 << 30):.0f} GiB)</summary>"), "",
                     "| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
             out += ["| " + " | ".join(r) + " |" for r in mrows]
             ro = rollout_memory_text(m)

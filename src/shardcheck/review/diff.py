@@ -327,6 +327,7 @@ class DiffOptions:
     model_config: str | None = None
     device: str | None = None
     host_memory: int | None = None
+    jobs: int = 0  # worker processes for the checks; 0: one per CPU (at most 8) when there are many scripts
 
     def kwargs(self) -> dict:
         return {"env": self.env, "model_config": self.model_config, "device": self.device,
@@ -400,12 +401,14 @@ def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOpti
         tree_a.materialise(wanted)
         if tree_b is not None:
             tree_b.materialise(wanted)
-        sides_a = _judge_tree(tree_a, wanted, rel_cwd, label_a, o)
+        tasks = [(str(tree_a.local(p)), p, label_a, str(tree_a.root / rel_cwd)) for p in wanted if tree_a.has(p)]
         if tree_b is not None:
-            sides_b = _judge_tree(tree_b, wanted, rel_cwd, label_b, o)
+            tasks += [(str(tree_b.local(p)), p, label_b, str(tree_b.root / rel_cwd)) for p in wanted if tree_b.has(p)]
         else:
-            sides_b = {p: (judge(root / p, p, label_b, **o.kwargs()) if (root / p).is_file() else Side(label_b, None))
-                       for p in wanted}
+            tasks += [(str(root / p), p, label_b, str(here)) for p in wanted if (root / p).is_file()]
+        judged = _judge_all(tasks, o)
+        sides_a = {p: judged.get((label_a, p)) or Side(label_a, None) for p in wanted}
+        sides_b = {p: judged.get((label_b, p)) or Side(label_b, None) for p in wanted}
     finally:
         tree_a.close()
         if tree_b is not None:
@@ -417,12 +420,29 @@ def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOpti
     return out
 
 
-def _judge_tree(tree, wanted: list[str], rel_cwd: Path, label: str, o: DiffOptions) -> dict[str, Side]:
-    sides: dict[str, Side] = {}
-    with _cwd(tree.root / rel_cwd):
-        for p in wanted:
-            sides[p] = judge(tree.local(p), p, label, **o.kwargs()) if tree.has(p) else Side(label, None)
-    return sides
+PARALLEL_FROM = 8  # sides to judge before worker processes pay for themselves (each check takes ~0.1 s)
+
+
+def _judge_task(task: tuple[str, str, str, str], options: DiffOptions) -> Side:
+    """One side: read the script where it lies, from the directory relative model paths resolve against."""
+    local, shown, label, cwd = task
+    with _cwd(Path(cwd)):
+        return judge(local, shown, label, **options.kwargs())
+
+
+def _judge_all(tasks: list[tuple[str, str, str, str]], o: DiffOptions) -> dict[tuple[str, str], Side]:
+    """Judge every side, in worker processes when there are many (``DiffOptions.jobs``)."""
+    jobs = o.jobs or min(os.cpu_count() or 1, 8)
+    if jobs <= 1 or len(tasks) < PARALLEL_FROM:
+        return {(t[2], t[1]): _judge_task(t, o) for t in tasks}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method)) as pool:
+        sides = list(pool.map(partial(_judge_task, options=o), tasks, chunksize=max(1, len(tasks) // (4 * jobs))))
+    return {(t[2], t[1]): side for t, side in zip(tasks, sides)}
 
 
 def _repo_path(root: Path, here: Path, given: str) -> str:

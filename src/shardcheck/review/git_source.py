@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Self
 
 from shardcheck.errors import InputError
 
@@ -79,7 +80,7 @@ class RevisionTree:
             self._tmp.cleanup()
             self._tmp = None
 
-    def __enter__(self) -> RevisionTree:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
