@@ -153,8 +153,7 @@ def test_report_html_in_chromium(browser, tmp_path, capsys):
         mem = json.loads(_write(["memory", "--format", "json", p], capsys))["results"][0]
         train = mem["train"]
         ro = mem["rollout"]
-        stages = [{"label": _label(s["ranks"]), "bytes": {k: v for k, v in s["bytes"].items() if k != "total"}}
-                  for s in train["stages"]] if train else []
+        stages = [{"label": _label(s["ranks"]), "bytes": _terms(s["bytes"])} for s in train["stages"]] if train else []
         rollout = None
         if ro:
             rollout = {"engine": ro["engine"], "bytes": {"weights": ro["weights_bytes"],
@@ -172,3 +171,13 @@ def _label(ranks: list[int]) -> str:
     if len(ranks) == 1:
         return str(ranks[0])
     return f"{ranks[0]}–{ranks[-1]}" if ranks == list(range(ranks[0], ranks[-1] + 1)) else ",".join(map(str, ranks))
+
+
+def _terms(nbytes: dict[str, int]) -> dict[str, int]:
+    """A stage's terms as `memory --format json` gives them; the device total over what torch allocates is
+    drawn as "overhead" (when the estimate has an ``allocated`` figure below ``total``)."""
+    terms = {k: v for k, v in nbytes.items() if k not in ("total", "allocated", "optimizer_host")}
+    allocated = nbytes.get("allocated", sum(terms.values()))
+    if nbytes["total"] > allocated:
+        terms["overhead"] = nbytes["total"] - allocated
+    return terms

@@ -8,7 +8,7 @@ from shardcheck.report.json_report import JSON_VERSION, finding_to_dict, result_
 from shardcheck.review.diff import LABELS, LAYOUT_FIELDS, ROLLOUT_FIELDS, ScriptDiff, verdict_word
 
 MEMORY_TERMS = ("weights", "grads", "optimizer", "gathered", "activations", "logits", "ref_weights", "critic_state",
-                "workspace")
+                "workspace", "overhead")
 CLUSTER_FIELDS = ("world", "nnodes", "devices_per_node")
 ROLLOUT_TERMS = ("weights", "kv_cache", "reserve", "training_resident")
 
@@ -124,10 +124,12 @@ def memory_rows(memory: dict | None) -> tuple[list[str], list[list[str]]]:
     """A header and one row per training stage class: GiB per term, total, % of the device."""
     if not memory or not memory["stages"]:
         return [], []
-    terms = [t for t in MEMORY_TERMS if any(s["bytes"].get(t) for s in memory["stages"])]
-    head = ["stage", "layers", *terms, "total", "of device"]
-    rows = [[s["label"], str(s["layers"]), *(_gib(s["bytes"].get(t)) for t in terms), f"{s['total_gib']:.2f}",
-             f"{s['percent']:.0f}%"] for s in memory["stages"]]
+    seen = [t for s in memory["stages"] for t in s["bytes"]]
+    terms = [t for t in [*MEMORY_TERMS, *dict.fromkeys(seen)] if any(s["bytes"].get(t) for s in memory["stages"])]
+    terms = list(dict.fromkeys(terms))
+    head = ["stage", "layers", *terms, "allocated", "total", "of device"]
+    rows = [[s["label"], str(s["layers"]), *(_gib(s["bytes"].get(t)) for t in terms), f"{s['allocated_gib']:.2f}",
+             f"{s['total_gib']:.2f}", f"{s['percent']:.0f}%"] for s in memory["stages"]]
     return head, rows
 
 

@@ -23,7 +23,7 @@ from shardcheck.review.diff import LABELS, LAYOUT_FIELDS, ROLLOUT_FIELDS, Script
 TERM_COLOURS = {
     "weights": "#4e79a7", "grads": "#f28e2b", "optimizer": "#e15759", "gathered": "#76b7b2",
     "activations": "#59a14f", "logits": "#edc948", "ref_weights": "#b07aa1", "critic_state": "#ff9da7",
-    "workspace": "#9c755f", "kv_cache": "#bab0ac", "reserve": "#86bcb6", "training_resident": "#d37295",
+    "workspace": "#9c755f", "overhead": "#d4a6c8", "kv_cache": "#bab0ac", "reserve": "#86bcb6", "training_resident": "#d37295",
 }
 CHART_PX = 220  # the height of the device's capacity in a chart
 BAR_W, GAP = 26, 10

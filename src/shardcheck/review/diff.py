@@ -26,6 +26,8 @@ LABELS = {"tp": "TP", "pp": "PP", "cp": "CP", "ep": "EP", "etp": "ETP", "vpp": "
           "devices_per_node": "devices per node", "gpus": "GPUs", "replicas": "replicas",
           "replica_size": "devices per replica", "tp-cp": "TP·CP"}
 GIB = 1 << 30
+# Keys of a stage's bytes that are not terms of the device's peak: the totals, and the optimizer share on the host.
+NOT_TERMS = ("total", "allocated", "optimizer_host")
 
 
 @dataclass
@@ -148,9 +150,13 @@ def _memory(job) -> dict | None:
                  "rollout": None, "problems": list(e.problems)}
     if e.train is not None:
         for s in e.train.stages:
-            terms = {k: b for k, b in s.bytes.items() if k not in ("total", "optimizer_host")}
+            terms = {k: b for k, b in s.bytes.items() if k not in NOT_TERMS}
+            allocated = s.bytes.get("allocated", sum(terms.values()))
+            if s.total > allocated:  # the device total over what torch allocates (the caching allocator's share)
+                terms["overhead"] = s.total - allocated
             doc["stages"].append({"stage": s.stage, "ranks": list(s.ranks), "label": s.ranks_text(), "layers": s.layers,
-                                  "bytes": terms, "total_bytes": s.total, "total_gib": round(s.total / GIB, 2),
+                                  "bytes": terms, "allocated_bytes": allocated, "allocated_gib": round(allocated / GIB, 2),
+                                  "total_bytes": s.total, "total_gib": round(s.total / GIB, 2),
                                   "percent": round(100 * s.total / cap, 1)})
     ro = e.rollout
     if ro is not None:
