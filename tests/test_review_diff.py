@@ -159,6 +159,15 @@ def test_cli_diff_exit_codes_and_bad_input(tmp_path, monkeypatch, capsys):
     entry = doc["diffs"][0]
     assert set(entry) >= {"path", "before", "after", "changes", "findings", "memory"}
     assert set(entry["findings"]) == {"new", "resolved", "kept"}
+    # each side is a check result with the fields of `check --format json`: its schema holds for them
+    from conftest import validate_report
+
+    from shardcheck.report.json_report import JSON_VERSION
+
+    validate_report({"version": JSON_VERSION, "results": [entry["before"], entry["after"]],
+                     "summary": {"files": 2, "judged": 2, "skipped": 0, "failed": 0, "errors": 2, "warnings": 1,
+                                 "infos": 0}})
+    assert doc["check_version"] == JSON_VERSION
     assert main(["diff", "--git", f"{first}..{second}", "--exit-zero"]) == 0
     capsys.readouterr()
     assert main(["diff", "--git", "no-such-rev"]) == 2

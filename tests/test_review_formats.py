@@ -33,11 +33,12 @@ def _run(argv, capsys) -> tuple[int, str]:
 
 def test_sarif_of_check_is_valid_and_complete(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("SHARDCHECK_DOCS_URL", "https://example.org/shardcheck/blob/main/docs/rules")
-    bad = tmp_path / "empty.sh"
-    bad.write_text("echo hello\n")
-    code, out = _run(["check", "--format", "sarif", *PAIR, str(CASES / "qwen3_235b_256k_etp_unset.sh"), str(bad)],
-                     capsys)
-    assert code == 2  # the exit status is the check's, whatever the format
+    helper = tmp_path / "helper.sh"
+    helper.write_text("echo hello\n")  # no launch: skipped, as check skips it
+    missing = tmp_path / "missing.sh"
+    code, out = _run(["check", "--format", "sarif", *PAIR, str(CASES / "qwen3_235b_256k_etp_unset.sh"), str(helper),
+                      str(missing)], capsys)
+    assert code == 1  # the exit status is the check's, whatever the format
     log = json.loads(out)
     errors = sorted(_validator().iter_errors(log), key=str)
     assert not errors, "\n".join(e.message for e in errors[:5])
@@ -50,16 +51,18 @@ def test_sarif_of_check_is_valid_and_complete(capsys, monkeypatch, tmp_path):
     results = run["results"]
     etp = next(r for r in results if r["ruleId"] == "MCORE-PS-EXPERT-FOLD")
     region = etp["locations"][0]["physicalLocation"]["region"]
-    assert region["startLine"] == 25 and region["snippet"]["text"].startswith("train_tp=")
+    assert region["startLine"] == 26 and region["snippet"]["text"] == "train_ep=16"
     assert etp["level"] == "error" and "expert_tensor_parallel_size=1" in etp["properties"]["fix"]
     assert etp["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("qwen3_235b_256k_etp_unset.sh")
     assert run["tool"]["driver"]["rules"][etp["ruleIndex"]]["id"] == "MCORE-PS-EXPERT-FOLD"
     locality = next(r for r in results if r["ruleId"] == "MCORE-PS-LOCALITY")
     assert locality["level"] == "warning"
-    # the file without a launch: a notification, and the run did not succeed
-    inv = run["invocations"][0]
-    assert inv["executionSuccessful"] is False
-    assert "no recognised launch command" in inv["toolExecutionNotifications"][0]["message"]["text"]
+    # the missing file: its INPUT-UNREADABLE result, and the run did not fully succeed; the helper: nothing
+    unreadable = [r for r in results if r["ruleId"] == "INPUT-UNREADABLE"]
+    assert len(unreadable) == 1 and unreadable[0]["level"] == "error"
+    assert unreadable[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("missing.sh")
+    assert run["invocations"][0]["executionSuccessful"] is False
+    assert not any("helper.sh" in r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results)
 
 
 def test_sarif_of_diff_marks_new_and_unchanged(capsys):
@@ -88,7 +91,7 @@ def test_github_commands(capsys):
     code, out = _run(["check", "--format", "github", str(CASES / "qwen3_235b_256k_etp_unset.sh")], capsys)
     assert code == 1
     lines = out.splitlines()
-    assert any(line.startswith(f"::error file={CASES}/qwen3_235b_256k_etp_unset.sh,line=25,title=MCORE-PS-EXPERT-FOLD::")
+    assert any(line.startswith(f"::error file={CASES}/qwen3_235b_256k_etp_unset.sh,line=26,title=MCORE-PS-EXPERT-FOLD::")
                for line in lines), lines
     assert any(line.startswith("::warning ") for line in lines)
     assert all(line.startswith("::") and "\n" not in line for line in lines)
@@ -101,11 +104,10 @@ def test_github_escaping():
 
 
 def test_junit(capsys, tmp_path):
-    bad = tmp_path / "empty.sh"
-    bad.write_text("echo hello\n")
+    bad = tmp_path / "missing.sh"
     code, out = _run(["check", "--format", "junit", str(CASES / "qwen3_235b_256k_etp_unset.sh"), str(bad),
                       str(CASES / "qwen3_235b_256k_before.sh")], capsys)
-    assert code == 2
+    assert code == 1
     root = ET.fromstring(out.split("\n", 1)[1])
     suite = root.find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "2", "1")

@@ -47,19 +47,6 @@ def _emit(text: str, output: str | None) -> None:
         print(text)
 
 
-def skip_no_launch(results) -> list:
-    """``check --skip-no-launch``: drop the files without a launch command, saying so on standard error."""
-    from shardcheck.review.diff import no_launch
-
-    kept = []
-    for r in results:
-        if no_launch(r):
-            print(f"{r.path}: no launch command; skipped", file=sys.stderr)
-        else:
-            kept.append(r)
-    return kept
-
-
 def render_check(fmt: str, results) -> str:
     """``check --format sarif|github|junit``."""
     from shardcheck.report.findings_source import check_items

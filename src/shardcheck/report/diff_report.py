@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from shardcheck.report.json_report import JSON_VERSION, finding_to_dict, result_to_dict
+from shardcheck.report.json_report import finding_to_dict, result_to_dict
 from shardcheck.review.diff import LABELS, LAYOUT_FIELDS, ROLLOUT_FIELDS, ScriptDiff, verdict_word
 
+DIFF_JSON_VERSION = 1  # of the diff document; its check results are those of `check --format json` (its version)
 MEMORY_TERMS = ("weights", "grads", "optimizer", "gathered", "activations", "logits", "ref_weights", "critic_state",
                 "workspace", "overhead")
 CLUSTER_FIELDS = ("world", "nnodes", "devices_per_node")
@@ -47,7 +48,9 @@ def _device(memory: dict | None) -> dict | None:
 
 
 def render_diff_json(diffs: list[ScriptDiff]) -> str:
-    return json.dumps({"version": JSON_VERSION, "diffs": [diff_to_dict(d) for d in diffs]}, indent=2,
+    from shardcheck.report.json_report import JSON_VERSION
+
+    return json.dumps({"version": DIFF_JSON_VERSION, "check_version": JSON_VERSION, "diffs": [diff_to_dict(d) for d in diffs]}, indent=2,
                       ensure_ascii=False)
 
 

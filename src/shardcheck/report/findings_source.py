@@ -12,6 +12,9 @@ from dataclasses import dataclass
 _LOCATION = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): ")
 
 
+INPUT_RULES = ("INPUT-UNREADABLE", "INPUT-UNUSABLE")  # api.check's findings for an input it cannot use
+
+
 @dataclass(frozen=True, slots=True)
 class Item:
     script: str  # the script the check was of
@@ -23,6 +26,11 @@ class Item:
     fix: str | None = None
     snippet: str | None = None
     baseline: str | None = None  # diff only: "new" or "unchanged"
+
+    @property
+    def unusable(self) -> bool:
+        """The input could not be judged at all (not a finding about the launch)."""
+        return self.rule is None or (self.rule in INPUT_RULES and self.severity == "error")
 
 
 def _snippet(f) -> str | None:
@@ -42,14 +50,20 @@ def input_error_item(script: str, error: str) -> Item:
     return Item(script, None, "error", error, script, None)
 
 
+def _result_items(r, script: str, new: set[int] | None = None) -> list[Item]:
+    """A result's findings; a skipped file (no launch) has none; an unusable one its INPUT-* finding, or
+    one item made from the error when the settings left that finding out."""
+    if r.status == "skipped":
+        return []
+    if r.error is not None and not r.findings:
+        return [input_error_item(script, r.error)]
+    if new is None:
+        return [_from_finding(script, f) for f in r.findings]
+    return [_from_finding(script, f, "new" if id(f) in new else "unchanged") for f in r.findings]
+
+
 def check_items(results) -> list[Item]:
-    items: list[Item] = []
-    for r in results:
-        if r.error is not None:
-            items.append(input_error_item(r.path, r.error))
-            continue
-        items.extend(_from_finding(r.path, f) for f in r.findings)
-    return items
+    return [it for r in results for it in _result_items(r, r.path)]
 
 
 def diff_items(diffs) -> list[Item]:
@@ -58,10 +72,5 @@ def diff_items(diffs) -> list[Item]:
     for d in diffs:
         if d.skipped or d.after.result is None:
             continue
-        r = d.after.result
-        if r.error is not None:
-            items.append(input_error_item(d.path, r.error))
-            continue
-        new = {id(f) for f in d.new}
-        items.extend(_from_finding(d.path, f, "new" if id(f) in new else "unchanged") for f in r.findings)
+        items.extend(_result_items(d.after.result, d.path, {id(f) for f in d.new}))
     return items

@@ -26,8 +26,8 @@ def render_junit(items: list[Item], scripts: list[str], *, suite: str = "shardch
     failures = errors = 0
     for script, found in by_script.items():
         case = ET.SubElement(ts, "testcase", classname=suite.replace(" ", "."), name=script)
-        bad = [i for i in found if i.rule is None]
-        failing = [i for i in found if i.rule is not None and i.severity == "error"]
+        bad = [i for i in found if i.unusable]
+        failing = [i for i in found if not i.unusable and i.severity == "error"]
         if bad:
             errors += 1
             el = ET.SubElement(case, "error", message=bad[0].message, type="input")
@@ -38,7 +38,7 @@ def render_junit(items: list[Item], scripts: list[str], *, suite: str = "shardch
             el = ET.SubElement(case, "failure", type="shardcheck",
                                message=f"{len(failing)} error{'s' * (len(failing) != 1)}: {', '.join(rules)}")
             el.text = "\n".join(_line(i) for i in failing)
-        rest = [i for i in found if i.rule is not None and i.severity != "error"]
+        rest = [i for i in found if not i.unusable and i.severity != "error"]
         out = [_line(i) for i in rest]
         if summaries and script in summaries:
             out.insert(0, summaries[script])

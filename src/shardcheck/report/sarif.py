@@ -8,7 +8,8 @@ comes from ``SHARDCHECK_DOCS_URL``, e.g. a GitHub blob URL, and is left out when
 requires an absolute URI). Results carry the script line as a region with its text as snippet; the fix
 is text (SARIF's ``fixes`` need concrete replacements, which shardcheck does not make), in the message
 and in ``properties.fix``. For ``diff`` each result has ``baselineState`` new or unchanged. An input that
-cannot be used is a tool execution notification and makes ``executionSuccessful`` false.
+cannot be used is its INPUT-* result (a tool execution notification if the settings left that rule out)
+and makes ``executionSuccessful`` false; a file without a launch is skipped, as ``check`` skips it.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check
     run = {
         "tool": {"driver": {"name": "shardcheck", "version": shardcheck.__version__, "informationUri": INFORMATION_URI,
                             "rules": [_rule_descriptor(r) for r in rule_ids]}},
-        "invocations": [{"executionSuccessful": not notifications,
+        "invocations": [{"executionSuccessful": not any(i.unusable for i in items),
                          "toolExecutionNotifications": notifications,
                          "properties": {"command": command, "scripts": scripts}}],
         "artifacts": [{"location": {"uri": quote(s)}} for s in dict.fromkeys(i.path or i.script for i in items)],

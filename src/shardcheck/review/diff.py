@@ -16,7 +16,6 @@ from pathlib import Path
 from shardcheck.api import Result, check, mesh_grid
 from shardcheck.errors import InputError
 
-NO_LAUNCH = "no recognised launch command"  # the start of api.resolve_script's message for such a file
 LAYOUT_FIELDS = ("strategy", "world", "nnodes", "devices_per_node", "tp", "pp", "cp", "ep", "etp", "vpp", "dp", "edp",
                  "layers_per_stage", "sp", "fsdp_size", "shard", "replicate", "model_dtype", "param_offload",
                  "optimizer_offload", "offload_policy")
@@ -82,8 +81,8 @@ class ScriptDiff:
 
 
 def no_launch(result: Result) -> bool:
-    """The file holds no launch command shardcheck recognises (not a launch script)."""
-    return result.error is not None and NO_LAUNCH in result.error
+    """The file holds no launch command shardcheck recognises (not a launch script): check skips it."""
+    return result.status == "skipped"
 
 
 def judge(path: Path | str, display: str, label: str, *, env: dict[str, str] | None = None,
@@ -178,7 +177,7 @@ def verdict_word(result: Result | None) -> str:
     if result is None:
         return "absent"
     if result.error is not None:
-        return "not a launch" if NO_LAUNCH in result.error else "unusable input"
+        return "not a launch" if no_launch(result) else "unusable input"
     return {True: "valid", False: "will not start", None: "undecided"}[result.valid]
 
 
