@@ -172,6 +172,8 @@ def test_cli_diff_exit_codes_and_bad_input(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert main(["diff", "--git", "no-such-rev"]) == 2
     assert "no such revision" in capsys.readouterr().err
+    assert main(["diff", "--git", "HEAD", "scripts/none.sh"]) == 2
+    assert "scripts/none.sh: neither in HEAD nor in work tree" in capsys.readouterr().err
     assert main(["diff", str(BEFORE)]) == 2
     outside = tmp_path / "elsewhere.sh"
     outside.write_text("echo\n")

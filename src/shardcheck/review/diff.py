@@ -419,6 +419,8 @@ def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOpti
         if tree_b is not None:
             tree_b.close()
     for p in wanted:
+        if explicit and not sides_a[p].exists and not sides_b[p].exists:
+            raise InputError(f"{p}: neither in {label_a} nor in {label_b}; give the path of a launch script there")
         d = compare(p, sides_a[p], sides_b[p])
         if explicit or not d.skipped:
             out.append(d)
