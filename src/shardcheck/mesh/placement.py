@@ -7,6 +7,7 @@ locality; a TP or EP group that spans nodes simply runs over the slower network.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from shardcheck.mesh.grid import LIST_LIMIT, Grid
@@ -38,6 +39,31 @@ def node_count(world: int, devices_per_node: int) -> int:
 
 # Node sizes up to this are judged from the strides for any world; larger ones only when the world is listable.
 NODE_LIMIT = 1024
+
+
+def crossing_count(grid: Grid, name: str, devices_per_node: int) -> int | None:
+    """How many groups of kind ``name`` span nodes: listed for small worlds, from the strides otherwise
+    (None for a node larger than NODE_LIMIT in a world past LIST_LIMIT)."""
+    n = devices_per_node
+    if grid.listable:
+        return sum(1 for g in grid.groups(name) if g[0] // n != g[-1] // n)
+    if not 0 < n <= NODE_LIMIT:
+        return None
+    gen, token = grid._generator(name)
+    return gen.crossing_count(token, n)
+
+
+def blocks_crossing(world: int, size: int, devices_per_node: int) -> int:
+    """How many of the consecutive blocks [k·size, (k+1)·size) of ``world`` ranks span nodes (from the period
+    lcm(size, node)/size of their offsets, never one block at a time)."""
+    n = devices_per_node
+    if size <= 0 or n <= 0:
+        return 0
+    blocks = world // size
+    period = n // math.gcd(size, n)
+    per_period = sum(1 for k in range(period) if (k * size) % n + size > n)
+    rest = sum(1 for k in range(blocks % period) if (k * size) % n + size > n)
+    return (blocks // period) * per_period + rest
 
 
 def crossings(grid: Grid, devices_per_node: int) -> list[Crossing]:

@@ -103,7 +103,7 @@ def judge(path: Path | str, display: str, label: str, *, env: dict[str, str] | N
 
 
 def _placement(job) -> tuple[dict | None, dict | None]:
-    from shardcheck.mesh.placement import LOCAL_GROUPS, RolloutReplicas
+    from shardcheck.mesh.placement import LOCAL_GROUPS, RolloutReplicas, blocks_crossing, crossing_count
 
     layout, grid, replicas = mesh_grid(job)
     placement = None
@@ -111,11 +111,9 @@ def _placement(job) -> tuple[dict | None, dict | None]:
     if grid is not None and per_node.known and per_node.value:
         n = per_node.value
         groups = {}
-        for kind in LOCAL_GROUPS:
-            members = grid.groups(kind)
-            size = len(members[0]) if members else 1
-            crossing = sum(1 for g in members if g[0] // n != g[-1] // n)
-            groups[kind] = {"size": size, "groups": len(members), "crossing": crossing}
+        for kind in LOCAL_GROUPS:  # from the strides: never a list of a huge world's groups
+            groups[kind] = {"size": grid.group_size(kind), "groups": grid.group_count(kind),
+                            "crossing": crossing_count(grid, kind, n)}
         placement = {"role": layout.role, "devices_per_node": n, "groups": groups}
     rollout = None
     ro = job.rollout
@@ -127,11 +125,12 @@ def _placement(job) -> tuple[dict | None, dict | None]:
         rollout = {"engine": v(ro.engine), "tp": v(ro.tp), "dp": v(ro.dp), "ep": v(ep), "pp": v(ro.pp),
                    "gpus": v(ro.gpus) if ro.gpus is not None else None, "replicas": None, "replica_size": None}
         if isinstance(replicas, RolloutReplicas):
-            rollout["replicas"] = len(replicas.replicas)
-            rollout["replica_size"] = len(replicas.replicas[0]) if replicas.replicas else None
-            rollout["tp_groups_crossing"] = sum(
-                1 for r in replicas.replicas for g in replicas.tp_groups(r)
-                if per_node.known and per_node.value and g[0] // per_node.value != g[-1] // per_node.value)
+            rollout["replicas"] = replicas.count
+            rollout["replica_size"] = replicas.size if replicas.count else None
+            # TP groups are consecutive blocks of TP ranks within replicas that tile the world
+            rollout["tp_groups_crossing"] = (
+                blocks_crossing(replicas.count * replicas.size, replicas.tp, per_node.value)
+                if per_node.known and per_node.value else 0)
         elif isinstance(replicas, str):
             rollout["error"] = replicas
     return placement, rollout
