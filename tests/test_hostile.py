@@ -401,3 +401,49 @@ def test_memory_guard_per_input(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert code == 1 and "memory" in out and "greedy.sh" in out
     assert "good.sh" in out
+
+
+# -- failures the fuzzer found (bench/fuzz.py), as minimal inputs ---------------------------------------
+
+def test_fix_texts_never_loop_to_a_huge_size(tmp_path):
+    # n_gpus_per_node=99999999999: the fix text listed the divisors of the world by trying every number
+    p = tmp_path / "run.sh"
+    p.write_text("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=2 "
+                 "trainer.n_gpus_per_node=99999999999 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
+                 "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 "
+                 "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8\n")
+    result = bounded(functools.partial(check, p))
+    assert result.job is not None
+    # --num-layers 99999999999: the first/last-stage options were tried for every layer count
+    q = tmp_path / "mlm.sh"
+    q.write_text("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 99999999999 --hidden-size 1024 "
+                 "--num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+                 "--global-batch-size 64 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4\n")
+    result = bounded(functools.partial(check, q))
+    assert any(f.rule == "MCORE-BUILD-LAYERS-PP" for f in result.findings)
+
+
+def test_divisors_from_prime_factors():
+    from shardcheck.rules.divisors import divisors
+
+    assert divisors(12) == [1, 2, 3, 4, 6, 12] and divisors(1) == [1] and divisors(0) == []
+    assert divisors(99999999999) == [1, 3, 9, 21649, 64947, 194841, 513239, 1539717, 4619151, 11111111111,
+                                     33333333333, 99999999999]
+    assert len(bounded(functools.partial(divisors, (2**31 - 1) * (2**31 - 19)))) == 4
+
+
+def test_memory_of_a_split_the_layout_rules_reject(tmp_path):
+    # first-stage layers with PP 1 (a fuzzed line deletion): the estimate raised ValueError
+    p = tmp_path / "run.sh"
+    p.write_text("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=1 "
+                 "trainer.n_gpus_per_node=8 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
+                 "+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5 "
+                 "+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_last_pipeline_stage=5\n")
+    result = bounded(functools.partial(memory, p))
+    assert result.error is None
+
+
+def test_function_fan_out_of_two_is_fast():
+    start = time.monotonic()
+    notes = bound_notes("f() { f; f; }; f")
+    assert 1 <= len(notes) <= 2 and time.monotonic() - start < 5  # once per reason, not per call

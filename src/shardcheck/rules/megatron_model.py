@@ -174,8 +174,7 @@ def experts_ep(job: Job) -> Iterator[Finding]:
             )
 
 
-STAGE_LIMIT = 4096  # pipeline stages split layer by layer; a larger PP is not listed
-LAYER_LIMIT = 1 << 20  # decoder layers split and sized layer by layer
+STAGE_LIMIT = 4096  # pipeline stages listed one by one; a larger PP is not split here
 
 
 def layer_split(layout: MegatronLayout, num_layers: int) -> Split | SplitError | None:
@@ -184,7 +183,7 @@ def layer_split(layout: MegatronLayout, num_layers: int) -> Split | SplitError |
               layout.account_for_embedding, layout.account_for_loss)
     if not all(v.known for v in values) or (layout.layout_string.known and layout.layout_string.value):
         return None
-    if not isinstance(layout.pp.value, int) or layout.pp.value > STAGE_LIMIT or num_layers > LAYER_LIMIT:
+    if not isinstance(layout.pp.value, int) or layout.pp.value > STAGE_LIMIT:
         return None  # past what shardcheck lists stage by stage (mesh and the rank rules still judge the sizes)
     return _split(num_layers, layout.pp.value, layout.first_stage_layers.value, layout.last_stage_layers.value,
                   layout.vpp.value, bool(layout.account_for_embedding.value), bool(layout.account_for_loss.value))
