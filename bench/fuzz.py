@@ -53,7 +53,7 @@ def _worker(job: tuple[int, int, argparse.Namespace]) -> dict:
     work = Path(tempfile.mkdtemp(prefix="shardcheck-fuzz-"))
     for folder in ("examples", "tests/data/cases"):  # sourced files stay where the seeds expect them
         shutil.copytree(ROOT / folder, work / folder)
-    stats = {"inputs": {}, "failures": [], "slowest": (0.0, None), "fail_dir": args.failures}
+    stats = {"inputs": {}, "failures": [], "slowest": [], "fail_dir": args.failures, "per_command": {}}
     ks = [args.only] if args.only is not None else range(index, args.inputs, jobs)
     for n, k in enumerate(ks):
         base, ops, command, data = make_input(args.seed, k, seeds, commands)
@@ -72,8 +72,10 @@ def _worker(job: tuple[int, int, argparse.Namespace]) -> dict:
         elapsed = time.perf_counter() - start
         path.unlink()
         stats["inputs"][command] = stats["inputs"].get(command, 0) + 1
-        if elapsed > stats["slowest"][0]:
-            stats["slowest"] = (elapsed, f"input {k} ({command}, seed {base.name}, ops {ops})")
+        stats["slowest"] = sorted(stats["slowest"] + [(elapsed, f"input {k} ({command}, seed {base.name}, ops {ops})")],
+                                  reverse=True)[:5]
+        total, worst = stats["per_command"].get(command, (0.0, 0.0))
+        stats["per_command"][command] = (total + elapsed, max(worst, elapsed))
         if error is not None:
             stats["failures"].append({"k": k, "command": command, "seed": base.name, "ops": ops, "error": error})
             if args.failures:
@@ -117,15 +119,22 @@ def main() -> None:
         for c, n in r["inputs"].items():
             inputs[c] = inputs.get(c, 0) + n
         failures += r["failures"]
-    slowest = max((r["slowest"] for r in results), key=lambda s: s[0])
+    slowest = sorted((s for r in results for s in r["slowest"]), reverse=True)[:5]
+    per_command: dict[str, tuple[float, float]] = {}
+    for r in results:
+        for c, (total, worst) in r["per_command"].items():
+            t0, w0 = per_command.get(c, (0.0, 0.0))
+            per_command[c] = (t0 + total, max(w0, worst))
     print(f"shardcheck fuzz: seed {args.seed}, {sum(inputs.values())} inputs in {time.time() - start:.0f} s "
           f"({jobs} jobs; limits {args.time_limit:g} s, {args.memory_limit >> 20} MiB per input)")
     for c in sorted(inputs):
-        print(f"  {c:<7} {inputs[c]:>7} inputs")
+        total, worst = per_command[c]
+        print(f"  {c:<7} {inputs[c]:>7} inputs, mean {total / inputs[c] * 1000:.0f} ms, slowest {worst:.2f} s")
     print(f"  failures: {len(failures)}")
     for f in failures[:30]:
         print(f"    input {f['k']} ({f['command']}, {f['seed']}): {f['error'].strip().splitlines()[-1][:200]}")
-    print(f"  slowest input: {slowest[0]:.2f} s, {slowest[1]}")
+    for elapsed, what in slowest:
+        print(f"  slow: {elapsed:.2f} s, {what}")
     print(f"  peak memory (ru_maxrss of a worker): {max(r['maxrss_kib'] for r in results) / 1024:.0f} MiB")
     sys.exit(1 if failures else 0)
 
