@@ -1,0 +1,169 @@
+"""What a file someone else controls can do to the person running shardcheck (issue 19): the config cache,
+the caller's environment, ``source``, settings discovery, and the crash contract."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+from pathlib import Path
+
+import pytest
+
+from shardcheck.frameworks.verl import config_cache
+from shardcheck.frameworks.verl.config_tree import _base_config
+
+
+class _Canary:
+    """Unpickling this creates ``path``: evidence that a pickle from outside was run."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))
+
+
+TREE = {"trainer": {"nnodes": 1, "n_gpus_per_node": 8}}
+
+
+def _entry(directory: Path) -> Path:
+    (found,) = directory.glob("verl-config-*.pickle")
+    return found
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("SHARDCHECK_CACHE", raising=False)
+    (tmp_path / "xdg").mkdir()
+    return tmp_path / "xdg" / "shardcheck"
+
+
+def test_cache_round_trip_is_private_and_keyed(cache):
+    first = _base_config(TREE, "test")
+    assert stat.S_IMODE(os.lstat(cache).st_mode) == 0o700
+    assert stat.S_IMODE(os.lstat(cache / config_cache.KEY_NAME).st_mode) == 0o600
+    entry = _entry(cache)
+    assert entry.read_bytes().startswith(config_cache.MAGIC)
+    assert _base_config(TREE, "test") == first
+    assert not list(cache.glob("*.tmp"))
+
+
+def test_planted_pickle_without_the_key_is_never_run(cache, tmp_path):
+    _base_config(TREE, "test")
+    entry, canary = _entry(cache), tmp_path / "ran"
+    pickle.loads(pickle.dumps(_Canary(str(tmp_path / "works"))))
+    assert (tmp_path / "works").exists()  # the canary does run when unpickled
+    entry.write_bytes(pickle.dumps(_Canary(str(canary))))  # a plain pickle, no HMAC
+    assert _base_config(TREE, "test") is not None
+    assert not canary.exists()
+    # a forged entry with the right header but another key's MAC
+    payload = pickle.dumps(_Canary(str(canary)))
+    entry.write_bytes(config_cache.MAGIC + b"\0" * 32 + payload)
+    assert _base_config(TREE, "test") is not None
+    assert not canary.exists()
+    assert config_cache.load(cache, entry.name) is not None  # rebuilt and re-signed
+
+
+def test_planted_symlink_is_not_followed(cache, tmp_path):
+    """A link at the entry's name to a signed entry of the victim's (a file they own) is not read."""
+    _base_config(TREE, "test")
+    entry = _entry(cache)
+    elsewhere = tmp_path / "victim-file"
+    elsewhere.write_bytes(entry.read_bytes())
+    entry.unlink()
+    entry.symlink_to(elsewhere)
+    assert config_cache.load(cache, entry.name) is None
+    before = elsewhere.read_bytes()
+    _base_config(TREE, "test")  # rebuilds: replaces the link, never writes through it
+    assert elsewhere.read_bytes() == before
+    assert not entry.is_symlink()
+
+
+def test_symlinked_key_is_not_trusted(cache, tmp_path):
+    _base_config(TREE, "test")
+    key = cache / config_cache.KEY_NAME
+    other = tmp_path / "other-key"
+    other.write_bytes(key.read_bytes())
+    key.unlink()
+    key.symlink_to(other)
+    assert config_cache.load(cache, _entry(cache).name) is None
+
+
+def test_symlinked_cache_directory_is_not_used(tmp_path, monkeypatch):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "xdg").mkdir()
+    (tmp_path / "xdg" / "shardcheck").symlink_to(real)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("SHARDCHECK_CACHE", raising=False)
+    _base_config(TREE, "test")
+    assert list(real.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o755, 0o770])
+def test_shared_cache_directory_is_not_used(cache, mode, tmp_path):
+    """A directory someone else made world-writable (or readable) is left alone: nothing read, nothing written."""
+    cache.mkdir()
+    os.chmod(cache, mode)
+    canary = tmp_path / "ran"
+    planted = pickle.dumps(_Canary(str(canary)))
+    assert _base_config(TREE, "test") is not None
+    assert list(cache.iterdir()) == []
+    assert stat.S_IMODE(os.lstat(cache).st_mode) == mode
+    (cache / "x.pickle").write_bytes(planted)
+    assert config_cache.load(cache, "x.pickle") is None
+    assert not canary.exists()
+
+
+def test_foreign_owned_cache_directory_is_not_used(cache):
+    """Owner check with the expected uid injected (tests run as one user, often root)."""
+    _base_config(TREE, "test")
+    name = _entry(cache).name
+    assert config_cache.load(cache, name) is not None
+    someone_else = os.getuid() + 1
+    assert config_cache.load(cache, name, uid=someone_else) is None
+    assert not config_cache.store(cache, "y.pickle", b"data", uid=someone_else)
+    assert not (cache / "y.pickle").exists()
+
+
+def test_corrupted_entry_is_rebuilt(cache):
+    first = _base_config(TREE, "test")
+    entry = _entry(cache)
+    data = bytearray(entry.read_bytes())
+    data[-5:] = b"\xff\xfe\x00\x01\x02"
+    entry.write_bytes(bytes(data))
+    assert _base_config(TREE, "test") == first
+    entry.write_bytes(b"")
+    assert _base_config(TREE, "test") == first
+    entry.write_bytes(config_cache.MAGIC)
+    assert _base_config(TREE, "test") == first
+    assert config_cache.load(cache, entry.name) is not None
+
+
+def test_signed_but_unloadable_entry_is_rebuilt(cache):
+    """An intact entry whose pickle cannot be loaded (another omegaconf, a truncated write) is rebuilt."""
+    first = _base_config(TREE, "test")
+    name = _entry(cache).name
+    assert config_cache.store(cache, name, b"not a pickle")
+    assert _base_config(TREE, "test") == first
+
+
+def test_no_directories_made_under_a_missing_home(tmp_path, monkeypatch):
+    home = tmp_path / "no-such-home"
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("SHARDCHECK_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    assert _base_config(TREE, "test") is not None
+    assert not home.exists()
+
+
+def test_cache_parent_made_only_in_an_owned_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("SHARDCHECK_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    _base_config(TREE, "test")
+    assert stat.S_IMODE(os.lstat(home / ".cache" / "shardcheck").st_mode) == 0o700
