@@ -167,3 +167,70 @@ def test_cache_parent_made_only_in_an_owned_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     _base_config(TREE, "test")
     assert stat.S_IMODE(os.lstat(home / ".cache" / "shardcheck").st_mode) == 0o700
+
+
+# ---- nothing of the caller's environment reaches the output ----
+
+SECRET = "s3cr3t-VALUE-0f-the-ci-job"
+EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "shardcheck" / "examples" / "qwen3_235b_256k.sh"
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str]:
+    from shardcheck.cli import main
+
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def _verl_script(tmp_path: Path, *overrides: str) -> Path:
+    script = tmp_path / "run.sh"
+    words = " ".join(f"'{o}'" for o in overrides)
+    script.write_text(f"set -- {words}\n" + EXAMPLE.read_text())
+    return script
+
+
+LEAKS = [
+    "trainer.project_name=${oc.env:SECRET_TOKEN}",
+    "actor_rollout_ref.model.path=/models/${oc.env:SECRET_TOKEN}",
+    "trainer.experiment_name=${oc.env:SECRET_TOKEN,fallback}",
+    "data.train_batch_size=${oc.decode:${oc.env:SECRET_TOKEN}}",
+    "+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=${oc.select:${oc.env:SECRET_TOKEN}}",
+    "trainer.default_local_dir=${  oc.env : SECRET_TOKEN }",
+    "actor_rollout_ref.rollout.engine_kwargs={vllm: {x: '${oc.env:SECRET_TOKEN}'}}",
+    "trainer.logger=[console,'${oc.env:SECRET_TOKEN}']",
+    "trainer.val_before_train=${oc.env:SECRET_TOKEN",
+]
+
+
+@pytest.mark.parametrize("override", LEAKS)
+@pytest.mark.parametrize("command", [["check"], ["check", "--format", "json"], ["memory"],
+                                     ["memory", "--format", "json"], ["mesh"], ["mesh", "--format", "json"]])
+def test_environment_never_printed(override, command, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SECRET_TOKEN", SECRET)
+    script = _verl_script(tmp_path, override, "trainer.total_training_steps=${trainer.project_name}")
+    code, out = _run([*command, str(script), "--env", "WORK_DIR=/w"], capsys)
+    assert SECRET not in out
+    assert code in (0, 1, 2)
+
+
+def test_oc_env_value_is_unknown_with_its_line(tmp_path, monkeypatch):
+    import shardcheck
+
+    monkeypatch.setenv("NGPU", "8")
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo \\\n  trainer.n_gpus_per_node='${oc.env:NGPU}'\n")
+    result = shardcheck.check(script)
+    assert not result.job.cluster.devices_per_node.known
+    assert "--env NGPU=VALUE" in result.job.cluster.devices_per_node.unknown
+    unknown = [f for f in result.findings if f.rule == "VALUE-UNKNOWN" and "n_gpus_per_node" in f.message]
+    assert unknown and unknown[0].line == 2
+
+
+def test_oc_env_takes_the_env_option(tmp_path):
+    import shardcheck
+
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node='${oc.env:NGPU}'\n")
+    result = shardcheck.check(script, {"NGPU": "4"})
+    assert result.job.cluster.devices_per_node.value == 4

@@ -197,7 +197,7 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
             "launch scripts"
         )
     launch = launches[0]
-    hydra = parse_hydra_args(launch.args)
+    hydra = parse_hydra_args(launch.args, env)
     job = resolve_verl(launch, hydra, shown, model_config=model_config)
     shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
 

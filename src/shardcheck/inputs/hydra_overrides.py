@@ -4,16 +4,28 @@ hydra-core's ``OverridesParser`` is the grammar verl's ``@hydra.main`` uses, so 
 ``null``/``true`` and floats such as ``1e-6`` come out exactly as verl sees them. It is imported
 lazily (≈0.2 s). Words with unknown parts are parsed with a placeholder in place of each unknown
 piece; values containing a placeholder are reported as unknown.
+
+OmegaConf resolvers that read outside the config (``${oc.env:VAR}``, ``${oc.decode:...}``, and any
+resolver but ``oc.select`` / ``oc.dict.*``) are never run: shardcheck's own environment is not the
+launch's, and printing it would leak the caller's secrets into logs. ``${oc.env:VAR}`` takes the
+``--env VAR=...`` value when one is given; every other such interpolation becomes a placeholder, so
+its value is unknown with its line.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from shardcheck.inputs.shell_values import Field
 from shardcheck.origin import Origin
 
 _PLACEHOLDER = "__shardcheck_unknown_{}__"
+# OmegaConf resolvers that only read the config itself (omegaconf/resolvers/oc/__init__.py, dict.py).
+_CONFIG_RESOLVERS = frozenset({"oc.select", "oc.dict.keys", "oc.dict.values"})
+_RESOLVER_CALL = re.compile(r"\$\{\s*([A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)\s*:")
+_ENV_CALL = re.compile(r"\$\{\s*oc\.env\s*:\s*([A-Za-z_]\w*)\s*(?:,[^${}]*)?\}$")
+_PLAIN_VALUE = re.compile(r"[\w./@+-]*$")
 
 # Hydra's own flags (hydra/_internal/utils.py get_args_parser), with whether they take a value.
 _HYDRA_FLAGS = {
@@ -78,6 +90,59 @@ def _placeholder_text(field: Field) -> tuple[str, dict[str, str]]:
     return "".join(out), reasons
 
 
+def _interpolation_end(text: str, start: int) -> int:
+    """The index after the ``}`` that closes the ``${`` at ``start`` (the text's end when unclosed)."""
+    depth, i = 0, start
+    while i < len(text):
+        if text.startswith("${", i):
+            depth += 1
+            i += 2
+            continue
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return len(text)
+
+
+def _outside_resolvers(text: str, env: dict[str, str], reasons: dict[str, str]) -> str:
+    """``text`` with each resolver call that reads outside the config replaced: ``${oc.env:VAR}`` by the
+    ``--env`` value of VAR, everything else by a placeholder whose reason ``reasons`` records."""
+    out: list[str] = []
+    i = 0
+    while True:
+        m = _RESOLVER_CALL.search(text, i)
+        if m is None:
+            out.append(text[i:])
+            return "".join(out)
+        if m.group(1) in _CONFIG_RESOLVERS:
+            out.append(text[i : m.end()])
+            i = m.end()
+            continue
+        end = _interpolation_end(text, m.start())
+        call = text[m.start() : end]
+        out.append(text[i : m.start()])
+        env_call = _ENV_CALL.match(call)
+        if env_call and env_call.group(1) in env and _PLAIN_VALUE.match(env[env_call.group(1)]):
+            out.append(env[env_call.group(1)])
+        else:
+            token = _PLACEHOLDER.format(len(reasons))
+            shown = call if len(call) <= 60 else call[:57] + "..."
+            if env_call:
+                why = (f"`{shown}` reads the environment of the machine verl runs on; shardcheck never uses its "
+                       f"own (give it with --env {env_call.group(1)}=VALUE)")
+            else:
+                why = (f"`{shown}` calls an OmegaConf resolver shardcheck does not run (it runs only oc.select and "
+                       "oc.dict.*, which read the config itself)")
+            reasons[token] = why
+            out.append(token)
+        i = end
+
+
 def _contains(value: object, tokens: dict[str, str]) -> str | None:
     if isinstance(value, str):
         for token, reason in tokens.items():
@@ -96,8 +161,9 @@ def _contains(value: object, tokens: dict[str, str]) -> str | None:
     return None
 
 
-def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
-    """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides."""
+def parse_hydra_args(args: tuple[Field, ...], env: dict[str, str] | None = None) -> HydraCommandLine:
+    """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides
+    (``env``: the ``--env`` values, the only environment ``${oc.env:...}`` may read)."""
     from shardcheck.inputs.hydra_import import load_hydra
 
     OverridesParser, _, _, HydraException = load_hydra()
@@ -139,6 +205,7 @@ def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
             unknown_words.append(UnknownWord(field.origin, reason, shown))
             i += 1
             continue
+        text = _outside_resolvers(text, env or {}, tokens)
         try:
             (parsed,) = parser.parse_overrides([text])
         except HydraException as exc:
