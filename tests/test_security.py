@@ -234,3 +234,165 @@ def test_oc_env_takes_the_env_option(tmp_path):
     script.write_text("python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node='${oc.env:NGPU}'\n")
     result = shardcheck.check(script, {"NGPU": "4"})
     assert result.job.cluster.devices_per_node.value == 4
+
+
+# ---- source: only what the launch's own tree shows everyone, or --allow-source ----
+
+def _sourcing(tmp_path: Path, target: str) -> Path:
+    script = tmp_path / "job" / "run.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(f"source {target}\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=$PROJECT\n")
+    return script
+
+
+def _project(script: Path, **kw):
+    import shardcheck
+
+    result = shardcheck.check(script, **kw)
+    notes = [f.message for f in result.findings if f.rule == "SHELL-SOURCE"]
+    return result.job.value("actor_rollout_ref.rollout.name") if result.job else None, notes
+
+
+def test_source_inside_the_tree_is_followed(tmp_path):
+    script = _sourcing(tmp_path, "./conf/vars.sh")
+    (script.parent / "conf").mkdir()
+    (script.parent / "conf" / "vars.sh").write_text("PROJECT=inside\n")
+    os.chmod(script.parent / "conf" / "vars.sh", 0o644)
+    value, notes = _project(script)
+    assert value.value == "inside" and not notes
+
+
+def test_private_file_is_not_sourced(tmp_path):
+    script = _sourcing(tmp_path, "./secret.sh")
+    secret = script.parent / "secret.sh"
+    secret.write_text(f"PROJECT={SECRET}\n")
+    os.chmod(secret, 0o600)
+    value, notes = _project(script)
+    assert not value.known and "not readable by everyone (mode 0600)" in notes[0]
+    assert "--allow-source" in notes[0]
+    value, notes = _project(script, allow_source=(str(script.parent),))
+    assert value.value == SECRET and not notes
+
+
+@pytest.mark.parametrize("how", ["path", "symlink"])
+def test_file_outside_the_tree_is_not_sourced(tmp_path, how, capsys):
+    outside = tmp_path / "elsewhere" / "creds.sh"
+    outside.parent.mkdir()
+    outside.write_text(f"PROJECT={SECRET}\n")
+    os.chmod(outside, 0o644)
+    if how == "path":
+        script = _sourcing(tmp_path, "../elsewhere/creds.sh")
+    else:
+        script = _sourcing(tmp_path, "./link.sh")
+        (script.parent / "link.sh").symlink_to(outside)
+    value, notes = _project(script)
+    assert not value.known and "lies outside the script's directory" in notes[0]
+    assert SECRET not in _run(["check", str(script), "--format", "json"], capsys)[1]
+    _code, out = _run(["check", str(script), "--allow-source", str(outside.parent)], capsys)
+    assert "lies outside" not in out
+
+
+# ---- settings: the work tree's own, or --config ----
+
+BAD_WORLD = ("python3 -m verl.trainer.main_ppo model_engine=megatron "
+             "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3\n")
+
+
+def _tree(tmp_path: Path) -> Path:
+    """shared/ (someone else's parent directory) / repo (a git work tree) / scripts / run.sh"""
+    script = tmp_path / "shared" / "repo" / "scripts" / "run.sh"
+    script.parent.mkdir(parents=True)
+    (tmp_path / "shared" / "repo" / ".git").mkdir()
+    script.write_text(BAD_WORLD)
+    return script
+
+
+def test_settings_above_the_work_tree_are_not_obeyed(tmp_path, capsys):
+    script = _tree(tmp_path)
+    (tmp_path / "shared" / "pyproject.toml").write_text('[tool.shardcheck]\nignore = ["MCORE-"]\n')
+    code, out = _run(["check", str(script)], capsys)
+    assert code == 1 and "MCORE-PS-WORLD" in out
+    (tmp_path / "shared" / "repo" / "pyproject.toml").write_text('[tool.shardcheck]\nignore = ["MCORE-", "VERL-"]\n')
+    code, out = _run(["check", str(script), "--verbose"], capsys)
+    assert code == 0 and f"settings   {tmp_path / 'shared' / 'repo' / 'pyproject.toml'}" in out
+
+
+def test_settings_outside_a_work_tree_are_the_script_directory_only(tmp_path, capsys):
+    script = tmp_path / "a" / "b" / "c" / "run.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text(BAD_WORLD)
+    (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nignore = [""]\n')
+    assert _run(["check", str(script)], capsys)[0] == 1
+
+
+def test_settings_file_in_json_and_config_option(tmp_path, capsys):
+    import json
+
+    script = _tree(tmp_path)
+    code, out = _run(["check", str(script), "--format", "json"], capsys)
+    assert json.loads(out)["results"][0]["settings"] is None
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[tool.shardcheck]\nignore = ["MCORE-", "VERL-"]\n')
+    code, out = _run(["check", str(script), "--format", "json", "--config", str(mine)], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["results"][0]["settings"] == str(mine)
+
+
+@pytest.mark.parametrize("body", [
+    'ignore = [""]', 'ignore = "MCORE-"', "select = [1, 2]", "fail-on = 3", 'fail-on = ["error"]',
+    "ignore = [[]]", "shardcheck = 1", 'select = {a = 1}',
+])
+def test_ill_typed_settings_are_one_line_exit_2(tmp_path, body, capsys):
+    script = _tree(tmp_path)
+    toml = tmp_path / "shared" / "repo" / "pyproject.toml"
+    toml.write_text("[tool]\n" + body + "\n" if body.startswith("shardcheck") else "[tool.shardcheck]\n" + body + "\n")
+    code, out = _run(["check", str(script)], capsys)
+    assert code == 2 and "Traceback" not in out and str(toml) in out
+    code, out = _run(["check", str(script), "--config", str(toml)], capsys)
+    assert code == 2 and "Traceback" not in out and len(out.strip().splitlines()) == 1
+
+
+def test_missing_config_file_is_exit_2(tmp_path, capsys):
+    code, out = _run(["check", str(_tree(tmp_path)), "--config", str(tmp_path / "nope.toml")], capsys)
+    assert code == 2 and "no such file" in out
+
+
+# ---- the crash contract ----
+
+def test_internal_error_is_exit_4_one_line(monkeypatch, capsys, tmp_path):
+    from shardcheck.rules import registry
+
+    def boom(job):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(registry, "run_rules", boom)
+    script = _tree(tmp_path)
+    code, out = _run(["check", str(script)], capsys)
+    assert code == 4 and "internal error (ZeroDivisionError: planted" in out and "Traceback" not in out
+    assert len(out.strip().splitlines()) == 1 and "report" in out
+    code, out = _run(["check", str(script), "--debug"], capsys)
+    assert code == 4 and "Traceback" in out
+    code, out = _run(["check", str(script), "--format", "json"], capsys)
+    import json
+
+    assert code == 4 and "internal error" in json.loads(out.split("\nshardcheck: internal")[0])["error"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--world", "-8"], ["--world", "8", "--tp", "-1"], ["--world", "8", "--etp", "0"], ["--world", "0"],
+    ["--world", "8", "--vpp", "0"], ["--world", "8", "--devices-per-node", "0"], ["--world", "abc"],
+    ["--world", "8", "--rank", "-1"], ["--world", "8", "--rank", "99"], [], ["/no/such/script.sh"],
+])
+def test_mesh_json_is_always_json(argv, capsys):
+    import json
+
+    code, out = _run(["mesh", *argv, "--format", "json"], capsys)
+    doc = json.loads(out[: out.rindex("}") + 1])
+    assert code == 2 and doc["error"] and "Traceback" not in out
+    code, out = _run(["mesh", *argv], capsys)
+    assert code == 2 and len(out.strip().splitlines()) == 1
+
+
+def test_bad_env_option_is_exit_2(capsys):
+    code, out = _run(["check", "--env", "NOEQUALS"], capsys)
+    assert code == 2 and "expected NAME=VALUE" in out

@@ -131,12 +131,14 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
-          host_memory: int | None = None) -> Result:
+          host_memory: int | None = None, allow_source: tuple[str | Path, ...] = ()) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
-    preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST)."""
+    preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
+    ``settings``: the ``--config`` settings, else those of the script's work tree; ``allow_source``:
+    directories ``source`` may read besides the script's own tree)."""
     shown = display or str(path)
     try:
-        job = resolve_script(path, env, model_config=model_config, display=shown)
+        job = resolve_script(path, env, model_config=model_config, display=shown, allow_source=allow_source)
         if device is not None:
             from shardcheck.memory.devices import find_device
 
@@ -166,7 +168,7 @@ def _suppressed(finding, job: Job) -> bool:
 
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None) -> Job:
+                   display: str | None = None, allow_source: tuple[str | Path, ...] = ()) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none."""
     from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash
@@ -174,7 +176,7 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     from shardcheck.inputs.launch import find_launches
 
     shown = display or str(path)
-    reading = read_bash(path, env, display=shown)
+    reading = read_bash(path, env, display=shown, allow_source=allow_source)
     found = find_launches(reading.commands)
     launches = [launch for launch in found if is_verl_entry(launch)]
     from dataclasses import replace
@@ -281,11 +283,13 @@ class MemoryResult:
 
 
 def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-           display: str | None = None, device: str | None = None, host_memory: int | None = None) -> MemoryResult:
+           display: str | None = None, device: str | None = None, host_memory: int | None = None,
+           settings: Settings | None = None, allow_source: tuple[str | Path, ...] = ()) -> MemoryResult:
     """What each device holds for the script's job: training stages, rollout, host."""
     from shardcheck.memory.estimate import estimate
 
-    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
+    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory,
+                   settings=settings, allow_source=allow_source)
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
     return MemoryResult(result.path, estimate(result.job, device),

@@ -1,4 +1,9 @@
-"""The ``shardcheck`` command: a thin ``main(argv) -> int`` over the Python API."""
+"""The ``shardcheck`` command: a thin ``main(argv) -> int`` over the Python API.
+
+Exit status: 0 no error, 1 an error finding, 2 unusable input or arguments, 3 ``--verify`` disagrees
+with megatron-core, 4 an internal error of shardcheck itself (a bug: one line, the traceback only
+with ``--debug``).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,18 @@ import sys
 from pathlib import Path
 
 EXAMPLE = Path(__file__).with_name("examples") / "qwen3_235b_256k.sh"
+EXIT_INTERNAL = 4
+REPORT_HINT = "this is a bug in shardcheck, not a verdict on the input: please report it with the input " \
+              "(rerun with --debug for the traceback)"
+
+
+class UsageError(Exception):
+    """Bad arguments: one line, exit 2 (in JSON mode, a JSON document)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and exit 2 itself, never as JSON
+        raise UsageError(f"{self.prog}: {message}")
 
 
 def _env_pairs(values: list[str]) -> dict[str, str]:
@@ -14,9 +31,19 @@ def _env_pairs(values: list[str]) -> dict[str, str]:
     for item in values:
         name, eq, value = item.partition("=")
         if not eq or not name.isidentifier():
-            raise SystemExit(f"shardcheck: --env {item!r}: expected NAME=VALUE")
+            raise UsageError(f"shardcheck: --env {item!r}: expected NAME=VALUE")
         env[name] = value
     return env
+
+
+def _input_options(p: argparse.ArgumentParser, *, settings: bool = True) -> None:
+    p.add_argument("--allow-source", action="append", default=[], metavar="DIR",
+                   help="let `source FILE` read files in DIR (default: only world-readable files in the script's "
+                        "own directory tree)")
+    if settings:
+        p.add_argument("--config", metavar="FILE", help="settings file ([tool.shardcheck]); default: the nearest "
+                       "pyproject.toml from the script up to the top of its git work tree")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
@@ -40,7 +67,7 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="shardcheck",
         description="Judge a large-model training launch before it runs: layout, sizes, and what to change.",
     )
@@ -54,7 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors (not for bad input)")
     check.add_argument("--verify", action="store_true",
                        help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
+    check.add_argument("--verbose", action="store_true", help="also say which settings file was used")
     _memory_options(check)
+    _input_options(check)
     memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
     memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
     memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -62,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_argument("--format", choices=("text", "json"), default="text")
     memory.add_argument("--explain", action="store_true", help="say what each term is and where its formula comes from")
     _memory_options(memory)
+    _input_options(memory)
     mesh = sub.add_parser("mesh", help="show which ranks form each parallel group, and on which node")
     mesh.add_argument("path", nargs="?", help="a launch script (or give the sizes below)")
     mesh.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -76,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     mesh.add_argument("--format", choices=("text", "json"), default="text")
     mesh.add_argument("--verify", action="store_true",
                       help="also initialise the real megatron-core and compare its groups (needs shardcheck[verify])")
+    _input_options(mesh, settings=False)
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
@@ -83,8 +114,47 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _wants_json(argv: list[str]) -> bool:
+    from itertools import pairwise
+
+    return "--format=json" in argv or any(a == "--format" and b == "json" for a, b in pairwise(argv))
+
+
+def _print_error(message: str, as_json: bool, path: str | None = None) -> None:
+    """One line on stderr; in JSON mode a JSON document on stdout too, so JSON readers always get JSON."""
+    if as_json:
+        import json
+
+        print(json.dumps({"version": 1, "path": path, "valid": None, "error": message}, indent=2))
+    print(message, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    as_json = _wants_json(argv)
+    try:
+        args = _parser().parse_args(argv)
+        return _dispatch(args)
+    except UsageError as exc:
+        _print_error(str(exc), as_json)
+        return 2
+    except (KeyboardInterrupt, BrokenPipeError, SystemExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 — the crash contract: one line and a reserved exit status
+        if "--debug" in argv:
+            import traceback
+
+            traceback.print_exc()
+        where = exc.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        at = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where is not None else ""
+        _print_error(f"shardcheck: internal error ({type(exc).__name__}: {str(exc)[:200]}{at}); {REPORT_HINT}",
+                     as_json)
+        return EXIT_INTERNAL
+
+
+def _dispatch(args) -> int:
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":
@@ -106,19 +176,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _settings(args):
+    """The ``--config`` settings (None: each script's own work tree decides)."""
+    if not getattr(args, "config", None):
+        return None
+    from shardcheck.errors import InputError
+    from shardcheck.settings import load_settings
+
+    try:
+        return load_settings(Path("."), Path(args.config))
+    except InputError as exc:
+        raise UsageError(f"shardcheck: --config: {exc}") from None
+
+
 def _check(args) -> int:
     from shardcheck.api import check
 
     env = _env_pairs(args.env)
+    settings = _settings(args)
     paths = args.paths or [str(EXAMPLE)]
     results = []
     for p in paths:
         display = "examples/qwen3_235b_256k.sh (built-in example)" if not args.paths else p
         results.append(check(p, env, model_config=args.model_config, display=display, device=args.device,
-                             host_memory=args.host_memory))
+                             host_memory=args.host_memory, settings=settings,
+                             allow_source=tuple(args.allow_source)))
     reports = _verify(results) if args.verify else None
-    if isinstance(reports, int):
-        return reports
     if args.format == "json":
         import json
 
@@ -132,7 +215,7 @@ def _check(args) -> int:
     else:
         from shardcheck.report.text import render_text
 
-        print(render_text(results))
+        print(render_text(results, verbose=args.verbose))
         if reports is not None:
             for r in results:
                 if id(r) in reports:
@@ -148,28 +231,39 @@ def _memory(args) -> int:
     from shardcheck.report.memory_report import render_memory_json, render_memory_text
 
     env = _env_pairs(args.env)
+    settings = _settings(args)
     paths = args.paths or [str(EXAMPLE)]
     results = [memory(p, env, model_config=args.model_config, device=args.device, host_memory=args.host_memory,
-                      display=p if args.paths else "examples/qwen3_235b_256k.sh (built-in example)") for p in paths]
+                      display=p if args.paths else "examples/qwen3_235b_256k.sh (built-in example)",
+                      settings=settings, allow_source=tuple(args.allow_source)) for p in paths]
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)
 
 
-def _verify(results) -> dict | int:
-    """--verify: one megatron-core worker run for every result with a job; {id(result): VerifyReport}, or exit 2."""
+def _verify(results) -> dict:
+    """--verify: one megatron-core worker run for every result with a job; {id(result): VerifyReport}."""
     from shardcheck.verify import VerifyError, verify_available, verify_jobs
 
     hint = verify_available()
     if hint is not None:
-        print(f"shardcheck: {hint}", file=sys.stderr)
-        return 2
+        raise UsageError(f"shardcheck: {hint}")
     judged = [r for r in results if r.job is not None]
     try:
         reports = verify_jobs([r.job for r in judged], [r.findings for r in judged])
     except VerifyError as exc:
-        print(f"shardcheck: --verify: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(f"shardcheck: --verify: {exc}") from None
     return {id(r): rep for r, rep in zip(judged, reports)}
+
+
+def _mesh_sizes(args) -> None:
+    """The sizes given as options: each a whole number ≥ 1 (ETP and VPP may be left out)."""
+    given = {"--world": args.world, "--devices-per-node": args.devices_per_node, "--tp": args.tp, "--pp": args.pp,
+             "--cp": args.cp, "--ep": args.ep, "--etp": args.etp, "--vpp": args.vpp}
+    for name, value in given.items():
+        if value is not None and value < 1:
+            raise UsageError(f"shardcheck mesh: {name} {value}: a parallel size is a whole number ≥ 1")
+    if args.rank is not None and args.rank < 0:
+        raise UsageError(f"shardcheck mesh: --rank {args.rank}: ranks count from 0")
 
 
 def _mesh(args) -> int:
@@ -180,35 +274,32 @@ def _mesh(args) -> int:
 
     if args.path:
         try:
-            job = resolve_script(args.path, _env_pairs(args.env))
+            job = resolve_script(args.path, _env_pairs(args.env), allow_source=tuple(args.allow_source))
         except InputError as exc:
-            print(f"error: {exc}")
+            _print_error(f"error: {exc}", args.format == "json", args.path)
             return 2
         shown = args.path
-    elif args.world:
+    elif args.world is not None:
+        _mesh_sizes(args)
         job = job_from_sizes(world=args.world, devices_per_node=args.devices_per_node, tp=args.tp, pp=args.pp,
                              cp=args.cp, ep=args.ep, etp=args.etp, vpp=args.vpp, order=args.order)
         shown = "<sizes>"
     else:
-        print("shardcheck mesh: give a launch script or --world (and the sizes)", file=sys.stderr)
-        return 2
+        raise UsageError("shardcheck mesh: give a launch script or --world (and the sizes)")
     result = mesh(job, shown)
     if args.rank is not None and result.grid is not None and not 0 <= args.rank < result.grid.world:
-        print(f"shardcheck mesh: --rank {args.rank} is outside 0..{result.grid.world - 1}", file=sys.stderr)
-        return 2
+        raise UsageError(f"shardcheck mesh: --rank {args.rank} is outside 0..{result.grid.world - 1}")
     report = None
     if args.verify:
         from shardcheck.verify import VerifyError, verify_available, verify_job
 
         hint = verify_available()
         if hint is not None:
-            print(f"shardcheck: {hint}", file=sys.stderr)
-            return 2
+            raise UsageError(f"shardcheck: {hint}")
         try:
             report = verify_job(job)
         except VerifyError as exc:
-            print(f"shardcheck: --verify: {exc}", file=sys.stderr)
-            return 2
+            raise UsageError(f"shardcheck: --verify: {exc}") from None
     if args.format == "json":
         import json
 

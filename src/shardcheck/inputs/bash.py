@@ -52,8 +52,10 @@ def _parser():
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
-def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None) -> ShellReading:
-    """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``."""
+def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None,
+              allow_source: tuple[str | Path, ...] = ()) -> ShellReading:
+    """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``; ``allow_source``
+    names directories whose files ``source`` may read besides the script's own tree (``--allow-source``)."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -63,7 +65,7 @@ def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: s
         raise InputError(f"{path}: is a directory; give the path of a launch script") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
-    return read_bash_text(raw, display or str(path), env, real_path=p)
+    return read_bash_text(raw, display or str(path), env, real_path=p, allow_source=allow_source)
 
 
 def _tree(raw: bytes, path: str):
@@ -75,11 +77,12 @@ def _tree(raw: bytes, path: str):
 
 
 def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None, *,
-                   real_path: Path | None = None) -> ShellReading:
+                   real_path: Path | None = None, allow_source: tuple[str | Path, ...] = ()) -> ShellReading:
     """Read script text; ``real_path`` is where it lies on disk (for ``source`` and ``$(dirname "$0")``)."""
     src, tree = _tree(raw, path)
     real = Path(os.path.abspath(real_path if real_path is not None else path))
     interp = _Interpreter(src, path, dict(env or {}), real_path=real)
+    interp.allow_source = tuple(Path(d) for d in allow_source)
     interp.run_block(tree.root_node.children)
     return ShellReading(path, tuple(interp.commands), tuple(interp.diagnostics), dict(interp.vars),
                         _suppressions(tree.root_node, src))
@@ -126,6 +129,7 @@ class _Interpreter:
         self.main = parent.main if parent is not None else self  # the script given, for $0
         self.sourcing: tuple[Path, ...] = (parent.sourcing if parent is not None else ()) + (real_path,)
         self.unfollowed: list[str] = parent.unfollowed if parent is not None else []
+        self.allow_source: tuple[Path, ...] = parent.allow_source if parent is not None else ()
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
         self.functions: dict[str, object] = {}
@@ -583,6 +587,8 @@ class _Interpreter:
                 why = "sources are nested more than 16 deep"
             elif not real.is_file():
                 why = f"{real} does not exist here"
+            else:
+                why = shell_source.source_refusal(real, self.main.real_path, self.allow_source)
         raw = None
         if why is None:
             try:

@@ -15,6 +15,7 @@ def result_to_dict(r: Result) -> dict:
                  "layout_valid": r.layout_valid}
     if r.error is not None:
         doc["error"] = r.error
+    doc["settings"] = r.settings.source  # the pyproject.toml (or --config file) whose [tool.shardcheck] applied
     doc["layout"] = r.layout_summary("actor")
     if job is not None:
         ref = job.layout("ref")

@@ -144,10 +144,13 @@ def _fsdp_lines(job: Job, layout: FsdpLayout) -> list[str]:
     ]
 
 
-def render_text(results: list[Result]) -> str:
+def render_text(results: list[Result], *, verbose: bool = False) -> str:
+    """The text report; ``verbose`` adds the settings file each result used."""
     out: list[str] = []
     for r in results:
         out.append(r.path)
+        if verbose:
+            out.append(f"  settings   {r.settings.source or 'none (no [tool.shardcheck] in a pyproject.toml of the work tree)'}")
         if r.error is not None:
             out.append(f"  error: {r.error}")
             out.append("")

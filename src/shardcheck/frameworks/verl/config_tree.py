@@ -329,11 +329,14 @@ def _base_config(tree: dict, source: str):
     digest = hashlib.sha256(json.dumps([source, omegaconf.__version__, tree]).encode()).hexdigest()[:32]
     name = f"verl-config-{digest}.pickle"
     payload = config_cache.load(directory, name)
+    cached = None
     if payload is not None:
         try:
-            return pickle.loads(payload)  # our own entry (HMAC-verified): safe to unpickle
+            cached = pickle.loads(payload)  # our own entry (HMAC-verified): safe to unpickle
         except Exception:  # noqa: BLE001 — an entry of another omegaconf build, say: rebuild it
-            pass
+            cached = None
+    if cached is not None:
+        return cached
     cfg = OmegaConf.create(tree)
     config_cache.store(directory, name, pickle.dumps(cfg))
     return cfg
