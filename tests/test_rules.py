@@ -241,6 +241,8 @@ CASES: dict[str, tuple[str, str]] = {
     "VERL-CONFIG-CUSTOM": (script(config="--config-path=/my/configs --config-name=my_trainer"),
                            script(config="--config-path=config --config-name=ppo_megatron_trainer")),
     "VALUE-BAD-SIZE": (script(f"{M}.tensor_model_parallel_size=two"), script(f"{M}.tensor_model_parallel_size=2")),
+    "VALUE-BAD-TYPE": (script(f"{A}.ppo_micro_batch_size_per_gpu=1.5"), script(f"{A}.ppo_micro_batch_size_per_gpu=2")),
+    "VALUE-BAD-RANGE": (script("data.train_batch_size=-1"), script("data.train_batch_size=1441440")),
     "VALUE-UNKNOWN": (script(f"{M}.tensor_model_parallel_size=$TP"), script(f"{M}.tensor_model_parallel_size=2")),
     "MODEL-NOT-FOUND": (script(model="my-private-model"), script(model="Qwen3-30B-A3B")),
     "MEM-TRAIN-OOM": (script(), script(f"{FITS} {RO}.tensor_model_parallel_size=4", nodes=4)),

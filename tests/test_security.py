@@ -396,3 +396,69 @@ def test_mesh_json_is_always_json(argv, capsys):
 def test_bad_env_option_is_exit_2(capsys):
     code, out = _run(["check", "--env", "NOEQUALS"], capsys)
     assert code == 2 and "expected NAME=VALUE" in out
+
+
+# ---- every value a rule or the estimate reads is checked where it is read ----
+
+MLM_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "megatron_lm_pretrain_gpt.sh"
+REPRODUCERS = [  # issue 19's crash reproducers: (override, rule)
+    ("data.train_batch_size=-1", "VALUE-BAD-RANGE"),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size=1.5", "VALUE-BAD-TYPE"),
+    ("actor_rollout_ref.rollout.gpu_memory_utilization=abc", "VALUE-BAD-TYPE"),
+    ("data.max_prompt_length=1e400", "VALUE-BAD-RANGE"),
+    ("actor_rollout_ref.rollout.max_num_seqs=0", "VALUE-BAD-RANGE"),
+    ("trainer.n_gpus_per_node=0", "VALUE-BAD-SIZE"),
+    ("actor_rollout_ref.rollout.gpu_memory_utilization=nan", "VALUE-BAD-RANGE"),
+    ("actor_rollout_ref.rollout.name=[vllm]", "VALUE-BAD-TYPE"),
+    ("actor_rollout_ref.actor.use_dynamic_bsz=[1]", "VALUE-BAD-TYPE"),
+    ("actor_rollout_ref.rollout.n=1099511627777", "VALUE-BAD-RANGE"),
+]
+
+
+@pytest.mark.parametrize("override,rule", REPRODUCERS)
+@pytest.mark.parametrize("command", [["check"], ["check", "--format", "json"], ["memory"], ["mesh"]])
+def test_bad_verl_value_is_a_finding_at_its_line(override, rule, command, tmp_path, capsys):
+    script = _verl_script(tmp_path, override)
+    code, out = _run([*command, str(script), "--env", "WORK_DIR=/w"], capsys)
+    assert "Traceback" not in out and "internal error" not in out
+    if command[0] == "check":
+        assert code == 1 and rule in out
+        assert f"{script}:1: {rule}" in out or '"line": 1' in out
+    else:
+        assert code in (0, 1)
+
+
+@pytest.mark.parametrize("old,new,rule", [
+    ("--global-batch-size 256", "--global-batch-size 0", "VALUE-BAD-RANGE"),
+    ("--num-virtual-stages-per-pipeline-rank 2", "--num-virtual-stages-per-pipeline-rank 0", "VALUE-BAD-RANGE"),
+    ("--seq-length 8192", "--seq-length 1e400", "VALUE-BAD-SIZE"),
+    ("--micro-batch-size 1", "--micro-batch-size -3", "VALUE-BAD-RANGE"),
+    ("--micro-batch-size 1", "--micro-batch-size " + "9" * 5000, "VALUE-BAD-SIZE"),
+])
+@pytest.mark.parametrize("command", [["check"], ["memory"], ["mesh"]])
+def test_bad_megatron_lm_flag_is_a_finding(old, new, rule, command, tmp_path, capsys):
+    script = tmp_path / "pretrain.sh"
+    text = MLM_EXAMPLE.read_text()
+    assert old in text
+    script.write_text(text.replace(old, new))
+    code, out = _run([*command, str(script)], capsys)
+    assert "Traceback" not in out and "internal error" not in out
+    if command[0] == "check":
+        assert code == 1 and rule in out
+
+
+def test_every_verl_key_read_has_a_kind_and_the_defaults_pass():
+    from shardcheck.frameworks.verl.resolve import FSDP_VALUE_KEYS, MEMORY_KEYS, VALUE_KEYS, VALUE_KINDS
+
+    assert set(VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS) == set(VALUE_KINDS)
+
+
+@pytest.mark.parametrize("config", ["ppo_trainer", "ppo_megatron_trainer"])
+def test_verl_defaults_are_never_bad_values(config, tmp_path):
+    import shardcheck
+
+    script = tmp_path / "run.sh"
+    script.write_text(f"python3 -m verl.trainer.main_ppo --config-name={config} critic.enable=true "
+                      "actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.rollout.name=sglang\n")
+    result = shardcheck.check(script)
+    assert not [f.message for f in result.findings if f.rule.startswith("VALUE-BAD")]

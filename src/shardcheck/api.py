@@ -293,4 +293,4 @@ def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config:
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
     return MemoryResult(result.path, estimate(result.job, device),
-                        [f for f in result.findings if f.rule.startswith("MEM-")])
+                        [f for f in result.findings if f.rule.startswith(("MEM-", "VALUE-BAD-"))])

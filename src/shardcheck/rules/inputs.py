@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.job import Job
 from shardcheck.rules.registry import Finding, finding, rule
 
@@ -219,6 +220,50 @@ _note_rule("VALUE-BAD-SIZE", "error", "A parallel size that is not a positive in
 """)
 
 
+_note_rule("VALUE-BAD-TYPE", "error", "A setting of the wrong type", """
+    A value a rule or the memory estimate reads has the wrong type: a fraction where a whole number
+    belongs, a word where a number belongs, a list where a string belongs. The value is reported at its
+    line and treated as unknown, so nothing is computed from it.
+
+    Why:
+    verl and Megatron-LM fail at start (or later, in the middle of a step) on such a value:
+    `range()` of a float, arithmetic on a string.
+
+    Bad:
+    `actor_rollout_ref.actor.ppo_mini_batch_size=1.5`, `actor_rollout_ref.rollout.gpu_memory_utilization=abc`
+
+    Good:
+    `actor_rollout_ref.actor.ppo_mini_batch_size=16`, `actor_rollout_ref.rollout.gpu_memory_utilization=0.6`
+
+    Fix:
+    Give the value the type the message names.
+
+    Source:
+    verl 0.9.1's config dataclasses (verl/workers/config/*.py); megatron/training/arguments.py (argparse types).
+""")
+_note_rule("VALUE-BAD-RANGE", "error", "A number outside the range it must lie in", """
+    A number a rule or the memory estimate reads lies outside its range: a batch size, length or size
+    below 1, a fraction outside 0…1, an infinite or NaN value (`1e400`), or a count past 2^40. The value
+    is reported at its line and treated as unknown.
+
+    Why:
+    Batch sizes and lengths are divided by and multiplied with; 0 or a negative value makes verl or
+    Megatron-LM fail at start or divide by zero in a step.
+
+    Bad:
+    `data.train_batch_size=-1`, `trainer.n_gpus_per_node=0`, `--global-batch-size 0`, `data.max_prompt_length=1e400`
+
+    Good:
+    `data.train_batch_size=256`
+
+    Fix:
+    Give a value inside the range the message names.
+
+    Source:
+    verl 0.9.1's config dataclasses (verl/workers/config/*.py); megatron/training/arguments.py validate_args.
+""")
+
+
 @rule("VALUE-UNKNOWN", "warning", "A value a rule needs is not known statically")
 def value_unknown(job: Job) -> Iterator[Finding]:
     """
@@ -250,7 +295,8 @@ def value_unknown(job: Job) -> Iterator[Finding]:
                    (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting)]
     yield from _notes(job, "VALUE-UNKNOWN")
     for name, traced in needed:
-        if not traced.known and "not a positive integer" not in (traced.unknown or ""):
+        if not traced.known and "not a positive integer" not in (traced.unknown or "") \
+                and not is_invalid(traced.unknown):
             where = traced.origin.first_script_line() or traced.origin
             yield finding("VALUE-UNKNOWN", f"{name} is unknown: {traced.unknown}", where,
                           fix="give the value with --env NAME=VALUE, or set it literally in the script")

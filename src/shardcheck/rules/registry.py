@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.job import Job
 from shardcheck.origin import Origin, Traced
 
@@ -139,6 +140,8 @@ def run_rules(job: Job) -> tuple[list[Finding], list[str]]:
         try:
             findings.extend(rule_obj.check(job))
         except UnknownValue as exc:
+            if is_invalid(exc.traced.unknown):
+                continue  # already a VALUE-BAD-* finding at its line
             where = exc.traced.origin.first_script_line() or exc.traced.origin
             key = (where.location, exc.traced.unknown)
             stopped.setdefault(key, finding(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from shardcheck.frameworks.value_kinds import INVALID, Kind, shown
 from shardcheck.inputs.shell_values import Field
 from shardcheck.job import ConfigNote
 from shardcheck.origin import Origin, Traced
@@ -25,6 +26,15 @@ class Flag:
     kind: str  # "int" | "float" | "str" | "true" (store_true) | "false" (store_false) | "list" (nargs='+')
     default: object = None
     dest: str | None = None  # the args attribute when it is not the name's (store_false flags)
+    low: float | None = None  # the least value that makes sense (int flags: 1 unless said); inclusive
+    high: float | None = None
+
+    @property
+    def value_kind(self) -> Kind:
+        """What a value of this flag must be (checked where it is read, ``_typed``)."""
+        if self.kind == "int":
+            return Kind("int", low=1 if self.low is None else self.low, high=self.high)
+        return Kind("real", low=self.low, high=self.high)
 
 
 def _table(kind: str, default, *names: str) -> list[Flag]:
@@ -35,8 +45,9 @@ def _table(kind: str, default, *names: str) -> list[Flag]:
 MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
     *_table("int", 1, "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
             "--context-parallel-size", "--expert-model-parallel-size"),
-    *_table("int", None, "--expert-tensor-parallel-size", "--decoder-first-pipeline-num-layers",
-            "--decoder-last-pipeline-num-layers", "--num-layers-per-virtual-pipeline-stage",
+    Flag("--decoder-first-pipeline-num-layers", "int", None, low=0),
+    Flag("--decoder-last-pipeline-num-layers", "int", None, low=0),
+    *_table("int", None, "--expert-tensor-parallel-size", "--num-layers-per-virtual-pipeline-stage",
             "--num-virtual-stages-per-pipeline-rank", "--num-layers", "--hidden-size", "--ffn-hidden-size",
             "--num-attention-heads", "--num-query-groups", "--kv-channels", "--num-experts",
             "--moe-ffn-hidden-size", "--vocab-size", "--seq-length", "--max-position-embeddings",
@@ -49,7 +60,7 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
     Flag("--qk-head-dim", "int", 128),
     Flag("--qk-pos-emb-head-dim", "int", 64),
     Flag("--v-head-dim", "int", 128),
-    Flag("--optimizer-offload-fraction", "float", 1.0),
+    Flag("--optimizer-offload-fraction", "float", 1.0, low=0, high=1),
     # TransformerConfig fields as flags (argument_utils.ArgumentGroupFactory: a bool field defaulting to
     # True becomes --no-X / --disable-X; add_bias_linear names its own --disable-bias-linear).
     Flag("--normalization", "str", "LayerNorm"),
@@ -107,13 +118,21 @@ def _typed(flag: Flag, text: str | None, word: Field, start: int, unknown: str |
     if flag.kind in ("int", "float"):
         kind = int if flag.kind == "int" else float
         try:
-            return Traced(kind(text), origin)
+            value = kind(text)
         except ValueError:
             notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=origin,
                                     message=f"{flag.name} {text}: argparse rejects it (\"argument {flag.name}: "
                                             f"invalid {flag.kind} value: '{text}'\")",
                                     fix=f"give {flag.name} a {'whole number' if flag.kind == 'int' else 'number'}"))
             return Traced(None, origin, f"{flag.name} {text!r} is not {'an integer' if flag.kind == 'int' else 'a number'}")
+        expected = flag.value_kind
+        rule = expected.problem(value)
+        if rule is not None:  # argparse takes it; Megatron-LM or slime would divide by it or fail later
+            notes.append(ConfigNote(rule=rule, origin=origin, message=f"{flag.name} {shown(value)}: must be "
+                                                                      f"{expected.what}",
+                                    fix=f"give {flag.name} {expected.what}"))
+            return Traced(None, origin, f"{INVALID}{flag.name} {shown(value)} is not {expected.what}")
+        return Traced(value, origin)
     return Traced(text, origin)
 
 

@@ -15,6 +15,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from shardcheck.frameworks.value_kinds import (
+    ANY,
+    COUNT,
+    COUNT_OR_NULL,
+    FLAG,
+    FLAG_OR_NULL,
+    FRACTION,
+    FRACTION_OR_NULL,
+    NAME,
+    NAME_OR_NULL,
+    NUMBER,
+    Kind,
+    checked,
+)
 from shardcheck.frameworks.verl.config_tree import (
     KNOWN_CONFIGS,
     MODEL_ENGINES,
@@ -94,6 +108,56 @@ FSDP_VALUE_KEYS = ("actor_rollout_ref.model.use_remove_padding", "critic.model.u
                    "critic.ulysses_sequence_parallel_size", "critic.fsdp.ulysses_sequence_parallel_size",
                    "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
                    "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
+_A, _R, _RO, _C = "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.rollout", "critic"
+_OTC_KEY = f"{_A}.megatron.override_transformer_config"
+# What each key read must be (verl 0.9.1's dataclasses: verl/workers/config/actor.py, rollout.py, critic.py,
+# engine.py, optimizer.py; verl/trainer/config/data). Checked where read (``resolve_verl``); a test keeps this
+# in step with VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS.
+VALUE_KINDS: dict[str, Kind] = {
+    "data.train_batch_size": COUNT, "data.max_prompt_length": COUNT, "data.max_response_length": COUNT,
+    f"{_A}.ppo_mini_batch_size": COUNT, f"{_A}.ppo_micro_batch_size": COUNT_OR_NULL,
+    f"{_A}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL, f"{_A}.use_dynamic_bsz": FLAG,
+    f"{_A}.ppo_max_token_len_per_gpu": COUNT, f"{_A}.use_kl_loss": FLAG,
+    f"{_R}.log_prob_micro_batch_size": COUNT_OR_NULL, f"{_R}.log_prob_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_R}.log_prob_use_dynamic_bsz": FLAG, f"{_R}.log_prob_max_token_len_per_gpu": COUNT,
+    f"{_RO}.name": NAME, f"{_RO}.mode": NAME, f"{_RO}.n": COUNT,
+    f"{_RO}.log_prob_micro_batch_size": COUNT_OR_NULL, f"{_RO}.log_prob_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_RO}.log_prob_use_dynamic_bsz": FLAG, f"{_RO}.log_prob_max_token_len_per_gpu": COUNT,
+    f"{_RO}.tensor_model_parallel_size": COUNT, f"{_RO}.data_parallel_size": COUNT,
+    f"{_RO}.expert_parallel_size": COUNT, f"{_RO}.pipeline_model_parallel_size": COUNT,
+    f"{_RO}.max_model_len": COUNT_OR_NULL, f"{_RO}.n_gpus_per_node": COUNT_OR_NULL,
+    f"{_RO}.enable_chunked_prefill": FLAG, f"{_RO}.max_num_batched_tokens": COUNT_OR_NULL,
+    "algorithm.adv_estimator": NAME, "algorithm.use_kl_in_reward": FLAG, "trainer.use_v1": FLAG,
+    f"{_RO}.max_num_seqs": COUNT_OR_NULL, f"{_RO}.gpu_memory_utilization": FRACTION,
+    f"{_RO}.engine_kwargs.sglang.enable_dp_attention": FLAG_OR_NULL,
+    f"{_RO}.engine_kwargs.sglang.mem_fraction_static": FRACTION_OR_NULL,
+    f"{_C}.enable": FLAG_OR_NULL, f"{_C}.strategy": NAME, f"{_C}.ppo_mini_batch_size": COUNT,
+    f"{_C}.ppo_micro_batch_size": COUNT_OR_NULL, f"{_C}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_C}.use_dynamic_bsz": FLAG, f"{_C}.ppo_infer_max_token_len_per_gpu": COUNT,
+    **{f"{_C}.megatron.{k}_parallel_size": COUNT for k in ("tensor_model", "pipeline_model", "context",
+                                                            "expert_model")},
+    f"{_C}.megatron.expert_tensor_parallel_size": COUNT_OR_NULL,
+    f"{_C}.megatron.virtual_pipeline_model_parallel_size": COUNT_OR_NULL,
+    f"{_A}.megatron.dtype": NAME, f"{_A}.megatron.use_distributed_optimizer": FLAG,
+    f"{_A}.megatron.param_offload": FLAG, f"{_A}.megatron.optimizer_offload": FLAG,
+    f"{_A}.optim.optimizer": NAME, f"{_A}.optim.use_precision_aware_optimizer": FLAG,
+    f"{_A}.optim.main_grads_dtype": NAME, f"{_A}.optim.exp_avg_dtype": NAME, f"{_A}.optim.exp_avg_sq_dtype": NAME,
+    f"{_A}.optim.override_optimizer_config.optimizer_cpu_offload": FLAG_OR_NULL,
+    f"{_A}.optim.override_optimizer_config.optimizer_offload_fraction": FRACTION_OR_NULL,
+    f"{_OTC_KEY}.recompute_granularity": NAME_OR_NULL, f"{_OTC_KEY}.recompute_method": NAME_OR_NULL,
+    f"{_OTC_KEY}.recompute_num_layers": COUNT_OR_NULL, f"{_OTC_KEY}.recompute_modules": Kind("texts", none=True),
+    f"{_A}.calculate_entropy": FLAG, f"{_A}.entropy_coeff": NUMBER,
+    f"{_A}.entropy_from_logits_with_chunking": FLAG, f"{_A}.entropy_from_logits_chunk_size": COUNT,
+    f"{_A}.use_fused_kernels": FLAG, f"{_R}.megatron.param_offload": FLAG, f"{_RO}.dtype": NAME,
+    f"{_A}.fsdp_config.reshard_after_forward": FLAG, f"{_A}.fsdp_config.mixed_precision": ANY,
+    "actor_rollout_ref.model.enable_gradient_checkpointing": FLAG,
+    "actor_rollout_ref.model.enable_activation_offload": FLAG,
+    f"{_C}.megatron.param_offload": FLAG, f"{_C}.megatron.optimizer_offload": FLAG,
+    "actor_rollout_ref.model.use_remove_padding": FLAG, f"{_C}.model.use_remove_padding": FLAG,
+    f"{_C}.model.path": NAME_OR_NULL,
+    f"{_C}.ulysses_sequence_parallel_size": COUNT, f"{_C}.fsdp.ulysses_sequence_parallel_size": COUNT,
+    f"{_A}.ulysses_sequence_parallel_size": COUNT, f"{_A}.fsdp_config.ulysses_sequence_parallel_size": COUNT,
+}
 # verl's FSDP engine strategies (FSDPEngineConfig.__post_init__ also accepts fsdp_turbo, whose own
 # turbo_config sizes shardcheck does not model).
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
@@ -387,6 +451,8 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     base = Path(path).parent
     model, problem = load_model(str(raw_path) if raw_path is not None else None, model_path.known,
                                 model_config, base=base)
+    values = {key: checked(key, _value(config, key), VALUE_KINDS.get(key, ANY), notes)
+              for key in dict.fromkeys(VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS)}
     return Job(
         path=path,
         framework="verl",
@@ -405,6 +471,6 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         notes=tuple(notes),
         open_arguments=tuple(word.word for word in hydra.unknown_words),
         rollout=rollout,
-        values={key: _value(config, key) for key in VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS},
+        values=values,
         fsdp_layouts=fsdp_layouts,
     )
