@@ -106,6 +106,8 @@ def checked(key: str, traced: Traced, kind: Kind, notes: list[ConfigNote]) -> Tr
         return traced
     where = traced.origin.first_script_line() or traced.origin
     value = shown(traced.value)
-    notes.append(ConfigNote(rule=rule, origin=where, message=f"{key} = {value}: must be {kind.what}",
-                            fix=f"set {key} to {kind.what}"))
+    note = ConfigNote(rule=rule, origin=where, message=f"{key} = {value}: must be {kind.what}",
+                      fix=f"set {key} to {kind.what}")
+    if note not in notes:  # a key read in two places is reported once
+        notes.append(note)
     return Traced(None, traced.origin, f"{INVALID}{key} = {value} is not {kind.what}")

@@ -191,6 +191,13 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
             while j < n and not (words[j].text or "-").startswith("-"):
                 j += 1
             items = words[i + 1 : j]
+            if not items:  # the next word is an option (or of unknown content): argparse's nargs='+' stops
+                out.notes.append(ConfigNote(rule="VALUE-BAD-TYPE", origin=_where(word),
+                                            message=f"{name}: argparse stops (\"argument {name}: expected at least "
+                                                    "one argument\")", fix=f"give {name} its values"))
+                out.values[name] = Traced(None, _where(word), f"{INVALID}{name} has no values")
+                i += 1
+                continue
             unknown = next((s.unknown for w in items for s in w.unknowns), None)
             out.values[name] = Traced(None if unknown else [w.text for w in items], _where(items[0]), unknown)
             i = j

@@ -21,6 +21,7 @@ from shardcheck.frameworks.value_kinds import (
     COUNT_OR_NULL,
     FLAG,
     FLAG_OR_NULL,
+    MAX_INT,
     FRACTION,
     FRACTION_OR_NULL,
     NAME,
@@ -28,6 +29,7 @@ from shardcheck.frameworks.value_kinds import (
     NUMBER,
     Kind,
     checked,
+    shown,
 )
 from shardcheck.frameworks.verl.config_tree import (
     KNOWN_CONFIGS,
@@ -230,15 +232,20 @@ def _int(traced: Traced, key: str, notes: list[ConfigNote], *, allow_none: bool 
     value = traced.value
     if value is None and allow_none:
         return traced
-    if isinstance(value, bool) or not isinstance(value, int) or (positive and value < 1):
+    if isinstance(value, bool) or not isinstance(value, int) or (positive and value < 1) or abs(value) > MAX_INT:
         where = traced.origin.first_script_line() or traced.origin
         notes.append(ConfigNote(
             rule="VALUE-BAD-SIZE", origin=where,
-            message=f"{key} must be a positive integer, got {value!r}",
+            message=f"{key} must be a positive integer (at most 2^40), got {shown(value)}",
             fix=f"set {key} to a whole number ≥ 1",
         ))
-        return Traced(None, traced.origin, f"{key} is not a positive integer ({value!r})")
+        return Traced(None, traced.origin, f"{key} is not a positive integer ({shown(value)})")
     return traced
+
+
+def _read(config: VerlConfig, key: str, kind: Kind, notes: list[ConfigNote]) -> Traced:
+    """``config.get(key)``, checked to be of ``kind`` where it is read (else VALUE-BAD-* and unknown)."""
+    return checked(key, config.get(key), kind, notes)
 
 
 def _bool(traced: Traced) -> Traced:
@@ -279,10 +286,13 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
         last_stage_layers=_int(otc_get("num_layers_in_last_pipeline_stage", None),
                                f"{base}.{_OTC}.num_layers_in_last_pipeline_stage", notes, allow_none=True,
                                positive=False),
-        account_for_embedding=_bool(otc_get("account_for_embedding_in_pipeline_split", False)),
-        account_for_loss=_bool(otc_get("account_for_loss_in_pipeline_split", False)),
-        layout_string=otc_get("pipeline_model_parallel_layout", None),
-        sequence_parallel=_bool(config.get(f"{base}.sequence_parallel")),
+        account_for_embedding=_bool(checked(f"{base}.{_OTC}.account_for_embedding_in_pipeline_split",
+                                            otc_get("account_for_embedding_in_pipeline_split", False), FLAG, notes)),
+        account_for_loss=_bool(checked(f"{base}.{_OTC}.account_for_loss_in_pipeline_split",
+                                       otc_get("account_for_loss_in_pipeline_split", False), FLAG, notes)),
+        layout_string=checked(f"{base}.{_OTC}.pipeline_model_parallel_layout",
+                              otc_get("pipeline_model_parallel_layout", None), NAME_OR_NULL, notes),
+        sequence_parallel=_bool(_read(config, f"{base}.sequence_parallel", FLAG, notes)),
         transformer_overrides=overrides,
     )
 
@@ -311,20 +321,21 @@ def _fsdp_layout(config: VerlConfig, role: str, section: str, engine: str, propa
     return FsdpLayout(
         role=role,
         key_prefix=engine,
-        strategy=config.get(f"{section}.strategy"),
+        strategy=_read(config, f"{section}.strategy", NAME, notes),
         sp=sp,
         sp_key=sp_key,
         fsdp_size=_int(config.get(f"{engine}.fsdp_size"), f"{engine}.fsdp_size", notes, positive=False),
-        model_dtype=config.get(f"{engine}.model_dtype"),
-        param_offload=_bool(config.get(f"{engine}.param_offload")),
-        optimizer_offload=_bool(config.get(f"{engine}.optimizer_offload")),
-        offload_policy=_bool(config.get(f"{engine}.offload_policy")),
+        model_dtype=_read(config, f"{engine}.model_dtype", NAME, notes),
+        param_offload=_bool(_read(config, f"{engine}.param_offload", FLAG, notes)),
+        optimizer_offload=_bool(_read(config, f"{engine}.optimizer_offload", FLAG, notes)),
+        offload_policy=_bool(_read(config, f"{engine}.offload_policy", FLAG, notes)),
     )
 
 
-def _critic_used(config: VerlConfig) -> Traced:
+def _critic_used(config: VerlConfig, notes: list[ConfigNote]) -> Traced:
     """verl/trainer/ppo/utils.py need_critic: ``critic.enable`` when set, else adv_estimator == gae."""
-    enable, estimator = config.get("critic.enable"), config.get("algorithm.adv_estimator")
+    enable = _read(config, "critic.enable", FLAG_OR_NULL, notes)
+    estimator = _read(config, "algorithm.adv_estimator", NAME, notes)
     if enable.known and enable.value is not None:
         return Traced.derived(bool(enable.value), "critic built = critic.enable", enable)
     return Traced.derived(estimator.value == "gae" if estimator.known else None,
@@ -338,7 +349,7 @@ def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
              "ref": ref_used, "critic": critic_used}
     out = []
     for role, section, engine, propagates in FSDP_ROLES:
-        strategy = config.get(f"{section}.strategy")
+        strategy = _read(config, f"{section}.strategy", NAME, notes)
         if built[role].value is False or not (strategy.known and strategy.value in FSDP_STRATEGIES):
             continue
         out.append(_fsdp_layout(config, role, section, engine, propagates, notes))
@@ -418,11 +429,11 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     cluster = Cluster(
         nnodes=_int(config.get("trainer.nnodes"), "trainer.nnodes", notes),
         devices_per_node=_int(config.get("trainer.n_gpus_per_node"), "trainer.n_gpus_per_node", notes),
-        device=config.get("trainer.device"),
+        device=_read(config, "trainer.device", NAME, notes),
     )
-    strategy = config.get("actor_rollout_ref.actor.strategy")
-    kl_loss = config.get("actor_rollout_ref.actor.use_kl_loss")
-    kl_reward = config.get("algorithm.use_kl_in_reward")
+    strategy = _read(config, "actor_rollout_ref.actor.strategy", NAME, notes)
+    kl_loss = _read(config, "actor_rollout_ref.actor.use_kl_loss", FLAG, notes)
+    kl_reward = _read(config, "algorithm.use_kl_in_reward", FLAG, notes)
     ref_used_value = None
     if kl_loss.known and kl_reward.known:
         ref_used_value = bool(kl_loss.value) or bool(kl_reward.value)
@@ -431,20 +442,20 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     layouts: list[MegatronLayout] = []
     if strategy.known and strategy.value == "megatron":
         layouts.append(_layout(config, "actor", notes))
-        ref_strategy = config.get("actor_rollout_ref.ref.strategy")
+        ref_strategy = _read(config, "actor_rollout_ref.ref.strategy", NAME, notes)
         if ref_used.value is not False and (not ref_strategy.known or ref_strategy.value == "megatron"):
             layouts.append(_layout(config, "ref", notes))
 
     ro = "actor_rollout_ref.rollout"
     rollout = RolloutLayout(
-        engine=config.get(f"{ro}.name"),
+        engine=_read(config, f"{ro}.name", NAME, notes),
         tp=_int(config.get(f"{ro}.tensor_model_parallel_size"), f"{ro}.tensor_model_parallel_size", notes),
         dp=_int(config.get(f"{ro}.data_parallel_size"), f"{ro}.data_parallel_size", notes),
         pp=_int(config.get(f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
     )
-    critic_used = _critic_used(config)
+    critic_used = _critic_used(config, notes)
     fsdp_layouts = _fsdp_layouts(config, ref_used, critic_used, notes)
-    model_path = config.get("actor_rollout_ref.model.path")
+    model_path = _read(config, "actor_rollout_ref.model.path", NAME_OR_NULL, notes)
     from omegaconf import OmegaConf
 
     raw_path = OmegaConf.select(config.cfg, "actor_rollout_ref.model.path", throw_on_missing=False)
