@@ -1,20 +1,28 @@
 """Project settings: ``[tool.shardcheck]`` in the nearest ``pyproject.toml`` at or above a script, inside
-its git work tree (never above it), or the file given with ``--config``.
+its git work tree (never above it: a file in a shared parent directory must not silence the checks), or
+the file given with ``--config``.
 
     [tool.shardcheck]
     select = ["MCORE-", "VERL-"]   # rule ids or prefixes to report (default: all)
     ignore = ["VERL-MC-ETP-MISMATCH"]
     fail-on = "error"              # the lowest severity that makes the exit status 1: error | warning | info
+
+    [tool.shardcheck.per-file-ignores]
+    "recipes/*.sh" = ["MEM-"]      # glob (relative to the pyproject.toml's folder, or a file name) -> ids
+
+The command line's ``--select`` / ``--ignore`` / ``--fail-on`` replace the file's values.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import fnmatch
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from shardcheck.errors import InputError
+from shardcheck.errors import SettingsError
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+_KEYS = ("select", "ignore", "fail-on", "per-file-ignores")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,19 +30,86 @@ class Settings:
     select: tuple[str, ...] = ()  # empty: every rule
     ignore: tuple[str, ...] = ()
     fail_on: str = "error"
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, ids)
     source: str | None = None  # the pyproject.toml they came from
+    lines: tuple[tuple[str, int], ...] = ()  # (id as written, line in source), to anchor warnings about ids
 
-    def reports(self, rule_id: str) -> bool:
-        if self.select and not any(rule_id.startswith(p) for p in self.select):
+    def reports(self, rule_id: str, path: str | Path | None = None) -> bool:
+        from shardcheck.rules.registry import current_id
+
+        if self.select and not any(rule_id.startswith(current_id(p)) for p in self.select):
             return False
-        return not any(rule_id.startswith(p) for p in self.ignore)
+        ignored = self.ignore + (self.ignored_for(path) if path is not None else ())
+        return not any(rule_id.startswith(current_id(p)) for p in ignored)
+
+    def ignored_for(self, path: str | Path) -> tuple[str, ...]:
+        """The ids per-file-ignores names for ``path``: a glob matches the path relative to the settings
+        file's folder, or the file name alone."""
+        if not self.per_file_ignores:
+            return ()
+        p = Path(path).resolve()
+        rel = p.as_posix()
+        if self.source is not None:
+            try:
+                rel = p.relative_to(Path(self.source).resolve().parent).as_posix()
+            except ValueError:
+                pass
+        out: list[str] = []
+        for pattern, ids in self.per_file_ignores:
+            if fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(p.name, pattern):
+                out.extend(ids)
+        return tuple(out)
 
     def fails(self, severity: str) -> bool:
         return SEVERITY_RANK[severity] <= SEVERITY_RANK[self.fail_on]
 
+    def overridden(self, *, select: list[str] | None = None, ignore: list[str] | None = None,
+                   fail_on: str | None = None) -> Settings:
+        """These settings with the command line's values in place of the file's."""
+        changes: dict = {}
+        if select is not None:
+            changes["select"] = _ids(select)
+        if ignore is not None:
+            changes["ignore"] = _ids(ignore)
+        if fail_on is not None:
+            changes["fail_on"] = fail_on
+        return replace(self, **changes) if changes else self
+
+    def id_problems(self) -> list[tuple[str, str | None, str | None, int | None]]:
+        """(message, fix, file, line) for every id in the settings that names no current rule."""
+        from shardcheck.rules.registry import id_problem
+
+        written = dict(self.lines)
+        out = []
+        named = [("select", i) for i in self.select] + [("ignore", i) for i in self.ignore]
+        named += [(f"per-file-ignores {pattern!r}", i) for pattern, ids in self.per_file_ignores for i in ids]
+        for setting, i in named:
+            where = f"[tool.shardcheck] {setting}" if self.source else f"--{setting}"
+            problem = id_problem(i, where)
+            if problem is not None:
+                out.append((*problem, self.source, written.get(i)))
+        return out
+
+
+def _ids(values) -> tuple[str, ...]:
+    out: list[str] = []
+    for value in values:
+        out.extend(part.strip().upper() for part in str(value).split(",") if part.strip())
+    return tuple(out)
+
+
+def _lines(text: str, ids: list[str]) -> tuple[tuple[str, int], ...]:
+    """The line of each id's first mention in the file (tomllib gives no positions)."""
+    out = []
+    rows = text.upper().splitlines()
+    for i in ids:
+        number = next((n for n, row in enumerate(rows, 1) if f'"{i}"' in row or f"'{i}'" in row), None)
+        if number is not None:
+            out.append((i, number))
+    return tuple(out)
+
 
 MAX_SETTINGS_BYTES = 1 << 20
-_SETTING_NAMES = ("select", "ignore", "fail-on")
 
 
 def work_tree_root(start: Path) -> Path | None:
@@ -47,8 +122,7 @@ def work_tree_root(start: Path) -> Path | None:
 
 def settings_candidates(start: Path) -> list[Path]:
     """Where settings may come from for a script in ``start``: each directory from ``start`` up to the top
-    of its git work tree, never above it (a pyproject.toml in a shared parent directory must not silence
-    the checks); outside a work tree, ``start`` alone."""
+    of its git work tree, never above it; outside a work tree, ``start`` alone."""
     root = work_tree_root(start)
     if root is None:
         return [start]
@@ -67,47 +141,55 @@ def _line_of(text: str, name: str) -> int:
     return 1
 
 
-def _prefixes(value, name: str, where: str) -> tuple[str, ...]:
+def _id_list(value, what: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
-        raise InputError(f"{where}: [tool.shardcheck] {name} = {value!r}: expected a list of rule ids or prefixes "
-                         f'such as ["MCORE-", "VERL-CFG-UNKNOWN-KEY"] (an empty prefix would match every rule)')
-    return tuple(x.strip().upper() for x in value)
+        raise SettingsError(f"{where}: [tool.shardcheck] {what} = {str(value)[:60]}: expected a list of rule ids or "
+                            'prefixes such as ["MCORE-", "VERL-CFG-UNKNOWN-KEY"] (an empty prefix would match every '
+                            "rule)")
+    return _ids(value)
 
 
 def read_settings(candidate: Path, *, required: bool = False) -> Settings | None:
-    """The ``[tool.shardcheck]`` settings of one TOML file; None when it has no such table (unless ``required``)."""
+    """The ``[tool.shardcheck]`` settings of one TOML file; None when it has none (unless ``required``)."""
     import tomllib
 
     try:
         if not candidate.is_file():
             if required:
-                raise InputError(f"{candidate}: no such file; --config takes a pyproject.toml")
+                raise SettingsError(f"{candidate}: no such file; --config takes a pyproject.toml")
             return None
         if candidate.stat().st_size > MAX_SETTINGS_BYTES:
-            raise InputError(f"{candidate}:1: larger than {MAX_SETTINGS_BYTES >> 20} MiB; not a settings file")
+            raise SettingsError(f"{candidate}:1: larger than {MAX_SETTINGS_BYTES >> 20} MiB; not a settings file")
         text = candidate.read_bytes().decode("utf-8")
         doc = tomllib.loads(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{candidate}:1: cannot be read as TOML ({exc}); fix or remove it") from None
+        raise SettingsError(f"{candidate}:1: cannot be read as TOML ({exc}); fix or remove it") from None
     tool = doc.get("tool", {})
     table = tool.get("shardcheck") if isinstance(tool, dict) else None
     if table is None:
         if required:
-            raise InputError(f"{candidate}:1: has no [tool.shardcheck] table; add one or drop --config")
+            raise SettingsError(f"{candidate}:1: has no [tool.shardcheck] table; add one or drop --config")
         return None
     if not isinstance(table, dict):
-        raise InputError(f"{candidate}:1: tool.shardcheck must be a table ([tool.shardcheck]), got {table!r}")
-    unknown = sorted(set(table) - set(_SETTING_NAMES))
+        raise SettingsError(f"{candidate}:1: [tool.shardcheck] must be a table")
+    unknown = sorted(set(table) - set(_KEYS))
     if unknown:
-        raise InputError(f"{candidate}:{_line_of(text, unknown[0])}: [tool.shardcheck] has no setting "
-                         f"{unknown[0]!r}; use select, ignore or fail-on")
+        raise SettingsError(f"{candidate}:{_line_of(text, unknown[0])}: [tool.shardcheck] has no setting "
+                            f"{unknown[0]!r}; use {', '.join(_KEYS[:-1])} or {_KEYS[-1]}")
     fail_on = table.get("fail-on", "error")
     if not isinstance(fail_on, str) or fail_on not in SEVERITY_RANK:
-        raise InputError(f"{candidate}:{_line_of(text, 'fail-on')}: [tool.shardcheck] fail-on = {fail_on!r}; "
-                         "use error, warning or info")
-    select = _prefixes(table.get("select", []), "select", f"{candidate}:{_line_of(text, 'select')}")
-    ignore = _prefixes(table.get("ignore", []), "ignore", f"{candidate}:{_line_of(text, 'ignore')}")
-    return Settings(select=select, ignore=ignore, fail_on=fail_on, source=str(candidate))
+        raise SettingsError(f"{candidate}:{_line_of(text, 'fail-on')}: [tool.shardcheck] fail-on = "
+                            f"{str(fail_on)[:60]}; use error, warning or info")
+    select = _id_list(table.get("select", []), "select", f"{candidate}:{_line_of(text, 'select')}")
+    ignore = _id_list(table.get("ignore", []), "ignore", f"{candidate}:{_line_of(text, 'ignore')}")
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise SettingsError(f"{candidate}:1: [tool.shardcheck.per-file-ignores] maps globs to lists of rule ids")
+    pfi = tuple((str(pattern), _id_list(ids, f"per-file-ignores {pattern!r}", f"{candidate}:1"))
+                for pattern, ids in per_file.items())
+    every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
+    return Settings(select=select, ignore=ignore, fail_on=fail_on, per_file_ignores=pfi,
+                    source=str(candidate), lines=_lines(text, every))
 
 
 def load_settings(start: Path, config: Path | None = None) -> Settings:
