@@ -258,6 +258,7 @@ def test_per_file_ignores(tmp_path):
     from shardcheck import check
 
     d = folder(tmp_path, **{"recipes/run.sh": TP3, "run.sh": TP3})
+    (d / ".git").mkdir()  # settings above a script's folder apply inside its git work tree only
     (d / "pyproject.toml").write_text('[tool.shardcheck.per-file-ignores]\n"recipes/*.sh" = ["MCORE-PS-"]\n')
     assert "MCORE-PS-WORLD" not in {f.rule for f in check(d / "recipes" / "run.sh").findings}
     assert "MCORE-PS-WORLD" in {f.rule for f in check(d / "run.sh").findings}
