@@ -31,15 +31,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shardcheck.frameworks.megatron.layout_string import LayoutStringError, RankLayout, parse_layout
 from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
 from shardcheck.job import Job, MegatronLayout
-from shardcheck.memory.activations import Parallel, Recompute, layer_bytes
+from shardcheck.memory.activations import Kernels, Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
+from shardcheck.memory.overhead import device_total, transient_bytes
 from shardcheck.memory.params import Sharding, StageParams, layer_params, padded_vocab, stage_params
 from shardcheck.memory.settings import RolloutSettings, TrainSettings, Unknown, known
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
 
-WORKSPACE_BYTES = 2 * GIB
 ROLLOUT_RESERVE_BYTES = 1 * GIB  # vLLM's CUDA graphs and NCCL, outside its profiled activations
 FUSED_CHUNK_TOKENS = 4096  # tokens per chunk shardcheck allows a fused linear + cross-entropy
 
@@ -190,17 +191,29 @@ def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
         raise Unknown(f"the {what} layout does not split the model evenly ({', '.join(bad)}); fix the layout first")
 
 
-def _split(layout: MegatronLayout, arch: Architecture) -> tuple[Split, tuple[tuple[int, ...], ...]]:
-    if layout.layout_string.known and layout.layout_string.value:
-        raise Unknown("pipeline_model_parallel_layout is set; shardcheck does not split by layout strings yet")
+def _split(layout: MegatronLayout, arch: Architecture, mtp: int) -> list[RankLayout]:
+    """What each pipeline rank builds: a layout string's parts, else Megatron-Core's split (MTP on the last)."""
+    pp = known(layout.pp, "PP")
+    text = known(layout.layout_string, "pipeline_model_parallel_layout")
+    if text:
+        try:
+            ranks = parse_layout(str(text), pp, arch.num_layers)
+        except LayoutStringError as exc:
+            raise Unknown(f"pipeline_model_parallel_layout {text!r}: {exc}") from None
+        if sum(r.mtp_layers for r in ranks) != mtp:
+            raise Unknown(f"pipeline_model_parallel_layout {text!r} places {sum(r.mtp_layers for r in ranks)} MTP "
+                          f"layers, --mtp-num-layers is {mtp}")
+        return ranks
     vpp = known(layout.vpp, "VPP")
     emb, loss = bool(known(layout.account_for_embedding, "account_for_embedding")), bool(known(layout.account_for_loss, "account_for_loss"))
-    split = split_layers(arch.num_layers, known(layout.pp, "PP"), first=known(layout.first_stage_layers, "first stage layers"),
+    split = split_layers(arch.num_layers, pp, first=known(layout.first_stage_layers, "first stage layers"),
                          last=known(layout.last_stage_layers, "last stage layers"), vpp=vpp, account_for_embedding=emb,
                          account_for_loss=loss)
     if not isinstance(split, Split):
         raise Unknown(f"the layer split fails ({split.rule}); fix the layout first")
-    return split, stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
+    indices = stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
+    return [RankLayout(layers, mtp if stage == pp - 1 else 0, stage == 0, stage == pp - 1, vpp or 1)
+            for stage, layers in enumerate(indices)]
 
 
 def _in_flight(stage: int, pp: int, vpp: int | None, micro_batches: int) -> tuple[int, int]:
@@ -214,18 +227,30 @@ def _in_flight(stage: int, pp: int, vpp: int | None, micro_batches: int) -> tupl
 
 
 def _activations(arch: Architecture, layers: tuple[int, ...], tokens: int, seq: int, p: Parallel,
-                 rc: Recompute) -> tuple[float, float]:
-    """(bytes one micro batch keeps on this stage, bytes of the one recompute in progress in backward)."""
-    per = [layer_bytes(arch, i, tokens, seq, p, rc) for i in layers]
+                 settings: TrainSettings, mtp: int, chunks: int) -> tuple[float, float]:
+    """(bytes one micro batch keeps on this stage, bytes held once: the recompute in progress in backward, and
+    with fine-grained offload the offloaded tensors of the one layer computing)."""
+    rc, k = settings.recompute, settings.kernels
+    per = [layer_bytes(arch, i, tokens, seq, p, rc, k) for i in layers]
+    once = 0.0
+    if settings.offload_modules and per:
+        # every layer's listed modules' saved tensors go to the host; the layer computing keeps its own
+        off = [min(b, offloaded_bytes(arch, i, tokens, seq, p, settings.offload_modules, k))
+               for b, i in zip(per, layers)]
+        per = [b - o for b, o in zip(per, off)]
+        once = max(off)
+    extra = mtp * mtp_bytes(arch, tokens, seq, p, rc, k)
+    if mtp and settings.offload_modules:  # the MTP depth's transformer layer offloads as the decoder's do
+        extra -= mtp * offloaded_bytes(arch, arch.num_layers - 1, tokens, seq, p, settings.offload_modules, k)
     if rc.granularity != "full" or not per:
-        return sum(per), 0.0
-    full = [layer_bytes(arch, i, tokens, seq, p, Recompute()) for i in layers]
+        return sum(per) + extra, once
+    full = [layer_bytes(arch, i, tokens, seq, p, Recompute(), k) for i in layers]
     n = max(1, rc.num_layers or 1)
     if rc.method == "block":
         # the first n layers of the stage keep only their inputs (recomputed one at a time); the rest keep all
-        return sum(per[:n]) + sum(full[n:]), max(full[:n])
+        return sum(per[:n]) + sum(full[n:]) + extra, once + max(full[:n]) / chunks
     # uniform: the input of each group of n layers is kept; backward recomputes one group at a time
-    return sum(per[::n]), max(sum(full[i:i + n]) for i in range(0, len(full), n))
+    return sum(per[::n]) + extra, once + max(sum(full[i:i + n]) for i in range(0, len(full), n)) / chunks
 
 
 def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> None:
@@ -259,22 +284,26 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> N
         b = s.bytes
         kept = (b["weights"] + b["grads"] if critic.keeps_params else 0) + (b["optimizer"] if critic.keeps_optimizer else 0)
         b["critic_state"] = int(kept * share)
-        b["total"] += b["critic_state"]
+        b["allocated"] += b["critic_state"]
+        b["total"] = device_total(b)
 
 
 def _peak(terms: dict[str, int]) -> int:
-    """The device total: every term but the optimizer share Megatron keeps on the host."""
-    return sum(v for k, v in terms.items() if k != "optimizer_host")
+    """The allocated peak: every term but the optimizer share Megatron keeps on the host (and the totals)."""
+    return sum(v for k, v in terms.items() if k not in ("optimizer_host", "allocated", "total"))
 
 
-def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSettings) -> int:
-    """One micro batch's logits on the last stage (vocab-parallel over TP, sequence split over CP)."""
+def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSettings, mtp: int = 0) -> int:
+    """One micro batch's logits on the last stage (vocab-parallel over TP, sequence split over CP); each MTP
+    depth's loss keeps its fp32 buffers for backward too (its 16-bit logits are freed when its loss is taken:
+    megatron/core/transformer/multi_token_prediction.py ``process_mtp_loss``)."""
     rows = tokens / cp
+    fp32 = rows * arch.vocab / tp * 4 * settings.logits.fp32_buffers
     if settings.logits.fused:
         fused = min(FUSED_CHUNK_TOKENS, rows) * arch.vocab / tp * (4 + 4)  # one fp32 chunk and its gradient
-        return int(min(fused, rows * arch.vocab / tp * (2 + 4 * settings.logits.fp32_buffers)))
+        return int(min(fused, rows * arch.vocab / tp * 2 + fp32) * (1 + mtp))
     # bf16 logits and the adapter's fp32 buffers (verl: the log-softmax and its gradient)
-    out = rows * arch.vocab / tp * (2 + 4 * settings.logits.fp32_buffers)
+    out = rows * arch.vocab / tp * 2 + fp32 * (1 + mtp)
     if settings.logits.entropy:
         chunk = min(settings.logits.entropy_chunk or rows, rows)
         out += 2 * 4 * chunk * arch.vocab / tp
@@ -292,31 +321,34 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
     if settings.vocab_divisible_by:
         sharding = Sharding(sharding.tp, sharding.ep, sharding.etp, sharding.pp, settings.vocab_divisible_by)
     _check_shards(arch, sharding, "training")
-    _, indices = _split(layout, arch)
+    ranks = _split(layout, arch, settings.mtp_layers)
     sp = bool(known(layout.sequence_parallel, "sequence_parallel")) and sharding.tp > 1
     p = Parallel(tp=sharding.tp, sequence_parallel=sp, cp=cp, ep=sharding.ep, etp=sharding.etp)
-    vpp = known(layout.vpp, "VPP")
     tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
-    shards = (dp * cp, edp) if settings.distributed_optimizer else (1, 1)
+    shards = (dp * cp, edp) if settings.distributed_optimizer or settings.fsdp_sharding else (1, 1)
     rows: list[StageMemory] = []
-    for stage, layers in enumerate(indices):
-        params = stage_params(arch, layers, stage, sharding)
+    for stage, rank in enumerate(ranks):
+        layers = rank.decoder_layers
+        params = stage_params(arch, layers, stage, sharding, embedding=rank.embedding, loss=rank.loss,
+                              mtp=rank.mtp_layers)
         dense = params.embedding + params.dense + params.output
         opt = (dense / shards[0] + params.expert / shards[1]) * settings.state_bytes
-        held, chunks = _in_flight(stage, sharding.pp, vpp, settings.micro_batches)
-        stored, recomputing = _activations(arch, layers, tokens, seq, p, settings.recompute)
+        held, chunks = _in_flight(stage, sharding.pp, rank.chunks if rank.chunks > 1 else None, settings.micro_batches)
+        stored, once = _activations(arch, layers, tokens, seq, p, settings, rank.mtp_layers, chunks)
+        weights, grads = _weights_and_grads(arch, layers, params, sharding, settings, shards)
         terms = {
-            "weights": params.total * settings.weight_bytes,
-            "grads": params.total * settings.grad_bytes,
+            "weights": weights,
+            "grads": grads,
             "optimizer": int(opt * settings.optimizer_on_device),
             "optimizer_host": int(opt * (1 - settings.optimizer_on_device)),
-            "activations": int(stored * held / chunks + recomputing / chunks),
-            "logits": _logits(arch, tokens, sharding.tp, cp, settings) if stage == sharding.pp - 1 else 0,
+            "gathered": _fsdp_gathered(arch, layers, sharding, settings),
+            "activations": int(stored * held / chunks + once),
+            # the main model's logits and each MTP depth's, all kept until backward
+            "logits": _logits(arch, tokens, sharding.tp, cp, settings, rank.mtp_layers) if rank.loss else 0,
             "ref_weights": params.total * settings.weight_bytes if settings.ref_on_device else 0,
-            "workspace": WORKSPACE_BYTES,
         }
-        terms["total"] = _peak(terms)
-        rows.append(StageMemory(stage, [stage], len(layers), params, terms, held))
+        terms["workspace"] = transient_bytes(arch, tokens, p, settings)
+        rows.append(StageMemory(stage, [stage], len(layers), params, _totals(terms), held))
     merged: list[StageMemory] = []
     for row in rows:
         same = next((m for m in merged if m.bytes == row.bytes and m.params == row.params), None)
@@ -326,6 +358,37 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
             merged.append(row)
     static = max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in rows)
     return TrainMemory(merged, tokens, seq, static), settings
+
+
+def _weights_and_grads(arch: Architecture, layers, params: StageParams, sharding: Sharding, settings: TrainSettings,
+                       shards: tuple[int, int]) -> tuple[int, int]:
+    """Weights and gradient buffers on one device: Megatron DDP keeps them whole; Megatron-FSDP shards the
+    gradients (optim_grads) and the parameters too (optim_grads_params) over DP·CP (experts over EDP);
+    ``--fp8-param-gather`` keeps the compute weights in fp8."""
+    weight_bytes = 1 if settings.fp8_params else settings.weight_bytes
+    dense = params.embedding + params.dense + params.output
+    whole = (dense, params.expert)
+    split = (dense / shards[0], params.expert / shards[1])
+    w = split if settings.fsdp_sharding == "optim_grads_params" else whole
+    g = split if settings.fsdp_sharding in ("optim_grads", "optim_grads_params") else whole
+    return int(sum(w) * weight_bytes), int(sum(g) * settings.grad_bytes)
+
+
+def _fsdp_gathered(arch: Architecture, layers, sharding: Sharding, settings: TrainSettings) -> int:
+    """Megatron-FSDP with sharded parameters: the unsharded 16-bit weights of the layer computing and the one
+    prefetched, and that layer's unsharded gradient before its reduce-scatter
+    (megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py: per-module buckets)."""
+    if settings.fsdp_sharding != "optim_grads_params" or not layers:
+        return 0
+    unit = max(sum(layer_params(arch, i, sharding)) for i in layers)
+    return int(unit * (2 * (1 if settings.fp8_params else settings.weight_bytes) + settings.grad_bytes))
+
+
+def _totals(terms: dict[str, int]) -> dict[str, int]:
+    """``allocated`` (what torch.cuda.max_memory_allocated shows) and ``total`` (the device peak)."""
+    terms["allocated"] = _peak(terms)
+    terms["total"] = device_total(terms)
+    return terms
 
 
 def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMemory, TrainSettings]:
@@ -348,7 +411,7 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
     sp = known(layout.sp, "Ulysses SP")
     p = Parallel(tp=1, cp=sp)
     tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
-    per_layer = [layer_bytes(arch, i, tokens, seq, p, Recompute()) for i in layers]
+    per_layer = [layer_bytes(arch, i, tokens, seq, p, Recompute(), settings.kernels) for i in layers]
     if settings.checkpointing:
         acts = tokens / sp * 2 * arch.hidden * len(layers) + max(per_layer)  # inputs + one layer recomputed
     else:
@@ -365,10 +428,9 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
         "activations": int(acts),
         "logits": _logits(arch, tokens, 1, sp, settings),
         "ref_weights": 0,
-        "workspace": WORKSPACE_BYTES,
     }
-    terms["total"] = _peak(terms)
-    row = StageMemory(0, [0], len(layers), held, terms, 1)
+    terms["workspace"] = transient_bytes(arch, tokens, p, settings)
+    row = StageMemory(0, [0], len(layers), held, _totals(terms), 1)
     return TrainMemory([row], tokens, seq, terms["weights"] + terms["grads"] + terms["optimizer"]), settings
 
 

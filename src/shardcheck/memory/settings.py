@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardcheck.memory.activations import Recompute
+from shardcheck.memory.activations import Kernels, Recompute
 from shardcheck.origin import Traced
 
 DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4,
@@ -76,6 +76,18 @@ class TrainSettings:
     checkpointing: bool = False
     gathered_between_passes: bool = False
     host_resident: bool = False
+    # Megatron: the layer's kernels and dropout; MTP depth (--mtp-num-layers: that many extra transformer
+    # layers, with their own norms and projection, on the last stage); the modules whose inputs fine-grained
+    # activation offload moves to the host; Megatron-FSDP's sharding strategy (None: Megatron DDP);
+    # fp8 compute weights (--fp8-param-gather: 1 byte per parameter instead of the 16-bit copy).
+    kernels: Kernels = Kernels()
+    mtp_layers: int = 0
+    offload_modules: frozenset[str] = frozenset()
+    fsdp_sharding: str | None = None
+    fp8_params: bool = False
+    # which sample-length bound sized the micro batch (dynamic batch size): "max tokens per GPU" or
+    # "--sample-tokens MEAN[,MAX]"
+    batch_bound: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,7 +100,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         tokens_per_micro_batch=tokens, sequence_length=sample or tokens, micro_batches=count,
         recompute=mlm.recompute(job), logits=Logits(fp32_buffers=3 if entropy_grad else 2),
         param_offload=moved, optimizer_offload=moved, param_host_copy=False,
-        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"),
+        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"), **mlm.extra_settings(job),
     )
 
 

@@ -1,0 +1,102 @@
+"""Collect Megatron-LM functional tests' measured peak memory as validation rows for ``shardcheck memory``.
+
+Megatron-LM's functional tests (NVIDIA/Megatron-LM, tests/functional_tests/test_cases/<model>/<case>/)
+keep ``mem-max-allocated-bytes`` per iteration in their golden values: ``torch.cuda.memory_stats()
+["allocated_bytes.all.peak"]``, logged by the last rank, the one that writes tensorboard
+(megatron/training/training.py ``training_log``; megatron/training/global_vars.py
+``_set_tensorboard_writer``: ``args.rank == world_size - 1``), so the last pipeline stage. The recipes
+(tests/test_utils/recipes/h100/{gpt,moe}.yaml) run each case on one node of 8 GPUs.
+
+For each chosen case this writes ``tests/data/memory_validation/<case>.sh``: the case's MODEL_ARGS as a
+``torchrun --nproc-per-node 8 pretrain_gpt.py`` launch (paths replaced by placeholders; the GPT-2 BPE
+vocab file replaced by ``--vocab-size 50257``, its size), and one row in ``rows.json``: source (repo,
+commit, golden file), the measured peak (the largest over the iterations), and shardcheck's prediction
+for the last stage when ``--record`` is given.
+
+Usage: python tools/megatron_memory_rows.py GIT_DIR_OF_MEGATRON_LM [--record]
+(GIT_DIR: a clone's .git or a bare mirror; nothing in it is executed.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "data" / "memory_validation"
+CASES = ROOT / "tests" / "data" / "memory_validation" / "cases.txt"  # one "<model>/<case>" per line
+PLATFORM = "golden_values_dev_dgx_h100.json"
+# flags whose values are paths or logging: dropped (they do not change memory)
+DROP_PREFIX = ("--log-", "--tensorboard", "--save", "--load", "--data-", "--vocab-file", "--merge-file", "--split",
+               "--wandb", "--ckpt-", "--dist-ckpt", "--async-save", "--use-persistent-ckpt-worker", "--exit-",
+               "--timing-log-level", "--eval-", "--train-iters", "--lr", "--min-lr", "--weight-decay", "--clip-grad",
+               "--tokenizer-model", "--distributed-backend", "--use-checkpoint-args", "--no-load-optim",
+               "--no-load-rng", "--finetune", "--deterministic-mode", "--save-interval", "--use-mcore-models")
+GPT2_BPE_VOCAB = 50257  # entries of the GPT-2 BPE vocab.json the cases name with --vocab-file
+
+
+def git_show(git_dir: str, rev: str, path: str) -> str:
+    return subprocess.run(["git", "--git-dir", git_dir, "show", f"{rev}:{path}"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def launch(case: str, args: dict) -> str:
+    words = []
+    for flag, value in args.items():
+        if flag.startswith(DROP_PREFIX) or value is False or value is None:
+            continue
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, list):  # nargs='+': the launcher writes the items as separate words
+            words.append(" ".join([flag, *(shlex.quote(str(v)) for v in value)]))
+        elif isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+            # tests/functional_tests/shell_test_utils/_run_training.sh strips the brackets, words stay apart
+            words.append(" ".join([flag, *(shlex.quote(v) for v in value[1:-1].split())]))
+        else:
+            words.append(f"{flag} {shlex.quote(str(value))}")
+    if "--vocab-file" in args and "--vocab-size" not in args:
+        words.append(f"--vocab-size {GPT2_BPE_VOCAB}")
+    body = " \\\n    ".join(words)
+    return (f"#!/bin/bash\n# Megatron-LM functional test {case} (model_config.yaml MODEL_ARGS; paths and logging "
+            f"flags dropped)\ntorchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \\\n    {body}\n")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("git_dir")
+    p.add_argument("--rev", default="HEAD")
+    p.add_argument("--record", action="store_true", help="record shardcheck's prediction and ratio in rows.json")
+    a = p.parse_args()
+    commit = subprocess.run(["git", "--git-dir", a.git_dir, "rev-parse", a.rev], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    rows = []
+    for case in [c.strip() for c in CASES.read_text().splitlines() if c.strip() and not c.startswith("#")]:
+        base = f"tests/functional_tests/test_cases/{case}"
+        golden = json.loads(git_show(a.git_dir, commit, f"{base}/{PLATFORM}"))
+        values = [v for v in golden["mem-max-allocated-bytes"]["values"].values() if v != "nan"]
+        config = yaml.safe_load(git_show(a.git_dir, commit, f"{base}/model_config.yaml"))
+        name = case.replace("/", "__")
+        (OUT / f"{name}.sh").write_text(launch(case, config["MODEL_ARGS"]))
+        rows.append({"case": name, "source": f"NVIDIA/Megatron-LM@{commit[:12]} {base}/{PLATFORM}",
+                     "test_type": config.get("TEST_TYPE"), "device": "h100",
+                     "measured_allocated": int(max(values))})
+    if a.record:
+        sys.path.insert(0, str(ROOT / "src"))
+        from shardcheck.memory.validation import predict
+
+        for row in rows:
+            predicted = predict(OUT / f"{row['case']}.sh", row["device"])
+            row["predicted_allocated"] = predicted
+            row["ratio"] = round(predicted / row["measured_allocated"], 4) if predicted else None
+    (OUT / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
