@@ -129,27 +129,38 @@ def moe_bytes(arch: Architecture, tokens: int, p: Parallel, k: Kernels = Kernels
 
 def layer_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parallel, recompute: Recompute,
                 k: Kernels = Kernels()) -> float:
-    """Activation bytes layer ``index`` keeps for backward, for one micro batch of ``tokens`` tokens."""
+    """Activation bytes layer ``index`` keeps for backward, for one micro batch of ``tokens`` tokens.
+
+    Selective recompute (megatron/core/transformer/transformer_config.py ``recompute_modules``): ``core_attn``
+    drops the unfused attention's s-wide tensors; ``mla_up_proj`` drops MLA's up-projected Q, K, V (recomputed
+    from the kept latents); ``layernorm`` drops both norms' outputs; ``mlp`` / ``moe`` keep only the block's
+    input; ``moe_act`` drops the experts' activation output."""
+    hidden_in = tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)
     if recompute.granularity == "full":
-        return tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)  # only the layer's input
+        return hidden_in  # only the layer's input
+    selective = recompute.modules if recompute.granularity == "selective" else frozenset()
     attention = attention_bytes(arch, tokens, seq, p, k)
-    if recompute.granularity == "selective" and "core_attn" in recompute.modules and not k.flash:
-        # the unfused core attention is recomputed: its s-wide softmax (and dropout) tensors are not kept
-        attention -= attention_bytes(arch, tokens, seq, p, k) - attention_bytes(arch, tokens, seq, p,
-                                                                                  Kernels(True, k.hidden_dropout))
+    if "core_attn" in selective and not k.flash:
+        attention -= attention - attention_bytes(arch, tokens, seq, p, Kernels(True, k.hidden_dropout))
+    if "mla_up_proj" in selective and arch.mla is not None:
+        m = arch.mla
+        qk = arch.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        attention -= tokens * _split(2 * qk + 2 * qk + 2 * arch.heads * m.v_head_dim, p, sharded_by_tp=True)
     if arch.is_moe_layer(index):
         mlp = moe_bytes(arch, tokens, p, k)
-        if recompute.granularity == "selective" and "moe" in recompute.modules:
-            mlp = tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)
-        elif recompute.granularity == "selective" and "moe_act" in recompute.modules:
+        if "moe" in selective:
+            mlp = hidden_in
+        elif "moe_act" in selective:
             local = tokens / p.cp / (p.tp if p.sequence_parallel else 1)
             mlp -= arch.topk * local * p.etp * 2 * arch.moe_ffn / p.etp
     else:
         mlp = mlp_bytes(arch.hidden, arch.ffn, tokens, p, gated=arch.gated, dropout=k.hidden_dropout)
-        if recompute.granularity == "selective" and "mlp" in recompute.modules:
-            mlp = tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)
-    if recompute.granularity == "selective" and "layernorm" in recompute.modules:
-        attention -= tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)  # LN outputs are recomputed
+        if "mlp" in selective:
+            mlp = hidden_in
+    if "layernorm" in selective:
+        attention -= hidden_in  # the input norm's output is recomputed
+        if not ({"mlp", "moe"} & selective):
+            mlp -= hidden_in  # and the pre-MLP norm's
     return attention + mlp
 
 
@@ -161,10 +172,12 @@ OFFLOADABLE = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", 
 
 
 def offloaded_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parallel, modules: frozenset[str],
-                    k: Kernels = Kernels()) -> float:
-    """Bytes of layer ``index``'s saved tensors that fine-grained activation offload moves to the host."""
+                    k: Kernels = Kernels(), recompute: Recompute = Recompute()) -> float:
+    """Bytes of layer ``index``'s saved tensors that fine-grained activation offload moves to the host (not
+    those selective recompute already drops: norm outputs with ``layernorm``, MLA's Q/K/V with ``mla_up_proj``)."""
     if not modules:
         return 0.0
+    selective = recompute.modules if recompute.granularity == "selective" else frozenset()
     h, a = arch.hidden, arch.heads
     if arch.mla is not None:
         m = arch.mla
@@ -173,7 +186,9 @@ def offloaded_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Pa
     else:
         qkv = 2 * (a + 2 * arch.kv_heads) * arch.head_dim
         out_dim = a * arch.head_dim
-    replicated = {"attn_norm": 2 * h, "qkv_linear": 2 * h, "mlp_norm": 2 * h}
+    if "mla_up_proj" in selective and arch.mla is not None:
+        qkv = 0
+    replicated = {"attn_norm": 2 * h, "qkv_linear": 0 if "layernorm" in selective else 2 * h, "mlp_norm": 2 * h}
     core = (4 * a if k.flash else (2 + (3 if k.attention_dropout else 0)) * a * seq)  # as attention_bytes
     sharded = {"core_attn": qkv + core, "attn_proj": 2 * out_dim}
     out = tokens * (_split(sum(v for k, v in replicated.items() if k in modules), p, sharded_by_tp=False)

@@ -21,8 +21,9 @@ What each term is (the sources are in the modules that compute them, and in ``TE
   the log-softmax (verl/utils/megatron/tensor_parallel.py ``vocab_parallel_log_probs_from_logits``), and
   the entropy's two fp32 tensors when the entropy is computed (per chunk with
   ``entropy_from_logits_with_chunking``);
-- workspace: a stated allowance (``WORKSPACE_BYTES``) for NCCL buffers, kernels' workspaces and
-  allocator fragmentation.
+- workspace: the step's transient tensors beyond saved activations (memory/overhead.py);
+- ``allocated`` (torch.cuda.max_memory_allocated) is the sum of the terms; ``total`` (the device peak) adds the
+  caching allocator's fragmentation and what lives outside it (memory/overhead.py, sourced there).
 verl's ``param_offload`` / ``optimizer_offload`` move state to the host between phases; during the
 update it is back on the device, so they change the rollout phase and the host, not the training peak.
 """
@@ -32,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shardcheck.frameworks.megatron.layout_string import LayoutStringError, RankLayout, parse_layout
-from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
+from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_chunk_layer_indices
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Kernels, Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
@@ -42,6 +43,7 @@ from shardcheck.memory.settings import RolloutSettings, TrainSettings, Unknown, 
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
 
 ROLLOUT_RESERVE_BYTES = 1 * GIB  # vLLM's CUDA graphs and NCCL, outside its profiled activations
+FP8_WEIGHT_BYTES = 2  # fp8 data + its cached fp8 transpose (Hopper)
 FUSED_CHUNK_TOKENS = 4096  # tokens per chunk shardcheck allows a fused linear + cross-entropy
 
 
@@ -72,6 +74,7 @@ class TrainMemory:
     tokens_per_micro_batch: int
     sequence_length: int
     static_bytes_max: int  # weights + grads + optimizer of the largest stage (exact, not estimated)
+    batch_bound: str | None = None  # dynamic batch size: which sample-length bound sized the micro batch
 
 
 @dataclass
@@ -211,46 +214,85 @@ def _split(layout: MegatronLayout, arch: Architecture, mtp: int) -> list[RankLay
                          account_for_loss=loss)
     if not isinstance(split, Split):
         raise Unknown(f"the layer split fails ({split.rule}); fix the layout first")
-    indices = stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
-    return [RankLayout(layers, mtp if stage == pp - 1 else 0, stage == 0, stage == pp - 1, vpp or 1)
-            for stage, layers in enumerate(indices)]
+    chunks = stage_chunk_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb,
+                                       account_for_loss=loss)
+    # MTP sits after the decoder on the last stage (its last chunk)
+    return [RankLayout(c, tuple(mtp if stage == pp - 1 and i == len(c) - 1 else 0 for i in range(len(c))),
+                       stage == 0, stage == pp - 1) for stage, c in enumerate(chunks)]
 
 
-def _in_flight(stage: int, pp: int, vpp: int | None, micro_batches: int) -> tuple[int, int]:
-    """(micro batches a stage holds at its peak, in units of one chunk's layers; chunks per stage)."""
-    chunks = vpp or 1
+def _in_flight(stage: int, pp: int, chunks: int, micro_batches: int, group: int | None,
+               cost: list[float]) -> tuple[list[int], int]:
+    """How many micro batches of each virtual chunk a stage holds at its peak, and how many in all.
+
+    megatron-core 0.16.1 megatron/core/pipeline_parallel/schedules.py: without interleaving, stage s runs
+    ``min(PP - s - 1, micro batches)`` warm-up forwards, then one forward and one backward at a time, so it
+    holds ``PP - s`` micro batches. Interleaved (``get_schedule_table``): forwards go in groups of
+    ``microbatch_group_size_per_vp_stage`` (default PP) micro batches through chunk 0, 1, …; backwards in the
+    same order with the chunks reversed; ``get_pp_rank_microbatches`` warms up with
+    ``(PP - s - 1)·2 + (VPP - 1)·group`` forwards. The peak is the largest sum of ``cost`` (bytes per micro
+    batch of each chunk) over the 1F1B steady state.
+    """
     if chunks == 1:
-        held = pp - stage
-    else:
-        held = (pp - stage - 1) * 2 + (chunks - 1) * pp + 1
-    return min(held, micro_batches * chunks), chunks
+        held = min(pp - stage, micro_batches)
+        return [held], held
+    group = group or pp
+    order = [c for lo in range(0, micro_batches, group) for c in range(chunks)
+             for _ in range(lo, min(lo + group, micro_batches))]
+    backward = [chunks - 1 - c for c in order]
+    total = len(order)
+    warmup = min((pp - stage - 1) * 2 + (chunks - 1) * group, total)
+    counts = [0] * chunks
+    for c in order[:warmup]:
+        counts[c] += 1
+    best, best_counts = -1.0, list(counts)
+    for j in range(total - warmup + 1):
+        if warmup + j < total or j == 0:
+            if warmup + j < total:
+                counts[order[warmup + j]] += 1
+            value = sum(n * b for n, b in zip(counts, cost))
+            if value > best:
+                best, best_counts = value, list(counts)
+        if j < total:
+            counts[backward[j]] -= 1
+    return best_counts, sum(best_counts)
 
 
-def _activations(arch: Architecture, layers: tuple[int, ...], tokens: int, seq: int, p: Parallel,
-                 settings: TrainSettings, mtp: int, chunks: int) -> tuple[float, float]:
-    """(bytes one micro batch keeps on this stage, bytes held once: the recompute in progress in backward, and
-    with fine-grained offload the offloaded tensors of the one layer computing)."""
+def _activations(arch: Architecture, rank: RankLayout, tokens: int, seq: int, p: Parallel,
+                 settings: TrainSettings) -> tuple[list[float], float]:
+    """(bytes one micro batch keeps in each virtual chunk of this stage, bytes held once: the recompute in
+    progress in backward, and with fine-grained offload the offloaded tensors of the one layer computing)."""
     rc, k = settings.recompute, settings.kernels
-    per = [layer_bytes(arch, i, tokens, seq, p, rc, k) for i in layers]
+    layers = rank.decoder_layers
+    per = {i: layer_bytes(arch, i, tokens, seq, p, rc, k) for i in layers}
     once = 0.0
     if settings.offload_modules and per:
         # every layer's listed modules' saved tensors go to the host; the layer computing keeps its own
-        off = [min(b, offloaded_bytes(arch, i, tokens, seq, p, settings.offload_modules, k))
-               for b, i in zip(per, layers)]
-        per = [b - o for b, o in zip(per, off)]
-        once = max(off)
-    extra = mtp * mtp_bytes(arch, tokens, seq, p, rc, k)
-    if mtp and settings.offload_modules:  # the MTP depth's transformer layer offloads as the decoder's do
-        extra -= mtp * offloaded_bytes(arch, arch.num_layers - 1, tokens, seq, p, settings.offload_modules, k)
+        off = {i: min(b, offloaded_bytes(arch, i, tokens, seq, p, settings.offload_modules, k, rc))
+               for i, b in per.items()}
+        per = {i: b - off[i] for i, b in per.items()}
+        once = max(off.values())
+    one_mtp = mtp_bytes(arch, tokens, seq, p, rc, k)
+    if settings.offload_modules:  # the MTP depth's transformer layer offloads as the decoder's do
+        one_mtp -= offloaded_bytes(arch, arch.num_layers - 1, tokens, seq, p, settings.offload_modules, k, rc)
     if rc.granularity != "full" or not per:
-        return sum(per) + extra, once
-    full = [layer_bytes(arch, i, tokens, seq, p, Recompute(), k) for i in layers]
+        return [sum(per[i] for i in c) + m * one_mtp for c, m in zip(rank.chunk_layers, rank.chunk_mtp)], once
+    full = {i: layer_bytes(arch, i, tokens, seq, p, Recompute(), k) for i in layers}
     n = max(1, rc.num_layers or 1)
-    if rc.method == "block":
-        # the first n layers of the stage keep only their inputs (recomputed one at a time); the rest keep all
-        return sum(per[:n]) + sum(full[n:]) + extra, once + max(full[:n]) / chunks
-    # uniform: the input of each group of n layers is kept; backward recomputes one group at a time
-    return sum(per[::n]) + extra, once + max(sum(full[i:i + n]) for i in range(0, len(full), n)) / chunks
+    out, working = [], 0.0
+    for chunk, m in zip(rank.chunk_layers, rank.chunk_mtp):
+        if not chunk:
+            out.append(m * one_mtp)
+            continue
+        if rc.method == "block":
+            # the first n layers of the chunk keep only their inputs (recomputed one at a time); the rest keep all
+            out.append(sum(per[i] for i in chunk[:n]) + sum(full[i] for i in chunk[n:]) + m * one_mtp)
+            working = max(working, max(full[i] for i in chunk[:n]))
+        else:
+            # uniform: the input of each group of n layers is kept; backward recomputes one group at a time
+            out.append(sum(per[i] for i in chunk[::n]) + m * one_mtp)
+            working = max(working, max(sum(full[i] for i in chunk[j:j + n]) for j in range(0, len(chunk), n)))
+    return out, once + working
 
 
 def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> None:
@@ -303,7 +345,7 @@ def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSe
         fused = min(FUSED_CHUNK_TOKENS, rows) * arch.vocab / tp * (4 + 4)  # one fp32 chunk and its gradient
         return int(min(fused, rows * arch.vocab / tp * 2 + fp32) * (1 + mtp))
     # bf16 logits and the adapter's fp32 buffers (verl: the log-softmax and its gradient)
-    out = rows * arch.vocab / tp * 2 + fp32 * (1 + mtp)
+    out = rows * arch.vocab / tp * (2 + 4 * settings.logits.fp32_transient) + fp32 * (1 + mtp)
     if settings.logits.entropy:
         chunk = min(settings.logits.entropy_chunk or rows, rows)
         out += 2 * 4 * chunk * arch.vocab / tp
@@ -333,8 +375,9 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
                               mtp=rank.mtp_layers)
         dense = params.embedding + params.dense + params.output
         opt = (dense / shards[0] + params.expert / shards[1]) * settings.state_bytes
-        held, chunks = _in_flight(stage, sharding.pp, rank.chunks if rank.chunks > 1 else None, settings.micro_batches)
-        stored, once = _activations(arch, layers, tokens, seq, p, settings, rank.mtp_layers, chunks)
+        per_chunk, once = _activations(arch, rank, tokens, seq, p, settings)
+        counts, held = _in_flight(stage, sharding.pp, rank.chunks, settings.micro_batches, settings.microbatch_group,
+                                  per_chunk)
         weights, grads = _weights_and_grads(arch, layers, params, sharding, settings, shards)
         terms = {
             "weights": weights,
@@ -342,7 +385,7 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
             "optimizer": int(opt * settings.optimizer_on_device),
             "optimizer_host": int(opt * (1 - settings.optimizer_on_device)),
             "gathered": _fsdp_gathered(arch, layers, sharding, settings),
-            "activations": int(stored * held / chunks + once),
+            "activations": int(sum(n * b for n, b in zip(counts, per_chunk)) + once),
             # the main model's logits and each MTP depth's, all kept until backward
             "logits": _logits(arch, tokens, sharding.tp, cp, settings, rank.mtp_layers) if rank.loss else 0,
             "ref_weights": params.total * settings.weight_bytes if settings.ref_on_device else 0,
@@ -357,15 +400,17 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
         else:
             merged.append(row)
     static = max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in rows)
-    return TrainMemory(merged, tokens, seq, static), settings
+    return TrainMemory(merged, tokens, seq, static, settings.batch_bound), settings
 
 
 def _weights_and_grads(arch: Architecture, layers, params: StageParams, sharding: Sharding, settings: TrainSettings,
                        shards: tuple[int, int]) -> tuple[int, int]:
     """Weights and gradient buffers on one device: Megatron DDP keeps them whole; Megatron-FSDP shards the
     gradients (optim_grads) and the parameters too (optim_grads_params) over DP·CP (experts over EDP);
-    ``--fp8-param-gather`` keeps the compute weights in fp8."""
-    weight_bytes = 1 if settings.fp8_params else settings.weight_bytes
+    ``--fp8-param-gather`` keeps the compute weights as Transformer Engine's Float8Tensor: 1-byte data and,
+    on Hopper, its cached 1-byte transpose for the backward GEMMs (transformer_engine/pytorch/tensor/
+    float8_tensor.py), 2 bytes per parameter in all instead of the 16-bit copy."""
+    weight_bytes = FP8_WEIGHT_BYTES if settings.fp8_params else settings.weight_bytes
     dense = params.embedding + params.dense + params.output
     whole = (dense, params.expert)
     split = (dense / shards[0], params.expert / shards[1])
@@ -381,7 +426,7 @@ def _fsdp_gathered(arch: Architecture, layers, sharding: Sharding, settings: Tra
     if settings.fsdp_sharding != "optim_grads_params" or not layers:
         return 0
     unit = max(sum(layer_params(arch, i, sharding)) for i in layers)
-    return int(unit * (2 * (1 if settings.fp8_params else settings.weight_bytes) + settings.grad_bytes))
+    return int(unit * (2 * (FP8_WEIGHT_BYTES if settings.fp8_params else settings.weight_bytes) + settings.grad_bytes))
 
 
 def _totals(terms: dict[str, int]) -> dict[str, int]:
@@ -431,7 +476,8 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
     }
     terms["workspace"] = transient_bytes(arch, tokens, p, settings)
     row = StageMemory(0, [0], len(layers), held, _totals(terms), 1)
-    return TrainMemory([row], tokens, seq, terms["weights"] + terms["grads"] + terms["optimizer"]), settings
+    return TrainMemory([row], tokens, seq, terms["weights"] + terms["grads"] + terms["optimizer"],
+                       settings.batch_bound), settings
 
 
 def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tuple[int, bool]:

@@ -15,6 +15,8 @@
   micro · DP, validate_args);
 - logits: megatron/core/tensor_parallel/cross_entropy.py ``vocab_parallel_cross_entropy`` takes an fp32
   copy of the 16-bit logits and turns it into the softmax and the gradient in place: one fp32 buffer;
+  ``--cross-entropy-loss-fusion`` (native, megatron/core/fusions/fused_cross_entropy.py) runs the same steps
+  in ``jit_fuser`` functions whose results are new tensors: a second fp32 buffer while the loss is computed;
 - vocab padding: ``--make-vocab-size-divisible-by`` (128) × TP (vocab_size_with_padding);
 - kernels (``kernels``): ``--attention-backend unfused`` / ``local`` or ``--transformer-impl local`` (the local
   spec's DotProductAttention) keep the s-wide softmax; ``--hidden-dropout`` (0.1) and ``--attention-dropout``
@@ -93,8 +95,14 @@ def extra_settings(job: Job) -> dict:
     offload = frozenset(flag(job, "--offload-modules") or ()) if flag(job, "--fine-grained-activation-offloading") \
         else frozenset()
     return dict(kernels=kernels(job), mtp_layers=flag(job, "--mtp-num-layers") or 0, offload_modules=offload,
+                microbatch_group=flag(job, "--microbatch-group-size-per-virtual-pipeline-stage"),
                 fsdp_sharding=str(flag(job, "--data-parallel-sharding-strategy")) if flag(job, "--use-megatron-fsdp")
                 else None, fp8_params=bool(flag(job, "--fp8-param-gather")))
+
+
+def logits(job: Job, fp32_buffers: int) -> Logits:
+    fused = bool(flag(job, "--cross-entropy-loss-fusion")) and flag(job, "--cross-entropy-fusion-impl") == "native"
+    return Logits(fp32_buffers=fp32_buffers, fp32_transient=1 if fused else 0)
 
 
 def micro_batch_count(job: Job, micro: int, dp: int) -> int:
@@ -111,7 +119,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         weight_bytes=weight_bytes(job), grad_bytes=grad, state_bytes=state,
         distributed_optimizer=bool(flag(job, "--use-distributed-optimizer")), optimizer_on_device=on_device,
         tokens_per_micro_batch=micro * seq, sequence_length=seq, micro_batches=micro_batch_count(job, micro, dp),
-        recompute=recompute(job), logits=Logits(fp32_buffers=1),
+        recompute=recompute(job), logits=logits(job, 1),
         vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"), **extra_settings(job),
     )
 

@@ -49,6 +49,7 @@ class Logits:
     entropy: bool = False  # the entropy is computed too (two more fp32 tensors)
     entropy_chunk: int | None = None  # tokens per chunk when the entropy is computed in chunks
     fp32_buffers: int = 2  # whole fp32 [tokens, vocab/TP] tensors beside the 16-bit logits (verl: 2)
+    fp32_transient: int = 0  # more fp32 [tokens, vocab/TP] tensors alive only while the loss is computed
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,7 @@ class TrainSettings:
     offload_modules: frozenset[str] = frozenset()
     fsdp_sharding: str | None = None
     fp8_params: bool = False
+    microbatch_group: int | None = None  # interleaved 1F1B: micro batches per group and chunk (None: PP)
     # which sample-length bound sized the micro batch (dynamic batch size): "max tokens per GPU" or
     # "--sample-tokens MEAN[,MAX]"
     batch_bound: str | None = None

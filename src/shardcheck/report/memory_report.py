@@ -30,7 +30,13 @@ EXPLAIN = {
     "critic_state": "a colocated critic (verl: critic.enable, or adv_estimator gae) of the actor's model with a value "
                     "head and the actor's sizes: its weights and grads unless critic param_offload, its optimizer "
                     "state unless critic optimizer_offload",
-    "workspace": "allowance of 2 GiB for NCCL buffers, kernel workspaces and allocator fragmentation",
+    "workspace": "transient tensors of the busiest layer that are not saved activations: cuBLAS workspaces (32 MiB "
+                 "per stream, taken from the caching allocator), the gradients flowing through one layer, its widest "
+                 "intermediate gradient (unfused attention: the s×s scores) (shardcheck/memory/overhead.py)",
+    "allocated": "the sum of the terms above: what torch.cuda.max_memory_allocated reports at the step's peak",
+    "total": "the device peak: allocated + the caching allocator's fragmentation (15 % of the reserved memory on "
+             "the dynamic terms, GMLake, Guo et al. ASPLOS 2024) + 0.5 GiB outside the allocator (CUDA context, "
+             "libraries, NCCL buffers); the MEM-TRAIN-OOM rule compares it with the device",
     "kv": "2 · layers · max(1, KV heads / TP) · head_dim · dtype bytes per token per device (MLA: the latent); vLLM "
           "replicates KV heads when TP exceeds them",
     "kv_budget": "gpu_memory_utilization × device − rollout weights − vLLM's profiling reserve (activations of "
@@ -55,13 +61,14 @@ def render_memory_text(results, *, explain: bool = False) -> str:
             out.append(f"            note: {e.device.note}")
         if e.train is not None:
             t = e.train
+            bound = f"; sized at {t.batch_bound}" if t.batch_bound else ""
             out.append(f"  training (actor update peak per device, GiB; {t.tokens_per_micro_batch:,} tokens per micro batch, "
-                       f"sequences up to {t.sequence_length:,})")
-            head = ["stage", "layers", "params", *TRAIN_TERMS, "total", "of device"]
+                       f"sequences up to {t.sequence_length:,}{bound})")
+            head = ["stage", "layers", "params", *TRAIN_TERMS, "allocated", "total", "of device"]
             rows = [head]
             for s in t.stages:
                 rows.append([s.ranks_text(), str(s.layers), f"{s.params.total / 1e9:.3f} B",
-                             *(_g(s.bytes.get(k)) for k in TRAIN_TERMS), _g(s.total),
+                             *(_g(s.bytes.get(k)) for k in TRAIN_TERMS), _g(s.bytes["allocated"]), _g(s.total),
                              f"{100 * s.total / e.device.memory_bytes:.0f}%"])
             widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
             for row in rows:
@@ -107,6 +114,7 @@ def _train_json(t) -> dict | None:
     if t is None:
         return None
     return {"tokens_per_micro_batch": t.tokens_per_micro_batch, "sequence_length": t.sequence_length,
+            "batch_bound": t.batch_bound,
             "stages": [{"stage": s.stage, "ranks": s.ranks, "layers": s.layers, "params": s.params.as_dict(),
                         "bytes": {k: v for k, v in s.bytes.items() if k != "optimizer_host"},
                         "micro_batches_in_flight": s.micro_batches_in_flight} for s in t.stages]}

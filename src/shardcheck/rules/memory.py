@@ -152,9 +152,12 @@ def train_oom(job: Job) -> Iterator[Finding]:
     """
     The update step's peak on one device of each pipeline stage class: weights, fp32 gradients, Adam
     state (sharded by the distributed optimizer), activations of the micro batches the 1F1B schedule
-    keeps in flight, the last stage's logits, and a workspace allowance (`shardcheck memory --explain`
-    lists each term's formula). Exact terms alone over a device named with `--device`: error; over
-    it only with the estimated terms, or on a device assumed from `trainer.device`: warning.
+    keeps in flight, the last stage's logits and the step's transient workspaces: together the
+    `allocated` figure (what `torch.cuda.max_memory_allocated` would show). The rule compares the
+    device peak `total` with the device: `allocated` plus the caching allocator's fragmentation and
+    the memory outside it (`shardcheck memory --explain` lists each term's formula and source).
+    Exact terms alone over a device named with `--device`: error; over it only with the estimated
+    terms, or on a device assumed from `trainer.device`: warning.
 
     Why:
     The first update step dies with an out-of-memory error after rollout, reward and log-prob passes
@@ -191,7 +194,8 @@ def train_oom(job: Job) -> Iterator[Finding]:
                           if s.bytes.get(k))
         certain = exact > cap
         yield finding("MEM-TRAIN-OOM",
-                      f"{_ranks(s)} ({s.layers} layers): predicted peak {_gib(s.total)} > {est.device.name} "
+                      f"{_ranks(s)} ({s.layers} layers): predicted device peak {_gib(s.total)} (allocated "
+                      f"{_gib(s.bytes['allocated'])}) > {est.device.name} "
                       f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
                       f"{_assumed(est)}",
                       where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est))

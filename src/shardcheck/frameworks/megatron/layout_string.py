@@ -24,11 +24,22 @@ class LayoutStringError(ValueError):
 class RankLayout:
     """What one pipeline rank builds under a layout string."""
 
-    decoder_layers: tuple[int, ...]  # 0-based decoder layer indices, over all its chunks
-    mtp_layers: int
+    chunk_layers: tuple[tuple[int, ...], ...]  # 0-based decoder layer indices of each virtual chunk
+    chunk_mtp: tuple[int, ...]  # MTP layers of each virtual chunk
     embedding: bool
     loss: bool
-    chunks: int  # virtual chunks per rank (VPP)
+
+    @property
+    def decoder_layers(self) -> tuple[int, ...]:
+        return tuple(i for chunk in self.chunk_layers for i in chunk)
+
+    @property
+    def mtp_layers(self) -> int:
+        return sum(self.chunk_mtp)
+
+    @property
+    def chunks(self) -> int:
+        return len(self.chunk_layers)
 
 
 def _unroll(text: str) -> str:
@@ -63,13 +74,13 @@ def parse_layout(text: str, pp: int, num_layers: int) -> list[RankLayout]:
     vpp = len(stages) // pp
     out = []
     for rank in range(pp):
-        layers: list[int] = []
-        mtp = 0
+        layers: list[tuple[int, ...]] = []
+        mtp: list[int] = []
         for chunk in range(vpp):
             i = chunk * pp + rank
             start = sum(s.count("t") for s in stages[:i])
-            layers.extend(range(start, start + stages[i].count("t")))
-            mtp += stages[i].count("m")
+            layers.append(tuple(range(start, start + stages[i].count("t"))))
+            mtp.append(stages[i].count("m"))
         mine = "".join(stages[c * pp + rank] for c in range(vpp))
-        out.append(RankLayout(tuple(layers), mtp, "E" in mine, "L" in mine, vpp))
+        out.append(RankLayout(tuple(layers), tuple(mtp), "E" in mine, "L" in mine))
     return out

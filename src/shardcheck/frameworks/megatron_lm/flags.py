@@ -84,8 +84,10 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
     Flag("--offload-modules", "list", None),
     Flag("--data-parallel-sharding-strategy", "str", "optim_grads_params"),
     Flag("--fp8-format", "str", None),
+    Flag("--cross-entropy-fusion-impl", "str", "native"),
+    Flag("--microbatch-group-size-per-virtual-pipeline-stage", "int", None),
     *_table("true", False, "--fine-grained-activation-offloading", "--use-megatron-fsdp", "--fp8-param-gather",
-            "--use-flash-attn"),
+            "--use-flash-attn", "--cross-entropy-loss-fusion"),
 ]}
 # Flags that are not Megatron-LM's (any more): what argparse does with them, and the flag meant.
 NOT_FLAGS = {
