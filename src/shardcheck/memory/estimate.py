@@ -43,7 +43,7 @@ from shardcheck.memory.settings import RolloutSettings, TrainSettings, Unknown, 
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
 
 ROLLOUT_RESERVE_BYTES = 1 * GIB  # vLLM's CUDA graphs and NCCL, outside its profiled activations
-FP8_WEIGHT_BYTES = 2  # fp8 data + its cached fp8 transpose (Hopper)
+FP8_WEIGHT_BYTES = 1  # Transformer Engine Float8Tensor data
 FUSED_CHUNK_TOKENS = 4096  # tokens per chunk shardcheck allows a fused linear + cross-entropy
 
 
@@ -124,6 +124,9 @@ class MemoryEstimate:
     rollout: RolloutMemory | None = None
     host: HostMemory | None = None
     problems: list[str] = field(default_factory=list)  # why a part could not be estimated
+    # with --sample-tokens and dynamic batch size: the update sized at the token budget (the upper bound);
+    # ``train`` (what the rules judge) is sized at the given sample lengths
+    train_at_budget: TrainMemory | None = None
 
 
 ADAPTERS = {"verl": "verl_settings", "megatron-lm": "megatron_lm_settings", "slime": "slime_settings"}
@@ -165,6 +168,15 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
             out.problems.append("no training engine shardcheck models (Megatron or FSDP)")
     except Unknown as exc:
         out.problems.append(f"train: {exc}")
+    if out.train is not None and out.train.batch_bound and job.sample_tokens is not None:
+        from dataclasses import replace
+
+        bound_job = replace(job, sample_tokens=None)
+        try:
+            out.train_at_budget = (_train(bound_job, arch, layout, adapter) if layout is not None
+                                   else _train_fsdp(bound_job, arch, fsdp, adapter))[0]
+        except Unknown:
+            pass
     try:
         rollout = adapter.rollout_settings(job, bool(arch.experts), job.model.max_position_embeddings)
         out.rollout = _rollout(arch, rollout, device) if rollout is not None else None  # None: no rollout engine
@@ -407,9 +419,9 @@ def _weights_and_grads(arch: Architecture, layers, params: StageParams, sharding
                        shards: tuple[int, int]) -> tuple[int, int]:
     """Weights and gradient buffers on one device: Megatron DDP keeps them whole; Megatron-FSDP shards the
     gradients (optim_grads) and the parameters too (optim_grads_params) over DP·CP (experts over EDP);
-    ``--fp8-param-gather`` keeps the compute weights as Transformer Engine's Float8Tensor: 1-byte data and,
-    on Hopper, its cached 1-byte transpose for the backward GEMMs (transformer_engine/pytorch/tensor/
-    float8_tensor.py), 2 bytes per parameter in all instead of the 16-bit copy."""
+    ``--fp8-param-gather`` keeps the compute weights as Transformer Engine's Float8Tensor, 1 byte per parameter
+    instead of the 16-bit copy (megatron/core/fp8_utils.py; the fp32 main copy stays in the distributed
+    optimizer). The fp8 transposes Transformer Engine makes for the backward GEMMs are not counted."""
     weight_bytes = FP8_WEIGHT_BYTES if settings.fp8_params else settings.weight_bytes
     dense = params.embedding + params.dense + params.output
     whole = (dense, params.expert)

@@ -26,6 +26,24 @@ def setting(job, key: str):
     return known(job.value(key), key)
 
 
+def dynamic_micro_batches(job, budget: int, samples: int, longest: int) -> tuple[int, int, int, str]:
+    """Dynamic batch size: (tokens per micro batch, micro batches per step, longest sequence, the bound used).
+
+    Without ``--sample-tokens`` the bound: every micro batch full at the token ``budget`` and, at most, every
+    sample its own micro batch. With ``--sample-tokens MEAN[,MAX]``: the ``samples`` of a step carry
+    ``samples · MEAN`` tokens, packed into ``ceil(tokens / budget)`` balanced micro batches (verl
+    ``rearrange_micro_batches``, verl/utils/seqlen_balancing.py; slime ``get_minimum_num_micro_batch_size``,
+    slime/utils/seqlen_balancing.py), none smaller than one sample of MAX tokens.
+    """
+    if job.sample_tokens is None:
+        return budget, max(1, samples), longest, f"the token budget ({budget:,} tokens per micro batch)"
+    mean, top = job.sample_tokens
+    total = max(1, samples) * mean
+    count = max(1, -(-total // budget))
+    tokens = max(-(-total // count), top or 0)
+    return tokens, count, top or mean, f"--sample-tokens {mean}" + (f",{top}" if top else "")
+
+
 ADAM = ("adam", "adamw")
 
 

@@ -73,6 +73,11 @@ def render_memory_text(results, *, explain: bool = False) -> str:
             widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
             for row in rows:
                 out.append("    " + "  ".join(c.rjust(w) for c, w in zip(row, widths)))
+            if e.train_at_budget is not None:
+                top = max(e.train_at_budget.stages, key=lambda s: s.total)
+                out.append(f"    at the token budget instead (the bound without --sample-tokens): stage "
+                           f"{top.ranks_text()} allocated {_g(top.bytes['allocated'])} GiB, total {_g(top.total)} GiB; "
+                           f"the findings use --sample-tokens")
             out.append("    params by kind (stage: embedding / dense / expert / output): " + "; ".join(
                 f"{s.ranks_text()}: {s.params.embedding:,} / {s.params.dense:,} / {s.params.expert:,} / {s.params.output:,}"
                 for s in t.stages[:3]) + (" …" if len(t.stages) > 3 else ""))
@@ -145,6 +150,7 @@ def render_memory_json(results) -> str:
             "path": r.path,
             "device": {"name": e.device.name, "memory_bytes": e.device.memory_bytes, "note": e.device.note},
             "train": _train_json(e.train),
+            "train_at_budget": _train_json(e.train_at_budget),
             "rollout": _rollout_json(e.rollout),
             "host": None if h is None else {"offloaded_bytes_per_device": h.offloaded_bytes_per_device,
                                             "devices_per_node": h.devices_per_node, "bytes_per_node": h.bytes_per_node,

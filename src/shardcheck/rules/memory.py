@@ -193,11 +193,12 @@ def train_oom(job: Job) -> Iterator[Finding]:
                                                                "workspace")
                           if s.bytes.get(k))
         certain = exact > cap
+        bound = f"; micro batches sized at {est.train.batch_bound}" if est.train.batch_bound else ""
         yield finding("MEM-TRAIN-OOM",
                       f"{_ranks(s)} ({s.layers} layers): predicted device peak {_gib(s.total)} (allocated "
                       f"{_gib(s.bytes['allocated'])}) > {est.device.name} "
                       f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
-                      f"{_assumed(est)}",
+                      f"{bound}{_assumed(est)}",
                       where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est))
 
 
