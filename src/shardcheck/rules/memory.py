@@ -199,7 +199,8 @@ def train_oom(job: Job) -> Iterator[Finding]:
                       f"{_gib(s.bytes['allocated'])}) > {est.device.name} "
                       f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
                       f"{bound}{_assumed(est)}",
-                      where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est))
+                      where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est),
+                      scope=_ranks(s))
 
 
 def _one_request(r: RolloutMemory) -> int:
