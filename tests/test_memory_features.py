@@ -185,3 +185,30 @@ def test_sample_tokens_option_rejects_bad_values(capsys):
     with pytest.raises(SystemExit):
         main(["memory", "--sample-tokens", "3000,100"])
     assert "MAX ≥ MEAN" in capsys.readouterr().err
+
+
+# ---- the critic's own update phase (item 6) ----
+
+def test_the_critic_update_holds_its_state_activations_and_the_actors_state(tmp_path):
+    from shardcheck.api import resolve_script
+    from shardcheck.memory.estimate import estimate
+    from test_rules import FITS, M, script
+
+    gae = (f"{FITS} algorithm.adv_estimator=gae critic.model.path=/models/Qwen3-30B-A3B "
+           "critic.ppo_micro_batch_size_per_gpu=2")
+    path = tmp_path / "run.sh"
+    path.write_text(script(gae, nodes=4))
+    e = estimate(resolve_script(path), "h200")
+    actor, critic = e.train.stages[0], e.critic_train.stages[0]
+    a, c = actor.bytes, critic.bytes
+    assert c["actor_state"] == a["weights"] + a["grads"] + a["optimizer"]
+    assert c["weights"] == a["weights"] and "critic_state" not in c  # stage 0: no output layer, no head
+    # two samples per critic micro batch against the actor's one: twice the activations
+    assert c["activations"] == pytest.approx(2 * a["activations"], rel=1e-6)
+    assert e.critic_train.tokens_per_micro_batch == 2 * e.train.tokens_per_micro_batch
+    path.write_text(script(f"{gae} {M}.param_offload=True {M}.optimizer_offload=True", nodes=4))
+    offloaded = estimate(resolve_script(path), "h200").critic_train.stages[0].bytes
+    assert offloaded["actor_state"] == 0 and offloaded["allocated"] < c["allocated"]
+    # no critic, no phase
+    path.write_text(script(f"{FITS} algorithm.adv_estimator=grpo", nodes=4))
+    assert estimate(resolve_script(path), "h200").critic_train is None

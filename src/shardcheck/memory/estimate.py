@@ -127,6 +127,7 @@ class MemoryEstimate:
     # with --sample-tokens and dynamic batch size: the update sized at the token budget (the upper bound);
     # ``train`` (what the rules judge) is sized at the given sample lengths
     train_at_budget: TrainMemory | None = None
+    critic_train: TrainMemory | None = None  # the colocated critic's own update phase (verl)
 
 
 ADAPTERS = {"verl": "verl_settings", "megatron-lm": "megatron_lm_settings", "slime": "slime_settings"}
@@ -183,7 +184,7 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
     except Unknown as exc:
         out.problems.append(f"rollout: {exc}")
     if out.train is not None:
-        _add_critic(job, arch, out, adapter)
+        _add_critic(job, arch, out, adapter, settings)
         out.host = _host(job, out.train, settings)
         if out.rollout is not None and rollout.colocated:
             out.rollout.training_resident_bytes = _resident(out.train, settings)
@@ -307,13 +308,19 @@ def _activations(arch: Architecture, rank: RankLayout, tokens: int, seq: int, p:
     return out, once + working
 
 
-def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> None:
-    """The colocated critic's state on the device during the actor's update (unless offloaded).
+def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter, settings: TrainSettings) -> None:
+    """The colocated critic: its state on the device during the actor's update (unless offloaded), and its
+    own update phase (``out.critic_train``).
 
     verl's critic is the actor's network with a one-output value head, built with the same parallel
     sizes (VERL-MC-ONE-INIT warns when they differ), so its weights, grads and optimizer state per
     device are the actor's, less the output layer, plus the head; each part stays unless the critic's
-    param_offload / optimizer_offload moves it to the host.
+    param_offload / optimizer_offload moves it to the host. verl runs the critic's update and the actor's
+    one after the other (verl/trainer/ppo/ray_trainer.py: ``_update_critic`` then ``_update_actor``); during
+    the critic's, its own state is on the device with its activations (its micro batches:
+    ``critic.ppo_micro_batch_size_per_gpu`` × sequence, or ``critic.ppo_max_token_len_per_gpu`` × CP with
+    dynamic batch size; activations scale with the tokens of a micro batch under flash attention), its
+    value head's output instead of the vocabulary logits, and the actor's state unless the actor offloads it.
     """
     if not hasattr(adapter, "critic_settings"):
         return
@@ -329,6 +336,7 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> N
         last, shard = known(layout.pp, "PP") - 1, 1  # the head sits on the last stage, replicated over TP
     else:
         last, shard = 0, known(job.fsdp_layout("actor").shard(job.cluster.world), "FSDP shard group")
+    phase: list[StageMemory] = []
     for s in out.train.stages:
         p = s.params
         if not p.total:
@@ -336,10 +344,34 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> N
         head = -(-arch.hidden // shard) if last in s.ranks else 0
         share = (p.total - p.output + head) / p.total
         b = s.bytes
+        if critic.tokens_per_micro_batch:
+            phase.append(_critic_stage(s, share, critic.tokens_per_micro_batch / out.train.tokens_per_micro_batch,
+                                       settings))
         kept = (b["weights"] + b["grads"] if critic.keeps_params else 0) + (b["optimizer"] if critic.keeps_optimizer else 0)
         b["critic_state"] = int(kept * share)
         b["allocated"] += b["critic_state"]
         b["total"] = device_total(b)
+    if phase:
+        out.critic_train = TrainMemory(phase, critic.tokens_per_micro_batch, out.train.sequence_length,
+                                       max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in phase))
+    else:
+        out.problems.append("critic update: the critic's tokens per micro batch are unknown")
+
+
+def _critic_stage(actor: StageMemory, share: float, token_ratio: float, settings: TrainSettings) -> StageMemory:
+    """One stage of the critic's update: its state, its activations, the actor's state left on the device."""
+    b = actor.bytes
+    kept = 0 if settings.param_offload else b["weights"] + b["grads"]
+    kept += 0 if settings.optimizer_offload else b["optimizer"]
+    terms = {
+        "weights": int(b["weights"] * share), "grads": int(b["grads"] * share),
+        "optimizer": int(b["optimizer"] * share), "optimizer_host": int(b["optimizer_host"] * share),
+        "gathered": b["gathered"], "activations": int(b["activations"] * token_ratio),
+        "logits": 0,  # the value head's one output per token
+        "ref_weights": b["ref_weights"], "actor_state": kept, "workspace": int(b["workspace"] * max(1.0, token_ratio)),
+    }
+    return StageMemory(actor.stage, list(actor.ranks), actor.layers, actor.params, _totals(terms),
+                       actor.micro_batches_in_flight)
 
 
 def _peak(terms: dict[str, int]) -> int:

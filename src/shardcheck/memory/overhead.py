@@ -35,7 +35,7 @@ CUBLAS_WORKSPACE = 32 * 2**20
 CUBLAS_STREAMS = 2
 FRAGMENTATION = 0.15  # GMLake: average share of reserved memory lost to fragmentation (default allocator)
 OUTSIDE_ALLOCATOR = GIB // 2
-STATIC_TERMS = ("weights", "grads", "optimizer", "ref_weights", "critic_state")
+STATIC_TERMS = ("weights", "grads", "optimizer", "ref_weights", "critic_state", "actor_state")
 
 
 def transient_bytes(arch, tokens: int, p: Parallel, settings) -> int:

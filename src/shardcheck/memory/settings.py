@@ -136,3 +136,4 @@ class CriticSettings:
     keeps_params: bool  # weights and grads stay (no param offload)
     keeps_optimizer: bool
     engine: str  # "megatron" | "fsdp"
+    tokens_per_micro_batch: int | None = None  # its own update's micro batches (None: unknown)

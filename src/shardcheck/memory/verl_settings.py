@@ -173,12 +173,29 @@ def critic_settings(job: Job) -> CriticSettings | None:
     if not same:
         raise Unknown(f"the critic's model (critic.model.path={path.value if path.known else '?'}) is not the "
                       "actor's; its state on the device is not sized")
+    tokens = _critic_tokens(job)
     if strategy == "megatron":
         return CriticSettings(keeps_params=not _v(job, "critic.megatron.param_offload"),
-                              keeps_optimizer=not _v(job, "critic.megatron.optimizer_offload"), engine="megatron")
+                              keeps_optimizer=not _v(job, "critic.megatron.optimizer_offload"), engine="megatron",
+                              tokens_per_micro_batch=tokens)
     layout = job.fsdp_layout("critic")
     if layout is None:
         raise Unknown(f"critic.strategy={strategy} is not an engine shardcheck sizes")
     return CriticSettings(keeps_params=not known(layout.param_offload, f"{layout.key_prefix}.param_offload"),
                           keeps_optimizer=not known(layout.optimizer_offload, f"{layout.key_prefix}.optimizer_offload"),
-                          engine="fsdp")
+                          engine="fsdp", tokens_per_micro_batch=tokens)
+
+
+def _critic_tokens(job: Job) -> int | None:
+    """Tokens of one critic micro batch: critic.ppo_max_token_len_per_gpu × CP (dynamic batch size; the critic
+    engine's sequence split, verl/workers/engine/utils.py prepare_micro_batches), else
+    critic.ppo_micro_batch_size_per_gpu × (prompt + response)."""
+    try:
+        if job.value("critic.use_dynamic_bsz").value:
+            cp = job.value("critic.megatron.context_parallel_size").value or 1
+            budget = job.value("critic.ppo_max_token_len_per_gpu").value
+            return budget * cp if budget else None
+        micro = job.value("critic.ppo_micro_batch_size_per_gpu").value
+        return micro * (_v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")) if micro else None
+    except (Unknown, TypeError, KeyError):
+        return None
