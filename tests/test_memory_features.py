@@ -212,3 +212,20 @@ def test_the_critic_update_holds_its_state_activations_and_the_actors_state(tmp_
     # no critic, no phase
     path.write_text(script(f"{FITS} algorithm.adv_estimator=grpo", nodes=4))
     assert estimate(resolve_script(path), "h200").critic_train is None
+
+
+def test_gpu_measurement_script_builds_its_launches_and_configs_without_a_gpu():
+    """bench/gpu_memory_measure.py: every layout's launch is one shardcheck estimates, and its megatron-core
+    TransformerConfig is valid (the GPU part runs only where a GPU is)."""
+    pytest.importorskip("megatron.core")
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "bench" / "gpu_memory_measure.py"
+    spec = importlib.util.spec_from_file_location("gpu_memory_measure", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for layout in mod.LAYOUTS:
+        assert mod.predict(layout) > 0
+        config = mod._config(layout)
+        assert config.num_layers == layout.layers and (config.num_moe_experts or 0) == layout.experts
