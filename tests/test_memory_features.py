@@ -224,6 +224,9 @@ def test_gpu_measurement_script_builds_its_launches_and_configs_without_a_gpu():
     path = Path(__file__).parent.parent / "bench" / "gpu_memory_measure.py"
     spec = importlib.util.spec_from_file_location("gpu_memory_measure", path)
     mod = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules[spec.name] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
     for layout in mod.LAYOUTS:
         assert mod.predict(layout) > 0
