@@ -15,6 +15,7 @@ for the last stage when ``--record`` is given.
 
 Usage: python tools/megatron_memory_rows.py GIT_DIR_OF_MEGATRON_LM [--record]
 (GIT_DIR: a clone's .git or a bare mirror; nothing in it is executed.)
+       python tools/megatron_memory_rows.py --markdown   (the table of docs/validation.md from rows.json)
 """
 
 from __future__ import annotations
@@ -73,7 +74,44 @@ def launch(case: str, args: dict) -> str:
             f"flags dropped)\ntorchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \\\n    {body}\n")
 
 
+SUMMARY = [("--tensor-model-parallel-size", "TP"), ("--pipeline-model-parallel-size", "PP"),
+           ("--num-virtual-stages-per-pipeline-rank", "VPP"), ("--num-layers-per-virtual-pipeline-stage", "L/VPP"),
+           ("--context-parallel-size", "CP"), ("--expert-model-parallel-size", "EP"), ("--num-layers", "L"),
+           ("--hidden-size", "h"), ("--num-experts", "E"), ("--seq-length", "s"), ("--micro-batch-size", "mbs")]
+FEATURES = {"--attention-backend unfused": "unfused attn", "--transformer-impl local": "local impl",
+            "--multi-latent-attention": "MLA", "--mtp-num-layers": "MTP", "--pipeline-model-parallel-layout": "layout",
+            "--recompute-granularity full": "full recompute", "--recompute-granularity selective": "selective",
+            "--fine-grained-activation-offloading": "act. offload", "--use-megatron-fsdp": "M-FSDP",
+            "--fp8-param-gather": "fp8 params", "--fp8-format": "fp8", "--cross-entropy-loss-fusion": "CE fusion",
+            "--sequence-parallel": "SP", "--use-distributed-optimizer": "dist-opt", "--swiglu": "SwiGLU",
+            "--cuda-graph-impl": "CUDA graphs"}
+
+
+def summary(text: str) -> str:
+    words = text.replace("\\\n", " ").split()
+    values = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+    parts = [f"{name} {values[flag]}" for flag, name in SUMMARY if flag in values]
+    joined = " ".join(words)
+    parts += [name for flag, name in FEATURES.items() if flag in joined]
+    return ", ".join(parts)
+
+
+def markdown() -> str:
+    rows = json.loads((OUT / "rows.json").read_text())
+    out = ["| # | Megatron-LM functional test (H100 golden values) | configuration | measured GiB | predicted GiB "
+           "| ratio | modelled |", "|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(rows, 1):
+        text = (OUT / f"{r['case']}.sh").read_text()
+        out.append(f"| {i} | `{r['case'].split('__', 1)[1]}` | {summary(text)} | {r['measured_allocated'] / 2**30:.2f} "
+                   f"| {r['predicted_allocated'] / 2**30:.2f} | {r['ratio']:.3f} | "
+                   f"{'yes' if not r['not_modelled'] else 'no: ' + '; '.join(r['not_modelled'])} |")
+    return "\n".join(out)
+
+
 def main() -> int:
+    if "--markdown" in sys.argv:
+        print(markdown())
+        return 0
     p = argparse.ArgumentParser()
     p.add_argument("git_dir")
     p.add_argument("--rev", default="HEAD")
