@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from test_memory_flags import MLM, est, stage, variant
 
 from shardcheck.cli import main
 from shardcheck.frameworks.megatron.layout_string import LayoutStringError, parse_layout
 from shardcheck.memory.params import Sharding, mtp_params
 from shardcheck.models.architecture import architecture
-from test_memory_flags import MLM, est, stage, variant
 
 VPP = "--num-virtual-stages-per-pipeline-rank 2"
 
@@ -163,8 +163,9 @@ def test_memory_json_has_allocated_beside_total(capsys):
 # ---- dynamic batch size at given sample lengths ----
 
 def test_sample_tokens_size_dynamic_batches_and_say_which_bound(tmp_path):
+    from test_rules import FITS, A, script
+
     from shardcheck.api import memory
-    from test_rules import A, FITS, script
 
     path = tmp_path / "run.sh"
     # 64 samples per step over DP 8: 8 per rank, 24,000 tokens at a mean of 3,000 — one micro batch
@@ -190,9 +191,10 @@ def test_sample_tokens_option_rejects_bad_values(capsys):
 # ---- the critic's own update phase (item 6) ----
 
 def test_the_critic_update_holds_its_state_activations_and_the_actors_state(tmp_path):
+    from test_rules import FITS, M, script
+
     from shardcheck.api import resolve_script
     from shardcheck.memory.estimate import estimate
-    from test_rules import FITS, M, script
 
     gae = (f"{FITS} algorithm.adv_estimator=gae critic.model.path=/models/Qwen3-30B-A3B "
            "critic.ppo_micro_batch_size_per_gpu=2")

@@ -98,8 +98,9 @@ def summary(text: str) -> str:
 
 def markdown() -> str:
     rows = json.loads((OUT / "rows.json").read_text())
-    out = ["| # | Megatron-LM functional test (H100 golden values) | configuration | measured GiB | predicted GiB "
-           "| ratio | modelled |", "|---|---|---|---|---|---|---|"]
+    head = ("| # | Megatron-LM functional test (H100 golden values) | configuration | measured GiB | predicted GiB "
+            "| ratio | modelled |")
+    out = [head, "|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows, 1):
         text = (OUT / f"{r['case']}.sh").read_text()
         out.append(f"| {i} | `{r['case'].split('__', 1)[1]}` | {summary(text)} | {r['measured_allocated'] / 2**30:.2f} "

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from shardcheck.frameworks.megatron.layout_string import LayoutStringError, RankLayout, parse_layout
 from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_chunk_layer_indices
 from shardcheck.job import Job, MegatronLayout
-from shardcheck.memory.activations import Kernels, Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
+from shardcheck.memory.activations import Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
 from shardcheck.memory.overhead import device_total, transient_bytes
 from shardcheck.memory.params import Sharding, StageParams, layer_params, padded_vocab, stage_params

@@ -94,10 +94,10 @@ def extra_settings(job: Job) -> dict:
     """The TrainSettings fields Megatron-LM and slime read alike: kernels, MTP, offload, FSDP, fp8."""
     offload = frozenset(flag(job, "--offload-modules") or ()) if flag(job, "--fine-grained-activation-offloading") \
         else frozenset()
-    return dict(kernels=kernels(job), mtp_layers=flag(job, "--mtp-num-layers") or 0, offload_modules=offload,
-                microbatch_group=flag(job, "--microbatch-group-size-per-virtual-pipeline-stage"),
-                fsdp_sharding=str(flag(job, "--data-parallel-sharding-strategy")) if flag(job, "--use-megatron-fsdp")
-                else None, fp8_params=bool(flag(job, "--fp8-param-gather")))
+    fsdp = str(flag(job, "--data-parallel-sharding-strategy")) if flag(job, "--use-megatron-fsdp") else None
+    return {"kernels": kernels(job), "mtp_layers": flag(job, "--mtp-num-layers") or 0, "offload_modules": offload,
+            "microbatch_group": flag(job, "--microbatch-group-size-per-virtual-pipeline-stage"),
+            "fsdp_sharding": fsdp, "fp8_params": bool(flag(job, "--fp8-param-gather"))}
 
 
 def logits(job: Job, fp32_buffers: int) -> Logits:

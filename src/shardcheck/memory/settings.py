@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shardcheck.memory.activations import Kernels, Recompute
 from shardcheck.origin import Traced
@@ -99,7 +99,7 @@ class TrainSettings:
     # layers, with their own norms and projection, on the last stage); the modules whose inputs fine-grained
     # activation offload moves to the host; Megatron-FSDP's sharding strategy (None: Megatron DDP);
     # fp8 compute weights (--fp8-param-gather: 1 byte per parameter instead of the 16-bit copy).
-    kernels: Kernels = Kernels()
+    kernels: Kernels = field(default_factory=Kernels)
     mtp_layers: int = 0
     offload_modules: frozenset[str] = frozenset()
     fsdp_sharding: str | None = None

@@ -138,7 +138,7 @@ def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
     compute runs in bf16 (MixedPrecision param_dtype, default bf16) on one gathered FSDP unit at a time.
     """
     sp = known(layout.sp, f"{layout.key_prefix}.ulysses_sequence_parallel_size")
-    tokens, seq, count, bound = micro_batches(job, sp, dp)
+    tokens, seq, _count, bound = micro_batches(job, sp, dp)
     param = dtype_bytes(known(layout.model_dtype, f"{layout.key_prefix}.model_dtype"), f"{layout.key_prefix}.model_dtype")
     require_adam(job, f"{OPT}.optimizer", "=")
     strategy = known(layout.strategy, f"{A}.strategy")
