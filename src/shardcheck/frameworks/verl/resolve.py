@@ -142,6 +142,7 @@ VALUE_KINDS: dict[str, Kind] = {
     f"{_C}.enable": FLAG_OR_NULL, f"{_C}.strategy": NAME, f"{_C}.ppo_mini_batch_size": COUNT,
     f"{_C}.ppo_micro_batch_size": COUNT_OR_NULL, f"{_C}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL,
     f"{_C}.use_dynamic_bsz": FLAG, f"{_C}.ppo_infer_max_token_len_per_gpu": COUNT,
+    f"{_C}.ppo_max_token_len_per_gpu": COUNT,
     **{f"{_C}.megatron.{k}_parallel_size": COUNT for k in ("tensor_model", "pipeline_model", "context",
                                                             "expert_model")},
     f"{_C}.megatron.expert_tensor_parallel_size": COUNT_OR_NULL,
