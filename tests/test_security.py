@@ -28,7 +28,7 @@ TREE = {"trainer": {"nnodes": 1, "n_gpus_per_node": 8}}
 
 
 def _entry(directory: Path) -> Path:
-    (found,) = directory.glob("verl-config-*.pickle")
+    (found,) = directory.glob("verl-config-*.signed-pickle")
     return found
 
 

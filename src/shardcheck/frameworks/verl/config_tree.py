@@ -345,7 +345,7 @@ def _base_config(tree: dict, source: str):
     if directory is None:
         return OmegaConf.create(tree)
     digest = hashlib.sha256(json.dumps([source, omegaconf.__version__, tree]).encode()).hexdigest()[:32]
-    name = f"verl-config-{digest}.pickle"
+    name = f"verl-config-{digest}.signed-pickle"  # not the unsigned .pickle of earlier versions: no thrashing
     payload = config_cache.load(directory, name)
     cached = None
     if payload is not None:
