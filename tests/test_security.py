@@ -462,3 +462,16 @@ def test_verl_defaults_are_never_bad_values(config, tmp_path):
                       "actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.rollout.name=sglang\n")
     result = shardcheck.check(script)
     assert not [f.message for f in result.findings if f.rule.startswith("VALUE-BAD")]
+
+
+def test_vpp_layers_per_stage_without_num_layers_is_no_crash(tmp_path, capsys):
+    """bench/fuzz_values.py found it: slime's model from --hf-checkpoint (no --num-layers) and
+    --num-layers-per-virtual-pipeline-stage."""
+    slime = Path(__file__).resolve().parents[1] / "examples" / "slime" / "run-qwen3-235B-A22B-8x8.sh"
+    script = tmp_path / "run.sh"
+    lines = slime.read_text().rstrip("\n").split("\n")
+    lines[-1] += " --num-layers-per-virtual-pipeline-stage 4"
+    script.write_text("\n".join(lines) + "\n")
+    for command in ("check", "memory", "mesh"):
+        code, out = _run([command, str(script)], capsys)
+        assert code in (0, 1, 2) and "internal error" not in out

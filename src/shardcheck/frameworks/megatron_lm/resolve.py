@@ -66,6 +66,8 @@ def _vpp(flags: FlagReading, pp: Traced, num_layers: Traced, emb: Traced, loss: 
                            emb, loss)
     if not total.known:
         return total
+    if num_layers.value is None or pp.value is None:  # the model comes from --hf-checkpoint, say: no count here
+        return Traced(None, total.origin, "VPP from --num-layers-per-virtual-pipeline-stage needs --num-layers")
     layers = num_layers.value + int(bool(emb.value)) + int(bool(loss.value))
     if pp.value < 1 or per_stage.value < 1 or layers % pp.value or (layers // pp.value) % per_stage.value:
         return Traced(None, total.origin, "VPP cannot be derived: MLM-VPP-LAYERS")
