@@ -100,6 +100,9 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
     *_table("true", False, "--fine-grained-activation-offloading", "--use-megatron-fsdp", "--fp8-param-gather",
             "--use-flash-attn", "--cross-entropy-loss-fusion"),
 ]}
+# Layer counts are expanded per layer (the MoE layer pattern, the pipeline split): bounded far above any model.
+MAX_LAYERS = 100_000
+MEGATRON_LM_FLAGS["--num-layers"] = Flag("--num-layers", "int", None, high=MAX_LAYERS)
 # Flags that are not Megatron-LM's (any more): what argparse does with them, and the flag meant.
 NOT_FLAGS = {
     "--virtual-pipeline-model-parallel-size": "--num-virtual-stages-per-pipeline-rank",

@@ -133,7 +133,7 @@ VALUE_KINDS: dict[str, Kind] = {
     f"{_RO}.log_prob_use_dynamic_bsz": FLAG, f"{_RO}.log_prob_max_token_len_per_gpu": COUNT,
     f"{_RO}.tensor_model_parallel_size": COUNT, f"{_RO}.data_parallel_size": COUNT,
     f"{_RO}.expert_parallel_size": COUNT, f"{_RO}.pipeline_model_parallel_size": COUNT,
-    f"{_RO}.max_model_len": COUNT_OR_NULL, f"{_RO}.n_gpus_per_node": COUNT_OR_NULL,
+    f"{_RO}.max_model_len": COUNT_OR_NULL, f"{_RO}.n_gpus_per_node": COUNT,
     f"{_RO}.enable_chunked_prefill": FLAG, f"{_RO}.max_num_batched_tokens": COUNT_OR_NULL,
     "algorithm.adv_estimator": NAME, "algorithm.use_kl_in_reward": FLAG, "trainer.use_v1": FLAG,
     f"{_RO}.max_num_seqs": COUNT_OR_NULL, f"{_RO}.gpu_memory_utilization": FRACTION,
