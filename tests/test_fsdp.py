@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_rules import FSDP, script
 
 from shardcheck.api import check
 from shardcheck.report.json_report import result_to_dict
-from test_rules import FSDP, script
 
 A = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardcheck.errors import InputError
-from shardcheck.job import ConfigNote, FsdpLayout, Job, MegatronLayout
+from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Traced
+from shardcheck.problems import Kind
 from shardcheck.settings import SEVERITY_RANK, Settings, load_settings
 
 
@@ -21,6 +22,7 @@ class Result:
     skipped: list[str] = field(default_factory=list)
     error: str | None = None  # the one-line reason when the input cannot be used at all
     settings: Settings = field(default_factory=Settings)
+    warnings: list[str] = field(default_factory=list)  # about the settings: selectors that name no rule
 
     @property
     def valid(self) -> bool | None:
@@ -148,13 +150,26 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
 
         findings, skipped = run_rules(job)
         settings = settings or load_settings(Path(path).resolve().parent)
+        settings, warnings = _checked_selectors(settings)
     except InputError as exc:
         return Result(shown, error=str(exc))
     except RecursionError:
         return Result(shown, error=f"{shown}:1: nested too deeply for shardcheck to read; simplify the script")
     findings = [f for f in findings if settings.reports(f.rule) and not _suppressed(f, job)]
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
-    return Result(shown, job, findings, skipped, settings=settings)
+    return Result(shown, job, findings, skipped, settings=settings, warnings=warnings)
+
+
+def _checked_selectors(settings: Settings) -> tuple[Settings, list[str]]:
+    """The settings with renamed rule ids redirected, and a warning for each selector that names no rule."""
+    from dataclasses import replace
+
+    from shardcheck.rules.registry import resolve_selectors
+
+    where = settings.source or "settings"
+    select, warned = resolve_selectors(settings.select, f"{where}: select")
+    ignore, more = resolve_selectors(settings.ignore, f"{where}: ignore")
+    return replace(settings, select=select, ignore=ignore), warned + more
 
 
 def _suppressed(finding, job: Job) -> bool:
@@ -181,16 +196,17 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
 
     flag_job = _resolve_flag_launch(found, reading, shown, model_config) if not launches else None
     if flag_job is not None:
-        shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
-        return replace(flag_job, notes=shell_notes + flag_job.notes, suppressions=reading.suppressions)
+        return replace(flag_job, notes=reading.diagnostics + flag_job.notes, suppressions=reading.suppressions)
     if not launches:
         other = next((launch for launch in found if unmodelled_verl_entry(launch)), None)
         if other is not None:
             raise InputError(f"{other.origin.location}: {other.module} is not modelled yet; shardcheck reads "
                              "verl.trainer.main_ppo launches")
-        syntax = next((d for d in reading.diagnostics if d.code == "SHELL-SYNTAX"), None)
+        syntax = next((d for d in reading.diagnostics if d.kind is Kind.SHELL_SYNTAX), None)
         if syntax is not None:
-            raise InputError(f"{syntax.origin.location}: {syntax.message}")
+            from shardcheck.rules.registry import render
+
+            raise InputError(f"{syntax.origin.location}: {render(syntax).message}")
         raise InputError(
             f"{shown}:1: no recognised launch command (python3 -m verl.trainer.main_ppo ..., torchrun "
             "pretrain_gpt.py ..., slime's python3 train.py ...); shardcheck reads verl, Megatron-LM and slime "
@@ -199,9 +215,7 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     launch = launches[0]
     hydra = parse_hydra_args(launch.args)
     job = resolve_verl(launch, hydra, shown, model_config=model_config)
-    shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
-
-    return replace(job, notes=shell_notes + job.notes, suppressions=reading.suppressions)
+    return replace(job, notes=reading.diagnostics + job.notes, suppressions=reading.suppressions)
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:

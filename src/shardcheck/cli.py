@@ -100,8 +100,17 @@ def main(argv: list[str] | None = None) -> int:
 
     page = render_rule_page(args.rule_id)
     if page is None:
-        print(f"shardcheck: no rule {args.rule_id!r}; `shardcheck rules` lists them", file=sys.stderr)
-        return 2
+        from shardcheck.rules.ids import lookup
+        from shardcheck.rules.registry import all_rules
+
+        status = lookup(args.rule_id, all_rules())
+        if status.status == "renamed":
+            page = render_rule_page(status.target)
+            print(f"shardcheck: {args.rule_id} was renamed to {status.target}", file=sys.stderr)
+        else:
+            said = f" ({status.reason})" if status.status == "removed" else ""
+            print(f"shardcheck: no rule {args.rule_id!r}{said}; `shardcheck rules` lists them", file=sys.stderr)
+            return 2
     print(page)
     return 0
 
@@ -116,6 +125,8 @@ def _check(args) -> int:
         display = "examples/qwen3_235b_256k.sh (built-in example)" if not args.paths else p
         results.append(check(p, env, model_config=args.model_config, display=display, device=args.device,
                              host_memory=args.host_memory))
+    for warning in dict.fromkeys(w for r in results for w in r.warnings):
+        print(f"shardcheck: warning: {warning}", file=sys.stderr)
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Problem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,17 +177,6 @@ class ModelFacts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConfigNote:
-    """A finding the resolution produced about an input (a key, a line): carried to its rule."""
-
-    rule: str
-    message: str
-    origin: Origin
-    fix: str | None = None
-    severity: str | None = None  # overrides the rule's default severity when set
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Job:
     """Everything shardcheck knows about one launch, resolved the way the framework resolves it."""
 
@@ -204,7 +194,7 @@ class Job:
     model_path: Traced[str]
     model: ModelFacts | None
     model_problem: str | None
-    notes: tuple[ConfigNote, ...] = ()
+    notes: tuple[Problem, ...] = ()  # problems found reading and resolving the input
     open_arguments: tuple[Origin, ...] = ()  # arguments of unknown content: they may set any key
     rollout: RolloutLayout | None = None
     suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # script line -> disabled rule ids
@@ -212,6 +202,9 @@ class Job:
     device_choice: str | None = None  # --device NAME for the memory estimate (None: the default for trainer.device)
     host_memory_bytes: int | None = None  # --host-memory per node, for MEM-HOST
     fsdp_layouts: tuple[FsdpLayout, ...] = ()  # FSDP engines built: actor, ref, critic (empty for Megatron)
+    # Values the rules compute once per run and share (the memory estimate): run_rules gives each run a
+    # fresh dict, so nothing is kept between runs.
+    run_cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def value(self, key: str) -> Traced:
         """A framework setting by its key (e.g. ``data.train_batch_size``); unknown when not read."""

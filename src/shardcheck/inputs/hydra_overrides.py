@@ -117,9 +117,9 @@ def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
             takes_value = _HYDRA_FLAGS[flag]
             value_field = None
             if takes_value and eq:
-                from shardcheck.inputs.launch import _suffix_field
+                from shardcheck.inputs.launch import suffix_field
 
-                value_field = _suffix_field(field, len(flag) + 1)
+                value_field = suffix_field(field, len(flag) + 1)
             elif takes_value and i + 1 < len(args):
                 i += 1
                 value_field = args[i]

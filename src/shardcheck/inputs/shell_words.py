@@ -3,7 +3,7 @@
 tree-sitter-bash gives the statement structure; inside and between words it has long-standing bugs
 (tree-sitter-bash #315, #53, #280: ``$A/$B`` split into two words, ``${X:-$((a+b))}`` read as a
 subshell, ``${X:-1e-6}`` mis-split). So shardcheck re-lexes each word from its raw source text here
-(see ../shared/reference/parsers.md). Nothing is executed: command substitutions are kept as
+Nothing is executed: command substitutions are kept as
 opaque parts that evaluate to *unknown*.
 """
 

@@ -199,7 +199,7 @@ def _split(layout: MegatronLayout, arch: Architecture) -> tuple[Split, tuple[tup
                          last=known(layout.last_stage_layers, "last stage layers"), vpp=vpp, account_for_embedding=emb,
                          account_for_loss=loss)
     if not isinstance(split, Split):
-        raise Unknown(f"the layer split fails ({split.rule}); fix the layout first")
+        raise Unknown(f"the layer split fails (megatron-core: \"{split.message}\"); fix the layout first")
     return split, stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
 
 

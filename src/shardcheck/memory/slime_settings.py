@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory import megatron_lm_settings as mlm
-from shardcheck.memory.settings import setting as flag
 from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, known
+from shardcheck.memory.settings import setting as flag
 
 
 def sample_tokens(job: Job) -> int | None:

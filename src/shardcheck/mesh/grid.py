@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from shardcheck.problems import Kind
+
 TOKENS = ("tp", "pp", "dp", "ep", "cp")  # RankGenerator.__init__ checks them in this order
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 # Groups shardcheck reports: name -> (generator, tokens). "etp"/"edp" are the expert generator's tp/dp.
@@ -150,10 +152,10 @@ class Grid:
 
 @dataclass(frozen=True, slots=True)
 class GridError:
-    """The check Megatron-Core fails first, as the rule that mirrors it and Megatron's text."""
+    """The check Megatron-Core fails first: its kind (the rules map it to an id) and Megatron's text."""
 
-    rule: str
-    message: str
+    kind: Kind
+    message: str  # megatron-core's own text
 
 
 def world_error(world: int, tp: int, pp: int, cp: int) -> str | None:
@@ -180,27 +182,27 @@ def build_grid(*, world: int, tp: int, pp: int, cp: int, ep: int, etp: int | Non
                order: str = DEFAULT_ORDER) -> Grid | GridError:
     """The grid ``initialize_model_parallel`` builds, or the first check it fails, in its order."""
     if message := world_error(world, tp, pp, cp):
-        return GridError("MCORE-PS-WORLD", message)
+        return GridError(Kind.GRID_WORLD, message)
     if message := vpp_error(vpp, pp):
-        return GridError("MCORE-PS-VPP-PP", message)
+        return GridError(Kind.GRID_VPP_PP, message)
     dp = world // (tp * pp * cp)
     try:
         dense = Generator.build(order, {"tp": tp, "ep": 1, "dp": dp, "pp": pp, "cp": cp})
     except OrderError as exc:
-        return GridError("MCORE-PS-ORDER-TOKEN", str(exc))
+        return GridError(Kind.GRID_ORDER_TOKEN, str(exc))
     etp_v = tp if etp is None else etp
     if message := expert_error(world, etp_v, ep, pp):
-        return GridError("MCORE-PS-EXPERT-FOLD", message)
+        return GridError(Kind.GRID_EXPERT_FOLD, message)
     edp = world // (etp_v * ep * pp)
     try:
         expert = Generator.build(order, {"tp": etp_v, "ep": ep, "dp": edp, "pp": pp, "cp": 1})
     except OrderError as exc:
-        return GridError("MCORE-PS-ORDER-TOKEN", str(exc))
+        return GridError(Kind.GRID_ORDER_TOKEN, str(exc))
     if not (order.endswith("pp") or pp == 1 or edp == dp):
-        return GridError("MCORE-PS-ORDER-PPLAST", "When not using pp-last rank ordering, the data parallel size of "
+        return GridError(Kind.GRID_ORDER_PPLAST, "When not using pp-last rank ordering, the data parallel size of "
                                                   "the attention and moe layers must be the same")
     result = Grid(world, tp, pp, cp, ep, etp_v, order, dense, expert)
     if not result.pp_groups_agree:
-        return GridError("MCORE-PS-PP-GROUPS", "Pipeline parallel groups are expected to be the same for Non-Expert "
+        return GridError(Kind.GRID_PP_GROUPS, "Pipeline parallel groups are expected to be the same for Non-Expert "
                                                "and Expert part")
     return result

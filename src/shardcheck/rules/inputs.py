@@ -1,7 +1,8 @@
 """Rules about the inputs themselves: script lines, Hydra overrides, verl keys, values, the model.
 
-Their evidence is gathered while reading and resolving (``Job.notes``); each rule here owns its id,
-severity and documentation and reports the notes that carry its id.
+Their evidence is gathered while reading and resolving: typed problems in ``Job.notes``
+(:mod:`shardcheck.problems`). Each rule here names the kinds it reports (``notes=``) and renders
+one problem as its message and fix.
 """
 
 from __future__ import annotations
@@ -9,25 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import Job
-from shardcheck.rules.registry import Finding, finding, rule
+from shardcheck.problems import Kind, Problem
+from shardcheck.rules.base import Finding, Message, finding, rule
 
 
-def _notes(job: Job, rule_id: str) -> Iterator[Finding]:
-    for note in job.notes:
-        if note.rule == rule_id:
-            yield finding(rule_id, note.message, note.origin, fix=note.fix, severity=note.severity)
+def _did_you_mean(p: Problem) -> str | None:
+    return f"did you mean `{p['suggestion']}`?" if p.args.get("suggestion") else None
 
 
-def _note_rule(rule_id: str, severity: str, title: str, doc: str) -> None:
-    def check(job: Job) -> Iterator[Finding]:
-        return _notes(job, rule_id)
-
-    check.__doc__ = doc
-    check.__name__ = rule_id.lower().replace("-", "_")
-    rule(rule_id, severity, title)(check)
-
-
-_note_rule("SHELL-PARSE", "warning", "A script line the shell parser does not understand", """
+@rule("SHELL-PARSE", "warning", "A script line the shell parser does not understand",
+      notes=(Kind.SHELL_PARSE,), certain=True)
+def shell_parse(p: Problem) -> Message:
+    """
     tree-sitter-bash could not parse a line. shardcheck reads the rest of the script; values set
     on that line are unknown rather than guessed.
 
@@ -45,8 +39,13 @@ _note_rule("SHELL-PARSE", "warning", "A script line the shell parser does not un
 
     Source:
     shardcheck's reader (tree-sitter-bash 0.25).
-""")
-_note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
+"""
+    return f"line not understood by the shell parser: {p['line']!r}; values set there are unknown", None
+
+
+@rule("SHELL-SYNTAX", "error", "A word bash itself would reject", notes=(Kind.SHELL_SYNTAX,), certain=True)
+def shell_syntax(p: Problem) -> Message:
+    """
     An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching.
 
     Why:
@@ -63,8 +62,13 @@ _note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
 
     Source:
     bash(1), QUOTING and EXPANSION.
-""")
-_note_rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", """
+"""
+    return f"{p['reason']}; bash would reject this line", None
+
+
+@rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", notes=(Kind.SHELL_SOURCE,), certain=True)
+def shell_source(p: Problem) -> Message:
+    """
     shardcheck reads `source FILE` / `. FILE` when FILE is known statically (literal, variables,
     `$(dirname "$0")`-style directories) and exists, relative to the sourcing file. When the path is
     unknown, the file is missing, or it sources itself, the file is not read: variables it would set
@@ -84,8 +88,13 @@ _note_rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", "
 
     Source:
     bash(1), `source`.
-""")
-_note_rule("SHELL-EVAL", "info", "`eval` is never run", """
+"""
+    return f"`{p['command']} {p['target']}` is not followed: {p['why']}; variables it would set are unknown", None
+
+
+@rule("SHELL-EVAL", "info", "`eval` is never run", notes=(Kind.SHELL_EVAL,), certain=True)
+def shell_eval(p: Problem) -> Message:
+    """
     `eval` would run text as code; shardcheck never executes anything from its input.
 
     Why:
@@ -102,8 +111,13 @@ _note_rule("SHELL-EVAL", "info", "`eval` is never run", """
 
     Source:
     bash(1), `eval`.
-""")
-_note_rule("SHELL-ARITH", "error", "Invalid bash arithmetic", """
+"""
+    return "`eval` is never run; what it would set is unknown", None
+
+
+@rule("SHELL-ARITH", "error", "Invalid bash arithmetic", notes=(Kind.SHELL_ARITH,), certain=True)
+def shell_arith(p: Problem) -> Message:
+    """
     A `$((...))` expression bash cannot evaluate (syntax error, division by zero).
 
     Why:
@@ -120,8 +134,14 @@ _note_rule("SHELL-ARITH", "error", "Invalid bash arithmetic", """
 
     Source:
     bash(1), ARITHMETIC EVALUATION.
-""")
-_note_rule("HYDRA-OVERRIDE", "error", "An override Hydra rejects", """
+"""
+    return f"$(({p['expression']})): {p['reason']}", None
+
+
+@rule("HYDRA-OVERRIDE", "error", "An override Hydra rejects",
+      notes=(Kind.HYDRA_PARSE, Kind.HYDRA_REJECTED), certain=True)
+def hydra_override(p: Problem) -> Message:
+    """
     Hydra parses every `key=value` word with its override grammar and applies it to the composed
     config; a word it cannot parse, `+key` on an existing key, or `~key` on a missing one stops the
     launch before verl runs.
@@ -140,8 +160,17 @@ _note_rule("HYDRA-OVERRIDE", "error", "An override Hydra rejects", """
 
     Source:
     hydra-core 1.3: hydra/core/override_parser, hydra/_internal/config_loader_impl.py _apply_overrides_to_config.
-""")
-_note_rule("VERL-CFG-UNKNOWN-KEY", "error", "An override of a key verl's config does not have", """
+"""
+    if p.kind is Kind.HYDRA_PARSE:
+        return (f"{p['text']}: Hydra cannot parse this override ({p['reason']})",
+                "quote the value for Hydra, e.g. key='\"value\"'")
+    return f"{p['text']}: {p['reason']}", _did_you_mean(p)
+
+
+@rule("VERL-CFG-UNKNOWN-KEY", "error", "An override of a key verl's config does not have",
+      notes=(Kind.CONFIG_UNKNOWN_KEY,), certain=True)
+def unknown_key(p: Problem) -> Message:
+    """
     verl's config is in Hydra's struct mode: `key=value` for a key that does not exist fails.
 
     Why:
@@ -158,8 +187,18 @@ _note_rule("VERL-CFG-UNKNOWN-KEY", "error", "An override of a key verl's config 
 
     Source:
     hydra/_internal/config_loader_impl.py (struct mode); verl/trainer/config/_generated_*.yaml (verl 0.9.1).
-""")
-_note_rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a key verl has", """
+"""
+    if p["megatron_section_missing"]:
+        fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
+    else:
+        fix = _did_you_mean(p) or f"prefix it with `+` only if verl reads `{p['key']}`; otherwise remove it"
+    return f"{p['text']}: {p['reason']}", fix
+
+
+@rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a key verl has",
+      notes=(Kind.CONFIG_ADDED_KEY,), certain=True)
+def added_key(p: Problem) -> Message:
+    """
     `+key=value` adds a key Hydra accepts; when it is a near-miss of an existing sibling key (a
     likely typo), nothing reads it and the setting has no effect. New keys that are not near-misses
     are not reported: verl reads many free-form keys (`*_kwargs`, `override_*`, `.get(...)`).
@@ -178,8 +217,14 @@ _note_rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a k
 
     Source:
     verl/trainer/config/_generated_*.yaml (verl 0.9.1).
-""")
-_note_rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read", """
+"""
+    return f"{p['text']}: {p['reason']}", _did_you_mean(p)
+
+
+@rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read",
+      notes=(Kind.CONFIG_CUSTOM_GROUP, Kind.CONFIG_CUSTOM), certain=True)
+def custom_config(p: Problem) -> Message:
+    """
     The launch uses a config other than verl main_ppo's own (a recipe's config, another
     `--config-path` or `--config-name`): only the keys set on the command line are known; every
     other value is reported unknown, and keys are not checked against it.
@@ -198,8 +243,18 @@ _note_rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read", "
 
     Source:
     verl/trainer/main_ppo.py (@hydra.main config_path="config", config_name="ppo_trainer").
-""")
-_note_rule("VALUE-BAD-SIZE", "error", "A parallel size that is not a positive integer", """
+"""
+    if p.kind is Kind.CONFIG_CUSTOM_GROUP:
+        said = f"{p['option']} selects a config group option shardcheck does not read (it reads {', '.join(p['readable'])})"
+    else:
+        said = f"config {p['config']} is not one of verl {p['entry']}'s own configs"
+    return f"{said}; only the keys set on the command line are known, the rest are unknown, and keys are not checked", None
+
+
+@rule("VALUE-BAD-SIZE", "error", "A parallel size that is not a positive integer",
+      notes=(Kind.NOT_POSITIVE, Kind.FLAG_NOT_A_NUMBER, Kind.FLAG_WITHOUT_VALUE))
+def bad_size(p: Problem) -> Message:
+    """
     Parallel sizes and node counts are positive integers.
 
     Why:
@@ -216,11 +271,23 @@ _note_rule("VALUE-BAD-SIZE", "error", "A parallel size that is not a positive in
 
     Source:
     megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
-""")
+"""
+    if p.kind is Kind.NOT_POSITIVE:
+        return f"{p['name']} must be a positive integer, got {p['value']!r}", f"set {p['name']} to a whole number ≥ 1"
+    flag = p["flag"]
+    if p.kind is Kind.FLAG_WITHOUT_VALUE:
+        return f"{flag}: argparse stops (\"argument {flag}: expected one argument\")", f"give {flag} a value"
+    text, kind = p["text"], p["type"]
+    return (f"{flag} {text}: argparse rejects it (\"argument {flag}: invalid {kind} value: '{text}'\")",
+            f"give {flag} a {'whole number' if kind == 'int' else 'number'}")
 
 
-@rule("VALUE-UNKNOWN", "warning", "A value a rule needs is not known statically")
-def value_unknown(job: Job) -> Iterator[Finding]:
+UNKNOWN_FIX = "give the value with --env NAME=VALUE, or set it literally in the script"
+
+
+@rule("VALUE-UNKNOWN", "warning", "A value a rule needs is not known statically", certain=True,
+      notes=(Kind.UNKNOWN_ARGUMENT, Kind.UNKNOWN_FLAG_ARGUMENT, Kind.UNKNOWN_MODEL_FLAG, Kind.UNKNOWN_VALUE))
+def value_unknown(p: Problem) -> Message:
     """
     A value came from something shardcheck does not run (command substitution, a loop, a function,
     an environment variable not given): it is reported as unknown, never guessed, and the rules
@@ -241,6 +308,21 @@ def value_unknown(job: Job) -> Iterator[Finding]:
     Source:
     shardcheck's reader.
     """
+    if p.kind is Kind.UNKNOWN_ARGUMENT:
+        return (f"argument {p['text']} is unknown ({p['reason']}); it may set any key, so the verdict is undecided",
+                "give the values it is built from with --env NAME=VALUE")
+    if p.kind is Kind.UNKNOWN_FLAG_ARGUMENT:
+        return ("an argument of unknown content stands where a flag would; it may set any flag, so the verdict is "
+                "undecided", "give the values it is built from with --env NAME=VALUE")
+    if p.kind is Kind.UNKNOWN_MODEL_FLAG:
+        return (f"{p['flag']} is unknown ({p['reason']}); the model rules are not checked",
+                "give the value with --env NAME=VALUE")
+    stops = f"; {p['rule']} is not checked" if p.args.get("rule") else ""
+    return f"{p['name']} is unknown: {p['reason']}{stops}", UNKNOWN_FIX
+
+
+def unknown_sizes(job: Job) -> Iterator[Problem]:
+    """The sizes every layout rule needs that are unknown (a bad size is VALUE-BAD-SIZE's, not this)."""
     needed = [("trainer.nnodes", job.cluster.nnodes), ("trainer.n_gpus_per_node", job.cluster.devices_per_node)]
     for e in job.layouts:
         needed += [(f"{e.key_prefix}.tensor_model_parallel_size", e.tp),
@@ -248,15 +330,13 @@ def value_unknown(job: Job) -> Iterator[Finding]:
                    (f"{e.key_prefix}.context_parallel_size", e.cp),
                    (f"{e.key_prefix}.expert_model_parallel_size", e.ep),
                    (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting)]
-    yield from _notes(job, "VALUE-UNKNOWN")
     for name, traced in needed:
         if not traced.known and "not a positive integer" not in (traced.unknown or ""):
             where = traced.origin.first_script_line() or traced.origin
-            yield finding("VALUE-UNKNOWN", f"{name} is unknown: {traced.unknown}", where,
-                          fix="give the value with --env NAME=VALUE, or set it literally in the script")
+            yield Problem(Kind.UNKNOWN_VALUE, where, {"name": name, "reason": traced.unknown, "rule": None})
 
 
-@rule("MODEL-NOT-FOUND", "info", "No model facts: model rules skipped")
+@rule("MODEL-NOT-FOUND", "info", "No model facts: model rules skipped", certain=True)
 def model_not_found(job: Job) -> Iterator[Finding]:
     """
     Without the model's architecture (a local `config.json`, `--model-config FILE`, or a built-in
@@ -279,5 +359,6 @@ def model_not_found(job: Job) -> Iterator[Finding]:
     verl/workers/config/model.py HFModelConfig (AutoConfig.from_pretrained on model.path).
     """
     if job.model is None and job.model_problem:
-        yield finding("MODEL-NOT-FOUND", job.model_problem, job.model_path.origin.first_script_line() or job.model_path.origin,
+        yield finding("MODEL-NOT-FOUND", job.model_problem,
+                      job.model_path.origin.first_script_line() or job.model_path.origin,
                       fix="pass --model-config path/to/config.json")

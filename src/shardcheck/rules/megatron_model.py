@@ -11,17 +11,18 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from shardcheck.frameworks.megatron.pipeline import Split, SplitError, split_layers
+from shardcheck.frameworks.verl.provider import PROVIDER_DEFAULTS
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.origin import Traced
-from shardcheck.rules.megatron_parallel_state import engines, where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.problems import Kind
+from shardcheck.rules.base import Finding, engines, finding, need, rule, where
 
 
 def _valid(n: int, ok) -> str:
     return ", ".join(str(d) for d in range(1, n + 1) if ok(d))
 
 
-@rule("MCORE-TC-HEADS-TP", "error", "Attention heads must divide by TP", needs_model=True)
+@rule("MCORE-TC-HEADS-TP", "error", "Attention heads must divide by TP", needs_model=True, engine="megatron")
 def heads_tp(job: Job) -> Iterator[Finding]:
     """
     Tensor parallelism splits the attention heads over TP ranks, so the head count must be a
@@ -58,7 +59,8 @@ def heads_tp(job: Job) -> Iterator[Finding]:
             )
 
 
-@rule("MCORE-TC-QG-TP", "error", "KV heads (query groups) must be a multiple or a divisor of TP", needs_model=True)
+@rule("MCORE-TC-QG-TP", "error", "KV heads (query groups) must be a multiple or a divisor of TP",
+      needs_model=True, engine="megatron")
 def query_groups_tp(job: Job) -> Iterator[Finding]:
     """
     With grouped-query attention the KV heads (`num_query_groups`, HF `num_key_value_heads`) are
@@ -97,7 +99,8 @@ def query_groups_tp(job: Job) -> Iterator[Finding]:
             )
 
 
-@rule("MCORE-TC-MOE-EP-NOEXP", "error", "Expert parallelism needs a model with experts", needs_model=True)
+@rule("MCORE-TC-MOE-EP-NOEXP", "error", "Expert parallelism needs a model with experts",
+      needs_model=True, engine="megatron")
 def ep_needs_experts(job: Job) -> Iterator[Finding]:
     """
     EP > 1 splits routed experts over ranks; a dense model has none.
@@ -133,7 +136,7 @@ def ep_needs_experts(job: Job) -> Iterator[Finding]:
             )
 
 
-@rule("MCORE-BUILD-EXPERTS-EP", "error", "Routed experts must divide by EP", needs_model=True)
+@rule("MCORE-BUILD-EXPERTS-EP", "error", "Routed experts must divide by EP", needs_model=True, engine="megatron")
 def experts_ep(job: Job) -> Iterator[Finding]:
     """
     Each EP rank holds `num_moe_experts / EP` local experts; the count must divide evenly (ETP
@@ -187,7 +190,7 @@ def _split(num_layers, pp, first, last, vpp, emb, loss):
                         account_for_loss=loss)
 
 
-def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
+def _split_findings(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
     layers = job.model.num_hidden_layers
     if not layers:
         return
@@ -197,7 +200,7 @@ def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
         need(e.first_stage_layers, f"{e.key_prefix}.override_transformer_config.num_layers_in_first_pipeline_stage")
         need(e.last_stage_layers, f"{e.key_prefix}.override_transformer_config.num_layers_in_last_pipeline_stage")
         result = layer_split(e, layers)
-        if not isinstance(result, SplitError) or result.rule != rule_id:
+        if not isinstance(result, SplitError) or result.kind is not kind:
             continue
         first, last = e.first_stage_layers.value, e.last_stage_layers.value
         uneven = first is not None or last is not None
@@ -206,7 +209,7 @@ def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
             facts += f", first stage {first if first is not None else '-'}, last stage {last if last is not None else '-'}"
         if e.vpp.value is not None:
             facts += f", VPP {e.vpp.value}"
-        quoted = (f"megatron-core: \"{result.message}\"" if rule_id != "MCORE-BUILD-NEGATIVE-STAGE"
+        quoted = (f"megatron-core: \"{result.message}\"" if kind is not Kind.SPLIT_NEGATIVE_STAGE
                   else f"{result.message} (megatron-core does not check this)")
         yield finding(
             rule_id,
@@ -245,23 +248,13 @@ def _split_fix(e: MegatronLayout, layers: int) -> str:
     return f"choose first/last stage layers so the other {pp - 2 if pp > 2 else 0} stages get equal whole layers"
 
 
-_SPLIT_SOURCE = """
-    Source:
-    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
-"""
 
 
-def _register_split_rule(rule_id: str, severity: str, title: str, doc: str) -> None:
-    def check(job: Job) -> Iterator[Finding]:
-        return _split_findings(job, rule_id)
 
-    check.__doc__ = doc + _SPLIT_SOURCE
-    check.__name__ = rule_id.lower().replace("-", "_")
-    rule(rule_id, severity, title, needs_model=True)(check)
-
-
-_register_split_rule("MCORE-TC-UNEVEN-POS", "error", "First/last pipeline stage layer counts must be positive", """
+@rule("MCORE-TC-UNEVEN-POS", "error", "First/last pipeline stage layer counts must be positive",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_POS,))
+def tc_uneven_pos(job: Job) -> Iterator[Finding]:
+    """
     `num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage`, when set, must be > 0.
 
     Why:
@@ -275,8 +268,16 @@ _register_split_rule("MCORE-TC-UNEVEN-POS", "error", "First/last pipeline stage 
 
     Fix:
     Remove the override or set a positive number of layers.
-""")
-_register_split_rule("MCORE-TC-UNEVEN-MIDDLE", "error", "Uneven pipeline: the middle stages must get equal whole layers", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-UNEVEN-POS", Kind.SPLIT_UNEVEN_POS)
+@rule("MCORE-TC-UNEVEN-MIDDLE", "error", "Uneven pipeline: the middle stages must get equal whole layers",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_MIDDLE,))
+def tc_uneven_middle(job: Job) -> Iterator[Finding]:
+    """
     With an uneven split, the layers left after the first/last stage (M = L − first − last) are
     shared equally by the S remaining stages: M > 0 exactly when S > 0, and M % S == 0.
 
@@ -293,8 +294,16 @@ _register_split_rule("MCORE-TC-UNEVEN-MIDDLE", "error", "Uneven pipeline: the mi
 
     Fix:
     Choose first/last so that (L − first − last) divides by PP − 2 (or by PP − 1 with only one of them).
-""")
-_register_split_rule("MCORE-TC-UNEVEN-VPP", "error", "Uneven pipeline with VPP: each stage's layers must divide by VPP", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-UNEVEN-MIDDLE", Kind.SPLIT_UNEVEN_MIDDLE)
+@rule("MCORE-TC-UNEVEN-VPP", "error", "Uneven pipeline with VPP: each stage's layers must divide by VPP",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_VPP,))
+def tc_uneven_vpp(job: Job) -> Iterator[Finding]:
+    """
     With the interleaved schedule every pipeline stage is split into VPP chunks: the first, last and
     middle stages' layer counts must each divide by VPP.
 
@@ -310,8 +319,16 @@ _register_split_rule("MCORE-TC-UNEVEN-VPP", "error", "Uneven pipeline with VPP: 
 
     Fix:
     Make first, last and the middle-stage layer counts multiples of VPP, or drop VPP.
-""")
-_register_split_rule("MCORE-TC-UNEVEN-ACCOUNT", "error", "Uneven first/last stages exclude account_for_embedding/loss", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-UNEVEN-VPP", Kind.SPLIT_UNEVEN_VPP)
+@rule("MCORE-TC-UNEVEN-ACCOUNT", "error", "Uneven first/last stages exclude account_for_embedding/loss",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_ACCOUNT,))
+def tc_uneven_account(job: Job) -> Iterator[Finding]:
+    """
     `num_layers_in_first/last_pipeline_stage` cannot be combined with
     `account_for_embedding_in_pipeline_split` or `account_for_loss_in_pipeline_split`.
 
@@ -327,8 +344,16 @@ _register_split_rule("MCORE-TC-UNEVEN-ACCOUNT", "error", "Uneven first/last stag
 
     Fix:
     Remove one of the two override groups.
-""")
-_register_split_rule("MCORE-BUILD-NEGATIVE-STAGE", "error", "First and last stages take more layers than the model has", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-UNEVEN-ACCOUNT", Kind.SPLIT_UNEVEN_ACCOUNT)
+@rule("MCORE-BUILD-NEGATIVE-STAGE", "error", "First and last stages take more layers than the model has",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_NEGATIVE_STAGE,))
+def build_negative_stage(job: Job) -> Iterator[Finding]:
+    """
     With an uneven split, `num_layers_in_first_pipeline_stage + num_layers_in_last_pipeline_stage`
     larger than the layer count leaves the middle stages a negative number of layers.
 
@@ -345,8 +370,16 @@ _register_split_rule("MCORE-BUILD-NEGATIVE-STAGE", "error", "First and last stag
 
     Fix:
     Lower the first/last stage layer counts.
-""")
-_register_split_rule("MCORE-TC-ACCOUNT-SPLIT", "error", "With account_for_embedding/loss, L+e+l must split evenly over PP (and VPP)", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-BUILD-NEGATIVE-STAGE", Kind.SPLIT_NEGATIVE_STAGE)
+@rule("MCORE-TC-ACCOUNT-SPLIT", "error", "With account_for_embedding/loss, L+e+l must split evenly over PP (and VPP)",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_ACCOUNT,))
+def tc_account_split(job: Job) -> Iterator[Finding]:
+    """
     When the embedding and/or loss count as a layer in the pipeline split, L + e + l must divide by
     PP, and the per-stage count by VPP.
 
@@ -362,8 +395,16 @@ _register_split_rule("MCORE-TC-ACCOUNT-SPLIT", "error", "With account_for_embedd
 
     Fix:
     Change PP, or drop one of the account_* overrides.
-""")
-_register_split_rule("MCORE-BUILD-LAYERS-PP", "error", "Even pipeline split: layers must divide by PP", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-ACCOUNT-SPLIT", Kind.SPLIT_ACCOUNT)
+@rule("MCORE-BUILD-LAYERS-PP", "error", "Even pipeline split: layers must divide by PP",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_LAYERS_PP,))
+def build_layers_pp(job: Job) -> Iterator[Finding]:
+    """
     Without an uneven split, every pipeline stage builds L / PP layers.
 
     Why:
@@ -378,8 +419,16 @@ _register_split_rule("MCORE-BUILD-LAYERS-PP", "error", "Even pipeline split: lay
 
     Fix:
     Choose PP dividing the layers, or set num_layers_in_first/last_pipeline_stage.
-""")
-_register_split_rule("MCORE-BUILD-VPP", "error", "Even split with VPP: layers per stage must divide by VPP", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-BUILD-LAYERS-PP", Kind.SPLIT_LAYERS_PP)
+@rule("MCORE-BUILD-VPP", "error", "Even split with VPP: layers per stage must divide by VPP",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_VPP,))
+def build_vpp(job: Job) -> Iterator[Finding]:
+    """
     With the interleaved schedule each stage's L / PP layers are split into VPP chunks.
 
     Why:
@@ -394,13 +443,19 @@ _register_split_rule("MCORE-BUILD-VPP", "error", "Even split with VPP: layers pe
 
     Fix:
     Choose a VPP dividing L / PP.
-""")
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-BUILD-VPP", Kind.SPLIT_VPP)
 
 
 _RECOMPUTE = "override_transformer_config"
 
 
-@rule("MCORE-TC-RECOMPUTE", "error", "Activation recompute settings must be a combination Megatron-Core accepts")
+@rule("MCORE-TC-RECOMPUTE", "error", "Activation recompute settings must be a combination Megatron-Core accepts",
+      engine="megatron")
 def recompute(job: Job) -> Iterator[Finding]:
     """
     `recompute_granularity` is `full` or `selective`; `full` needs `recompute_method` `block` or
@@ -458,9 +513,6 @@ def recompute(job: Job) -> Iterator[Finding]:
                           role=e.role)
 
 
-# verl's provider overrides (verl/workers/engine/megatron/transformer_impl.py _build_tf_config, verl 0.9.1):
-# moe_token_dispatcher_type="alltoall", variable_seq_lengths=True; override_transformer_config wins.
-_VERL_PROVIDER = {"moe_token_dispatcher_type": "alltoall", "variable_seq_lengths": True, "moe_enable_deepep": False}
 
 
 def _provider_value(e: MegatronLayout, name: str) -> tuple[object, Traced | None]:
@@ -468,10 +520,11 @@ def _provider_value(e: MegatronLayout, name: str) -> tuple[object, Traced | None
     ov = e.transformer_overrides
     if name in ov:
         return need(ov[name], f"{e.key_prefix}.{_RECOMPUTE}.{name}"), ov[name]
-    return _VERL_PROVIDER[name], None
+    return PROVIDER_DEFAULTS[name], None
 
 
-@rule("MCORE-TC-MOE-DISPATCH", "error", "The MoE token dispatcher must support verl's variable sequence lengths")
+@rule("MCORE-TC-MOE-DISPATCH", "error", "The MoE token dispatcher must support verl's variable sequence lengths",
+      frameworks=("verl",), engine="megatron")
 def moe_dispatch(job: Job) -> Iterator[Finding]:
     """
     verl packs sequences of different lengths and sets `variable_seq_lengths=True` and the
@@ -496,8 +549,6 @@ def moe_dispatch(job: Job) -> Iterator[Finding]:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ (megatron-core
     0.16.1); verl/workers/engine/megatron/transformer_impl.py _build_tf_config (verl 0.9.1).
     """
-    if job.framework != "verl":
-        return
     for e in engines(job):
         dispatcher, d_origin = _provider_value(e, "moe_token_dispatcher_type")
         variable, v_origin = _provider_value(e, "variable_seq_lengths")

@@ -8,36 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shardcheck.job import Job, MegatronLayout
+from shardcheck.job import Job
 from shardcheck.mesh.grid import expert_error, vpp_error, world_error
-from shardcheck.origin import Origin, Traced
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.problems import Kind
+from shardcheck.rules.base import Finding, divisors, engines, finding, need, rule, where
 
 
-def engines(job: Job) -> list[MegatronLayout]:
-    """The engines to judge: the actor, and the ref too when verl builds one with other sizes."""
-    actor = job.layout("actor")
-    ref = job.layout("ref")
-    engines = [e for e in (actor,) if e is not None]
-    if ref is not None and (actor is None or ref.sizes() != actor.sizes()):
-        engines.append(ref)
-    return engines
-
-
-def where(*values: Traced) -> Origin | None:
-    """The first script line among ``values``: the place a user edits."""
-    for v in values:
-        line = v.origin.first_script_line()
-        if line is not None:
-            return line
-    return values[0].origin if values else None
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-@rule("MCORE-PS-WORLD", "error", "The dense grid TP·PP·CP must divide the world size")
+@rule("MCORE-PS-WORLD", "error", "The dense grid TP·PP·CP must divide the world size",
+      engine="megatron", problems=(Kind.GRID_WORLD,))
 def world_tiling(job: Job) -> Iterator[Finding]:
     """
     Megatron-Core splits the world into a dense grid of TP·CP·DP·PP ranks, so TP·PP·CP must divide
@@ -71,12 +49,13 @@ def world_tiling(job: Job) -> Iterator[Finding]:
                 f"[{e.role}] TP {tp} · PP {pp} · CP {cp} = {model} does not divide world {w} "
                 f"(megatron-core: \"{message}\")",
                 where(e.tp, e.pp, e.cp, world),
-                fix=f"make TP·PP·CP a divisor of {w}: one of {', '.join(map(str, _divisors(w)))}",
+                fix=f"make TP·PP·CP a divisor of {w}: one of {', '.join(map(str, divisors(w)))}",
                 role=e.role,
             )
 
 
-@rule("MCORE-PS-EXPERT-FOLD", "error", "The expert grid ETP·EP·PP must divide the world size")
+@rule("MCORE-PS-EXPERT-FOLD", "error", "The expert grid ETP·EP·PP must divide the world size",
+      engine="megatron", problems=(Kind.GRID_EXPERT_FOLD,))
 def expert_grid(job: Job) -> Iterator[Finding]:
     """
     Since megatron-core 0.10 ("MoE parallel folding") the expert layers get their own grid:
@@ -116,8 +95,8 @@ def expert_grid(job: Job) -> Iterator[Finding]:
             continue
         unset = e.etp_setting.known and e.etp_setting.value is None
         etp_text = f"ETP {etp_v} (= TP: expert_tensor_parallel_size is unset)" if unset else f"ETP {etp_v}"
-        good_etp = [d for d in _divisors(w // pp) if (w // pp) % (d * ep) == 0] if w % pp == 0 else []
-        good_ep = [d for d in _divisors(w // pp) if (w // pp) % (d * etp_v) == 0] if w % pp == 0 else []
+        good_etp = [d for d in divisors(w // pp) if (w // pp) % (d * ep) == 0] if w % pp == 0 else []
+        good_ep = [d for d in divisors(w // pp) if (w // pp) % (d * etp_v) == 0] if w % pp == 0 else []
         fixes = []
         if good_etp:
             fixes.append(f"{e.key_prefix}.expert_tensor_parallel_size={good_etp[0]}")
@@ -133,7 +112,8 @@ def expert_grid(job: Job) -> Iterator[Finding]:
         )
 
 
-@rule("MCORE-PS-VPP-PP", "error", "A virtual pipeline size needs pipeline parallelism (PP > 1)")
+@rule("MCORE-PS-VPP-PP", "error", "A virtual pipeline size needs pipeline parallelism (PP > 1)",
+      engine="megatron", problems=(Kind.GRID_VPP_PP,))
 def vpp_needs_pp(job: Job) -> Iterator[Finding]:
     """
     The interleaved schedule (virtual pipeline, VPP) splits each pipeline stage into chunks; it
@@ -170,7 +150,7 @@ def vpp_needs_pp(job: Job) -> Iterator[Finding]:
             )
 
 
-def _grid_error(job: Job, rule_id: str) -> Iterator[Finding]:
+def _grid_error(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
     """Findings of ``rule_id`` from building the rank grid (order-string checks), per engine."""
     from shardcheck.mesh.grid import GridError, build_grid
 
@@ -184,12 +164,13 @@ def _grid_error(job: Job, rule_id: str) -> Iterator[Finding]:
                      etp=need(e.etp_setting, f"{e.key_prefix}.expert_tensor_parallel_size"),
                      vpp=need(e.vpp, f"{e.key_prefix}.virtual_pipeline_model_parallel_size"))
         result = build_grid(world=w, order=e.order, **sizes)
-        if isinstance(result, GridError) and result.rule == rule_id:
+        if isinstance(result, GridError) and result.kind is kind:
             yield finding(rule_id, f"[{e.role}] order {e.order}: megatron-core: \"{result.message}\"",
                           where(e.tp, e.pp, e.cp, e.ep), fix="use the default order tp-cp-ep-dp-pp", role=e.role)
 
 
-@rule("MCORE-PS-ORDER-TOKEN", "error", "Every parallel dimension of size > 1 must be named in the rank order")
+@rule("MCORE-PS-ORDER-TOKEN", "error", "Every parallel dimension of size > 1 must be named in the rank order",
+      engine="megatron", problems=(Kind.GRID_ORDER_TOKEN,))
 def order_tokens(job: Job) -> Iterator[Finding]:
     """
     Megatron-Core lays ranks out along an order string (default `tp-cp-ep-dp-pp`, first fastest);
@@ -212,10 +193,11 @@ def order_tokens(job: Job) -> Iterator[Finding]:
     Source:
     megatron/core/parallel_state.py RankGenerator.__init__ (megatron-core 0.16.1).
     """
-    return _grid_error(job, "MCORE-PS-ORDER-TOKEN")
+    return _grid_error(job, "MCORE-PS-ORDER-TOKEN", Kind.GRID_ORDER_TOKEN)
 
 
-@rule("MCORE-PS-ORDER-PPLAST", "error", "An order not ending in pp needs the same DP for dense and expert layers")
+@rule("MCORE-PS-ORDER-PPLAST", "error", "An order not ending in pp needs the same DP for dense and expert layers",
+      engine="megatron", problems=(Kind.GRID_ORDER_PPLAST,))
 def order_pp_last(job: Job) -> Iterator[Finding]:
     """
     With PP > 1 and an order that does not end in `pp` (e.g. Megatron-LM's
@@ -237,10 +219,11 @@ def order_pp_last(job: Job) -> Iterator[Finding]:
     Source:
     megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
     """
-    return _grid_error(job, "MCORE-PS-ORDER-PPLAST")
+    return _grid_error(job, "MCORE-PS-ORDER-PPLAST", Kind.GRID_ORDER_PPLAST)
 
 
-@rule("MCORE-PS-PP-GROUPS", "error", "Dense and expert pipeline groups must be the same")
+@rule("MCORE-PS-PP-GROUPS", "error", "Dense and expert pipeline groups must be the same",
+      engine="megatron", problems=(Kind.GRID_PP_GROUPS,))
 def pp_groups_agree(job: Job) -> Iterator[Finding]:
     """
     Both grids share the pipeline axis: the PP groups computed from the dense and from the expert
@@ -262,10 +245,10 @@ def pp_groups_agree(job: Job) -> Iterator[Finding]:
     Source:
     megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
     """
-    return _grid_error(job, "MCORE-PS-PP-GROUPS")
+    return _grid_error(job, "MCORE-PS-PP-GROUPS", Kind.GRID_PP_GROUPS)
 
 
-@rule("MCORE-PS-LOCALITY", "warning", "A TP or EP group spans nodes")
+@rule("MCORE-PS-LOCALITY", "warning", "A TP or EP group spans nodes", engine="megatron")
 def group_locality(job: Job) -> Iterator[Finding]:
     """
     Megatron-Core places rank r on node r // devices_per_node and never checks locality. A tensor-
@@ -285,8 +268,7 @@ def group_locality(job: Job) -> Iterator[Finding]:
     Lower TP or EP, move the factor to PP or DP, or use larger nodes.
 
     Source:
-    megatron/core/parallel_state.py RankGenerator.get_ranks (megatron-core 0.16.1);
-    ../shared/reference/constraints.md §1.2.
+    megatron/core/parallel_state.py RankGenerator.get_ranks (megatron-core 0.16.1).
     """
     from shardcheck.mesh.grid import Grid, build_grid
     from shardcheck.mesh.placement import crossings

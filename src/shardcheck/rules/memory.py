@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from shardcheck.job import Job
 from shardcheck.memory.devices import GIB
 from shardcheck.memory.estimate import ADAPTERS, MemoryEstimate, RolloutMemory, StageMemory, estimate
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, rule
+from shardcheck.rules.base import Finding, finding, rule, where
 
+MEMORY_FRAMEWORKS = tuple(ADAPTERS)  # the frameworks whose settings the estimate reads
 A = "actor_rollout_ref.actor"
 RO = "actor_rollout_ref.rollout"
 
@@ -98,15 +98,12 @@ KEYS = {
 }
 
 
-_LAST: list = [None, None]  # the last job and its estimate: the four MEM rules judge one estimate
-
-
 def _estimate(job: Job) -> MemoryEstimate | None:
-    if job.framework not in ADAPTERS or (job.layout("actor") is None and job.fsdp_layout("actor") is None):
+    if job.layout("actor") is None and job.fsdp_layout("actor") is None:
         return None
-    if _LAST[0] is not job:  # a Job is immutable, its device choice included
-        _LAST[:] = [job, estimate(job, job.device_choice)]
-    return _LAST[1]
+    if "memory" not in job.run_cache:  # the four MEM rules judge one estimate per run
+        job.run_cache["memory"] = estimate(job, job.device_choice)
+    return job.run_cache["memory"]
 
 
 def _keys(job: Job) -> Keys:
@@ -147,7 +144,7 @@ def _train_fix(s: StageMemory, keys: Keys) -> tuple[str, str, str]:
 
 
 @rule("MEM-TRAIN-OOM", "error", "A pipeline stage's predicted training peak exceeds the device memory",
-      needs_model=True)
+      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
 def train_oom(job: Job) -> Iterator[Finding]:
     """
     The update step's peak on one device of each pipeline stage class: weights, fp32 gradients, Adam
@@ -202,7 +199,7 @@ def _one_request(r: RolloutMemory) -> int:
 
 
 @rule("MEM-ROLLOUT-KV", "error", "One request of max_model_len tokens does not fit the rollout KV cache",
-      needs_model=True)
+      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
 def rollout_kv(job: Job) -> Iterator[Finding]:
     """
     vLLM sizes its KV cache as `gpu_memory_utilization` × device memory minus the weights and its
@@ -270,7 +267,7 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
 
 
 @rule("MEM-ROLLOUT-CONCURRENCY", "warning", "Fewer full-length requests fit the KV cache than one engine gets per step",
-      needs_model=True)
+      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
 def rollout_concurrency(job: Job) -> Iterator[Finding]:
     """
     Each step sends `train_batch_size × n` requests, spread over the rollout replicas and over the
@@ -311,7 +308,8 @@ def rollout_concurrency(job: Job) -> Iterator[Finding]:
                       f"or lower {_keys(job).response}")
 
 
-@rule("MEM-HOST", "error", "Offloaded state exceeds the host memory given with --host-memory", needs_model=True)
+@rule("MEM-HOST", "error", "Offloaded state exceeds the host memory given with --host-memory",
+      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
 def host_memory(job: Job) -> Iterator[Finding]:
     """
     verl's `param_offload` / `optimizer_offload` (and Megatron's optimizer CPU offload) keep the

@@ -7,15 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import engines, where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, engines, finding, need, rule, where
 
 
-def _slime(job: Job) -> bool:
-    return job.framework == "slime"
-
-
-@rule("SLIME-BATCH-REQUIRED", "error", "--rollout-batch-size is required")
+@rule("SLIME-BATCH-REQUIRED", "error", "--rollout-batch-size is required", frameworks=("slime",))
 def rollout_batch_required(job: Job) -> Iterator[Finding]:
     """
     slime declares `--rollout-batch-size` (prompts per rollout step) with `required=True`.
@@ -35,14 +30,14 @@ def rollout_batch_required(job: Job) -> Iterator[Finding]:
     Source:
     slime/utils/arguments.py, add_slime_arguments (batch sizes).
     """
-    if _slime(job) and need(job.value("--rollout-batch-size"), "--rollout-batch-size") is None:
+    if need(job.value("--rollout-batch-size"), "--rollout-batch-size") is None:
         yield finding("SLIME-BATCH-REQUIRED", "--rollout-batch-size is not given (argparse: \"the following arguments "
                                               "are required: --rollout-batch-size\")",
                       job.cluster.nnodes.origin.first_script_line() or job.cluster.nnodes.origin,
                       fix="add --rollout-batch-size N (prompts per rollout step)")
 
 
-@rule("SLIME-DYN-TOKENS", "error", "--use-dynamic-batch-size needs --max-tokens-per-gpu")
+@rule("SLIME-DYN-TOKENS", "error", "--use-dynamic-batch-size needs --max-tokens-per-gpu", frameworks=("slime",))
 def dynamic_tokens(job: Job) -> Iterator[Finding]:
     """
     Dynamic batching packs micro-batches up to a token budget per GPU; slime needs that budget.
@@ -62,8 +57,6 @@ def dynamic_tokens(job: Job) -> Iterator[Finding]:
     Source:
     slime/utils/arguments.py, slime_validate_args.
     """
-    if not _slime(job):
-        return
     dyn_t = job.value("--use-dynamic-batch-size")
     if need(dyn_t, "--use-dynamic-batch-size") and need(job.value("--max-tokens-per-gpu"), "--max-tokens-per-gpu") is None:
         yield finding("SLIME-DYN-TOKENS", "--use-dynamic-batch-size without --max-tokens-per-gpu (slime: "
@@ -71,7 +64,7 @@ def dynamic_tokens(job: Job) -> Iterator[Finding]:
                       where(dyn_t), fix="add --max-tokens-per-gpu N")
 
 
-@rule("SLIME-GBS-STEPS", "error", "--global-batch-size must agree with --num-steps-per-rollout")
+@rule("SLIME-GBS-STEPS", "error", "--global-batch-size must agree with --num-steps-per-rollout", frameworks=("slime",))
 def gbs_steps(job: Job) -> Iterator[Finding]:
     """
     With `--num-steps-per-rollout S` slime sets the global batch to
@@ -93,8 +86,6 @@ def gbs_steps(job: Job) -> Iterator[Finding]:
     Source:
     slime/utils/arguments.py, slime_validate_args.
     """
-    if not _slime(job):
-        return
     steps = need(job.value("--num-steps-per-rollout"), "--num-steps-per-rollout")
     gbs_t = job.value("--global-batch-size")
     gbs = need(gbs_t, "--global-batch-size")
@@ -111,7 +102,7 @@ def gbs_steps(job: Job) -> Iterator[Finding]:
                       where(gbs_t), fix=f"--global-batch-size {expected}, or remove it")
 
 
-@rule("SLIME-UNEVEN-PP1", "error", "First/last pipeline stage layer counts need PP > 1")
+@rule("SLIME-UNEVEN-PP1", "error", "First/last pipeline stage layer counts need PP > 1", frameworks=("slime",))
 def uneven_pp1(job: Job) -> Iterator[Finding]:
     """
     `--decoder-first-pipeline-num-layers` / `--decoder-last-pipeline-num-layers` describe a
@@ -133,8 +124,6 @@ def uneven_pp1(job: Job) -> Iterator[Finding]:
     Source:
     slime/backends/megatron_utils/arguments.py, validate_args.
     """
-    if not _slime(job):
-        return
     for e in engines(job):
         first = need(e.first_stage_layers, "--decoder-first-pipeline-num-layers")
         last = need(e.last_stage_layers, "--decoder-last-pipeline-num-layers")
@@ -146,7 +135,7 @@ def uneven_pp1(job: Job) -> Iterator[Finding]:
                           "--decoder-first/last-pipeline-num-layers flags, or use PP > 1")
 
 
-@rule("SLIME-SGL-DP-ATTN", "error", "--sglang-dp-size > 1 needs --sglang-enable-dp-attention")
+@rule("SLIME-SGL-DP-ATTN", "error", "--sglang-dp-size > 1 needs --sglang-enable-dp-attention", frameworks=("slime",))
 def sglang_dp_attention(job: Job) -> Iterator[Finding]:
     """
     slime runs SGLang data parallelism only as DP attention inside an engine.
@@ -167,7 +156,7 @@ def sglang_dp_attention(job: Job) -> Iterator[Finding]:
     Source:
     slime/backends/sglang_utils/arguments.py, validate_args.
     """
-    if not _slime(job) or job.rollout is None:
+    if job.rollout is None:
         return
     dp_t = job.rollout.dp
     if need(dp_t, "--sglang-dp-size") > 1 and not need(job.rollout.dp_attention, "--sglang-enable-dp-attention"):
@@ -176,7 +165,7 @@ def sglang_dp_attention(job: Job) -> Iterator[Finding]:
                       where(dp_t), fix="add --sglang-enable-dp-attention")
 
 
-@rule("SLIME-SGL-PP", "error", "GPUs per engine must divide by --sglang-pp-size")
+@rule("SLIME-SGL-PP", "error", "GPUs per engine must divide by --sglang-pp-size", frameworks=("slime",))
 def sglang_pp(job: Job) -> Iterator[Finding]:
     """
     An SGLang engine's GPUs are split into `--sglang-pp-size` pipeline stages of TP GPUs each.
@@ -197,7 +186,7 @@ def sglang_pp(job: Job) -> Iterator[Finding]:
     Source:
     slime/backends/sglang_utils/arguments.py, validate_args.
     """
-    if not _slime(job) or job.rollout is None:
+    if job.rollout is None:
         return
     n = need(job.rollout.tp, "--rollout-num-gpus-per-engine")
     p = need(job.rollout.pp, "--sglang-pp-size")
@@ -208,7 +197,7 @@ def sglang_pp(job: Job) -> Iterator[Finding]:
                       fix=f"--sglang-pp-size in {', '.join(str(d) for d in range(1, n + 1) if n % d == 0)}")
 
 
-@rule("SLIME-RO-ENGINES", "warning", "The rollout GPUs must be whole engines")
+@rule("SLIME-RO-ENGINES", "warning", "The rollout GPUs must be whole engines", frameworks=("slime",))
 def rollout_engines(job: Job) -> Iterator[Finding]:
     """
     slime starts rollout_num_gpus // rollout_num_gpus_per_engine SGLang engines (at least one): GPUs
@@ -229,7 +218,7 @@ def rollout_engines(job: Job) -> Iterator[Finding]:
     Source:
     slime/utils/http_utils.py get_rollout_num_engines; slime/ray/rollout.py.
     """
-    if not _slime(job) or job.rollout is None or job.rollout.gpus is None:
+    if job.rollout is None or job.rollout.gpus is None:
         return
     gpus = need(job.rollout.gpus, "--rollout-num-gpus")
     per = need(job.rollout.tp, "--rollout-num-gpus-per-engine")

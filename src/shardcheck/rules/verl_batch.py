@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, NotJudged, finding, need, rule, where
 
 A = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"
@@ -28,41 +27,20 @@ C = "critic"
 
 
 def _trained(job: Job) -> bool:
-    """A verl job whose actor engine (Megatron or FSDP) is modelled."""
-    return job.framework == "verl" and job.trainer_dp("actor") is not None
+    """A job whose actor engine (Megatron or FSDP) is modelled."""
+    return job.trainer_dp("actor") is not None
 
 
 def _fsdp(job: Job) -> bool:
     return job.fsdp_layout("actor") is not None
 
 
-class _NoLayout(Exception):
-    """The training layout itself does not tile the world (MCORE-PS-WORLD / VERL-FSDP-SP-WORLD report it)."""
-
-
 def _dp(job: Job, role: str = "actor") -> int:
     name = "trainer DP (world / Ulysses SP)" if job.fsdp_layout(role) else "Megatron DP (world / (TP·PP·CP))"
     dp = need(job.trainer_dp(role), name)
-    if dp is None:
-        raise _NoLayout
+    if dp is None:  # the layout does not tile the world: MCORE-PS-WORLD / VERL-FSDP-SP-WORLD report it
+        raise NotJudged
     return dp
-
-
-def _batch_rule(rule_id: str, severity: str, title: str):
-    """Register a batch rule; it stays silent when the layout has no DP (the layout rules report that)."""
-
-    def wrap(fn):
-        def check(job: Job) -> Iterator[Finding]:
-            try:
-                yield from fn(job)
-            except _NoLayout:
-                return
-
-        check.__doc__ = fn.__doc__
-        check.__name__ = fn.__name__
-        return rule(rule_id, severity, title)(check)
-
-    return wrap
 
 
 def _static(job: Job) -> bool:
@@ -165,7 +143,7 @@ def _micro_passes(job: Job) -> list[tuple[str, int, str, object, int]]:
     return out
 
 
-@_batch_rule("VERL-ACT-MBS", "error", "Static batch size needs exactly one actor micro-batch key")
+@rule("VERL-ACT-MBS", "error", "Static batch size needs exactly one actor micro-batch key", frameworks=("verl",))
 def actor_micro_batch(job: Job) -> Iterator[Finding]:
     """
     Without dynamic batch size each trainer rank (Megatron or FSDP) cuts its share of a mini-batch
@@ -245,7 +223,7 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
                           fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
 
 
-@_batch_rule("VERL-CFG-REAL-BSZ", "error", "train_batch_size · n must divide by DP · actor micro batch")
+@rule("VERL-CFG-REAL-BSZ", "error", "train_batch_size · n must divide by DP · actor micro batch", frameworks=("verl",))
 def real_batch(job: Job) -> Iterator[Finding]:
     """
     verl's start-up check: the samples of a step, `train_batch_size · rollout.n`, must divide by
@@ -288,7 +266,7 @@ def real_batch(job: Job) -> Iterator[Finding]:
                       fix=f"a train_batch_size · n that is a multiple of {minimal}")
 
 
-@_batch_rule("VERL-ACT-TBS-MINI", "error", "train_batch_size must be at least ppo_mini_batch_size")
+@rule("VERL-ACT-TBS-MINI", "error", "train_batch_size must be at least ppo_mini_batch_size", frameworks=("verl",))
 def batch_at_least_mini(job: Job) -> Iterator[Finding]:
     """
     Both count prompts; a step must hold at least one mini-batch (static batch size).
@@ -322,7 +300,7 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
                           fix=f"{t.prefix}.ppo_mini_batch_size={tbs} or less", role=t.role)
 
 
-@_batch_rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by the trainer DP")
+@rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by the trainer DP", frameworks=("verl",))
 def mini_divides_dp(job: Job) -> Iterator[Finding]:
     """
     Each update mini-batch (`ppo_mini_batch_size · rollout.n` samples) is split evenly over the
@@ -360,7 +338,8 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
                           fix=f"a {t.prefix}.ppo_mini_batch_size · n that is a multiple of {t.dp}", role=t.role)
 
 
-@_batch_rule("VERL-ENG-MICRO-DIV", "error", "Per-rank samples must divide by the micro batch (static batch size)")
+@rule("VERL-ENG-MICRO-DIV", "error", "Per-rank samples must divide by the micro batch (static batch size)",
+      frameworks=("verl",))
 def micro_divides(job: Job) -> Iterator[Finding]:
     """
     On each DP rank the samples of a pass are cut into micro-batches: the update pass takes
@@ -394,7 +373,9 @@ def micro_divides(job: Job) -> Iterator[Finding]:
                           where(micro_t), fix=f"{key} in {', '.join(map(str, good[:12]))}")
 
 
-@_batch_rule("VERL-ENG-DYN-TOKENS", "error", "Dynamic batch size: the token budget per GPU · CP (or SP) must hold the longest sample")
+@rule("VERL-ENG-DYN-TOKENS", "error",
+      "Dynamic batch size: the token budget per GPU · CP (or SP) must hold the longest sample",
+      frameworks=("verl",))
 def token_budget(job: Job) -> Iterator[Finding]:
     """
     With dynamic batch size, micro-batches are packed up to `*_max_token_len_per_gpu · CP` tokens;
@@ -448,7 +429,7 @@ def token_budget(job: Job) -> Iterator[Finding]:
                               f"{key}={-(-longest // t.cp)} or more", role=t.role)
 
 
-@_batch_rule("VERL-BAL-DP", "warning", "verl pads each step's batch with dummy samples")
+@rule("VERL-BAL-DP", "warning", "verl pads each step's batch with dummy samples", frameworks=("verl",))
 def padding_waste(job: Job) -> Iterator[Finding]:
     """
     verl's v1 trainer pads every step's `train_batch_size · n` samples with dummy samples up to a
@@ -482,7 +463,8 @@ def padding_waste(job: Job) -> Iterator[Finding]:
                       fix=f"a train_batch_size · n that is a multiple of {multiple}")
 
 
-@_batch_rule("VERL-CFG-LOGPROB-MBS", "error", "Static batch size: the rollout and ref need a log-prob micro batch")
+@rule("VERL-CFG-LOGPROB-MBS", "error", "Static batch size: the rollout and ref need a log-prob micro batch",
+      frameworks=("verl",))
 def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     """
     Without dynamic batch size the old-log-prob pass (rollout) and the ref pass (when the ref is
@@ -529,7 +511,8 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
                       fix=f"{name}.log_prob_micro_batch_size_per_gpu=1 (and drop the deprecated key)")
 
 
-@_batch_rule("VERL-ENG-VPP-MB", "error", "Interleaved pipeline: micro-batches per pass must divide by PP")
+@rule("VERL-ENG-VPP-MB", "error", "Interleaved pipeline: micro-batches per pass must divide by PP",
+      frameworks=("verl",))
 def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     """
     With a virtual pipeline (VPP > 1) verl requires the number of micro-batches of every pass to be a
@@ -591,7 +574,7 @@ def vpp_micro_batches(job: Job) -> Iterator[Finding]:
                           fix=f"a {key} giving a multiple of {group} micro-batches per rank")
 
 
-@_batch_rule("VERL-ENG-DYN-SAME", "error", "The actor and rollout must agree on dynamic batch size")
+@rule("VERL-ENG-DYN-SAME", "error", "The actor and rollout must agree on dynamic batch size", frameworks=("verl",))
 def dynamic_same(job: Job) -> Iterator[Finding]:
     """
     verl's worker requires `actor.use_dynamic_bsz == rollout.log_prob_use_dynamic_bsz` (the YAML

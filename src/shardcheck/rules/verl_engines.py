@@ -6,8 +6,7 @@ from collections.abc import Iterator
 
 from shardcheck.frameworks.megatron.transformer_fields import closest_field
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import engines, where
-from shardcheck.rules.registry import Finding, finding, rule
+from shardcheck.rules.base import Finding, engines, finding, rule, where
 
 _NAMES = ("TP", "PP", "CP", "EP", "ETP", "VPP")
 
@@ -16,7 +15,9 @@ _CRITIC_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "c
                 "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size")
 
 
-@rule("VERL-MC-ONE-INIT", "warning", "The engine built first (critic, else ref) has other parallel sizes than the actor")
+@rule("VERL-MC-ONE-INIT", "warning",
+      "The engine built first (critic, else ref) has other parallel sizes than the actor",
+      frameworks=("verl",))
 def one_parallel_state(job: Job) -> Iterator[Finding]:
     """
     verl builds one Megatron parallel state per worker process, and the first engine built creates
@@ -51,7 +52,7 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     ref"), verl 0.9.1.
     """
     actor = job.layout("actor")
-    if job.framework != "verl" or actor is None:
+    if actor is None:
         return
     sizes = (actor.tp, actor.pp, actor.cp, actor.ep, actor.etp_setting, actor.vpp)
     critic = _critic_sizes(job)
@@ -100,7 +101,8 @@ def _compare(actor: tuple, first: tuple, role: str, fix: str) -> Iterator[Findin
     )
 
 
-@rule("VERL-MC-ETP-MISMATCH", "warning", "ETP left unset with EP > 1: process groups and model config may disagree")
+@rule("VERL-MC-ETP-MISMATCH", "warning", "ETP left unset with EP > 1: process groups and model config may disagree",
+      frameworks=("verl",))
 def etp_unset(job: Job) -> Iterator[Finding]:
     """
     verl passes `expert_tensor_parallel_size: null` unchanged to Megatron-Core, whose parallel
@@ -124,8 +126,6 @@ def etp_unset(job: Job) -> Iterator[Finding]:
     verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh (verl 0.9.1);
     Megatron-Bridge src/megatron/bridge/models/transformer_config.py (v0.6.0).
     """
-    if job.framework != "verl":
-        return
     for e in engines(job):
         if not (e.etp_setting.known and e.etp_setting.value is None):
             continue
@@ -141,7 +141,8 @@ def etp_unset(job: Job) -> Iterator[Finding]:
         )
 
 
-@rule("VERL-MC-OTC-KEY", "error", "override_transformer_config sets a misspelt TransformerConfig field")
+@rule("VERL-MC-OTC-KEY", "error", "override_transformer_config sets a misspelt TransformerConfig field",
+      frameworks=("verl",))
 def transformer_override_key(job: Job) -> Iterator[Finding]:
     """
     verl hands every `override_transformer_config` entry to the Megatron-Bridge model provider
@@ -168,8 +169,6 @@ def transformer_override_key(job: Job) -> Iterator[Finding]:
     Megatron-Bridge src/megatron/bridge/models/model_provider.py apply_overrides_and_finalize (v0.5.0);
     megatron/core/transformer/transformer_config.py TransformerConfig fields (megatron-core 0.16.1).
     """
-    if job.framework != "verl":
-        return
     for e in engines(job):
         for key, traced in e.transformer_overrides.items():
             meant = closest_field(key)

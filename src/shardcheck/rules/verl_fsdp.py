@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import FsdpLayout, Job
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, finding, need, rule, where
 
 REMOVE_PADDING = {"actor": "actor_rollout_ref.model.use_remove_padding",
                   "ref": "actor_rollout_ref.model.use_remove_padding",
@@ -30,8 +29,6 @@ ULYSSES_LINEAR_ATTENTION_TYPES = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_5_t
 def _sp_engines(job: Job, roles: tuple[str, ...] = ("actor", "ref", "critic")) -> Iterator[tuple[FsdpLayout, int]]:
     """The FSDP engines of ``roles`` with their known SP size; an engine whose SP comes from the same
     script line as an earlier one's (the ref following the actor's key) is left out, so one edit gets one finding."""
-    if job.framework != "verl":
-        return
     seen: set[tuple[str, int]] = set()
     for lay in job.fsdp_layouts:
         if lay.role not in roles:
@@ -67,7 +64,7 @@ def ulysses_sizes(heads: int, kv_heads: int) -> list[int]:
     return [s for s in _divisors(heads) if kv_heads % s == 0 or s % kv_heads == 0]
 
 
-@rule("VERL-FSDP-SP-WORLD", "error", "Ulysses SP must divide the world size")
+@rule("VERL-FSDP-SP-WORLD", "error", "Ulysses SP must divide the world size", frameworks=("verl",), engine="fsdp")
 def sp_divides_world(job: Job) -> Iterator[Finding]:
     """
     Each FSDP engine with Ulysses SP > 1 lays the world out as a `(world // sp, sp)` dp×sp device
@@ -103,8 +100,9 @@ def sp_divides_world(job: Job) -> Iterator[Finding]:
                           fix=f"{_sp_key(lay)} in {', '.join(map(str, good[:12]))}")
 
 
-@rule("VERL-FSDP-SP-HEADS", "error", "Ulysses SP must divide the attention heads; KV heads and SP must divide one another",
-      needs_model=True)
+@rule("VERL-FSDP-SP-HEADS", "error",
+      "Ulysses SP must divide the attention heads; KV heads and SP must divide one another",
+      needs_model=True, frameworks=("verl",), engine="fsdp")
 def sp_heads(job: Job) -> Iterator[Finding]:
     """
     verl's Ulysses attention splits the attention heads over the SP group: the heads must divide
@@ -150,7 +148,8 @@ def sp_heads(job: Job) -> Iterator[Finding]:
                           "or sp % KV heads = 0)")
 
 
-@rule("VERL-FSDP-SP-NOPATCH", "warning", "Ulysses SP on a model verl does not patch for it", needs_model=True)
+@rule("VERL-FSDP-SP-NOPATCH", "warning", "Ulysses SP on a model verl does not patch for it",
+      needs_model=True, frameworks=("verl",), engine="fsdp")
 def sp_unpatched(job: Job) -> Iterator[Finding]:
     """
     verl shards the sequence for Ulysses itself for text models, but a multimodal model's inputs
@@ -196,7 +195,7 @@ def sp_unpatched(job: Job) -> Iterator[Finding]:
                       where(lay.sp), role=lay.role, fix=f"{_sp_key(lay)}=1")
 
 
-@rule("VERL-FSDP-SP-RMPAD", "error", "Ulysses SP needs use_remove_padding")
+@rule("VERL-FSDP-SP-RMPAD", "error", "Ulysses SP needs use_remove_padding", frameworks=("verl",), engine="fsdp")
 def sp_needs_remove_padding(job: Job) -> Iterator[Finding]:
     """
     Ulysses SP slices the packed (padding-free) token stream, so the FSDP engine refuses SP > 1
@@ -232,7 +231,8 @@ def sp_needs_remove_padding(job: Job) -> Iterator[Finding]:
                           where(flag_t, lay.sp), role=lay.role, fix=f"{key}=True, or {_sp_key(lay)}=1")
 
 
-@rule("VERL-FSDP-SIZE", "error", "fsdp_size must be -1 (the whole world) or divide the world size")
+@rule("VERL-FSDP-SIZE", "error", "fsdp_size must be -1 (the whole world) or divide the world size",
+      frameworks=("verl",), engine="fsdp")
 def fsdp_size_divides(job: Job) -> Iterator[Finding]:
     """
     `fsdp_config.fsdp_size` -1 (or any value ≥ world) shards every parameter over the whole world;
@@ -256,8 +256,6 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
     verl/workers/engine/fsdp/utils.py create_device_mesh; verl/workers/engine/fsdp/transformer_impl.py
     FSDPEngine._init_device_mesh (verl 0.9.1).
     """
-    if job.framework != "verl":
-        return
     world_t = job.cluster.world
     for lay in job.fsdp_layouts:
         size = need(lay.fsdp_size, f"{lay.key_prefix}.fsdp_size")
@@ -272,7 +270,8 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
                       fix=f"{lay.key_prefix}.fsdp_size=-1 (whole world) or one of {', '.join(map(str, good[:12]))}")
 
 
-@rule("VERL-FSDP-CRITIC-SP", "warning", "The critic's role-level Ulysses size does not reach its engine")
+@rule("VERL-FSDP-CRITIC-SP", "warning", "The critic's role-level Ulysses size does not reach its engine",
+      frameworks=("verl",), engine="fsdp")
 def critic_sp_ignored(job: Job) -> Iterator[Finding]:
     """
     For the actor and ref verl copies the deprecated role-level `ulysses_sequence_parallel_size`
@@ -298,7 +297,7 @@ def critic_sp_ignored(job: Job) -> Iterator[Finding]:
     verl/workers/config/actor.py FSDPActorConfig.__post_init__ (the copy the critic lacks), verl 0.9.1.
     """
     lay = job.fsdp_layout("critic")
-    if job.framework != "verl" or lay is None:
+    if lay is None:
         return
     role_t = job.value("critic.ulysses_sequence_parallel_size")
     role_sp = need(role_t, "critic.ulysses_sequence_parallel_size")
@@ -310,7 +309,8 @@ def critic_sp_ignored(job: Job) -> Iterator[Finding]:
                       where(role_t), role="critic", fix=f"critic.fsdp.ulysses_sequence_parallel_size={role_sp}")
 
 
-@rule("VERL-FSDP-REF-SP", "warning", "The ref engine's Ulysses SP differs from the actor's")
+@rule("VERL-FSDP-REF-SP", "warning", "The ref engine's Ulysses SP differs from the actor's",
+      frameworks=("verl",), engine="fsdp")
 def ref_sp_differs(job: Job) -> Iterator[Finding]:
     """
     The ref follows the actor's deprecated role-level `ulysses_sequence_parallel_size`, but not the
@@ -337,7 +337,7 @@ def ref_sp_differs(job: Job) -> Iterator[Finding]:
     verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
     actor, ref = job.fsdp_layout("actor"), job.fsdp_layout("ref")
-    if job.framework != "verl" or actor is None or ref is None:
+    if actor is None or ref is None:
         return
     a = need(actor.sp, _sp_key(actor))
     r = need(ref.sp, _sp_key(ref))
@@ -348,7 +348,8 @@ def ref_sp_differs(job: Job) -> Iterator[Finding]:
                           "(the ref follows it)")
 
 
-@rule("VERL-FSDP-OFFLOAD-POLICY", "warning", "offload_policy is read only by FSDP2")
+@rule("VERL-FSDP-OFFLOAD-POLICY", "warning", "offload_policy is read only by FSDP2",
+      frameworks=("verl",), engine="fsdp")
 def offload_policy_fsdp1(job: Job) -> Iterator[Finding]:
     """
     `fsdp_config.offload_policy=True` asks FSDP2 to keep parameters, gradients and optimizer state
@@ -373,8 +374,6 @@ def offload_policy_fsdp1(job: Job) -> Iterator[Finding]:
     verl/workers/engine/fsdp/transformer_impl.py FSDPEngine._build_fsdp_module (only the fsdp2 branch
     reads offload_policy), verl 0.9.1.
     """
-    if job.framework != "verl":
-        return
     for lay in job.fsdp_layouts:
         policy = need(lay.offload_policy, f"{lay.key_prefix}.offload_policy")
         strategy = need(lay.strategy, f"{lay.role} strategy")

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, finding, need, rule, where
 
 RO = "actor_rollout_ref.rollout"
 
 
 def _rollout(job: Job):
-    if job.framework != "verl" or job.rollout is None:
+    if job.rollout is None:
         return None
     r = job.rollout
     tp = need(r.tp, f"{RO}.tensor_model_parallel_size")
@@ -21,7 +20,7 @@ def _rollout(job: Job):
     return tp, dp, pp
 
 
-@rule("VERL-RO-PP", "error", "Rollout pipeline parallelism is not implemented")
+@rule("VERL-RO-PP", "error", "Rollout pipeline parallelism is not implemented", frameworks=("verl",))
 def rollout_pp(job: Job) -> Iterator[Finding]:
     """
     verl's vLLM, SGLang and TensorRT-LLM rollouts do not support pipeline parallelism.
@@ -52,7 +51,7 @@ def rollout_pp(job: Job) -> Iterator[Finding]:
                       fix=f"{RO}.pipeline_model_parallel_size=1")
 
 
-@rule("VERL-RO-EP", "error", "Rollout expert parallel size must be rollout TP · DP")
+@rule("VERL-RO-EP", "error", "Rollout expert parallel size must be rollout TP · DP", frameworks=("verl",))
 def rollout_ep(job: Job) -> Iterator[Finding]:
     """
     For every rollout backend but TensorRT-LLM, an expert parallel size above 1 must equal the
@@ -87,7 +86,7 @@ def rollout_ep(job: Job) -> Iterator[Finding]:
                       where(ep_t, job.rollout.tp, job.rollout.dp), fix=f"{RO}.expert_parallel_size={tp * dp}")
 
 
-@rule("VERL-RO-WORLD", "error", "Rollout replicas (TP·DP·PP) must tile the trainer's world")
+@rule("VERL-RO-WORLD", "error", "Rollout replicas (TP·DP·PP) must tile the trainer's world", frameworks=("verl",))
 def rollout_world(job: Job) -> Iterator[Finding]:
     """
     In hybrid mode the rollout engine reuses the trainer's ranks: world / (TP·DP·PP) replicas, each
@@ -120,7 +119,8 @@ def rollout_world(job: Job) -> Iterator[Finding]:
                       where(job.rollout.dp, job.rollout.tp), fix=f"make rollout TP·DP·PP a divisor of {w}")
 
 
-@rule("VERL-RO-REPLICA-NODE", "error", "A rollout replica must fill whole nodes, or fit inside one")
+@rule("VERL-RO-REPLICA-NODE", "error", "A rollout replica must fill whole nodes, or fit inside one",
+      frameworks=("verl",))
 def replica_nodes(job: Job) -> Iterator[Finding]:
     """
     A replica of S = TP·DP·PP ranks spans S / g nodes with g = min(rollout.n_gpus_per_node, S):
@@ -160,7 +160,7 @@ def replica_nodes(job: Job) -> Iterator[Finding]:
                       fix=f"a replica size dividing {per_node}")
 
 
-@rule("VERL-RO-VLLM-DP", "error", "vLLM data parallel: the node size must divide by rollout TP")
+@rule("VERL-RO-VLLM-DP", "error", "vLLM data parallel: the node size must divide by rollout TP", frameworks=("verl",))
 def vllm_dp(job: Job) -> Iterator[Finding]:
     """
     With rollout DP > 1 verl starts data_parallel_size_local = g / TP vLLM engines per node, so a
@@ -195,7 +195,7 @@ def vllm_dp(job: Job) -> Iterator[Finding]:
 
 
 @rule("VERL-RO-MAXLEN", "error", "Rollout max_model_len must not exceed the model's max_position_embeddings",
-      needs_model=True)
+      needs_model=True, frameworks=("verl",))
 def rollout_max_len(job: Job) -> Iterator[Finding]:
     """
     verl's vLLM and SGLang servers take `max_model_len` (default: the model's
@@ -221,7 +221,7 @@ def rollout_max_len(job: Job) -> Iterator[Finding]:
     verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs;
     verl/workers/rollout/sglang_rollout/async_sglang_server.py SGLangHttpServer.__init__ (verl 0.9.1).
     """
-    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
+    if need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
         return
     limit = job.model.max_position_embeddings
     mml_t = job.value(f"{RO}.max_model_len")
@@ -232,7 +232,8 @@ def rollout_max_len(job: Job) -> Iterator[Finding]:
                       fix=f"{RO}.max_model_len={limit} or less")
 
 
-@rule("VERL-RO-LEN-BUDGET", "warning", "prompt + response exceeds the rollout's max_model_len", needs_model=True)
+@rule("VERL-RO-LEN-BUDGET", "warning", "prompt + response exceeds the rollout's max_model_len",
+      needs_model=True, frameworks=("verl",))
 def rollout_length_budget(job: Job) -> Iterator[Finding]:
     """
     Generation is clipped to max_model_len − prompt tokens; with max_prompt_length +
@@ -254,7 +255,7 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
     verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer.generate;
     verl/workers/rollout/sglang_rollout/async_sglang_server.py SGLangHttpServer.generate (verl 0.9.1).
     """
-    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
+    if need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
         return
     mml_t = job.value(f"{RO}.max_model_len")
     mml = need(mml_t, f"{RO}.max_model_len") or job.model.max_position_embeddings
@@ -266,7 +267,7 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
                       fix=f"{RO}.max_model_len={total} (if the model allows it)")
 
 
-@rule("VERL-RO-MODE", "error", "Rollout mode 'sync' has been removed")
+@rule("VERL-RO-MODE", "error", "Rollout mode 'sync' has been removed", frameworks=("verl",))
 def rollout_mode(job: Job) -> Iterator[Finding]:
     """
     verl 0.9 only runs the asynchronous rollout server.
@@ -287,7 +288,7 @@ def rollout_mode(job: Job) -> Iterator[Finding]:
     Source:
     verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.9.1).
     """
-    if job.framework != "verl" or job.rollout is None:
+    if job.rollout is None:
         return
     mode_t = job.value(f"{RO}.mode")
     if need(mode_t, f"{RO}.mode") == "sync":
@@ -297,7 +298,7 @@ def rollout_mode(job: Job) -> Iterator[Finding]:
 
 
 @rule("VERL-RO-MNBT", "warning", "Without chunked prefill verl raises max_num_batched_tokens to max_model_len",
-      needs_model=True)
+      needs_model=True, frameworks=("verl",))
 def batched_tokens(job: Job) -> Iterator[Finding]:
     """
     With `enable_chunked_prefill=False` a whole prompt must fit one scheduler step, so vLLM needs
@@ -320,7 +321,7 @@ def batched_tokens(job: Job) -> Iterator[Finding]:
     Source:
     verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1).
     """
-    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
+    if need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
         return
     chunked_t = job.value(f"{RO}.enable_chunked_prefill")
     if need(chunked_t, f"{RO}.enable_chunked_prefill"):

@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, finding, need, rule, where
 
 RO = "actor_rollout_ref.rollout"
 
 
 def _vllm_tp(job: Job) -> int | None:
-    if job.framework != "verl" or job.rollout is None:
+    if job.rollout is None:
         return None
     if need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
         return None
     return need(job.rollout.tp, f"{RO}.tensor_model_parallel_size")
 
 
-@rule("VLLM-TP-HEADS", "error", "Rollout TP must divide the attention heads (vLLM)", needs_model=True)
+@rule("VLLM-TP-HEADS", "error", "Rollout TP must divide the attention heads (vLLM)",
+      needs_model=True, frameworks=("verl",), engine="vllm")
 def vllm_heads(job: Job) -> Iterator[Finding]:
     """
     vLLM shards attention heads over its tensor-parallel ranks.
@@ -49,7 +49,8 @@ def vllm_heads(job: Job) -> Iterator[Finding]:
                           f"{', '.join(str(d) for d in range(1, heads + 1) if heads % d == 0)}")
 
 
-@rule("VLLM-TP-KV", "error", "Rollout TP and the KV heads must divide one another (vLLM)", needs_model=True)
+@rule("VLLM-TP-KV", "error", "Rollout TP and the KV heads must divide one another (vLLM)",
+      needs_model=True, frameworks=("verl",), engine="vllm")
 def vllm_kv_heads(job: Job) -> Iterator[Finding]:
     """
     vLLM splits the KV heads over TP ranks when there are at least as many as ranks, and replicates
@@ -105,7 +106,7 @@ def derived_max_len(model) -> tuple[float, str]:
 
 
 @rule("VLLM-MAXLEN-DERIVED", "error", "Rollout max_model_len must not exceed vLLM's RoPE-derived maximum",
-      needs_model=True)
+      needs_model=True, frameworks=("verl",), engine="vllm")
 def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     """
     vLLM derives the longest context from the model's own config.json: max_position_embeddings
@@ -159,7 +160,8 @@ def max_len_error(model, max_model_len: int) -> str | None:
             f"or model_max_length={model.model_max_length} in model's config.json).")
 
 
-@rule("VLLM-MNS-MNBT", "error", "vLLM's max_num_batched_tokens must be at least max_num_seqs")
+@rule("VLLM-MNS-MNBT", "error", "vLLM's max_num_batched_tokens must be at least max_num_seqs",
+      frameworks=("verl",), engine="vllm")
 def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
     """
     Each scheduler step must be able to hold one token of every running sequence. verl passes
@@ -201,7 +203,8 @@ def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
                       fix=f"{RO}.max_num_batched_tokens={seqs} or more, or {RO}.max_num_seqs={tokens} or less")
 
 
-@rule("VLLM-MNS-REQUESTS", "warning", "A step's rollout requests exceed what the vLLM engines run at once")
+@rule("VLLM-MNS-REQUESTS", "warning", "A step's rollout requests exceed what the vLLM engines run at once",
+      frameworks=("verl",), engine="vllm")
 def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
     """
     Each step sends `train_batch_size · rollout.n` requests to the world / (TP·DP·PP) replicas; each

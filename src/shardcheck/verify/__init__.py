@@ -148,7 +148,7 @@ def verify_jobs(jobs: list, findings: list[list] | None = None, *, all_ranks_lim
                 strict: bool = False, worker_jobs: int = 1, timeout: float = DEFAULT_TIMEOUT_S) -> list[VerifyReport]:
     """:func:`verify_job` for several jobs with one worker subprocess; ``findings[i]`` are job i's (run_rules
     is called for a job whose findings are not given). ``seconds`` of each report is the whole batch's."""
-    from shardcheck.rules.megatron_parallel_state import engines
+    from shardcheck.rules.base import engines
     from shardcheck.rules.registry import run_rules
 
     t0 = time.perf_counter()

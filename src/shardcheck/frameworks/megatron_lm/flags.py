@@ -15,8 +15,8 @@ import difflib
 from dataclasses import dataclass, field
 
 from shardcheck.inputs.shell_values import Field
-from shardcheck.job import ConfigNote
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Kind, Problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ class FlagReading:
 
     values: dict[str, Traced] = field(default_factory=dict)
     given: set[str] = field(default_factory=set)
-    notes: list[ConfigNote] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)
     open_arguments: list[Origin] = field(default_factory=list)  # words of unknown content in flag position
     unknown_flags: list[tuple[str, Origin]] = field(default_factory=list)
 
@@ -109,10 +109,7 @@ def _typed(flag: Flag, text: str | None, word: Field, start: int, unknown: str |
         try:
             return Traced(kind(text), origin)
         except ValueError:
-            notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=origin,
-                                    message=f"{flag.name} {text}: argparse rejects it (\"argument {flag.name}: "
-                                            f"invalid {flag.kind} value: '{text}'\")",
-                                    fix=f"give {flag.name} a {'whole number' if flag.kind == 'int' else 'number'}"))
+            notes.append(Problem(Kind.FLAG_NOT_A_NUMBER, origin, {"flag": flag.name, "text": text, "type": flag.kind}))
             return Traced(None, origin, f"{flag.name} {text!r} is not {'an integer' if flag.kind == 'int' else 'a number'}")
     return Traced(text, origin)
 
@@ -161,9 +158,7 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
             i += 1
             continue
         if i + 1 >= n or (words[i + 1].text or "").startswith("--"):
-            out.notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=_where(word),
-                                        message=f"{name}: argparse stops (\"argument {name}: expected one argument\")",
-                                        fix=f"give {name} a value"))
+            out.notes.append(Problem(Kind.FLAG_WITHOUT_VALUE, _where(word), {"flag": name}))
             out.values[name] = Traced(None, _where(word), f"{name} has no value")
             i += 1
             continue
@@ -186,13 +181,10 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
 def _unknown_flag(name: str, word: Field, table: dict[str, Flag], out: FlagReading) -> None:
     out.unknown_flags.append((name, _where(word)))
     meant = NOT_FLAGS.get(name)
-    if meant is None:
-        close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.92)
-        meant = close[0] if close and abs(len(close[0]) - len(name)) <= 2 else None
+    close = meant is None
+    if close:
+        found = difflib.get_close_matches(name, list(table), n=1, cutoff=0.92)
+        meant = found[0] if found and abs(len(found[0]) - len(name)) <= 2 else None
         if meant is None:
             return
-        message = f"{name} is not a flag shardcheck knows; it is close to {meant}"
-    else:
-        message = f"{name} is not a Megatron-LM flag (its arguments.py has no such option)"
-    out.notes.append(ConfigNote(rule="MLM-FLAG-UNKNOWN", origin=_where(word), message=message,
-                                fix=f"did you mean `{meant}`?"))
+    out.notes.append(Problem(Kind.FLAG_UNKNOWN, _where(word), {"flag": name, "meant": meant, "close": close}))

@@ -105,7 +105,7 @@ class VerlConfig:
         from omegaconf import OmegaConf
         from omegaconf.errors import OmegaConfBaseException
 
-        item = self._setter(key)
+        item = self.setter(key)
         self._ensure_section(key.split(".")[0])
         try:
             value = OmegaConf.select(self.cfg, key, throw_on_missing=False)
@@ -123,7 +123,7 @@ class VerlConfig:
                           "command line")
         followed = self._interpolation_target(key)
         if followed is not None and _depth < 8:
-            if self._missing(followed) or self._is_mandatory(followed):
+            if self.is_missing(followed) or self._is_mandatory(followed):
                 # oc.select falls back to its default (OmegaConf resolved it above)
                 origin = Origin(kind="default", text=f"verl {self.version} default: {key} (its oc.select target "
                                                      f"{followed} is absent)")
@@ -132,7 +132,7 @@ class VerlConfig:
                 origin = Origin(kind="default", text=f"verl {self.version} default: {key} follows {followed}",
                                 via=(target.origin,))
                 reason = reason or target.unknown
-        elif self._missing(key):
+        elif self.is_missing(key):
             return Traced(None, origin, f"{key} is not in verl {self.version}'s config")
         elif self._is_mandatory(key):
             return Traced(None, origin, f"{key} is ??? in verl {self.version}'s config: it must be set")
@@ -149,7 +149,7 @@ class VerlConfig:
                 if name not in self.cfg:
                     self.cfg[name] = self.defaults.tree[name]
 
-    def _missing(self, key: str) -> bool:
+    def is_missing(self, key: str) -> bool:
         """Whether ``key`` is absent from the config (a ``???`` value is present, but mandatory)."""
         from omegaconf import OmegaConf
 
@@ -165,7 +165,7 @@ class VerlConfig:
         return (OmegaConf.is_dict(node) and node._get_node(last, validate_access=False) is not None
                 and OmegaConf.is_missing(node, last))
 
-    def _setter(self, key: str) -> OverrideItem | None:
+    def setter(self, key: str) -> OverrideItem | None:
         parts = key.split(".")
         for k in range(len(parts), 0, -1):
             item = self.set_by.get(".".join(parts[:k]))

@@ -24,9 +24,10 @@ from shardcheck.frameworks.verl.config_tree import (
 )
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
-from shardcheck.job import Cluster, ConfigNote, FsdpLayout, Job, MegatronLayout, RolloutLayout
+from shardcheck.job import Cluster, FsdpLayout, Job, MegatronLayout, RolloutLayout
 from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Kind, Problem
 
 ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref"}
 # The keys the batch and rollout rules read (verl 0.9.1 names).
@@ -158,7 +159,7 @@ def split_group_choices(items: tuple[OverrideItem, ...]
     return tuple(overrides), engine, unread
 
 
-def _int(traced: Traced, key: str, notes: list[ConfigNote], *, allow_none: bool = False,
+def _int(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = False,
          positive: bool = True) -> Traced:
     """An integer size; a value of another type becomes unknown with a note naming its line."""
     if not traced.known:
@@ -168,11 +169,7 @@ def _int(traced: Traced, key: str, notes: list[ConfigNote], *, allow_none: bool 
         return traced
     if isinstance(value, bool) or not isinstance(value, int) or (positive and value < 1):
         where = traced.origin.first_script_line() or traced.origin
-        notes.append(ConfigNote(
-            rule="VALUE-BAD-SIZE", origin=where,
-            message=f"{key} must be a positive integer, got {value!r}",
-            fix=f"set {key} to a whole number ≥ 1",
-        ))
+        notes.append(Problem(Kind.NOT_POSITIVE, where, {"name": key, "value": value}))
         return Traced(None, traced.origin, f"{key} is not a positive integer ({value!r})")
     return traced
 
@@ -183,7 +180,7 @@ def _bool(traced: Traced) -> Traced:
     return traced
 
 
-def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronLayout:
+def _layout(config: VerlConfig, role: str, notes: list[Problem]) -> MegatronLayout:
     base = f"{ROLES[role]}.megatron"
 
     def size(name: str, *, allow_none: bool = False) -> Traced:
@@ -224,7 +221,7 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
 
 
 def _ulysses_size(config: VerlConfig, section: str, engine: str, propagates: bool,
-                  notes: list[ConfigNote]) -> tuple[Traced, str]:
+                  notes: list[Problem]) -> tuple[Traced, str]:
     """The Ulysses SP size an FSDP engine uses, and the key that decides it (FSDPActorConfig.__post_init__,
     verl 0.9.1: ``if self.ulysses_sequence_parallel_size > 1: self.fsdp_config.ulysses_sequence_parallel_size = ...``)."""
     engine_key, role_key = f"{engine}.ulysses_sequence_parallel_size", f"{section}.ulysses_sequence_parallel_size"
@@ -242,7 +239,7 @@ def _ulysses_size(config: VerlConfig, section: str, engine: str, propagates: boo
 
 
 def _fsdp_layout(config: VerlConfig, role: str, section: str, engine: str, propagates: bool,
-                 notes: list[ConfigNote]) -> FsdpLayout:
+                 notes: list[Problem]) -> FsdpLayout:
     sp, sp_key = _ulysses_size(config, section, engine, propagates, notes)
     return FsdpLayout(
         role=role,
@@ -268,7 +265,7 @@ def _critic_used(config: VerlConfig) -> Traced:
 
 
 def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
-                  notes: list[ConfigNote]) -> tuple[FsdpLayout, ...]:
+                  notes: list[Problem]) -> tuple[FsdpLayout, ...]:
     """The FSDP engines verl builds: the actor, the ref when it is used, the critic when it is used."""
     built = {"actor": Traced(True, Origin(kind="default", text="the actor is always built")),
              "ref": ref_used, "critic": critic_used}
@@ -281,29 +278,26 @@ def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
     return tuple(out)
 
 
-def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
-    notes: list[ConfigNote] = []
+def _issue_notes(config: VerlConfig) -> list[Problem]:
+    notes: list[Problem] = []
     for issue in config.issues:
         item = issue.override
-        rule = {"unknown_key": "VERL-CFG-UNKNOWN-KEY", "added_key": "VERL-CFG-ADDED-KEY",
-                "hydra": "HYDRA-OVERRIDE"}[issue.kind]
-        fix = None
-        if issue.kind == "unknown_key" and ".megatron." in item.key and config.defaults.config_name == "ppo_trainer":
-            fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
-        elif issue.suggestion:
-            fix = f"did you mean `{issue.suggestion}`?"
-        elif issue.kind == "unknown_key":
-            fix = f"prefix it with `+` only if verl reads `{item.key}`; otherwise remove it"
-        notes.append(ConfigNote(rule=rule, message=_clean(f"{item.text}: {issue.message}"), origin=item.word,
-                                fix=_clean(fix) if fix else None))
+        kind = {"unknown_key": Kind.CONFIG_UNKNOWN_KEY, "added_key": Kind.CONFIG_ADDED_KEY,
+                "hydra": Kind.HYDRA_REJECTED}[issue.kind]
+        missing_megatron = (issue.kind == "unknown_key" and ".megatron." in item.key
+                            and config.defaults.config_name == "ppo_trainer")
+        notes.append(Problem(kind, item.word, {
+            "text": _clean(item.text), "reason": _clean(issue.message), "key": _clean(item.key),
+            "suggestion": _clean(issue.suggestion) if issue.suggestion else None,
+            "megatron_section_missing": missing_megatron}))
     return notes
 
 
 def _value(config: VerlConfig, key: str) -> Traced:
     """``config.get(key)``; a key verl's YAML leaves out takes its documented default (ABSENT_DEFAULTS)."""
     traced = config.get(key)
-    if key in ABSENT_DEFAULTS and not traced.known and config.custom is None and config._setter(key) is None \
-            and config._missing(key):
+    if key in ABSENT_DEFAULTS and not traced.known and config.custom is None and config.setter(key) is None \
+            and config.is_missing(key):
         value, text = ABSENT_DEFAULTS[key]
         return Traced(value, Origin(kind="default", text=text))
     return traced
@@ -311,38 +305,24 @@ def _value(config: VerlConfig, key: str) -> Traced:
 
 def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None) -> Job:
     """The Job verl would build from this launch's command line."""
-    notes: list[ConfigNote] = []
+    notes: list[Problem] = []
     name, name_origin = _config_name(hydra)
     for error in hydra.errors:
-        notes.append(ConfigNote(rule="HYDRA-OVERRIDE", origin=error.word,
-                                message=f"{error.text}: Hydra cannot parse this override ({error.message})",
-                                fix="quote the value for Hydra, e.g. key='\"value\"'"))
+        notes.append(Problem(Kind.HYDRA_PARSE, error.word, {"text": error.text, "reason": error.message}))
     for word in hydra.unknown_words:
-        notes.append(ConfigNote(
-            rule="VALUE-UNKNOWN", origin=word.word,
-            message=f"argument {word.text} is unknown ({word.reason}); it may set any key, so the verdict is undecided",
-            fix="give the values it is built from with --env NAME=VALUE",
-        ))
+        notes.append(Problem(Kind.UNKNOWN_ARGUMENT, word.word, {"text": word.text, "reason": word.reason}))
     overrides, engine, unread_group = split_group_choices(hydra.overrides)
     custom: str | None = None
     path_text = (hydra.config_path.text or "?").rstrip("/") if hydra.config_path is not None else "config"
     if unread_group is not None:
         custom = f"{name} with the group option {unread_group.text}"
-        notes.append(ConfigNote(
-            rule="VERL-CONFIG-CUSTOM", origin=unread_group.word,
-            message=f"{unread_group.text} selects a config group option shardcheck does not read (it reads "
-                    f"{', '.join(f'model_engine={k}' for k in MODEL_ENGINES)}); only the keys set on the command "
-                    "line are known, the rest are unknown, and keys are not checked",
-        ))
+        notes.append(Problem(Kind.CONFIG_CUSTOM_GROUP, unread_group.word, {
+            "option": unread_group.text, "readable": [f"model_engine={k}" for k in MODEL_ENGINES]}))
     elif launch.module != PPO_ENTRY or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
         custom = f"{name} ({launch.module}, --config-path {path_text})"
         origin = (hydra.config_path.origin if hydra.config_path is not None and path_text not in ("config", "")
                   else name_origin or launch.origin)
-        notes.append(ConfigNote(
-            rule="VERL-CONFIG-CUSTOM", origin=origin,
-            message=f"config {custom} is not one of verl {PPO_ENTRY}'s own configs; only the keys set on the "
-                    "command line are known, the rest are unknown, and keys are not checked",
-        ))
+        notes.append(Problem(Kind.CONFIG_CUSTOM, origin, {"config": custom, "entry": PPO_ENTRY}))
     if custom is not None:
         name = "ppo_trainer"  # only its key tree is used, in non-struct mode, to apply the overrides
     elif engine is not None:

@@ -1,0 +1,39 @@
+"""One interface per framework: what each framework package under ``frameworks/`` answers.
+
+Each framework (verl, Megatron-LM, slime) is a package with the same entry points, found by
+:func:`framework` from ``Job.framework``:
+
+- ``detect(launch)`` (in ``resolve``): whether a launch command is this framework's;
+- ``resolve_*`` (in ``resolve``): the Job it would build from the launch;
+- ``rollout.sglang_server(job)``: the SGLang server it starts for its rollout (None: none);
+- ``memory_settings``: the memory estimate's settings for its jobs;
+- its key tables and provider defaults (``verl.provider``, ``megatron_lm.flags``, ``slime.flags``).
+
+The rules ask through here instead of testing ``job.framework``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+PACKAGES = {"verl": "verl", "megatron-lm": "megatron_lm", "slime": "slime"}
+
+
+def framework_module(framework: str, part: str) -> ModuleType | None:
+    """The module ``part`` of a framework's package (None: the framework has none, e.g. no rollout)."""
+    package = PACKAGES.get(framework)
+    if package is None:
+        return None
+    try:
+        return importlib.import_module(f"shardcheck.frameworks.{package}.{part}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"shardcheck.frameworks.{package}.{part}":
+            return None
+        raise
+
+
+def sglang_server(job):
+    """The SGLang server the job's framework starts for its rollout, or None."""
+    module = framework_module(job.framework, "rollout")
+    return module.sglang_server(job) if module is not None else None

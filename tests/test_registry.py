@@ -1,0 +1,118 @@
+"""The rule registry: one definition per id, typed problems mapped to rules, scope, removed/renamed ids."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from test_rules import SMALL_MOE, rule_findings, slime
+
+from shardcheck.problems import Kind
+from shardcheck.rules import ids
+from shardcheck.rules.registry import all_rules, rule_id, rule_of_kind
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "shardcheck"
+
+
+def test_every_problem_kind_belongs_to_one_rule():
+    assert set(rule_of_kind()) == set(Kind)
+    assert rule_id(Kind.SHELL_SYNTAX) == "SHELL-SYNTAX" and rule_id(Kind.GRID_WORLD) == "MCORE-PS-WORLD"
+
+
+def test_rule_modules_are_discovered_from_the_package():
+    modules = {p.stem for p in (SRC / "rules").glob("*.py")} - {"__init__", "base", "registry", "ids", "docs"}
+    defining = {r.check.__module__.rsplit(".", 1)[-1] for r in all_rules().values()}
+    defining |= {r.render.__module__.rsplit(".", 1)[-1] for r in all_rules().values() if r.render}
+    assert modules <= defining | {"docs"}
+
+
+def test_lower_layers_name_no_rule_ids():
+    """inputs/, mesh/ and frameworks/ report typed problems; rule ids live in the rule layer only."""
+    current = set(all_rules())
+    for folder in ("inputs", "mesh", "frameworks", "memory", "models"):
+        for path in (SRC / folder).rglob("*.py"):
+            strings = {n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)
+                       and isinstance(n.value, str)}
+            assert not strings & current, (path, strings & current)
+
+
+def test_no_private_names_cross_modules():
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("shardcheck"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, (path, private)
+
+
+def test_removed_and_renamed_ids():
+    current = set(all_rules())
+    status = ids.lookup("VERL-CFG-ADDED-FIELD", current)
+    assert status.status == "removed" and "3c42223" in status.reason
+    assert ids.lookup("mcore-ps-world", current).status == "rule"
+    assert ids.lookup("NO-SUCH-RULE", current).status == "unknown"
+    assert not (ids.REMOVED.keys() | ids.RENAMED.keys()) & current
+
+
+def test_renamed_ids_redirect(monkeypatch):
+    monkeypatch.setitem(ids.RENAMED, "MCORE-WORLD-OLD", "MCORE-PS-WORLD")
+    status = ids.lookup("MCORE-WORLD-OLD", set(all_rules()))
+    assert (status.status, status.target) == ("renamed", "MCORE-PS-WORLD")
+    with pytest.raises(ValueError, match="reused"):
+        monkeypatch.setitem(ids.RENAMED, "MCORE-PS-VPP-PP", "MCORE-PS-WORLD")
+        ids.check_registry(all_rules())
+
+
+def test_scope_is_declared_and_shown():
+    rules = all_rules()
+    assert rules["SGLANG-TP-HEADS"].frameworks == ("verl", "slime") and rules["SGLANG-TP-HEADS"].engines == ("sglang",)
+    assert rules["SLIME-SGL-PP"].frameworks == ("slime",)
+    from shardcheck.rules.docs import rule_page
+
+    assert "Applies to: verl, slime; engine sglang" in rule_page(rules["SGLANG-TP-HEADS"])
+
+
+def test_sglang_heads_under_slime(tmp_path):
+    """slime starts SGLang with tp_size = --rollout-num-gpus-per-engine: TP 3 over 32 heads fails to load."""
+    bad = slime("--rollout-num-gpus 6 --rollout-num-gpus-per-engine 3")
+    found, result = rule_findings(tmp_path, bad, "SGLANG-TP-HEADS")
+    assert len(found) == 1 and found[0].severity == "error" and result.valid is False
+    assert "32 attention heads, split over 3 ranks" in found[0].message
+    assert "--rollout-num-gpus-per-engine 3" in found[0].message
+    assert found[0].fix.startswith("an attention TP in 1, 2, 4, 8, 16, 32")
+    good = slime("--rollout-num-gpus 8 --rollout-num-gpus-per-engine 4")
+    found, result = rule_findings(tmp_path, good, "SGLANG-TP-HEADS")
+    assert not found and result.valid is True
+    assert "--num-attention-heads 32" in SMALL_MOE
+
+
+def test_unknown_and_removed_selectors_are_warned(tmp_path, capsys):
+    from shardcheck.api import check
+    from shardcheck.cli import main
+
+    path = tmp_path / "run.sh"
+    path.write_text("python3 -m verl.trainer.main_ppo model_engine=megatron "
+                    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.shardcheck]\nselect = ["MCORE-", "MCROE-PS-WORLD"]\nignore = ["VERL-CFG-ADDED-FIELD"]\n')
+    result = check(path)
+    assert any("select: MCROE-PS-WORLD matches no rule" in w for w in result.warnings)
+    assert any("ignore: VERL-CFG-ADDED-FIELD no longer exists" in w for w in result.warnings)
+    assert "MCORE-PS-WORLD" in {f.rule for f in result.findings}  # the known selector still selects
+    assert main(["check", str(path)]) == 1
+    assert "warning:" in capsys.readouterr().err
+    assert main(["explain", "VERL-CFG-ADDED-FIELD"]) == 2
+    assert "removed" in capsys.readouterr().err
+
+
+def test_renamed_selector_redirects(tmp_path, monkeypatch):
+    from shardcheck.api import check
+
+    monkeypatch.setitem(ids.RENAMED, "MCORE-WORLD-OLD", "MCORE-PS-WORLD")
+    path = tmp_path / "run.sh"
+    path.write_text("python3 -m verl.trainer.main_ppo model_engine=megatron "
+                    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nignore = ["MCORE-WORLD-OLD"]\n')
+    result = check(path)
+    assert "MCORE-PS-WORLD" not in {f.rule for f in result.findings}
+    assert any("renamed to MCORE-PS-WORLD" in w for w in result.warnings)
