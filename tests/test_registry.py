@@ -116,3 +116,31 @@ def test_renamed_selector_redirects(tmp_path, monkeypatch):
     result = check(path)
     assert "MCORE-PS-WORLD" not in {f.rule for f in result.findings}
     assert any("renamed to MCORE-PS-WORLD" in w for w in result.warnings)
+
+
+def test_one_error_base_class():
+    """Every exception class shardcheck defines derives from ShardcheckError (errors.py)."""
+    classes = []
+    for path in SRC.rglob("*.py"):
+        if path.name == "worker.py":  # verify/worker.py runs alone in megatron-core's process
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                if bases & {"Exception", "ValueError", "RuntimeError", "ShardcheckError", "InputError"}:
+                    classes.append((path.name, node.name, bases))
+    assert classes
+    for name, cls, bases in classes:
+        assert cls == "ShardcheckError" or bases & {"ShardcheckError", "InputError"}, (name, cls, bases)
+
+
+def test_one_unknown_value_mechanism():
+    from shardcheck.frameworks import memory_settings
+    from shardcheck.origin import Origin, Traced, UnknownValue, need
+
+    unknown = Traced(None, Origin(kind="default", text="x"), "$X is not set")
+    with pytest.raises(UnknownValue) as rule_stop:
+        need(unknown, "trainer.nnodes")
+    with pytest.raises(UnknownValue) as estimate_stop:
+        memory_settings.known(unknown, "trainer.nnodes")
+    assert str(rule_stop.value) == str(estimate_stop.value) == "trainer.nnodes is unknown ($X is not set)"

@@ -102,9 +102,9 @@ class UnknownValue(ShardcheckError):
     A rule that stops so is reported as VALUE-UNKNOWN naming ``name`` and the value's line; the
     memory estimate says it is partial and why."""
 
-    def __init__(self, name: str, traced: Traced | None = None, reason: str | None = None) -> None:
-        super().__init__(reason or name)
-        self.name = name
+    def __init__(self, name: str, traced: Traced | None = None) -> None:
+        super().__init__(f"{name} is unknown ({traced.unknown})" if traced is not None else name)
+        self.name = name  # the value's name (a key, a flag), or a phrase saying what is unknown and why
         self.traced = traced
 
 

@@ -18,6 +18,7 @@ import importlib
 from types import ModuleType
 
 PACKAGES = {"verl": "verl", "megatron-lm": "megatron_lm", "slime": "slime"}
+MEMORY_FRAMEWORKS = ("verl", "megatron-lm", "slime")  # those with a memory_settings module
 
 
 def framework_module(framework: str, part: str) -> ModuleType | None:
@@ -31,6 +32,12 @@ def framework_module(framework: str, part: str) -> ModuleType | None:
         if exc.name == f"shardcheck.frameworks.{package}.{part}":
             return None
         raise
+
+
+def memory_fix_keys(job):
+    """The settings the job's framework names in memory findings (None: the estimate does not read it)."""
+    module = framework_module(job.framework, "memory_settings")
+    return module.fix_keys(job) if module is not None else None
 
 
 def sglang_server(job):

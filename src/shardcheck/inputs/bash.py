@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from shardcheck.errors import InputError
+from shardcheck.errors import InputError, ShardcheckError
 from shardcheck.inputs import shell_arith, shell_source, shell_words
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
@@ -104,7 +104,7 @@ def _utf8(text: str) -> str:
         return text
 
 
-class _Unset(Exception):
+class _Unset(ShardcheckError):
     pass
 
 

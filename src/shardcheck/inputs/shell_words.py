@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shardcheck.errors import ShardcheckError
+
 # Characters that end an unquoted word (bash "metacharacters" plus newline).
 _WORD_END = frozenset(" \t\n;&|<>()")
 _SPECIAL_PARAMS = frozenset("@*#?$!-0123456789")
 
 
-class WordSyntaxError(ValueError):
+class WordSyntaxError(ShardcheckError, ValueError):
     """A word that bash itself would reject (unterminated quote or expansion)."""
 
     def __init__(self, message: str, offset: int) -> None:

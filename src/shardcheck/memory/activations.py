@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shardcheck.frameworks.memory_settings import Recompute
 from shardcheck.models.architecture import Architecture
 
 
@@ -45,16 +46,6 @@ class Parallel:
     cp: int = 1
     ep: int = 1
     etp: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Recompute:
-    """verl's ``override_transformer_config.recompute_*`` as Megatron-Core reads them."""
-
-    granularity: str | None = None  # None | "selective" | "full"
-    method: str | None = None  # "uniform" | "block" (full only)
-    num_layers: int | None = None
-    modules: frozenset[str] = frozenset({"core_attn"})
 
 
 def _split(tokens_bytes: float, p: Parallel, *, sharded_by_tp: bool) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from shardcheck.errors import ShardcheckError
 from shardcheck.problems import Kind
 
 TOKENS = ("tp", "pp", "dp", "ep", "cp")  # RankGenerator.__init__ checks them in this order
@@ -25,7 +26,7 @@ GROUPS = {
 }
 
 
-class OrderError(ValueError):
+class OrderError(ShardcheckError, ValueError):
     """The order string Megatron-Core rejects, with its error text."""
 
 

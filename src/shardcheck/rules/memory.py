@@ -9,93 +9,13 @@ gives a warning.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+from shardcheck.frameworks.interface import MEMORY_FRAMEWORKS, memory_fix_keys
+from shardcheck.frameworks.memory_settings import FixKeys
 from shardcheck.job import Job
 from shardcheck.memory.devices import GIB
-from shardcheck.memory.estimate import ADAPTERS, MemoryEstimate, RolloutMemory, StageMemory, estimate
+from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, StageMemory, estimate
 from shardcheck.rules.base import Finding, finding, rule, where
-
-MEMORY_FRAMEWORKS = tuple(ADAPTERS)  # the frameworks whose settings the estimate reads
-A = "actor_rollout_ref.actor"
-RO = "actor_rollout_ref.rollout"
-
-
-@dataclass(frozen=True)
-class Keys:
-    """The settings each framework names in the fixes: (key the finding points at, the fix's text)."""
-
-    activations: tuple[str, str]
-    logits: tuple[str, str]
-    optimizer: tuple[str, str]
-    weights: tuple[str, str]
-    memory_fraction: str  # vLLM gpu_memory_utilization / SGLang mem_fraction_static
-    max_model_len: str
-    rollout_dp: str
-    response: str
-    offload: tuple[str, str, str]  # the two keys MEM-HOST points at, and its fix
-
-
-_FLAG_TRAIN = dict(
-    activations=("--recompute-granularity", "--recompute-granularity full --recompute-method uniform "
-                 "--recompute-num-layers 1, or fewer tokens per micro batch (--micro-batch-size, --seq-length / "
-                 "--max-tokens-per-gpu), or a larger --context-parallel-size"),
-    logits=("--tensor-model-parallel-size", "a larger --tensor-model-parallel-size (the vocab is split over TP), or "
-            "fewer tokens per micro batch"),
-    weights=("--pipeline-model-parallel-size", "a larger --pipeline-model-parallel-size, --expert-model-parallel-size "
-             "or --tensor-model-parallel-size (fewer parameters per device)"),
-)
-KEYS = {
-    "verl": Keys(
-        activations=(f"{A}.megatron.override_transformer_config.recompute_granularity",
-                     f"+{A}.megatron.override_transformer_config.recompute_granularity=full (with recompute_method="
-                     "uniform, recompute_num_layers=1), or fewer tokens per micro batch "
-                     f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger CP"),
-        logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
-                "cross-entropy), or a larger TP (the vocab is split over TP), or fewer tokens per micro batch"),
-        optimizer=(f"{A}.megatron.use_distributed_optimizer", f"{A}.megatron.use_distributed_optimizer=True, a "
-                   f"larger DP/EDP, or +{A}.optim.override_optimizer_config.optimizer_cpu_offload=True"),
-        weights=(f"{A}.megatron.pipeline_model_parallel_size", "a larger PP, EP or TP (fewer parameters per device)"),
-        memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
-        rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
-        offload=(f"{A}.megatron.param_offload", f"{A}.megatron.optimizer_offload",
-                 f"{A}.megatron.optimizer_offload=False, or more nodes"),
-    ),
-    "verl-fsdp": Keys(
-        activations=("actor_rollout_ref.model.enable_gradient_checkpointing",
-                     "actor_rollout_ref.model.enable_gradient_checkpointing=True, fewer tokens per micro batch "
-                     f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger "
-                     f"{A}.ulysses_sequence_parallel_size"),
-        logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
-                f"cross-entropy), or a larger {A}.ulysses_sequence_parallel_size, or fewer tokens per micro batch"),
-        optimizer=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
-                   f"or {A}.strategy=fsdp2 with {A}.fsdp_config.offload_policy=True"),
-        weights=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
-                 f"or {A}.fsdp_config.model_dtype=bf16"),
-        memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
-        rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
-        offload=(f"{A}.fsdp_config.param_offload", f"{A}.fsdp_config.optimizer_offload",
-                 f"{A}.fsdp_config.optimizer_offload=False, or more nodes"),
-    ),
-    "megatron-lm": Keys(
-        **_FLAG_TRAIN,
-        optimizer=("--use-distributed-optimizer", "--use-distributed-optimizer (shards Adam's state over DP), a larger "
-                   "DP, or --optimizer-cpu-offload --use-precision-aware-optimizer"),
-        memory_fraction="-", max_model_len="-", rollout_dp="-", response="-",
-        offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
-                 "a smaller --optimizer-offload-fraction, or more nodes"),
-    ),
-    "slime": Keys(
-        **_FLAG_TRAIN,
-        # slime always turns the distributed optimizer on (_set_default_megatron_args)
-        optimizer=("--optimizer-cpu-offload", "--optimizer-cpu-offload --use-precision-aware-optimizer "
-                   "(with --optimizer-offload-fraction), or a larger DP/EDP"),
-        memory_fraction="--sglang-mem-fraction-static", max_model_len="--sglang-context-length",
-        rollout_dp="--sglang-dp-size", response="--rollout-max-response-len",
-        offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
-                 "a smaller --optimizer-offload-fraction, or more nodes"),
-    ),
-}
 
 
 def _estimate(job: Job) -> MemoryEstimate | None:
@@ -106,8 +26,8 @@ def _estimate(job: Job) -> MemoryEstimate | None:
     return job.run_cache["memory"]
 
 
-def _keys(job: Job) -> Keys:
-    return KEYS["verl-fsdp"] if job.layout("actor") is None and job.fsdp_layout("actor") else KEYS[job.framework]
+def _keys(job: Job) -> FixKeys:
+    return memory_fix_keys(job)
 
 
 def _engine_sizes(job: Job) -> tuple:
@@ -135,7 +55,7 @@ def _ranks(s: StageMemory) -> str:
     return f"stage{'s' * (len(s.ranks) > 1)} {s.ranks_text(', ')}"
 
 
-def _train_fix(s: StageMemory, keys: Keys) -> tuple[str, str, str]:
+def _train_fix(s: StageMemory, keys: FixKeys) -> tuple[str, str, str]:
     """The largest term of a stage and the change that shrinks it."""
     b = s.bytes
     term = max(("weights", "grads", "optimizer", "activations", "logits"), key=lambda k: b[k])

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shardcheck.errors import ShardcheckError
 from shardcheck.verify.compare import ASSUMPTIONS, EnginePlan, Expectation, compare, plan_engine
 
 __all__ = ["Expectation", "VerifyError", "VerifyReport", "compare", "verify_available", "verify_job", "verify_jobs"]
@@ -37,7 +38,7 @@ WORKER_MODULE = "shardcheck.verify.worker"
 DEFAULT_TIMEOUT_S = 600
 
 
-class VerifyError(RuntimeError):
+class VerifyError(ShardcheckError, RuntimeError):
     """The megatron-core worker could not be run (not a disagreement): missing packages, a crash, a timeout."""
 
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from shardcheck.job import Job, MegatronLayout
-from shardcheck.memory.activations import Recompute
-from shardcheck.memory.settings import (
+from shardcheck.frameworks.memory_settings import (
     CriticSettings,
+    FixKeys,
     Logits,
+    Recompute,
     RolloutSettings,
     TrainSettings,
-    Unknown,
     dtype_bytes,
     known,
     require_adam,
 )
-from shardcheck.memory.settings import setting as _v
+from shardcheck.frameworks.memory_settings import setting as _v
+from shardcheck.job import Job, MegatronLayout
+from shardcheck.origin import UnknownValue
 
 A = "actor_rollout_ref.actor"
 M = f"{A}.megatron"
@@ -37,7 +38,7 @@ def micro_batches(job: Job, cp: int, dp: int) -> tuple[int, int, int]:
         return _v(job, f"{A}.ppo_max_token_len_per_gpu") * cp, seq, max(1, mini // dp)
     micro = _v(job, f"{A}.ppo_micro_batch_size_per_gpu")
     if not micro:
-        raise Unknown(f"{A}.ppo_micro_batch_size_per_gpu is not set")
+        raise UnknownValue(f"{A}.ppo_micro_batch_size_per_gpu is not set")
     return micro * seq, seq, max(1, mini // dp // micro)
 
 
@@ -98,7 +99,7 @@ SGL = f"{RO}.engine_kwargs.sglang"
 def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -> RolloutSettings:
     ro = job.rollout
     if ro is None:
-        raise Unknown("no rollout engine")
+        raise UnknownValue("no rollout engine")
     tp, dp = known(ro.tp, f"{RO}.tensor_model_parallel_size"), known(ro.dp, f"{RO}.data_parallel_size")
     request = _v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")
     world = job.cluster.world
@@ -170,14 +171,53 @@ def critic_settings(job: Job) -> CriticSettings | None:
     same = (path.known and actor_path.known and str(path.value).rstrip("/").rsplit("/", 1)[-1]
             == str(actor_path.value).rstrip("/").rsplit("/", 1)[-1])
     if not same:
-        raise Unknown(f"the critic's model (critic.model.path={path.value if path.known else '?'}) is not the "
+        raise UnknownValue(f"the critic's model (critic.model.path={path.value if path.known else '?'}) is not the "
                       "actor's; its state on the device is not sized")
     if strategy == "megatron":
         return CriticSettings(keeps_params=not _v(job, "critic.megatron.param_offload"),
                               keeps_optimizer=not _v(job, "critic.megatron.optimizer_offload"), engine="megatron")
     layout = job.fsdp_layout("critic")
     if layout is None:
-        raise Unknown(f"critic.strategy={strategy} is not an engine shardcheck sizes")
+        raise UnknownValue(f"critic.strategy={strategy} is not an engine shardcheck sizes")
     return CriticSettings(keeps_params=not known(layout.param_offload, f"{layout.key_prefix}.param_offload"),
                           keeps_optimizer=not known(layout.optimizer_offload, f"{layout.key_prefix}.optimizer_offload"),
                           engine="fsdp")
+
+
+# The settings the MEM-* findings name for a verl job (Megatron engine, FSDP engine).
+MEGATRON_FIX_KEYS = FixKeys(
+    activations=(f"{A}.megatron.override_transformer_config.recompute_granularity",
+                 f"+{A}.megatron.override_transformer_config.recompute_granularity=full (with recompute_method="
+                 "uniform, recompute_num_layers=1), or fewer tokens per micro batch "
+                 f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger CP"),
+    logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
+            "cross-entropy), or a larger TP (the vocab is split over TP), or fewer tokens per micro batch"),
+    optimizer=(f"{A}.megatron.use_distributed_optimizer", f"{A}.megatron.use_distributed_optimizer=True, a "
+               f"larger DP/EDP, or +{A}.optim.override_optimizer_config.optimizer_cpu_offload=True"),
+    weights=(f"{A}.megatron.pipeline_model_parallel_size", "a larger PP, EP or TP (fewer parameters per device)"),
+    memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
+    rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
+    offload=(f"{A}.megatron.param_offload", f"{A}.megatron.optimizer_offload",
+             f"{A}.megatron.optimizer_offload=False, or more nodes"),
+)
+
+FSDP_FIX_KEYS = FixKeys(
+    activations=("actor_rollout_ref.model.enable_gradient_checkpointing",
+                 "actor_rollout_ref.model.enable_gradient_checkpointing=True, fewer tokens per micro batch "
+                 f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger "
+                 f"{A}.ulysses_sequence_parallel_size"),
+    logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
+            f"cross-entropy), or a larger {A}.ulysses_sequence_parallel_size, or fewer tokens per micro batch"),
+    optimizer=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
+               f"or {A}.strategy=fsdp2 with {A}.fsdp_config.offload_policy=True"),
+    weights=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
+             f"or {A}.fsdp_config.model_dtype=bf16"),
+    memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
+    rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
+    offload=(f"{A}.fsdp_config.param_offload", f"{A}.fsdp_config.optimizer_offload",
+             f"{A}.fsdp_config.optimizer_offload=False, or more nodes"),
+)
+
+
+def fix_keys(job: Job) -> FixKeys:
+    return FSDP_FIX_KEYS if job.layout("actor") is None and job.fsdp_layout("actor") else MEGATRON_FIX_KEYS

@@ -21,10 +21,18 @@ Megatron-LM moves nothing to the host between phases, and pre-training has no ro
 
 from __future__ import annotations
 
+from shardcheck.frameworks.memory_settings import (
+    FixKeys,
+    Logits,
+    Recompute,
+    RolloutSettings,
+    TrainSettings,
+    dtype_bytes,
+    require_adam,
+)
+from shardcheck.frameworks.memory_settings import setting as flag
 from shardcheck.job import Job, MegatronLayout
-from shardcheck.memory.activations import Recompute
-from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, dtype_bytes, require_adam
-from shardcheck.memory.settings import setting as flag
+from shardcheck.origin import UnknownValue
 
 
 def weight_bytes(job: Job) -> int:
@@ -53,7 +61,7 @@ def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, int, float]:
     if flag(job, "--optimizer-cpu-offload"):
         on_device = 1.0 - float(flag(job, "--optimizer-offload-fraction"))
         if not 0.0 <= on_device <= 1.0:
-            raise Unknown("--optimizer-offload-fraction is not between 0 and 1")
+            raise UnknownValue("--optimizer-offload-fraction is not between 0 and 1")
     return grad, master + moments, on_device
 
 
@@ -62,7 +70,7 @@ def recompute(job: Job) -> Recompute:
     if granularity is None and flag(job, "--recompute-activations"):
         granularity = "selective"  # validate_args: --recompute-activations means selective recompute
     if granularity not in (None, "full", "selective"):
-        raise Unknown(f"--recompute-granularity {granularity}: Megatron-LM accepts full or selective")
+        raise UnknownValue(f"--recompute-granularity {granularity}: Megatron-LM accepts full or selective")
     modules = flag(job, "--recompute-modules") or ["core_attn"]
     return Recompute(granularity=granularity, method=flag(job, "--recompute-method") if granularity == "full" else None,
                      num_layers=flag(job, "--recompute-num-layers"), modules=frozenset(modules))
@@ -76,7 +84,7 @@ def micro_batch_count(job: Job, micro: int, dp: int) -> int:
 def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     micro, seq = flag(job, "--micro-batch-size"), flag(job, "--seq-length")
     if not micro or not seq:
-        raise Unknown("--micro-batch-size and --seq-length are required by Megatron-LM (validate_args)")
+        raise UnknownValue("--micro-batch-size and --seq-length are required by Megatron-LM (validate_args)")
     grad, state, on_device = optimizer(job)
     return TrainSettings(
         weight_bytes=weight_bytes(job), grad_bytes=grad, state_bytes=state,
@@ -89,3 +97,26 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
 
 def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -> RolloutSettings | None:
     return None  # pre-training: no inference engine
+
+
+TRAIN_FIX_KEYS = dict(  # the training settings Megatron-LM and slime name alike
+    activations=("--recompute-granularity", "--recompute-granularity full --recompute-method uniform "
+                 "--recompute-num-layers 1, or fewer tokens per micro batch (--micro-batch-size, --seq-length / "
+                 "--max-tokens-per-gpu), or a larger --context-parallel-size"),
+    logits=("--tensor-model-parallel-size", "a larger --tensor-model-parallel-size (the vocab is split over TP), or "
+            "fewer tokens per micro batch"),
+    weights=("--pipeline-model-parallel-size", "a larger --pipeline-model-parallel-size, --expert-model-parallel-size "
+             "or --tensor-model-parallel-size (fewer parameters per device)"),
+)
+FIX_KEYS = FixKeys(
+    **TRAIN_FIX_KEYS,
+    optimizer=("--use-distributed-optimizer", "--use-distributed-optimizer (shards Adam's state over DP), a larger "
+               "DP, or --optimizer-cpu-offload --use-precision-aware-optimizer"),
+    memory_fraction="-", max_model_len="-", rollout_dp="-", response="-",
+    offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
+             "a smaller --optimizer-offload-fraction, or more nodes"),
+)
+
+
+def fix_keys(job: Job) -> FixKeys:
+    return FIX_KEYS

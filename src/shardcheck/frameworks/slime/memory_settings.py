@@ -1,7 +1,7 @@
 """slime's settings for the memory estimate (THUDM/slime main), on top of Megatron-LM's flags.
 
 Training (slime runs Megatron-LM's ``validate_args`` on its flags, so precision, gradients, Adam and
-recompute read as in memory/megatron_lm_settings.py), with slime's own rules:
+recompute read as in frameworks/megatron_lm/memory_settings.py), with slime's own rules:
 - slime/backends/megatron_utils/arguments.py ``_set_default_megatron_args``: the distributed optimizer is
   always on and ``bf16 = not fp16``;
 - one micro batch (slime/utils/dp_schedule.py ``build_dp_schedule``): with ``--use-dynamic-batch-size``,
@@ -31,10 +31,11 @@ Requests: ``--rollout-max-context-len``, else ``--rollout-max-prompt-len + --rol
 
 from __future__ import annotations
 
+from shardcheck.frameworks.megatron_lm import memory_settings as mlm
+from shardcheck.frameworks.memory_settings import FixKeys, Logits, RolloutSettings, TrainSettings, known
+from shardcheck.frameworks.memory_settings import setting as flag
 from shardcheck.job import Job, MegatronLayout
-from shardcheck.memory import megatron_lm_settings as mlm
-from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, known
-from shardcheck.memory.settings import setting as flag
+from shardcheck.origin import UnknownValue
 
 
 def sample_tokens(job: Job) -> int | None:
@@ -54,13 +55,13 @@ def global_batch(job: Job) -> int:
     rollout = flag(job, "--rollout-batch-size")
     if steps and rollout:
         return rollout * flag(job, "--n-samples-per-prompt") // steps
-    raise Unknown("the global batch is unknown: give --global-batch-size (or --num-steps-per-rollout)")
+    raise UnknownValue("the global batch is unknown: give --global-batch-size (or --num-steps-per-rollout)")
 
 
 def offload_train(job: Job) -> str | None:
     """The flag that makes slime offload the training actor during rollout (None: it stays)."""
     if "--no-offload-train" in _given(job) and "--offload-train" in _given(job):
-        raise Unknown("both --offload-train and --no-offload-train are given")
+        raise UnknownValue("both --offload-train and --no-offload-train are given")
     if str(flag(job, "--advantage-estimator")) == "ppo":
         return "--advantage-estimator ppo"  # slime_validate_args: the critic forces offload_train
     for name in ("--offload-train", "--offload"):
@@ -77,18 +78,18 @@ def _given(job: Job) -> set[str]:
 
 def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     if flag(job, "--fp16"):
-        raise Unknown("--fp16 with slime: shardcheck sizes slime's bf16 training only")
+        raise UnknownValue("--fp16 with slime: shardcheck sizes slime's bf16 training only")
     cp = known(layout.cp, "CP")
     sample = sample_tokens(job)
     gbs = global_batch(job)
     if flag(job, "--use-dynamic-batch-size"):
         cap = flag(job, "--max-tokens-per-gpu")
         if not cap:
-            raise Unknown("--use-dynamic-batch-size needs --max-tokens-per-gpu")
+            raise UnknownValue("--use-dynamic-batch-size needs --max-tokens-per-gpu")
         tokens, count = max(cap * cp, sample or 0), max(1, gbs // dp)
     else:
         if sample is None:
-            raise Unknown("the sample length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
+            raise UnknownValue("the sample length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
                           "and --rollout-max-response-len")
         micro = flag(job, "--micro-batch-size")
         tokens, count = micro * sample, max(1, gbs // (micro * dp))
@@ -109,14 +110,14 @@ def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -
     per_engine = known(ro.tp, "--rollout-num-gpus-per-engine")
     dp = known(ro.dp, "--sglang-dp-size") if ro.dp_in_engine else 1
     if not per_engine or per_engine % dp:
-        raise Unknown(f"--rollout-num-gpus-per-engine {per_engine} is not divisible by --sglang-dp-size {dp}")
+        raise UnknownValue(f"--rollout-num-gpus-per-engine {per_engine} is not divisible by --sglang-dp-size {dp}")
     fraction = flag(job, "--sglang-mem-fraction-static")
     if fraction is None:
-        raise Unknown("--sglang-mem-fraction-static is not given; SGLang derives it from the device, chunked "
+        raise UnknownValue("--sglang-mem-fraction-static is not given; SGLang derives it from the device, chunked "
                       "prefill, CUDA-graph sizes and TP (server_args.py _handle_gpu_memory_settings); give it")
     request = sample_tokens(job)
     if request is None:
-        raise Unknown("the request length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
+        raise UnknownValue("the request length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
                       "and --rollout-max-response-len")
     gpus = known(ro.gpus, "--rollout-num-gpus") if ro.gpus is not None else None
     per_step = flag(job, "--rollout-batch-size")
@@ -128,3 +129,19 @@ def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -
         requests_per_step=per_step * flag(job, "--n-samples-per-prompt") if per_step else None,
         replicas=gpus // per_engine if gpus else None, colocated=bool(flag(job, "--colocate")),
     )
+
+
+FIX_KEYS = FixKeys(
+    **mlm.TRAIN_FIX_KEYS,
+    # slime always turns the distributed optimizer on (_set_default_megatron_args)
+    optimizer=("--optimizer-cpu-offload", "--optimizer-cpu-offload --use-precision-aware-optimizer "
+               "(with --optimizer-offload-fraction), or a larger DP/EDP"),
+    memory_fraction="--sglang-mem-fraction-static", max_model_len="--sglang-context-length",
+    rollout_dp="--sglang-dp-size", response="--rollout-max-response-len",
+    offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
+             "a smaller --optimizer-offload-fraction, or more nodes"),
+)
+
+
+def fix_keys(job: Job) -> FixKeys:
+    return FIX_KEYS

@@ -1,23 +1,26 @@
-"""What the memory estimate needs from a job, framework-neutral: each framework's adapter fills these."""
+"""What the memory estimate needs from a job, framework-neutral: each framework's adapter fills these.
+
+Each framework package has a ``memory_settings`` module (``frameworks/<name>/memory_settings.py``)
+with ``train_settings``, ``rollout_settings`` (and, for verl, ``fsdp_train_settings`` and
+``critic_settings``) filling the dataclasses here, and ``fix_keys(job)``: the settings its
+memory findings name. A value they need that is unknown stops them with
+:class:`~shardcheck.origin.UnknownValue` (its text says what is unknown).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardcheck.memory.activations import Recompute
-from shardcheck.origin import Traced
+from shardcheck.origin import Traced, UnknownValue
 
 DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4,
                "auto": 2}
 
 
-class Unknown(Exception):
-    """A value the estimate needs is unknown: the estimate says so instead of guessing."""
-
-
 def known(traced: Traced, name: str):
+    """The value of ``traced``; :class:`UnknownValue` ("NAME is unknown (why)") when it is unknown."""
     if not traced.known:
-        raise Unknown(f"{name} is unknown ({traced.unknown})")
+        raise UnknownValue(name, traced)
     return traced.value
 
 
@@ -33,14 +36,24 @@ def require_adam(job, key: str, sep: str) -> None:
     """Only Adam's state is sized (fp32 master + two moments); another optimizer leaves it unknown."""
     name = str(setting(job, key)).lower()
     if name not in ADAM:
-        raise Unknown(f"{key}{sep}{name}: shardcheck sizes Adam's state only")
+        raise UnknownValue(f"{key}{sep}{name}: shardcheck sizes Adam's state only")
 
 
 def dtype_bytes(name, key: str) -> int:
     text = str(name).replace("torch.", "").lower()
     if text not in DTYPE_BYTES:
-        raise Unknown(f"{key}={name} is not a dtype shardcheck sizes")
+        raise UnknownValue(f"{key}={name} is not a dtype shardcheck sizes")
     return DTYPE_BYTES[text]
+
+
+@dataclass(frozen=True, slots=True)
+class Recompute:
+    """Activation recompute as Megatron-Core reads it (verl: ``override_transformer_config.recompute_*``)."""
+
+    granularity: str | None = None  # None | "selective" | "full"
+    method: str | None = None  # "uniform" | "block" (full only)
+    num_layers: int | None = None
+    modules: frozenset[str] = frozenset({"core_attn"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +117,18 @@ class CriticSettings:
     keeps_params: bool  # weights and grads stay (no param offload)
     keeps_optimizer: bool
     engine: str  # "megatron" | "fsdp"
+
+
+@dataclass(frozen=True)
+class FixKeys:
+    """The settings a framework's memory findings name: (the key a finding points at, the fix's text)."""
+
+    activations: tuple[str, str]
+    logits: tuple[str, str]
+    optimizer: tuple[str, str]
+    weights: tuple[str, str]
+    memory_fraction: str  # vLLM gpu_memory_utilization / SGLang mem_fraction_static
+    max_model_len: str
+    rollout_dp: str
+    response: str
+    offload: tuple[str, str, str]  # the two keys MEM-HOST points at, and its fix
