@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shardcheck.errors import InputError
+from shardcheck.errors import InputError, NoLaunchError
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Traced
-from shardcheck.problems import Kind
+from shardcheck.problems import Kind, Problem
 from shardcheck.settings import SEVERITY_RANK, Settings, load_settings
 
 
@@ -22,12 +22,22 @@ class Result:
     skipped: list[str] = field(default_factory=list)
     error: str | None = None  # the one-line reason when the input cannot be used at all
     settings: Settings = field(default_factory=Settings)
-    warnings: list[str] = field(default_factory=list)  # about the settings: selectors that name no rule
+    error_kind: str | None = None  # with error: "unreadable", "no-launch", "unusable" or "usage"
+
+    @property
+    def status(self) -> str:
+        """``judged``; ``skipped`` (no launch command in the file); ``failed`` (the input cannot be used)."""
+        if self.error is None:
+            return "judged"
+        return "skipped" if self.error_kind == "no-launch" else "failed"
 
     @property
     def valid(self) -> bool | None:
         """True: no error. False: an error (or an unusable input). None: no error found, but a value
-        some rule needs is unknown (VALUE-UNKNOWN), so the verdict is undecided, never guessed."""
+        some rule needs is unknown (VALUE-UNKNOWN), so the verdict is undecided, never guessed; also
+        None for a file skipped for having no launch command."""
+        if self.status == "skipped":
+            return None
         if self.error is not None or any(f.severity == "error" and not f.conditional for f in self.findings):
             return False
         if any(f.rule == "VALUE-UNKNOWN" or f.severity == "error" for f in self.findings):
@@ -48,7 +58,8 @@ class Result:
 
     @property
     def exit_code(self) -> int:
-        if self.error is not None:
+        """2: the file could not be read (or a setting or option used); 1: a finding at or above fail-on; else 0."""
+        if self.error_kind in ("unreadable", "usage"):
             return 2
         return 1 if any(self.settings.fails(f.severity) for f in self.findings) else 0
 
@@ -133,12 +144,23 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
-          host_memory: int | None = None) -> Result:
+          host_memory: int | None = None, text: bytes | None = None) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
-    preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST)."""
+    preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
+    ``text``: the script's contents when they do not come from ``path``, e.g. standard input).
+
+    ``settings``: the project settings to use; default those of the nearest ``pyproject.toml`` above
+    the script. A file without a launch command gives a Result with status ``skipped`` and one
+    INPUT-NO-LAUNCH finding; an unusable input one INPUT-UNREADABLE or INPUT-UNUSABLE error."""
+    from shardcheck.errors import SettingsError, UnreadableInput, UsageError
+
     shown = display or str(path)
     try:
-        job = resolve_script(path, env, model_config=model_config, display=shown)
+        settings = settings or load_settings(Path(path).resolve().parent)
+    except SettingsError as exc:
+        return _unusable(shown, str(exc), "usage", Settings())
+    try:
+        job = resolve_script(path, env, model_config=model_config, display=shown, text=text)
         if device is not None:
             from shardcheck.memory.devices import find_device
 
@@ -149,73 +171,145 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
         from shardcheck.rules.registry import run_rules
 
         findings, skipped = run_rules(job)
-        settings = settings or load_settings(Path(path).resolve().parent)
-        settings, warnings = _checked_selectors(settings)
+    except NoLaunchError as exc:
+        return _unusable(shown, str(exc), "no-launch", settings)
+    except UnreadableInput as exc:
+        return _unusable(shown, str(exc), "unreadable", settings)
+    except UsageError as exc:
+        return _unusable(shown, str(exc), "usage", settings)
     except InputError as exc:
-        return Result(shown, error=str(exc))
+        return _unusable(shown, str(exc), "unusable", settings)
     except RecursionError:
-        return Result(shown, error=f"{shown}:1: nested too deeply for shardcheck to read; simplify the script")
-    findings = [f for f in findings if settings.reports(f.rule) and not _suppressed(f, job)]
+        return _unusable(shown, f"{shown}:1: nested too deeply for shardcheck to read; simplify the script",
+                         "unusable", settings)
+    from shardcheck.rules.grouping import group_findings
+
+    findings = [f for f in findings if settings.reports(f.rule, path) and not _suppressed(f, job)]
+    findings += _id_findings(job, settings, path)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
-    return Result(shown, job, findings, skipped, settings=settings, warnings=warnings)
+    return Result(shown, job, group_findings(findings), skipped, settings=settings)
 
 
-def _checked_selectors(settings: Settings) -> tuple[Settings, list[str]]:
-    """The settings with renamed rule ids redirected, and a warning for each selector that names no rule."""
-    from dataclasses import replace
+_KIND_PROBLEM = {"no-launch": Kind.INPUT_NO_LAUNCH, "unreadable": Kind.INPUT_UNREADABLE,
+                 "unusable": Kind.INPUT_UNUSABLE, "usage": Kind.INPUT_UNUSABLE}
 
-    from shardcheck.rules.registry import resolve_selectors
 
-    where = settings.source or "settings"
-    select, warned = resolve_selectors(settings.select, f"{where}: select")
-    ignore, more = resolve_selectors(settings.ignore, f"{where}: ignore")
-    return replace(settings, select=select, ignore=ignore), warned + more
+def _unusable(shown: str, message: str, kind: str, settings: Settings) -> Result:
+    """A Result for an input that cannot be judged, with the one finding that says why."""
+    import re
+
+    from shardcheck.origin import Origin
+    from shardcheck.rules.registry import render
+
+    m = re.match(r"^(.+?):(\d+): ", message)
+    origin = Origin(kind="script", path=m.group(1), line=int(m.group(2))) if m else Origin(kind="cli", path=shown)
+    text = message[m.end():] if m else message.removeprefix(f"{shown}: ")
+    said = render(Problem(_KIND_PROBLEM[kind], origin, {"message": text}))
+    found = [said] if settings.reports(said.rule) else []
+    return Result(shown, None, found, error=message, settings=settings, error_kind=kind)
+
+
+def _id_findings(job: Job, settings: Settings, path) -> list:
+    """SUPPRESS-UNKNOWN-ID warnings: ids in the script's disable comments and in the settings that name no rule."""
+    from shardcheck.origin import Origin
+    from shardcheck.rules.registry import id_problem, render, rule_id
+
+    if not settings.reports(rule_id(Kind.UNKNOWN_RULE_ID), path):
+        return []
+    out = []
+    for line, written in job.suppression_ids:
+        problem = id_problem(written, "`# shardcheck: disable=`", prefix_ok=False)
+        if problem is not None:
+            out.append(render(Problem(Kind.UNKNOWN_RULE_ID, Origin(kind="script", path=job.path, line=line),
+                                      {"message": problem[0], "fix": problem[1]})))
+    for message, fix, source, line in settings.id_problems():
+        origin = Origin(kind="script", path=source, line=line or 1) if source else Origin(kind="cli", text=message)
+        out.append(render(Problem(Kind.UNKNOWN_RULE_ID, origin, {"message": message, "fix": fix})))
+    return out
 
 
 def _suppressed(finding, job: Job) -> bool:
-    """A ``# shardcheck: disable=ID`` comment on the finding's line or the line before it."""
-    if finding.line is None or finding.path != job.path:
+    """A ``# shardcheck: disable=ID`` comment on the finding's line or the line before it, or covering a
+    line the finding's value passed through (the launch command that used a variable set elsewhere)."""
+    from shardcheck.rules.registry import current_id
+
+    if finding.origin is None:
         return False
-    ids = job.suppressions.get(finding.line, frozenset())
-    return finding.rule in ids or "ALL" in ids
+    for line in _script_lines(finding.origin, job.path):
+        ids = job.suppressions.get(line, frozenset())
+        if "ALL" in ids or finding.rule in {current_id(i) for i in ids}:
+            return True
+    return False
+
+
+def _script_lines(origin, path: str) -> set[int]:
+    """Every line of ``path`` an origin (or a step on its way) was written on."""
+    lines: set[int] = set()
+    stack = [origin]
+    while stack:
+        o = stack.pop()
+        if o.path == path and o.line is not None:
+            lines.add(o.line)
+        stack.extend(o.via)
+    return lines
 
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None) -> Job:
+                   display: str | None = None, text: bytes | None = None) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none."""
     from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
-    from shardcheck.inputs.bash import read_bash
+    from shardcheck.inputs.bash import read_bash, read_bash_text
     from shardcheck.inputs.hydra_overrides import parse_hydra_args
     from shardcheck.inputs.launch import find_launches
 
     shown = display or str(path)
-    reading = read_bash(path, env, display=shown)
+    if text is not None:
+        reading = read_bash_text(text, shown, env, real_path=Path(path))
+    else:
+        reading = read_bash(path, env, display=shown)
     found = find_launches(reading.commands)
     launches = [launch for launch in found if is_verl_entry(launch)]
     from dataclasses import replace
 
     flag_job = _resolve_flag_launch(found, reading, shown, model_config) if not launches else None
     if flag_job is not None:
-        return replace(flag_job, notes=reading.diagnostics + flag_job.notes, suppressions=reading.suppressions)
+        return replace(flag_job, notes=_shell_notes(reading) + flag_job.notes, suppressions=reading.suppressions,
+                       suppression_ids=reading.suppression_ids)
     if not launches:
         other = next((launch for launch in found if unmodelled_verl_entry(launch)), None)
         if other is not None:
-            raise InputError(f"{other.origin.location}: {other.module} is not modelled yet; shardcheck reads "
-                             "verl.trainer.main_ppo launches")
+            raise NoLaunchError(f"{other.origin.location}: {other.module} is not modelled yet; skipped (shardcheck "
+                                "reads verl.trainer.main_ppo launches)")
         syntax = next((d for d in reading.diagnostics if d.kind is Kind.SHELL_SYNTAX), None)
         if syntax is not None:
             from shardcheck.rules.registry import render
 
             raise InputError(f"{syntax.origin.location}: {render(syntax).message}")
-        raise InputError(
-            f"{shown}:1: no recognised launch command (python3 -m verl.trainer.main_ppo ..., torchrun "
-            "pretrain_gpt.py ..., slime's python3 train.py ...); shardcheck reads verl, Megatron-LM and slime "
-            "launch scripts"
+        raise NoLaunchError(
+            f"{shown}:1: no launch command; skipped (shardcheck reads verl's python3 -m verl.trainer.main_ppo, "
+            "Megatron-LM's torchrun pretrain_gpt.py and slime's python3 train.py launches)"
         )
     launch = launches[0]
     hydra = parse_hydra_args(launch.args)
     job = resolve_verl(launch, hydra, shown, model_config=model_config)
-    return replace(job, notes=reading.diagnostics + job.notes, suppressions=reading.suppressions)
+    return replace(job, notes=_shell_notes(reading) + job.notes, suppressions=reading.suppressions,
+                   suppression_ids=reading.suppression_ids)
+
+
+def _shell_notes(reading) -> tuple[Problem, ...]:
+    """The reader's diagnostics, and a SHELL-ENV-UNUSED note for each ``--env`` name the script never reads."""
+    import difflib
+
+    from shardcheck.origin import Origin
+
+    notes = list(reading.diagnostics)
+    wanted = {name.upper(): name for name in reading.env_wanted}
+    for name in reading.env_unread:
+        close = wanted.get(name.upper()) or next(iter(difflib.get_close_matches(name, list(wanted.values()), 1, 0.7)),
+                                                 None)
+        notes.append(Problem(Kind.ENV_UNUSED, Origin(kind="cli", path=reading.path, text=f"--env {name}"),
+                             {"name": name, "path": reading.path, "wanted": list(reading.env_wanted), "close": close}))
+    return tuple(notes)
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:

@@ -176,6 +176,15 @@ class ModelFacts:
         return bool(self.num_experts)
 
 
+# Where each framework takes the node count, devices per node and device kind from (None: not a setting).
+CLUSTER_KEYS = {
+    "verl": ("trainer.nnodes", "trainer.n_gpus_per_node", "trainer.device"),
+    "megatron-lm": ("torchrun --nnodes", "torchrun --nproc-per-node", None),
+    "megatron-core": ("nodes", "devices per node", None),
+    "slime": ("--actor-num-nodes", "--actor-num-gpus-per-node", None),
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Job:
     """Everything shardcheck knows about one launch, resolved the way the framework resolves it."""
@@ -198,6 +207,7 @@ class Job:
     open_arguments: tuple[Origin, ...] = ()  # arguments of unknown content: they may set any key
     rollout: RolloutLayout | None = None
     suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # script line -> disabled rule ids
+    suppression_ids: tuple[tuple[int, str], ...] = ()  # (line, id as written) of the disable comments
     values: dict[str, Traced] = field(default_factory=dict)  # framework keys the batch/rollout rules read
     device_choice: str | None = None  # --device NAME for the memory estimate (None: the default for trainer.device)
     host_memory_bytes: int | None = None  # --host-memory per node, for MEM-HOST
@@ -205,6 +215,16 @@ class Job:
     # Values the rules compute once per run and share (the memory estimate): run_rules gives each run a
     # fresh dict, so nothing is kept between runs.
     run_cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def cluster_keys(self) -> tuple[str, str, str | None]:
+        """The framework's own names for nodes, devices per node and device kind, for messages."""
+        return CLUSTER_KEYS.get(self.framework, CLUSTER_KEYS["verl"])
+
+    @property
+    def world_name(self) -> str:
+        nodes, devices, _ = self.cluster_keys
+        return f"world size ({nodes} · {devices})"
 
     def value(self, key: str) -> Traced:
         """A framework setting by its key (e.g. ``data.train_batch_size``); unknown when not read."""

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from shardcheck.errors import InputError, ShardcheckError
+from shardcheck.errors import InputError, ShardcheckError, UnreadableInput
 from shardcheck.inputs import shell_arith, shell_source, shell_words
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
@@ -35,6 +35,9 @@ class ShellReading:
     diagnostics: tuple[Problem, ...]  # about the script itself: a line not understood, ...
     variables: dict[str, Var]
     suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # line -> rule ids ("ALL")
+    suppression_ids: tuple[tuple[int, str], ...] = ()  # (comment line, id as written), to check the ids
+    env_unread: tuple[str, ...] = ()  # --env names the script never reads
+    env_wanted: tuple[str, ...] = ()  # environment names the script reads (given or not)
 
 
 def _parser():
@@ -50,11 +53,11 @@ def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: s
     try:
         raw = p.read_bytes()
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file; give the path of a launch script") from None
+        raise UnreadableInput(f"{path}: no such file; give the path of a launch script") from None
     except IsADirectoryError:
-        raise InputError(f"{path}: is a directory; give the path of a launch script") from None
+        raise UnreadableInput(f"{path}: is a directory; give the path of a launch script") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
+        raise UnreadableInput(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
     return read_bash_text(raw, display or str(path), env, real_path=p)
 
 
@@ -73,16 +76,22 @@ def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None, *,
     real = Path(os.path.abspath(real_path if real_path is not None else path))
     interp = _Interpreter(src, path, dict(env or {}), real_path=real)
     interp.run_block(tree.root_node.children)
+    suppressions, written = _suppressions(tree.root_node, src)
+    given = set(env or {})
     return ShellReading(path, tuple(interp.commands), tuple(interp.diagnostics), dict(interp.vars),
-                        _suppressions(tree.root_node, src))
+                        suppressions, written, tuple(sorted(given - interp.env_read)),
+                        tuple(sorted(interp.env_read)))
 
 
 _DISABLE = re.compile(r"#\s*shardcheck:\s*disable=([A-Za-z0-9_,\- ]+)")
 
 
-def _suppressions(root, src: str) -> dict[int, frozenset[str]]:
-    """``# shardcheck: disable=ID[,ID]`` comments: each covers its own line and the next one."""
+def _suppressions(root, src: str) -> tuple[dict[int, frozenset[str]], tuple[tuple[int, str], ...]]:
+    """``# shardcheck: disable=ID[,ID]`` comments: each covers its own line and the next one; on the line
+    before a command that spans several lines (``\\``-continued, an array), every line of that command.
+    Also every (line, id) as written, so that unknown ids can be reported."""
     out: dict[int, set[str]] = {}
+    written: list[tuple[int, str]] = []
     stack = [root]
     while stack:
         node = stack.pop()
@@ -91,10 +100,25 @@ def _suppressions(root, src: str) -> dict[int, frozenset[str]]:
             if m:
                 ids = {part.strip().upper() for part in m.group(1).split(",") if part.strip()}
                 line = node.start_point[0] + 1
-                for covered in (line, line + 1):
-                    out.setdefault(covered, set()).update(ids)
+                written.extend((line, i) for i in sorted(ids))
+                covered = {line, line + 1}
+                after = node.next_named_sibling
+                while after is not None and after.type == "comment":
+                    after = after.next_named_sibling
+                if after is not None and after.start_point[0] + 1 == line + 1 and node.start_point[1] == _indent(
+                        src, node.start_byte):
+                    last = after.end_point[0] + (1 if after.end_point[1] else 0)  # 1-based last line
+                    covered.update(range(after.start_point[0] + 1, last + 1))
+                for number in covered:
+                    out.setdefault(number, set()).update(ids)
         stack.extend(node.children)
-    return {line: frozenset(ids) for line, ids in out.items()}
+    return {line: frozenset(ids) for line, ids in out.items()}, tuple(sorted(written))
+
+
+def _indent(src: str, offset: int) -> int:
+    """The column of the first non-blank character of the line holding ``offset``."""
+    start = src.rfind("\n", 0, offset) + 1
+    return len(src[start:offset]) - len(src[start:offset].lstrip(" \t"))
 
 
 def _utf8(text: str) -> str:
@@ -118,6 +142,7 @@ class _Interpreter:
         self.main = parent.main if parent is not None else self  # the script given, for $0
         self.sourcing: tuple[Path, ...] = (parent.sourcing if parent is not None else ()) + (real_path,)
         self.unfollowed: list[str] = parent.unfollowed if parent is not None else []
+        self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
         self.functions: dict[str, object] = {}
@@ -769,6 +794,7 @@ class _Interpreter:
         return Seg(str(value), origin.with_via(*seg_origins, *used))
 
     def _lookup_env(self, name: str) -> Field | None:
+        self.env_read.add(name)
         if name in self.env:
             o = Origin(kind="env", text=f"--env {name}={self.env[name]}")
             return Field((Seg(self.env[name], o),), o)

@@ -7,7 +7,7 @@ from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Origin, Traced
 
 
-def _where(origin: Origin) -> str:
+def origin_text(origin: Origin) -> str:
     """Where a value came from, for people: the script line (and what it says), or the default."""
     line = origin.first_script_line()
     if origin.kind == "derived":
@@ -71,7 +71,7 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
     rows = [("TP", layout.tp), ("PP", layout.pp), ("CP", layout.cp), ("EP", layout.ep), ("ETP", layout.etp),
             ("VPP", layout.vpp)]
     for name, t in rows:
-        lines.append(f"    {name:<4}{_value(t):>6}   {_where(t.origin) if t.known else t.unknown}")
+        lines.append(f"    {name:<4}{_value(t):>6}   {origin_text(t.origin) if t.known else t.unknown}")
 
     def num(x):
         return "?" if x is None else str(x)
@@ -82,7 +82,7 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
                  f"PP {num(s['pp'])})")
     split_from = ""
     if layout.first_stage_layers.known and layout.first_stage_layers.value is not None:
-        split_from = f"   first stage {_where(layout.first_stage_layers.origin)}"
+        split_from = f"   first stage {origin_text(layout.first_stage_layers.origin)}"
     lines.append(f"    layers per stage: {_stages(s['layers_per_stage'])}{split_from}")
     if all(s[k] for k in ("tp", "cp", "dp", "ep", "etp", "edp", "pp")) and s["ep"] > 1:
         tcd = s["tp"] * s["cp"] * s["dp"]
@@ -103,7 +103,7 @@ def _rollout_line(ro) -> str:
         f"DP {_value(ro.dp)}" + (" (DP attention)" if ro.dp_in_engine else ""),
         f"EP {_value(ro.ep)}" if ro.ep is not None else "") if part)
     return (f"{_value(ro.engine)}: {gpus.value // tp.value} engine{'s' * (gpus.value // tp.value != 1)} of "
-            f"{tp.value} GPUs ({extra}) on {gpus.value} GPUs   {_where(tp.origin)}")
+            f"{tp.value} GPUs ({extra}) on {gpus.value} GPUs   {origin_text(tp.origin)}")
 
 
 def _rollout_lines(job: Job) -> list[str]:
@@ -139,72 +139,151 @@ def _fsdp_lines(job: Job, layout: FsdpLayout) -> list[str]:
             f"model_dtype {_value(layout.model_dtype)}, offload {', '.join(offload) or 'none'}")
     return [
         head,
-        f"    SP        {_where(layout.sp.origin)}{_line_of(layout.sp.origin)}",
-        f"    fsdp_size {_value(layout.fsdp_size)} ({_where(layout.fsdp_size.origin)})",
+        f"    SP        {origin_text(layout.sp.origin)}{_line_of(layout.sp.origin)}",
+        f"    fsdp_size {_value(layout.fsdp_size)} ({origin_text(layout.fsdp_size.origin)})",
     ]
 
 
-def render_text(results: list[Result]) -> str:
-    out: list[str] = []
-    for r in results:
-        out.append(r.path)
-        if r.error is not None:
-            out.append(f"  error: {r.error}")
-            out.append("")
-            continue
-        job = r.job
-        out.append(f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "
-                   f"defaults from {job.config_source})")
-        c = job.cluster
-        out.append(f"  cluster    {_value(c.nnodes)} nodes × {_value(c.devices_per_node)} devices"
-                   f" ({_value(c.device)}) = {_value(c.world)}")
-        out.append(f"    nodes     {_where(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
-        out.append(f"    devices   {_where(c.devices_per_node.origin) if c.devices_per_node.known else c.devices_per_node.unknown}")
-        if job.model is not None:
-            m = job.model
-            moe = f", {m.num_experts} experts (top-{m.num_experts_per_tok})" if m.is_moe else ""
-            out.append(f"  model      {m.name} ({m.source}): {m.num_hidden_layers} layers, {m.num_attention_heads} heads, "
-                       f"{m.num_key_value_heads} KV heads{moe}")
-        else:
-            out.append(f"  model      not found: {job.model_problem}")
-        out.append(f"  strategy   {_value(job.strategy)}")
-        actor = job.layout("actor")
-        ref = job.layout("ref")
-        if actor is not None:
-            if ref is None:
-                note = ("ref not built: use_kl_loss and use_kl_in_reward are off"
-                        if job.framework == "verl" and job.ref_used.value is False else "no ref")
-            elif ref.sizes() == actor.sizes():
-                note = "the ref engine has the same sizes"
-            else:
-                note = "the ref engine differs, see below"
-            out.append(f"  training layout (actor; {note})")
-            out.extend(_layout_lines(job, actor))
-            if ref is not None and ref.sizes() != actor.sizes():
-                out.append("  training layout (ref; built first, its sizes create the process groups)")
-                out.extend(_layout_lines(job, ref))
-        if job.rollout is not None and job.rollout.gpus is not None:
-            out.append(f"  rollout    {_rollout_line(job.rollout)}")
-        out.extend(_rollout_lines(job))
-        for lay in job.fsdp_layouts:
-            out.extend(_fsdp_lines(job, lay))
-        if r.skipped:
-            out.append(f"  skipped (no model): {', '.join(r.skipped)}")
-        out.append("  findings" if r.findings else "  findings: none")
+# A report line: segments of (text, style); style None is plain. Styles: "path", "error", "warning",
+# "info", "rule", "fix", "dim", "good", "bad", "heading". The terminal renderer (cli) colours them.
+Line = list[tuple[str, str | None]]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _finding_lines(f, fallback: str) -> list[Line]:
+    loc = f"{f.path}:{f.line}" if f.path and f.line else (f.path or fallback)
+    lines: list[Line] = [[(f"{loc}: ", "path"), (f.rule, "rule"), (" ", None), (f.severity, f.severity),
+                          (f": {f.message}", None)]]
+    if f.members:
+        from shardcheck.rules.grouping import join_labels
+
+        covers = join_labels(list(f.covers)) if f.covers else ""
+        what = f"{covers} ({len(f.members)} findings of one cause)" if covers else f"{len(f.members)} findings of one cause"
+        lines.append([("  covers: ", "dim"), (what, None)])
+    if f.fix:
+        lines.append([("  fix: ", "fix"), (f.fix, None)])
+    return lines
+
+
+def result_lines(r: Result, *, quiet: bool = False, builtin: bool = False) -> list[Line]:
+    """The report of one result as styled lines; ``quiet``: the findings alone, one per line (plus fixes)."""
+    if quiet or r.job is None:
+        out: list[Line] = []
         for f in r.findings:
-            loc = f"{f.path}:{f.line}" if f.path and f.line else r.path
-            out.append(f"    {loc}: {f.rule} {f.severity}: {f.message}")
-            if f.fix:
-                out.append(f"      fix: {f.fix}")
-        errors = sum(f.severity == "error" for f in r.findings)
-        warnings = sum(f.severity == "warning" for f in r.findings)
-        unknown = sum(f.rule == "VALUE-UNKNOWN" for f in r.findings)
-        verdict = {True: "valid", False: "will not start",
-                   None: f"undecided: {unknown} value{'s' * (unknown != 1)} a rule needs unknown"}[r.valid]
-        if r.valid is None and errors:
-            verdict = f"will not start as read; {verdict}"
-        if r.valid is False and r.layout_valid:
-            verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
-        out.append(f"  verdict: {verdict} ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")
-        out.append("")
-    return "\n".join(out)
+            if quiet and f.severity == "info" and r.job is None:
+                continue  # a skipped file is not worth a line in quiet mode
+            out.extend(_finding_lines(f, r.path))
+        if r.job is None and not r.findings and r.error:  # the INPUT-* finding was ignored by the settings
+            out.append([(f"{r.path}: ", "path"), (r.status, "dim")])
+        return out
+    return [[(line, _style_of(line))] if not isinstance(line, list) else line
+            for line in _full_report(r, builtin)]
+
+
+def _style_of(line: str) -> str | None:
+    return "heading" if line and not line.startswith(" ") else None
+
+
+def _full_report(r: Result, builtin: bool) -> list:
+    out: list = []
+    out.append(r.path + (" (built-in example)" if builtin else ""))
+    job = r.job
+    out.append(f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "
+               f"defaults from {job.config_source})")
+    c = job.cluster
+    nodes = _plural(c.nnodes.value, "node") if c.nnodes.known and isinstance(c.nnodes.value, int) else \
+        f"{_value(c.nnodes)} nodes"
+    out.append(f"  cluster    {nodes} × {_value(c.devices_per_node)} devices ({_value(c.device)}) = {_value(c.world)}")
+    out.append(f"    nodes     {origin_text(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
+    out.append(f"    devices   {origin_text(c.devices_per_node.origin) if c.devices_per_node.known else c.devices_per_node.unknown}")
+    if job.model is not None:
+        m = job.model
+        moe = f", {m.num_experts} experts (top-{m.num_experts_per_tok})" if m.is_moe else ""
+        out.append(f"  model      {m.name} ({m.source}): {m.num_hidden_layers} layers, {m.num_attention_heads} heads, "
+                   f"{m.num_key_value_heads} KV heads{moe}")
+    else:
+        out.append(f"  model      not found: {job.model_problem}")
+    out.append(f"  strategy   {_value(job.strategy)}")
+    actor = job.layout("actor")
+    ref = job.layout("ref")
+    if actor is not None:
+        if ref is None:
+            note = ("ref not built: use_kl_loss and use_kl_in_reward are off"
+                    if job.framework == "verl" and job.ref_used.value is False else "no ref")
+        elif ref.sizes() == actor.sizes():
+            note = "the ref engine has the same sizes"
+        else:
+            note = "the ref engine differs, see below"
+        out.append(f"  training layout (actor; {note})")
+        out.extend(_layout_lines(job, actor))
+        if ref is not None and ref.sizes() != actor.sizes():
+            out.append("  training layout (ref; built first, its sizes create the process groups)")
+            out.extend(_layout_lines(job, ref))
+    if job.rollout is not None and job.rollout.gpus is not None:
+        out.append(f"  rollout    {_rollout_line(job.rollout)}")
+    out.extend(_rollout_lines(job))
+    for lay in job.fsdp_layouts:
+        out.extend(_fsdp_lines(job, lay))
+    if r.skipped:
+        out.append(f"  skipped (no model): {', '.join(r.skipped)}")
+    out.append("  findings" if r.findings else "  findings: none")
+    for f in r.findings:
+        out.extend([[("    ", None), *line] for line in _finding_lines(f, r.path)])
+    errors = sum(f.severity == "error" for f in r.findings)
+    warnings = sum(f.severity == "warning" for f in r.findings)
+    unknown = sum(f.rule == "VALUE-UNKNOWN" for f in r.findings)
+    verdict = {True: "valid", False: "will not start",
+               None: f"undecided: {_plural(unknown, 'value')} a rule needs unknown"}[r.valid]
+    if r.valid is None and errors:
+        verdict = f"will not start as read; {verdict}"
+    if r.valid is False and r.layout_valid:
+        verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
+    style = {True: "good", False: "bad", None: "warning"}[r.valid]
+    out.append([("  verdict: ", None), (verdict, style),
+                (f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})", None)])
+    return out
+
+
+def plain(lines: list[Line]) -> str:
+    return "\n".join("".join(text for text, _ in line) for line in lines)
+
+
+def render_result(r: Result, *, quiet: bool = False, builtin: bool = False) -> str:
+    """One result as plain text (a blank line ends a full report)."""
+    text = plain(result_lines(r, quiet=quiet, builtin=builtin))
+    return text + "\n" if not quiet and r.job is not None else text
+
+
+def summary_line(results: list[Result]) -> Line:
+    """``3 files: 2 judged, 1 skipped (no launch command), 0 failed; 1 error, 2 warnings``."""
+    judged = sum(r.status == "judged" for r in results)
+    skipped = sum(r.status == "skipped" for r in results)
+    failed = sum(r.status == "failed" for r in results)
+    errors = sum(f.severity == "error" for r in results for f in r.findings)
+    warnings = sum(f.severity == "warning" for r in results for f in r.findings)
+    return [(f"{_plural(len(results), 'file')}: {judged} judged, {skipped} skipped (no launch command), ", None),
+            (f"{failed} failed", "bad" if failed else None), ("; ", None),
+            (_plural(errors, "error"), "error" if errors else None), (", ", None),
+            (_plural(warnings, "warning"), "warning" if warnings else None)]
+
+
+def statistics_lines(results: list[Result]) -> list[Line]:
+    """Findings per rule, most frequent first (``--statistics``), as ruff prints them."""
+    from collections import Counter
+
+    from shardcheck.rules.registry import all_rules
+
+    counts = Counter((f.rule, f.severity) for r in results for f in r.findings)
+    titles = {rid: rule.title for rid, rule in all_rules().items()}
+    width = max((len(rid) for rid, _ in counts), default=0)
+    return [[(f"{n:>5}  ", None), (rid.ljust(width), "rule"), ("  ", None), (sev.ljust(7), sev),
+             (f"  {titles.get(rid, '')}", None)]
+            for (rid, sev), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0]))]
+
+
+def render_text(results: list[Result]) -> str:
+    """Every result's full report, as plain text (the Python API's view of ``shardcheck check``)."""
+    return "\n".join(render_result(r) for r in results)

@@ -42,12 +42,17 @@ class Finding:
     fix: str | None = None
     role: str | None = None
     conditional: bool = False  # holds for the values as read; an unknown argument could change them
+    scope: str | None = None  # the part of the job it is about when not the role: "stage 3", "stages 1–13"
+    members: tuple[Finding, ...] = ()  # a grouped finding: the findings of one rule and cause it stands for
+    covers: tuple[str, ...] = ()  # a grouped finding: the roles / stages its members are about
     data: dict = field(default_factory=dict, compare=False, hash=False)  # the structured facts behind the message
 
     @property
     def path(self) -> str | None:
+        """The file to edit: where the value was written, else the file the finding is about (a missing file,
+        an ``--env`` the script never reads), else None."""
         where = self.origin.first_script_line() if self.origin else None
-        return where.path if where else None
+        return where.path if where else (self.origin.path if self.origin else None)
 
     @property
     def line(self) -> int | None:
@@ -153,8 +158,10 @@ def rule(id: str, severity: str, title: str, *, needs_model: bool = False, frame
 
 
 def finding(rule_id: str, message: str, origin: Origin | None, *, fix: str | None = None,
-            role: str | None = None, severity: str | None = None, data: dict | None = None) -> Finding:
-    return Finding(rule_id, severity or RULES[rule_id].severity, message, origin, fix, role, data=data or {})
+            role: str | None = None, severity: str | None = None, scope: str | None = None,
+            data: dict | None = None) -> Finding:
+    return Finding(rule_id, severity or RULES[rule_id].severity, message, origin, fix, role, scope=scope,
+                   data=data or {})
 
 
 def note_findings(job: Job, rule_id: str, kinds: tuple[Kind, ...],
@@ -163,7 +170,7 @@ def note_findings(job: Job, rule_id: str, kinds: tuple[Kind, ...],
     for note in job.notes:
         if note.kind in kinds:
             message, fix = render(note)
-            yield finding(rule_id, message, note.origin, fix=fix, severity=note.severity,
+            yield finding(rule_id, message, note.origin, fix=fix, severity=note.severity, role=note.args.get("role"),
                           data={"kind": note.kind.value, **note.args})
 
 

@@ -323,17 +323,19 @@ def value_unknown(p: Problem) -> Message:
 
 def unknown_sizes(job: Job) -> Iterator[Problem]:
     """The sizes every layout rule needs that are unknown (a bad size is VALUE-BAD-SIZE's, not this)."""
-    needed = [("trainer.nnodes", job.cluster.nnodes), ("trainer.n_gpus_per_node", job.cluster.devices_per_node)]
+    nodes_key, devices_key, _ = job.cluster_keys
+    needed = [(nodes_key, job.cluster.nnodes, None), (devices_key, job.cluster.devices_per_node, None)]
     for e in job.layouts:
-        needed += [(f"{e.key_prefix}.tensor_model_parallel_size", e.tp),
-                   (f"{e.key_prefix}.pipeline_model_parallel_size", e.pp),
-                   (f"{e.key_prefix}.context_parallel_size", e.cp),
-                   (f"{e.key_prefix}.expert_model_parallel_size", e.ep),
-                   (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting)]
-    for name, traced in needed:
+        needed += [(f"{e.key_prefix}.tensor_model_parallel_size", e.tp, e.role),
+                   (f"{e.key_prefix}.pipeline_model_parallel_size", e.pp, e.role),
+                   (f"{e.key_prefix}.context_parallel_size", e.cp, e.role),
+                   (f"{e.key_prefix}.expert_model_parallel_size", e.ep, e.role),
+                   (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting, e.role)]
+    for name, traced, role in needed:
         if not traced.known and "not a positive integer" not in (traced.unknown or ""):
             where = traced.origin.first_script_line() or traced.origin
-            yield Problem(Kind.UNKNOWN_VALUE, where, {"name": name, "reason": traced.unknown, "rule": None})
+            yield Problem(Kind.UNKNOWN_VALUE, where, {"name": name, "reason": traced.unknown, "rule": None,
+                                                      "role": role})
 
 
 @rule("MODEL-NOT-FOUND", "info", "No model facts: model rules skipped", certain=True)
@@ -362,3 +364,139 @@ def model_not_found(job: Job) -> Iterator[Finding]:
         yield finding("MODEL-NOT-FOUND", job.model_problem,
                       job.model_path.origin.first_script_line() or job.model_path.origin,
                       fix="pass --model-config path/to/config.json")
+
+
+@rule("SHELL-ENV-UNUSED", "warning", "An `--env NAME=VALUE` the script never reads",
+      notes=(Kind.ENV_UNUSED,), certain=True)
+def env_unused(p: Problem) -> Message:
+    """
+    `--env` gives a value the script reads from its environment (`$NNODES`, `${NNODES:-2}`). A name
+    the script (and the files it sources) never reads changes nothing; usually its spelling differs
+    from the script's variable.
+
+    Why:
+    `--env nnodes=4` for a script that reads `$NNODES` leaves the world size at the script's default:
+    the verdict is for a cluster other than the one meant.
+
+    Bad:
+    `shardcheck check run.sh --env nnodes=4` with `NNODES=${NNODES:-2}` in run.sh.
+
+    Good:
+    `shardcheck check run.sh --env NNODES=4`.
+
+    Fix:
+    Use the name the script reads (the message suggests the closest).
+
+    Source:
+    shardcheck's reader: every `$NAME` the script expands without assigning it first.
+    """
+    read = (f"; it reads {', '.join('$' + n for n in p['wanted'][:6])}" if p["wanted"]
+            else "; it reads no environment variable")
+    return (f"--env {p['name']}: {p['path']} never reads ${p['name']}, so the value changes nothing{read}",
+            f"did you mean --env {p['close']}=...?" if p["close"] else "remove it, or use the name the script reads")
+
+
+@rule("INPUT-NO-LAUNCH", "info", "A file without a launch command shardcheck recognises: skipped",
+      notes=(Kind.INPUT_NO_LAUNCH,))
+def no_launch(p: Problem) -> Message:
+    """
+    The file was read but holds no verl (`python3 -m verl.trainer.main_ppo`), Megatron-LM
+    (`pretrain_gpt.py`) or slime (`train.py`) launch: a helper script, a data preparation step. It is
+    skipped; the other files' results stand, and the exit status does not change.
+
+    Why:
+    A folder of scripts or a pre-commit hook over many files should judge the launch scripts and
+    pass over the rest, as linters pass over files with nothing to check.
+
+    Bad:
+    `prepare_data.sh` holding only `python3 examples/data_preprocess/gsm8k.py`.
+
+    Good:
+    A launch script: `python3 -m verl.trainer.main_ppo ...`.
+
+    Fix:
+    Nothing, unless the file is a launch script written in a way shardcheck does not recognise; then
+    report it.
+
+    Source:
+    shardcheck's launch finder (inputs/launch.py).
+    """
+    return p["message"], None
+
+
+@rule("INPUT-UNREADABLE", "error", "A path that cannot be read: missing, a directory, no permission",
+      notes=(Kind.INPUT_UNREADABLE,))
+def unreadable(p: Problem) -> Message:
+    """
+    The path given does not name a readable file. The other inputs are judged; the exit status is 1,
+    or 2 when no input at all could be read.
+
+    Why:
+    A misspelt path in a CI job would otherwise pass without judging anything.
+
+    Bad:
+    `shardcheck check run_qwen.sh` when the file is `run_qwen3.sh`.
+
+    Good:
+    `shardcheck check run_qwen3.sh`.
+
+    Fix:
+    Give the path of a launch script (a directory is searched for `*.sh` launch scripts).
+
+    Source:
+    shardcheck's command line.
+    """
+    return p["message"], None
+
+
+@rule("INPUT-UNUSABLE", "error", "A launch script shardcheck cannot use as a whole",
+      notes=(Kind.INPUT_UNUSABLE,))
+def unusable(p: Problem) -> Message:
+    """
+    The file was read but cannot be judged: a line bash itself would reject before the launch, a
+    launch of a verl entry point shardcheck does not model yet, a model config that cannot be read.
+    The message names `file:line` and what to do.
+
+    Why:
+    A verdict on a script read only in part would be a guess.
+
+    Bad:
+    `X="unterminated` before the launch command.
+
+    Good:
+    `X="terminated"`.
+
+    Fix:
+    As the message says.
+
+    Source:
+    shardcheck's reader and resolvers.
+    """
+    return p["message"], None
+
+
+@rule("SUPPRESS-UNKNOWN-ID", "warning", "A rule id in a disable comment or a setting that names no rule",
+      notes=(Kind.UNKNOWN_RULE_ID,))
+def unknown_id(p: Problem) -> Message:
+    """
+    `# shardcheck: disable=ID`, `select`, `ignore` and `per-file-ignores` name rule ids (or, in the
+    settings, id prefixes such as `MCORE-`). An id that names no rule has no effect: the finding it
+    was meant for is still reported, or a `select` silently checks nothing. Renamed ids are applied
+    as their new id and reported; removed ids are reported with what replaced them.
+
+    Why:
+    `ignore = ["MCORE-TC-HEAD-TP"]` (for MCORE-TC-HEADS-TP) would otherwise be accepted without a word.
+
+    Bad:
+    `# shardcheck: disable=MCORE-TC-HEAD-TP`
+
+    Good:
+    `# shardcheck: disable=MCORE-TC-HEADS-TP`
+
+    Fix:
+    Use the id the message suggests; `shardcheck rules` lists every id.
+
+    Source:
+    shardcheck's rule registry (rules/registry.py RENAMED, REMOVED).
+    """
+    return p["message"], p["fix"]

@@ -16,9 +16,10 @@ from shardcheck.job import Job
 from shardcheck.problems import Kind, Problem
 from shardcheck.rules import ids
 from shardcheck.rules.base import RULES, Finding, NotJudged, Rule, UnknownValue, finding
+from shardcheck.rules.ids import REMOVED, RENAMED  # noqa: F401 (the tables, for callers of the registry)
 
 # Modules of this package that define no rules.
-NOT_RULE_MODULES = frozenset({"base", "registry", "ids", "docs"})
+NOT_RULE_MODULES = frozenset({"base", "registry", "ids", "docs", "grouping"})
 
 
 @cache
@@ -55,27 +56,23 @@ def render(problem: Problem) -> Finding:
     """The finding a note (a problem found while reading or resolving) becomes."""
     r = all_rules()[rule_id(problem.kind)]
     message, fix = r.render(problem)
-    return finding(r.id, message, problem.origin, fix=fix, severity=problem.severity,
+    return finding(r.id, message, problem.origin, fix=fix, severity=problem.severity, role=problem.args.get("role"),
                    data={"kind": problem.kind.value, **problem.args})
 
 
-def resolve_selectors(selectors: tuple[str, ...], where: str) -> tuple[tuple[str, ...], list[str]]:
-    """Settings selectors (ids or id prefixes) with renamed ids redirected, and one warning per selector
-    that names no rule (a typo, a removed id) or was renamed; ``where`` names the setting."""
-    current = all_rules()
-    out, warnings = [], []
-    for selector in selectors:
-        status = ids.lookup(selector, current)
-        if status.status == "renamed":
-            warnings.append(f"{where}: {selector} was renamed to {status.target}; using {status.target}")
-            out.append(status.target)
-            continue
-        out.append(selector)
-        if status.status == "removed":
-            warnings.append(f"{where}: {selector} no longer exists ({status.reason})")
-        elif not ids.selector_matches(selector, current):
-            warnings.append(f"{where}: {selector} matches no rule (`shardcheck rules` lists them)")
-    return tuple(out), warnings
+def check_id(written: str, *, prefix_ok: bool = True) -> ids.IdCheck:
+    """Judge one id as written in a ``disable=`` comment or a select/ignore setting (see ``ids.check_id``)."""
+    return ids.check_id(written, all_rules(), prefix_ok=prefix_ok)
+
+
+def id_problem(written: str, where: str, *, prefix_ok: bool = True) -> tuple[str, str | None] | None:
+    """(message, fix) for an id that names no current rule, else None."""
+    return ids.id_problem(written, where, all_rules(), prefix_ok=prefix_ok)
+
+
+def current_id(written: str) -> str:
+    """The id a written id stands for today (a renamed id's new name; otherwise itself, upper-cased)."""
+    return ids.current_id(written)
 
 
 def run_rules(job: Job) -> tuple[list[Finding], list[str]]:
