@@ -18,13 +18,21 @@ def render_rule_list(fmt: str = "text") -> str:
 
 
 def rule_page(r: Rule) -> str:
-    """The Markdown page of one rule (what, why, bad, good, fix, source)."""
+    """The Markdown page of one rule: what, why, its bad and good cases (rules/cases/<ID>.yml, run by the
+    tests), fix, source."""
+    from shardcheck.rules.examples import rule_cases
+
+    cases = rule_cases().get(r.id)
     lines = [f"# {r.id}: {r.title}", "", f"Severity: **{r.severity}**"
              + (" · needs the model's architecture" if r.needs_model else ""), "", f"Applies to: {scope(r)}", "",
              r.section("what"), ""]
     for name, heading in (("why", "Why it fails"), ("bad", "Bad"), ("good", "Good"), ("fix", "Fix"),
                           ("source", "Source")):
-        body = r.section(name)
+        if name in ("bad", "good") and cases is not None:
+            case = cases[0] if name == "bad" else cases[1]
+            body = case.shown()
+        else:
+            body = r.section(name)
         if body:
             lines += [f"## {heading}", "", body, ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -28,12 +28,6 @@ def shell_parse(p: Problem) -> Message:
     Why:
     A value that silently came from a misread line would make every later verdict wrong.
 
-    Bad:
-    `X=${Y:-$(((a + b) * 2))` (an unbalanced expansion).
-
-    Good:
-    `X=$(( (a + b) * 2 ))`.
-
     Fix:
     Check the line with `bash -n script.sh`; simplify it if bash accepts it.
 
@@ -50,12 +44,6 @@ def shell_syntax(p: Problem) -> Message:
 
     Why:
     The script never reaches the launch command.
-
-    Bad:
-    `MODEL="/models/qwen`
-
-    Good:
-    `MODEL="/models/qwen"`
 
     Fix:
     Close the quote or expansion; `bash -n script.sh` shows the same error.
@@ -77,12 +65,6 @@ def shell_source(p: Problem) -> Message:
     Why:
     A value from a file that was not read cannot be known.
 
-    Bad:
-    `source "$CONFIG_DIR/model.sh"` with `$CONFIG_DIR` unknown, and then `--num-layers $NUM_LAYERS`.
-
-    Good:
-    `source "$(dirname "$0")/model.sh"` with the file next to the script.
-
     Fix:
     Give the variables the path is built from with `--env`, or the values the launch needs.
 
@@ -100,12 +82,6 @@ def shell_eval(p: Problem) -> Message:
     Why:
     Whatever the eval'd text sets is unknown.
 
-    Bad:
-    `eval "export $SETTINGS"`
-
-    Good:
-    Plain assignments.
-
     Fix:
     Replace `eval` with assignments, or give values with `--env`.
 
@@ -122,12 +98,6 @@ def shell_arith(p: Problem) -> Message:
 
     Why:
     bash stops with an error at that line.
-
-    Bad:
-    `$((NNODES * ))`
-
-    Good:
-    `$((NNODES * 8))`
 
     Fix:
     Correct the expression.
@@ -149,12 +119,6 @@ def hydra_override(p: Problem) -> Message:
     Why:
     `hydra.errors.OverrideParseException` / `ConfigCompositionException` at start.
 
-    Bad:
-    `actor_rollout_ref.model.path=~/models/x` (an unquoted `~` inside a value).
-
-    Good:
-    `actor_rollout_ref.model.path=$HOME/models/x`
-
     Fix:
     Follow Hydra's message: quote the value, drop or double the `+`.
 
@@ -175,12 +139,6 @@ def unknown_key(p: Problem) -> Message:
 
     Why:
     `Could not override 'key'. To append to your config use +key=value` at start.
-
-    Bad:
-    `actor_rollout_ref.actor.megatron.tensor_parallel_size=4`
-
-    Good:
-    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4`
 
     Fix:
     Use the key shardcheck suggests; add `+` only for keys verl reads but does not declare.
@@ -206,12 +164,6 @@ def added_key(p: Problem) -> Message:
     Why:
     A typo hidden behind `+` silently keeps the default.
 
-    Bad:
-    `+trainer.n_gpu_per_node=8`
-
-    Good:
-    `trainer.n_gpus_per_node=8`
-
     Fix:
     Use the existing key shardcheck suggests.
 
@@ -231,12 +183,6 @@ def custom_config(p: Problem) -> Message:
 
     Why:
     Defaults assumed from another config could make a wrong verdict.
-
-    Bad:
-    `--config-path=/my/configs --config-name=my_trainer`
-
-    Good:
-    verl's `ppo_trainer` or `ppo_megatron_trainer` with overrides.
 
     Fix:
     Set the parallel sizes on the command line so they are read.
@@ -259,12 +205,6 @@ def bad_size(p: Problem) -> Message:
 
     Why:
     Megatron-Core divides by them; verl multiplies them.
-
-    Bad:
-    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=two`
-
-    Good:
-    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2`
 
     Fix:
     Give a whole number ≥ 1.
@@ -295,12 +235,6 @@ def value_unknown(p: Problem) -> Message:
 
     Why:
     A verdict built on a guessed value is worse than none.
-
-    Bad:
-    `NNODES=$(scontrol show hostnames | wc -l)` then `trainer.nnodes=$NNODES`.
-
-    Good:
-    `shardcheck check run.sh --env NNODES=32`.
 
     Fix:
     Give the value with `--env NAME=VALUE`, or set it literally in the script.
@@ -348,12 +282,6 @@ def model_not_found(job: Job) -> Iterator[Finding]:
     Why:
     Heads % TP, experts % EP and the pipeline split depend on the model.
 
-    Bad:
-    `actor_rollout_ref.model.path=/data/my-finetune` with no config.json there.
-
-    Good:
-    `shardcheck check run.sh --model-config /data/my-finetune/config.json`.
-
     Fix:
     Pass `--model-config`.
 
@@ -377,12 +305,6 @@ def env_unused(p: Problem) -> Message:
     Why:
     `--env nnodes=4` for a script that reads `$NNODES` leaves the world size at the script's default:
     the verdict is for a cluster other than the one meant.
-
-    Bad:
-    `shardcheck check run.sh --env nnodes=4` with `NNODES=${NNODES:-2}` in run.sh.
-
-    Good:
-    `shardcheck check run.sh --env NNODES=4`.
 
     Fix:
     Use the name the script reads (the message suggests the closest).
@@ -408,12 +330,6 @@ def no_launch(p: Problem) -> Message:
     A folder of scripts or a pre-commit hook over many files should judge the launch scripts and
     pass over the rest, as linters pass over files with nothing to check.
 
-    Bad:
-    `prepare_data.sh` holding only `python3 examples/data_preprocess/gsm8k.py`.
-
-    Good:
-    A launch script: `python3 -m verl.trainer.main_ppo ...`.
-
     Fix:
     Nothing, unless the file is a launch script written in a way shardcheck does not recognise; then
     report it.
@@ -433,12 +349,6 @@ def unreadable(p: Problem) -> Message:
 
     Why:
     A misspelt path in a CI job would otherwise pass without judging anything.
-
-    Bad:
-    `shardcheck check run_qwen.sh` when the file is `run_qwen3.sh`.
-
-    Good:
-    `shardcheck check run_qwen3.sh`.
 
     Fix:
     Give the path of a launch script (a directory is searched for `*.sh` launch scripts).
@@ -460,12 +370,6 @@ def unusable(p: Problem) -> Message:
     Why:
     A verdict on a script read only in part would be a guess.
 
-    Bad:
-    `X="unterminated` before the launch command.
-
-    Good:
-    `X="terminated"`.
-
     Fix:
     As the message says.
 
@@ -486,12 +390,6 @@ def unknown_id(p: Problem) -> Message:
 
     Why:
     `ignore = ["MCORE-TC-HEAD-TP"]` (for MCORE-TC-HEADS-TP) would otherwise be accepted without a word.
-
-    Bad:
-    `# shardcheck: disable=MCORE-TC-HEAD-TP`
-
-    Good:
-    `# shardcheck: disable=MCORE-TC-HEADS-TP`
 
     Fix:
     Use the id the message suggests; `shardcheck rules` lists every id.

@@ -36,12 +36,6 @@ def vpp_exclusive(job: Job) -> Iterator[Finding]:
     `validate_args` asserts `No more than one of the following arguments can be set at the same
     time: --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,--pipeline-model-parallel-layout.`
 
-    Bad:
-    `--num-layers-per-virtual-pipeline-stage 2 --num-virtual-stages-per-pipeline-rank 4`
-
-    Good:
-    `--num-virtual-stages-per-pipeline-rank 4` alone.
-
     Fix:
     Keep one of the three flags.
 
@@ -69,12 +63,6 @@ def vpp_layers(job: Job) -> Iterator[Finding]:
     pipeline parallel degree when enable uneven pipeline parallelism`, `number of layers of the model
     must be divisible pipeline model parallel size` or `number of layers per pipeline stage must be
     divisible number of layers per virtual pipeline stage`.
-
-    Bad:
-    `--num-layers 48 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 5`
-
-    Good:
-    `--num-layers-per-virtual-pipeline-stage 3` (VPP 4).
 
     Fix:
     Choose k dividing L / PP, or give `--num-virtual-stages-per-pipeline-rank` instead.
@@ -128,12 +116,6 @@ def vpp_p2p(job: Job) -> Iterator[Finding]:
     disabled, pipeline-model-parallel size should be greater than 2 to avoid having multiple p2p
     sends and recvs between same 2 ranks per communication batch`.
 
-    Bad:
-    `--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --no-overlap-p2p-communication`
-
-    Good:
-    The same without `--no-overlap-p2p-communication`, or PP 4.
-
     Fix:
     Drop `--no-overlap-p2p-communication` or use PP > 2.
 
@@ -166,12 +148,6 @@ def seq_cp(job: Job) -> Iterator[Finding]:
     `validate_args` asserts `seq-length should be a multiple of 2 * context-parallel-size if
     context-parallel-size > 1.`
 
-    Bad:
-    `--seq-length 4098 --context-parallel-size 2`
-
-    Good:
-    `--seq-length 4096 --context-parallel-size 2`
-
     Fix:
     Round `--seq-length` to a multiple of 2·CP.
 
@@ -200,12 +176,6 @@ def kv_channels(job: Job) -> Iterator[Finding]:
     `validate_args` asserts `args.hidden_size % args.num_attention_heads == 0` (a bare
     AssertionError, no message) before anything is built.
 
-    Bad:
-    `--hidden-size 4096 --num-attention-heads 48` without `--kv-channels`.
-
-    Good:
-    `--kv-channels 128` given, or 32 heads.
-
     Fix:
     Give `--kv-channels` (the model's head dimension).
 
@@ -233,12 +203,6 @@ def gqa_flag(job: Job) -> Iterator[Finding]:
     Why:
     The model built is not the one meant, and its checkpoint does not load.
 
-    Bad:
-    `--num-query-groups 4` alone.
-
-    Good:
-    `--group-query-attention --num-query-groups 4`.
-
     Fix:
     Add `--group-query-attention`.
 
@@ -264,12 +228,6 @@ def gbs_div(job: Job) -> Iterator[Finding]:
     Why:
     `ConstantNumMicroBatchesCalculator` asserts `global batch size (G) is not divisible by micro
     batch size (M) times data parallel size (D)` at initialisation.
-
-    Bad:
-    `--global-batch-size 60` with DP 8 and `--micro-batch-size 1`.
-
-    Good:
-    `--global-batch-size 64`.
 
     Fix:
     Make the global batch a multiple of micro batch · DP.
@@ -305,12 +263,6 @@ def flag_unknown(p: Problem) -> Message:
     Why:
     slime parses Megatron-LM's arguments with `ignore_unknown_args=True`, so a misspelt size is
     silently dropped and the default is used; `pretrain_gpt.py` stops with `unrecognized arguments`.
-
-    Bad:
-    `--tensor-model-paralel-size 4`
-
-    Good:
-    `--tensor-model-parallel-size 4`
 
     Fix:
     Spell the flag as Megatron-LM does.

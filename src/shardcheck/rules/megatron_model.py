@@ -32,12 +32,6 @@ def heads_tp(job: Job) -> Iterator[Finding]:
     `TransformerConfig.__post_init__` raises `ValueError: num_attention_heads (H) must be a
     multiple of tensor_model_parallel_size (TP).` when verl builds the model.
 
-    Bad:
-    A 40-head model (Qwen2.5-14B) with TP 16.
-
-    Good:
-    TP 8 (or 1, 2, 4, 5, 10, 20, 40).
-
     Fix:
     Pick a TP that divides the head count.
 
@@ -69,12 +63,6 @@ def query_groups_tp(job: Job) -> Iterator[Finding]:
     Why:
     `TransformerConfig.__post_init__` raises `ValueError: num_query_groups (G) must be a multiple
     or divisor of tensor_model_parallel_size (TP).`
-
-    Bad:
-    4 KV heads (Qwen3-235B-A22B) with TP 3 or TP 6.
-
-    Good:
-    TP 1, 2, 4, 8 or 16.
 
     Fix:
     Choose TP that divides the KV heads or is a multiple of them.
@@ -109,12 +97,6 @@ def ep_needs_experts(job: Job) -> Iterator[Finding]:
     `TransformerConfig.__post_init__` raises `ValueError: num_moe_experts must be non None to use
     expert-parallel.`
 
-    Bad:
-    `expert_model_parallel_size=8` for Qwen3-8B (dense).
-
-    Good:
-    `expert_model_parallel_size=1` for dense models.
-
     Fix:
     Set EP to 1, or use a MoE model.
 
@@ -145,12 +127,6 @@ def experts_ep(job: Job) -> Iterator[Finding]:
     Why:
     `BaseMoELayer.__init__` asserts `num_moe_experts % expert_model_parallel_size == 0` (a bare
     AssertionError) while the model is built, after weights start loading.
-
-    Bad:
-    128 experts with EP 48.
-
-    Good:
-    EP 1, 2, 4, 8, 16, 32, 64 or 128.
 
     Fix:
     Choose EP that divides the number of routed experts.
@@ -260,12 +236,6 @@ def tc_uneven_pos(job: Job) -> Iterator[Finding]:
     Why:
     `TransformerConfig.__post_init__` raises `ValueError: num_layers_in_first_pipeline_stage must be larger than 0`.
 
-    Bad:
-    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=0`
-
-    Good:
-    Leave it unset (even split) or give a positive count.
-
     Fix:
     Remove the override or set a positive number of layers.
 
@@ -286,12 +256,6 @@ def tc_uneven_middle(job: Job) -> Iterator[Finding]:
     middle PP stages available.` or `number of layers at middle stage: M must be divisible bythe
     middle pipeline model parallel size S`.
 
-    Bad:
-    94 layers, PP 16, first = last = 4: 86 layers over 14 stages.
-
-    Good:
-    94 layers, PP 16, first = last = 5: 84 layers, 6 on each of 14 stages.
-
     Fix:
     Choose first/last so that (L − first − last) divides by PP − 2 (or by PP − 1 with only one of them).
 
@@ -311,12 +275,6 @@ def tc_uneven_vpp(job: Job) -> Iterator[Finding]:
     `TransformerConfig.__post_init__` raises `ValueError: number of layers at first stage: Xmust be
     divisible by virtual pipelineparallel degree V` (Megatron's text, spaces missing as in the source).
 
-    Bad:
-    PP 8, VPP 2, first stage 5 layers.
-
-    Good:
-    PP 8, VPP 2, first stage 6 layers (with the middle split also even per chunk).
-
     Fix:
     Make first, last and the middle-stage layer counts multiples of VPP, or drop VPP.
 
@@ -335,12 +293,6 @@ def tc_uneven_account(job: Job) -> Iterator[Finding]:
     Why:
     `get_num_layers_to_build` asserts "Does not support standalone embedding stage and standalone
     loss stage with uneven pp" when the model is built.
-
-    Bad:
-    `num_layers_in_first_pipeline_stage=5` with `account_for_embedding_in_pipeline_split=true`.
-
-    Good:
-    Only one of the two mechanisms.
 
     Fix:
     Remove one of the two override groups.
@@ -362,12 +314,6 @@ def build_negative_stage(job: Job) -> Iterator[Finding]:
     and those stages build no layers, so the model is not the one configured (shardcheck's own
     check; there is no Megatron error text).
 
-    Bad:
-    23 layers, PP 3, first 18, last 18.
-
-    Good:
-    first + last ≤ the layer count, and the rest divisible by PP − 2.
-
     Fix:
     Lower the first/last stage layer counts.
 
@@ -387,12 +333,6 @@ def tc_account_split(job: Job) -> Iterator[Finding]:
     `TransformerConfig.__post_init__` raises `ValueError: number of middle layers: N must be
     divisible by middle pipeline_model_parallel_size P`.
 
-    Bad:
-    61 layers, account_for_embedding and account_for_loss, PP 8: 63 does not divide by 8.
-
-    Good:
-    62 layers + 2 = 64 over PP 8.
-
     Fix:
     Change PP, or drop one of the account_* overrides.
 
@@ -411,12 +351,6 @@ def build_layers_pp(job: Job) -> Iterator[Finding]:
     `TransformerConfig` accepts any L and PP; the model build then asserts `num_layers should be
     divisible by pipeline_model_parallel_size` (get_num_layers_to_build), after weights start loading.
 
-    Bad:
-    94 layers with PP 16.
-
-    Good:
-    PP 2 (47 per stage), or PP 16 with first = last = 5 (5, 6 ×14, 5).
-
     Fix:
     Choose PP dividing the layers, or set num_layers_in_first/last_pipeline_stage.
 
@@ -434,12 +368,6 @@ def build_vpp(job: Job) -> Iterator[Finding]:
     Why:
     `get_num_layers_to_build` asserts `num_layers_per_pipeline_rank N should be divisible by
     vp_size V` when the model is built.
-
-    Bad:
-    48 layers, PP 4, VPP 5.
-
-    Good:
-    48 layers, PP 4, VPP 3 (4 layers per chunk).
 
     Fix:
     Choose a VPP dividing L / PP.
@@ -464,13 +392,6 @@ def recompute(job: Job) -> Iterator[Finding]:
     Why:
     `TransformerConfig.__post_init__` raises e.g. `ValueError: Using recompute_granularity: full
     so recompute_method must be "block" or "uniform"` when verl builds the model.
-
-    Bad:
-    `+...override_transformer_config.recompute_granularity=full` alone (verl's default
-    `recompute_method` is null).
-
-    Good:
-    `recompute_granularity=full recompute_method=uniform recompute_num_layers=1`.
 
     Fix:
     Set all three for full recompute, or use `selective` without `recompute_num_layers`.
@@ -535,12 +456,6 @@ def moe_dispatch(job: Job) -> Iterator[Finding]:
     `TransformerConfig.__post_init__` raises `ValueError: Token dispatcher type: allgather does not
     support variable sequence length, please use alltoall dispatcher instead.` or `DeepEP backend
     is only supported with flex token dispatcher.`
-
-    Bad:
-    `+actor_rollout_ref.actor.megatron.override_transformer_config.moe_token_dispatcher_type=allgather`
-
-    Good:
-    Leave the dispatcher to verl (`alltoall`), or `moe_token_dispatcher_type=flex` with DeepEP.
 
     Fix:
     Remove the dispatcher override, or use `alltoall` / `flex`.

@@ -25,12 +25,6 @@ def world_tiling(job: Job) -> Iterator[Finding]:
     `initialize_model_parallel` raises `RuntimeError: world_size (W) is not divisible by N` on
     every rank before any model is built, after the job has queued and started.
 
-    Bad:
-    trainer.nnodes=2 trainer.n_gpus_per_node=8 (world 16) with TP 4, PP 3, CP 1: 12 does not divide 16.
-
-    Good:
-    TP 4, PP 2, CP 2: 16 divides 16, DP = 1.
-
     Fix:
     Choose TP, PP and CP whose product divides the world (nnodes · devices per node).
 
@@ -67,12 +61,6 @@ def expert_grid(job: Job) -> Iterator[Finding]:
     `initialize_model_parallel` raises `RuntimeError: world_size (W) is not divisible by
     expert_tensor_model_pipeline_parallel size (N)` at start. The common trap is leaving ETP unset
     with TP > 1: ETP silently becomes TP and multiplies the expert grid.
-
-    Bad:
-    256 devices, TP 2, PP 16, CP 8, EP 16, ETP unset: EP 16 · ETP 2 · PP 16 = 512 does not divide 256.
-
-    Good:
-    The same with `expert_tensor_parallel_size=1`: 16 · 1 · 16 = 256, EDP = 1.
 
     Fix:
     Set `actor_rollout_ref.actor.megatron.expert_tensor_parallel_size` (usually 1) or lower EP so
@@ -126,12 +114,6 @@ def vpp_needs_pp(job: Job) -> Iterator[Finding]:
     `initialize_model_parallel` raises `RuntimeError: pipeline-model-parallel size should be
     greater than 1 with interleaved schedule` when VPP is set and PP is 1.
 
-    Bad:
-    `virtual_pipeline_model_parallel_size=2` with `pipeline_model_parallel_size=1`.
-
-    Good:
-    `virtual_pipeline_model_parallel_size=null` (the default), or PP ≥ 2.
-
     Fix:
     Remove the virtual pipeline size or raise PP above 1.
 
@@ -184,12 +166,6 @@ def order_tokens(job: Job) -> Iterator[Finding]:
     `RankGenerator.__init__` raises `RuntimeError: The size of (cp) is (2), but you haven'tspecified
     the order (tp-dp-pp).` (Megatron's text, space missing).
 
-    Bad:
-    `--order tp-dp-pp` with CP 2.
-
-    Good:
-    `--order tp-cp-ep-dp-pp`.
-
     Fix:
     Name every dimension; use the default order.
 
@@ -209,12 +185,6 @@ def order_pp_last(job: Job) -> Iterator[Finding]:
     Why:
     `initialize_model_parallel` asserts `When not using pp-last rank ordering, the data parallel
     size of the attention and moe layers must be the same`.
-
-    Bad:
-    `--order tp-cp-ep-pp-dp`, world 16, TP 2, PP 2, EP 2, ETP 1: DP 4, EDP 4... but with EP 4: EDP 2 ≠ DP 4.
-
-    Good:
-    The default order `tp-cp-ep-dp-pp`.
 
     Fix:
     Use a pp-last order, or choose EP·ETP = TP·CP.
@@ -236,12 +206,6 @@ def pp_groups_agree(job: Job) -> Iterator[Finding]:
     `initialize_model_parallel` asserts `Pipeline parallel groups are expected to be the same for
     Non-Expert and Expert part`.
 
-    Bad:
-    `--order tp-pp-cp-ep-dp` with TP 2, PP 2, EP 2, ETP 1 on 8 ranks.
-
-    Good:
-    The default order.
-
     Fix:
     Put `pp` last in the order.
 
@@ -260,12 +224,6 @@ def group_locality(job: Job) -> Iterator[Finding]:
 
     Why:
     Not an error: the job starts, and runs slowly.
-
-    Bad:
-    TP 16 on 8-GPU nodes; EP 16 with ETP 1 on 8-GPU nodes (every all-to-all crosses two nodes).
-
-    Good:
-    TP ≤ devices per node and dividing it; ETP·EP dividing the devices per node.
 
     Fix:
     Lower TP or EP, move the factor to PP or DP, or use larger nodes.

@@ -77,12 +77,6 @@ def train_oom(job: Job) -> Iterator[Finding]:
     The first update step dies with an out-of-memory error after rollout, reward and log-prob passes
     have already run — the most expensive point to find out.
 
-    Bad:
-    Qwen3-30B-A3B on 8 × A100-40GB with TP 1, PP 1, EP 1: 30.5 B parameters per device.
-
-    Good:
-    The same model with TP 2, PP 2, EP 8 on 8 × H200 (below the device).
-
     Fix:
     The message names the largest term and the key (verl) or flag (Megatron-LM, slime) that shrinks
     it: recompute or fewer tokens for
@@ -139,13 +133,6 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
     Error when the request does not fit even without vLLM's profiling reserve on a device named
     with `--device`; warning when it fails only with the reserve, or on an assumed device.
 
-    Bad:
-    Qwen3-235B-A22B, rollout TP 4, `max_model_len=262144`, `gpu_memory_utilization=0.1` on 64 GiB:
-    11.75 GiB per request, 6.4 GiB minus 7.1 GiB of weights.
-
-    Good:
-    `gpu_memory_utilization=0.7`: 36.6 GiB of KV budget, 3 full requests per engine.
-
     Fix:
     Raise `gpu_memory_utilization`, raise the rollout TP (fewer KV heads and weights per device), or
     lower `max_model_len`.
@@ -199,12 +186,6 @@ def rollout_concurrency(job: Job) -> Iterator[Finding]:
     Why:
     Generation time grows with the number of waves; with 256K responses one extra wave is hours.
 
-    Bad:
-    8 requests per engine of 256K tokens with room for 3.
-
-    Good:
-    Room for at least as many as each engine gets per step.
-
     Fix:
     More rollout replicas (DP), a larger `gpu_memory_utilization`, a larger rollout TP, or
     shorter `max_response_length`.
@@ -241,12 +222,6 @@ def host_memory(job: Job) -> Iterator[Finding]:
     Why:
     The node's kernel kills the worker (OOM killer) when the offloaded weights, gradients and
     optimizer states of all its devices exceed RAM; Ray reports a dead actor.
-
-    Bad:
-    16 devices per node each offloading 16 GiB with `--host-memory 200GiB`.
-
-    Good:
-    `--host-memory 2TiB`.
 
     Fix:
     Offload less (keep the optimizer on the device), or spread the model over more nodes.

@@ -19,7 +19,7 @@ from shardcheck.rules.base import RULES, Finding, NotJudged, Rule, UnknownValue,
 from shardcheck.rules.ids import REMOVED, RENAMED  # noqa: F401 (the tables, for callers of the registry)
 
 # Modules of this package that define no rules.
-NOT_RULE_MODULES = frozenset({"base", "registry", "ids", "docs", "grouping"})
+NOT_RULE_MODULES = frozenset({"base", "registry", "ids", "docs", "grouping", "examples"})
 
 
 @cache

@@ -29,13 +29,6 @@ def sglang_heads(job: Job) -> Iterator[Finding]:
     The model's attention module asserts `self.total_num_heads % attn_tp_size == 0` (a bare
     `AssertionError`) while each SGLang rank loads the model.
 
-    Bad:
-    A 64-head model with `rollout.name=sglang`, rollout TP 4 and DP 32, no DP attention: 64 % 128.
-
-    Good:
-    `+actor_rollout_ref.rollout.engine_kwargs.sglang.enable_dp_attention=True` (attention TP 4), or
-    rollout DP 1.
-
     Fix:
     Turn on DP attention, or choose TP · DP dividing the heads.
 
@@ -72,12 +65,6 @@ def sglang_kv_heads(job: Job) -> Iterator[Finding]:
     The attention module asserts `total_num_kv_heads % attn_tp_size == 0` (or `attn_tp_size %
     total_num_kv_heads == 0`) while the model loads.
 
-    Bad:
-    4 KV heads, rollout TP 2 and DP 3 without DP attention (tp_size 6).
-
-    Good:
-    Rollout TP 2 and DP 4 (tp_size 8), or DP attention on.
-
     Fix:
     Choose an attention TP that divides the KV heads or is a multiple of them.
 
@@ -107,12 +94,6 @@ def sglang_dp_attention(job: Job) -> Iterator[Finding]:
     A replica on several nodes fails `ServerArgs.check_server_args`: `multi-node data parallel is not
     supported unless dp attention!`; on one node the second engine's devices do not exist (its
     base GPU id is past the replica's devices) and the server fails to start.
-
-    Bad:
-    `rollout.name=sglang rollout.data_parallel_size=2` without DP attention.
-
-    Good:
-    `+actor_rollout_ref.rollout.engine_kwargs.sglang.enable_dp_attention=True`, or rollout DP 1.
 
     Fix:
     Turn on DP attention, or fold the DP into rollout TP / more replicas.
@@ -147,12 +128,6 @@ def sglang_experts(job: Job) -> Iterator[Finding]:
     `FusedMoE.__init__` asserts `(num_experts - num_shared_slots) % self.moe_ep_size == 0` while the
     model loads.
 
-    Bad:
-    128 experts with rollout TP 4 · DP 6 = EP 24.
-
-    Good:
-    EP 32 (TP 4 · DP 8), or EP 1.
-
     Fix:
     Choose rollout TP · DP (= EP) dividing the expert count.
 
@@ -184,12 +159,6 @@ def sglang_mem_fraction(job: Job) -> Iterator[Finding]:
     At 0 or below the pool is empty: `RuntimeError: Not enough memory. Please try to increase
     --mem-fraction-static.`; at 1 or above the pool takes all free memory (more above 1) and nothing
     is left for activations and CUDA graphs, so the server runs out of memory while starting.
-
-    Bad:
-    `actor_rollout_ref.rollout.gpu_memory_utilization=1.0` with `rollout.name=sglang`.
-
-    Good:
-    0.5 (verl's default) to 0.9.
 
     Fix:
     Set gpu_memory_utilization (or engine_kwargs.sglang.mem_fraction_static) between 0 and 1.

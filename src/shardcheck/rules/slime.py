@@ -18,12 +18,6 @@ def rollout_batch_required(job: Job) -> Iterator[Finding]:
     Why:
     argparse stops with `the following arguments are required: --rollout-batch-size` before anything starts.
 
-    Bad:
-    A `train.py` command line without `--rollout-batch-size`.
-
-    Good:
-    `--rollout-batch-size 32`.
-
     Fix:
     Add `--rollout-batch-size N`.
 
@@ -44,12 +38,6 @@ def dynamic_tokens(job: Job) -> Iterator[Finding]:
 
     Why:
     `slime_validate_args` asserts `max_tokens_per_gpu must be set when use_dynamic_batch_size is set`.
-
-    Bad:
-    `--use-dynamic-batch-size` alone.
-
-    Good:
-    `--use-dynamic-batch-size --max-tokens-per-gpu 16384`.
 
     Fix:
     Add `--max-tokens-per-gpu` (about the longest sample over CP).
@@ -73,12 +61,6 @@ def gbs_steps(job: Job) -> Iterator[Finding]:
     Why:
     `slime_validate_args` asserts `global_batch_size G is not equal to rollout_batch_size R *
     n_samples_per_prompt N // num_steps_per_rollout S`.
-
-    Bad:
-    `--rollout-batch-size 32 --n-samples-per-prompt 8 --num-steps-per-rollout 2 --global-batch-size 64`
-
-    Good:
-    The same with `--global-batch-size 128`, or without it.
 
     Fix:
     Drop one of the two flags, or make them agree.
@@ -112,12 +94,6 @@ def uneven_pp1(job: Job) -> Iterator[Finding]:
     slime's `validate_args` asserts `decoder_first_pipeline_num_layers and
     decoder_last_pipeline_num_layers should be None when pipeline_model_parallel_size is 1.`
 
-    Bad:
-    `--decoder-last-pipeline-num-layers 22` with `--pipeline-model-parallel-size 1`.
-
-    Good:
-    PP 4 with it, or no uneven flags at PP 1.
-
     Fix:
     Remove the uneven flags or raise PP.
 
@@ -144,12 +120,6 @@ def sglang_dp_attention(job: Job) -> Iterator[Finding]:
     slime's SGLang `validate_args` asserts `args.sglang_enable_dp_attention` when
     `sglang_dp_size > 1` (a bare AssertionError).
 
-    Bad:
-    `--sglang-dp-size 4` alone.
-
-    Good:
-    `--sglang-dp-size 4 --sglang-enable-dp-attention`.
-
     Fix:
     Add `--sglang-enable-dp-attention`, or drop `--sglang-dp-size`.
 
@@ -173,12 +143,6 @@ def sglang_pp(job: Job) -> Iterator[Finding]:
     Why:
     slime's SGLang `validate_args` asserts `rollout_num_gpus_per_engine (N) must be divisible by
     sglang_pipeline_parallel_size (P)`.
-
-    Bad:
-    `--rollout-num-gpus-per-engine 8 --sglang-pp-size 3`
-
-    Good:
-    `--sglang-pp-size 2` (TP 4 per stage).
 
     Fix:
     Choose a PP size dividing the GPUs per engine.
@@ -205,12 +169,6 @@ def rollout_engines(job: Job) -> Iterator[Finding]:
 
     Why:
     Idle GPUs cost as much as busy ones; an engine larger than the rollout's GPUs fails placement.
-
-    Bad:
-    `--rollout-num-gpus 48 --rollout-num-gpus-per-engine 32`
-
-    Good:
-    `--rollout-num-gpus 64 --rollout-num-gpus-per-engine 32` (2 engines).
 
     Fix:
     Make `--rollout-num-gpus` a multiple of `--rollout-num-gpus-per-engine`.

@@ -158,12 +158,6 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
     'actor.ppo_micro_batch_size_per_gpu'`. With only the deprecated key, the engine worker asserts
     `ppo_micro_batch_size_per_gpu is not None` at init.
 
-    Bad:
-    No `ppo_micro_batch_size_per_gpu` and no `use_dynamic_bsz=True`.
-
-    Good:
-    `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1`.
-
     Fix:
     Set `ppo_micro_batch_size_per_gpu`, or `actor_rollout_ref.actor.use_dynamic_bsz=True`.
 
@@ -234,12 +228,6 @@ def real_batch(job: Job) -> Iterator[Finding]:
     `validate_config` asserts `real_train_batch_size (X) must be divisible by minimal possible batch
     size (Y)` before Ray starts.
 
-    Bad:
-    train_batch_size 6, n 1, DP 4, micro 1: 6 % 4.
-
-    Good:
-    train_batch_size 8.
-
     Fix:
     Make train_batch_size · n a multiple of DP · micro.
 
@@ -274,12 +262,6 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
     Why:
     `ActorConfig.validate` raises `train_batch_size (X) must be >= actor.ppo_mini_batch_size (Y)`.
 
-    Bad:
-    `data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=8`
-
-    Good:
-    mini ≤ train_batch_size.
-
     Fix:
     Lower ppo_mini_batch_size or raise train_batch_size.
 
@@ -309,12 +291,6 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
     Why:
     `TrainingWorker.train_mini_batch` asserts `Got mini_batch_size=X and
     self.engine.get_data_parallel_size()=Y` at the first update, after the rollout of step 1.
-
-    Bad:
-    mini 4 · n 1 = 4 with DP 8.
-
-    Good:
-    mini · n a multiple of DP.
 
     Fix:
     Raise ppo_mini_batch_size (or n), or shrink DP by raising TP/PP/CP.
@@ -350,12 +326,6 @@ def micro_divides(job: Job) -> Iterator[Finding]:
     `prepare_micro_batches` asserts `data size must be divisible by force_group_size *
     micro_batch_size_per_gpu` at the first pass of step 1.
 
-    Bad:
-    mini 4 · n 4 = 16 over DP 1 with micro 3.
-
-    Good:
-    micro 1, 2, 4, 8 or 16.
-
     Fix:
     Choose micro-batch sizes that divide the per-rank sample counts.
 
@@ -384,12 +354,6 @@ def token_budget(job: Job) -> Iterator[Finding]:
     Why:
     `rearrange_micro_batches` asserts `max_token_len must be greater than the sequence length. Got
     max_token_len=X and max_seq_len=Y` at the first pass of step 1 (other ranks may hang).
-
-    Bad:
-    `ppo_max_token_len_per_gpu=16384` (the default) with prompt 1024 + response 32768 and CP 1.
-
-    Good:
-    `ppo_max_token_len_per_gpu=$((max_prompt_length + max_response_length))`.
 
     Fix:
     Raise the token budgets to at least (prompt + response) / CP.
@@ -439,12 +403,6 @@ def padding_waste(job: Job) -> Iterator[Finding]:
     Why:
     No error: wasted compute every step.
 
-    Bad:
-    train_batch_size 6, n 1, DP 4, mini 2: padded to 8, 2 dummy samples a step.
-
-    Good:
-    train_batch_size · n a multiple of lcm(DP, mini · n).
-
     Fix:
     Choose train_batch_size so no padding is needed.
 
@@ -475,12 +433,6 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     `validate_config` raises `[actor_rollout_ref.rollout] Please set at least one of ...` (or
     `You have set both ...`) at start; with only the deprecated key the worker asserts
     `log_prob_micro_batch_size_per_gpu is not None` at init.
-
-    Bad:
-    Static batch size without `actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu`.
-
-    Good:
-    `actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1` (and the ref's when use_kl_loss).
 
     Fix:
     Set `log_prob_micro_batch_size_per_gpu` for the rollout and, when the ref is used, for the ref.
@@ -527,12 +479,6 @@ def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     num_batches_divided_by N for megatron backend`; dynamic: `rearrange_micro_batches` raises
     `Cannot satisfy max_token_len while keeping forced groups atomic [...] Requested G non-empty
     micro-batches, but a rank has only M forced groups.` Both at the first pass of step 1.
-
-    Bad:
-    PP 4, VPP 2, 6 micro-batches per update; or dynamic batch size with 2 samples per rank.
-
-    Good:
-    8 micro-batches (a multiple of PP); dynamic: at least PP samples per rank.
 
     Fix:
     Choose micro-batch sizes that give a multiple of PP micro-batches per rank; with dynamic batch
@@ -582,12 +528,6 @@ def dynamic_same(job: Job) -> Iterator[Finding]:
 
     Why:
     `ActorRolloutRefWorker.init_model` fails a bare `assert` after the training engines are built.
-
-    Bad:
-    `actor_rollout_ref.actor.use_dynamic_bsz=True actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False`
-
-    Good:
-    Set only `actor.use_dynamic_bsz`; the rollout follows it.
 
     Fix:
     Remove the rollout's override, or set both the same.

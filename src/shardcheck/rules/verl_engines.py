@@ -30,15 +30,6 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     With different sizes the actor's model is built for one layout and runs on the groups of
     another: a crash or silently wrong sharding.
 
-    Bad:
-    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4` with
-    `actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2` and `use_kl_loss=True`; or
-    `algorithm.adv_estimator=gae` with the actor at TP 4 and `critic.megatron.*` left at 1.
-
-    Good:
-    Leave `ref.megatron.*` unset (each follows the actor's value), and set `critic.megatron.*`
-    to the actor's sizes (verl's own examples/ppo_trainer/run_qwen3_8b_megatron.sh does).
-
     Fix:
     Remove the ref overrides; give the critic the actor's sizes.
 
@@ -113,12 +104,6 @@ def etp_unset(job: Job) -> Iterator[Finding]:
     The groups and the layers disagree silently (verl's docker pins Megatron-Bridge r0.5.0, where
     both use TP; newer Bridge differs).
 
-    Bad:
-    `expert_model_parallel_size=16` with `tensor_model_parallel_size=2` and no ETP.
-
-    Good:
-    `expert_tensor_parallel_size=1` set explicitly.
-
     Fix:
     Always set `actor_rollout_ref.actor.megatron.expert_tensor_parallel_size` when EP > 1.
 
@@ -154,12 +139,6 @@ def transformer_override_key(job: Job) -> Iterator[Finding]:
     Megatron-Bridge ≥ 0.5.0 `apply_overrides_and_finalize` raises `AttributeError: <Provider> has no
     attribute 'KEY'.` when the engine builds the model (vanilla mbridge: `TypeError: unexpected
     keyword argument`); the key never takes effect.
-
-    Bad:
-    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipline_stage=5`
-
-    Good:
-    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5`
 
     Fix:
     Spell the field as megatron-core's TransformerConfig does.

@@ -75,12 +75,6 @@ def sp_divides_world(job: Job) -> Iterator[Finding]:
     `get_data_parallel_size` (`world // sp`) disagrees with the mesh: the engine fails or hangs at
     start-up on those ranks.
 
-    Bad:
-    `actor_rollout_ref.actor.ulysses_sequence_parallel_size=3` on 8 GPUs.
-
-    Good:
-    `ulysses_sequence_parallel_size=4` (1, 2, 4 or 8 divide 8).
-
     Fix:
     Choose an SP size that divides trainer.nnodes · trainer.n_gpus_per_node.
 
@@ -114,12 +108,6 @@ def sp_heads(job: Job) -> Iterator[Finding]:
     `apply_monkey_patch` asserts `num_attention_heads H must be divisible by ulysses_sp_size S`, or
     `num_key_value_heads K must be divisible by ulysses_sp_size S or vise versa`, when the model
     is built: after Ray start-up and the model download.
-
-    Bad:
-    Qwen2.5-14B (40 heads, 8 KV heads) with `ulysses_sequence_parallel_size=16`: 40 % 16.
-
-    Good:
-    `ulysses_sequence_parallel_size=8` (valid sizes: 1, 2, 4, 8, 40).
 
     Fix:
     Choose an SP size from the list in the message.
@@ -161,14 +149,6 @@ def sp_unpatched(job: Job) -> Iterator[Finding]:
     SP saves no activation memory (the reported case: an OOM at 74 GiB with SP 8); unpatched
     linear-attention layers see only their rank's part of the sequence.
 
-    Bad:
-    `ulysses_sequence_parallel_size=8` with a vision-language model whose type is not patched, or
-    with Qwen3-Next (Gated DeltaNet layers).
-
-    Good:
-    SP 1 on such models, or a patched type (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, glm4v,
-    kimi_vl, qwen3_5, qwen3_5_moe; any text-only model with softmax attention).
-
     Fix:
     Set SP to 1 and reach the context length another way (Megatron's CP), or use a patched model type.
 
@@ -206,12 +186,6 @@ def sp_needs_remove_padding(job: Job) -> Iterator[Finding]:
     `FSDPEngine.__init__` raises `When using sequence parallelism (ulysses_sequence_parallel_size
     > 1), you must enable use_remove_padding.` in every worker.
 
-    Bad:
-    `actor_rollout_ref.model.use_remove_padding=False` with SP 2.
-
-    Good:
-    `actor_rollout_ref.model.use_remove_padding=True` (verl's default).
-
     Fix:
     Enable use_remove_padding, or set SP to 1.
 
@@ -242,12 +216,6 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
     Why:
     `fsdp_size` 0 divides by zero in `create_device_mesh`; a size that does not divide the world
     builds a mesh that leaves ranks out, and the engine fails or hangs at start-up.
-
-    Bad:
-    `actor_rollout_ref.actor.fsdp_config.fsdp_size=3` on 8 GPUs.
-
-    Good:
-    `fsdp_size=-1`, or a divisor of the world such as 8 (one node) on 16 GPUs.
 
     Fix:
     Use -1 or a divisor of the world size.
@@ -283,12 +251,6 @@ def critic_sp_ignored(job: Job) -> Iterator[Finding]:
     No error: the critic runs with another SP than the one set (usually 1, full-length sequences
     per rank: more activation memory, and another DP).
 
-    Bad:
-    `critic.ulysses_sequence_parallel_size=4` alone.
-
-    Good:
-    `critic.fsdp.ulysses_sequence_parallel_size=4`.
-
     Fix:
     Set `critic.fsdp.ulysses_sequence_parallel_size` (and drop the role-level key).
 
@@ -320,12 +282,6 @@ def ref_sp_differs(job: Job) -> Iterator[Finding]:
     Why:
     No error at start: the ref runs whole sequences per rank (its long-context log-prob pass can
     run out of memory where the actor fits) over another DP than the one the batch is padded for.
-
-    Bad:
-    `actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=4` with `use_kl_loss=True`.
-
-    Good:
-    `actor_rollout_ref.actor.ulysses_sequence_parallel_size=4` (the ref follows it).
 
     Fix:
     Set `actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size` to the actor's, or use
@@ -359,13 +315,6 @@ def offload_policy_fsdp1(job: Job) -> Iterator[Finding]:
     Why:
     No error: with strategy fsdp nothing is offloaded by this key, and a memory plan that counted
     on it runs out of GPU memory.
-
-    Bad:
-    `actor_rollout_ref.actor.fsdp_config.offload_policy=True` with the default strategy fsdp.
-
-    Good:
-    `actor_rollout_ref.actor.strategy=fsdp2` with `offload_policy=True`, or FSDP1 with
-    `param_offload=True optimizer_offload=True`.
 
     Fix:
     Switch the role to fsdp2, or use param_offload / optimizer_offload.

@@ -29,12 +29,6 @@ def rollout_pp(job: Job) -> Iterator[Finding]:
     `RolloutConfig.__post_init__` raises `NotImplementedError: Current rollout self.name='vllm' not
     implemented pipeline_model_parallel_size > 1 yet.` when the workers build their config.
 
-    Bad:
-    `actor_rollout_ref.rollout.pipeline_model_parallel_size=2`
-
-    Good:
-    Rollout PP 1; use rollout TP or DP instead.
-
     Fix:
     Set `actor_rollout_ref.rollout.pipeline_model_parallel_size=1`.
 
@@ -60,12 +54,6 @@ def rollout_ep(job: Job) -> Iterator[Finding]:
     Why:
     `RolloutConfig.__post_init__` asserts `expert_parallel_size must be equal to
     tensor_model_parallel_size * data_parallel_size` at worker init.
-
-    Bad:
-    rollout TP 4, DP 8, EP 16.
-
-    Good:
-    EP 32 (= 4 · 8), or EP 1.
 
     Fix:
     Set `actor_rollout_ref.rollout.expert_parallel_size` to TP · DP.
@@ -96,12 +84,6 @@ def rollout_world(job: Job) -> Iterator[Finding]:
     `ActorRolloutRefWorker.init_model` asserts `rollout world_size: W is not divisible by
     infer_world_size: S` after the training engines are built.
 
-    Bad:
-    256 ranks with rollout TP 4 · DP 24.
-
-    Good:
-    TP 4 · DP 32 (2 replicas).
-
     Fix:
     Choose rollout TP·DP·PP dividing the world.
 
@@ -130,12 +112,6 @@ def replica_nodes(job: Job) -> Iterator[Finding]:
     Why:
     `RolloutReplica.__init__` asserts `world_size S must be divisible by gpus_per_node g`; a
     straddling replica is not checked and fails when its server starts.
-
-    Bad:
-    16-GPU nodes with a replica of 24 ranks; or 8-GPU nodes with a replica of 6.
-
-    Good:
-    Replicas of 4, 8, 16 or 32 ranks on 8- or 16-GPU nodes.
 
     Fix:
     Make the replica a divisor or a multiple of the node size.
@@ -170,12 +146,6 @@ def vllm_dp(job: Job) -> Iterator[Finding]:
     `vLLMHttpServer.launch_server` asserts `gpus_per_node should be divisible by
     tensor_model_parallel_size` when the server starts.
 
-    Bad:
-    rollout TP 16 with DP 2 on 8-GPU nodes.
-
-    Good:
-    rollout TP 8 (or 4, 2, 1) with DP 2.
-
     Fix:
     Keep rollout TP within a node when DP > 1.
 
@@ -205,12 +175,6 @@ def rollout_max_len(job: Job) -> Iterator[Finding]:
     Why:
     `vLLMHttpServer._validate_configs` raises `ValueError: max_model_len (X) should be less than or
     equal to max_position_embeddings (P)` when the server is created.
-
-    Bad:
-    `max_model_len=262144` for a model whose config says 40960 (Qwen3-235B-A22B, pre-2507).
-
-    Good:
-    The 2507 release (262144), or a `max_model_len` within the config's limit.
 
     Fix:
     Lower max_model_len, or use a model config whose max_position_embeddings allows it
@@ -242,12 +206,6 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
     Why:
     Silent clipping; a prompt of max_model_len tokens or more fails its request.
 
-    Bad:
-    max_model_len 32768 with prompt 2048 + response 32768.
-
-    Good:
-    max_model_len ≥ prompt + response.
-
     Fix:
     Raise max_model_len (within max_position_embeddings) or lower the lengths.
 
@@ -276,12 +234,6 @@ def rollout_mode(job: Job) -> Iterator[Finding]:
     `RolloutConfig.__post_init__` raises `ValueError: Rollout mode 'sync' has been removed.` at
     worker init.
 
-    Bad:
-    `actor_rollout_ref.rollout.mode=sync`
-
-    Good:
-    `actor_rollout_ref.rollout.mode=async`, or no mode setting.
-
     Fix:
     Remove `actor_rollout_ref.rollout.mode=sync`.
 
@@ -308,12 +260,6 @@ def batched_tokens(job: Job) -> Iterator[Finding]:
 
     Why:
     A silent change of a memory-relevant setting.
-
-    Bad:
-    `enable_chunked_prefill=False max_num_batched_tokens=8192` with max_model_len 32768.
-
-    Good:
-    Keep chunked prefill on (verl's default), or set max_num_batched_tokens ≥ max_model_len.
 
     Fix:
     Turn chunked prefill back on, or set the token budget explicitly.

@@ -28,12 +28,6 @@ def vllm_heads(job: Job) -> Iterator[Finding]:
     `ModelConfig.verify_with_parallel_config` raises `ValueError: Total number of attention heads (H)
     must be divisible by tensor parallel size (T).` when the rollout server starts.
 
-    Bad:
-    `actor_rollout_ref.rollout.tensor_model_parallel_size=3` for a 32-head model.
-
-    Good:
-    TP 1, 2, 4, 8, 16 or 32.
-
     Fix:
     Choose a rollout TP that divides the head count.
 
@@ -60,12 +54,6 @@ def vllm_kv_heads(job: Job) -> Iterator[Finding]:
     Why:
     `QKVParallelLinear.__init__` fails `ensure_divisibility` with `AssertionError: T is not
     divisible by K` while the rollout model is loaded.
-
-    Bad:
-    8 KV heads with rollout TP 12.
-
-    Good:
-    TP 1, 2, 4, 8, 16, ...
 
     Fix:
     Choose a rollout TP that divides the KV heads or is a multiple of them.
@@ -121,13 +109,6 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     max_model_len (max_position_embeddings=D or model_max_length=None in model's config.json).`
     when the rollout server starts (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set on the workers).
 
-    Bad:
-    A config.json with max_position_embeddings 131072 and YaRN factor 2 over 32768 (derived 65536),
-    max_model_len unset.
-
-    Good:
-    `actor_rollout_ref.rollout.max_model_len=65536`, or a YaRN factor 4.
-
     Fix:
     Lower max_model_len to the derived length, or edit rope_scaling in the model's config.json.
 
@@ -172,12 +153,6 @@ def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
     `SchedulerConfig.verify_max_model_len` raises `ValueError: max_num_batched_tokens (T) must be
     greater than or equal to max_num_seqs (S).` when the rollout server starts.
 
-    Bad:
-    `max_num_batched_tokens=128 max_num_seqs=256`.
-
-    Good:
-    `max_num_batched_tokens=8192` (verl's default) with max_num_seqs 256.
-
     Fix:
     Raise max_num_batched_tokens or lower max_num_seqs.
 
@@ -214,12 +189,6 @@ def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
     Why:
     No error: the rollout of every step takes longer than it could (a long response holds its slot
     to the end).
-
-    Bad:
-    1024 requests a step on 8 engines with max_num_seqs 64 (512 at once).
-
-    Good:
-    max_num_seqs 128 or more, or more engines.
 
     Fix:
     Raise max_num_seqs (KV cache permitting) or the rollout DP.
