@@ -15,6 +15,7 @@ OTC = f"+{M}.override_transformer_config"
 A = "actor_rollout_ref.actor"
 RO = "actor_rollout_ref.rollout"
 SGL = f"+{RO}.engine_kwargs.sglang"
+RM = "reward.reward_model"
 YARN = Path(__file__).parent / "data" / "yarn-short"  # YaRN factor 2 over 32768: vLLM derives 65536
 FSDP = "--config-name=ppo_trainer"  # verl's default config: the actor, ref and critic run under FSDP
 # Qwen3-30B-A3B spread so that its training state fits a 40 GiB device (on 4 nodes).

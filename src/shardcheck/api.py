@@ -144,7 +144,8 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
-          host_memory: int | None = None, text: bytes | None = None) -> Result:
+          host_memory: int | None = None, text: bytes | None = None,
+          args: tuple[str, ...] = ()) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
     ``text``: the script's contents when they do not come from ``path``, e.g. standard input).
@@ -160,7 +161,7 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
     except SettingsError as exc:
         return _unusable(shown, str(exc), "usage", Settings())
     try:
-        job = resolve_script(path, env, model_config=model_config, display=shown, text=text)
+        job = resolve_script(path, env, model_config=model_config, display=shown, text=text, args=args)
         if device is not None:
             from shardcheck.memory.devices import find_device
 
@@ -255,7 +256,8 @@ def _script_lines(origin, path: str) -> set[int]:
 
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None, text: bytes | None = None) -> Job:
+                   display: str | None = None, text: bytes | None = None,
+                   args: tuple[str, ...] = ()) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none."""
     from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
@@ -264,13 +266,14 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
 
     shown = display or str(path)
     if text is not None:
-        reading = read_bash_text(text, shown, env, real_path=Path(path))
+        reading = read_bash_text(text, shown, env, real_path=Path(path), args=args)
     else:
-        reading = read_bash(path, env, display=shown)
+        reading = read_bash(path, env, display=shown, args=args)
     found = find_launches(reading.commands)
     launches = [launch for launch in found if is_verl_entry(launch)]
     from dataclasses import replace
 
+    _stop_at_unterminated(reading, found)
     flag_job = _resolve_flag_launch(found, reading, shown, model_config) if not launches else None
     if flag_job is not None:
         return replace(flag_job, notes=_shell_notes(reading) + flag_job.notes, suppressions=reading.suppressions,
@@ -280,11 +283,16 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
         if other is not None:
             raise NoLaunchError(f"{other.origin.location}: {other.module} is not modelled yet; skipped (shardcheck "
                                 "reads verl.trainer.main_ppo launches)")
-        syntax = next((d for d in reading.diagnostics if d.kind is Kind.SHELL_SYNTAX), None)
+        syntax = next((d for d in reading.diagnostics if d.kind in _BASH_REJECTS), None)
         if syntax is not None:
             from shardcheck.rules.registry import render
 
             raise InputError(f"{syntax.origin.location}: {render(syntax).message}")
+        modules = [launch for launch in found if launch.module and launch.module.split(".")[0] not in _TOOL_MODULES]
+        if modules:
+            names = ", ".join(dict.fromkeys(launch.module for launch in modules))
+            raise NoLaunchError(f"{modules[0].origin.location}: not modelled: {names} (python -m); skipped (shardcheck "
+                                "reads verl.trainer.main_ppo, Megatron-LM's pretrain_*.py and slime's train.py launches)")
         raise NoLaunchError(
             f"{shown}:1: no launch command; skipped (shardcheck reads verl's python3 -m verl.trainer.main_ppo, "
             "Megatron-LM's torchrun pretrain_gpt.py and slime's python3 train.py launches)"
@@ -310,6 +318,26 @@ def _shell_notes(reading) -> tuple[Problem, ...]:
         notes.append(Problem(Kind.ENV_UNUSED, Origin(kind="cli", path=reading.path, text=f"--env {name}"),
                              {"name": name, "path": reading.path, "wanted": list(reading.env_wanted), "close": close}))
     return tuple(notes)
+
+
+# What bash itself rejects before the launch: the script cannot be judged as a whole.
+_BASH_REJECTS = (Kind.SHELL_SYNTAX, Kind.SHELL_PLACEHOLDER, Kind.SHELL_ARITH)
+# ``python -m`` modules that are tools, not training launches: never named as "not modelled".
+_TOOL_MODULES = frozenset({"pip", "venv", "ensurepip", "http", "json", "site", "uv", "pytest", "torch"})
+
+
+def _stop_at_unterminated(reading, found) -> None:
+    """An unterminated quote or expansion before the end of the first launch: bash reads to the end of the
+    file looking for its end and stops with a syntax error, so the launch never runs (exit 2, one line)."""
+    if not found:
+        return
+    last = max((f.origin.line or 0 for f in found[0].command.fields), default=0)
+    for d in reading.diagnostics:
+        if d.kind is Kind.SHELL_SYNTAX and d["reason"].startswith("unterminated") and d.origin.path == reading.path \
+                and (d.origin.line or 0) <= last:
+            from shardcheck.rules.registry import render
+
+            raise InputError(f"{d.origin.location}: {render(d).message}")
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:

@@ -99,7 +99,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `shardcheck check run.sh -- a=b c=d`: the words after `--` are the script's positional parameters
+    script_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     args = _parser().parse_args(argv)
+    args.script_args = tuple(script_args)
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":
@@ -180,7 +185,8 @@ def _check(args) -> int:
             else:
                 text, display, where = None, _example_display() if builtin else p, Path(p)
             settings = _settings_for(where, load_settings, overrides)
-            r = check(where, env, display=display, text=text, settings=settings, **kwargs)
+            r = check(where, env, display=display, text=text, settings=settings, args=args.script_args,
+                      **kwargs)
             results.append(r)
             if out.streaming:
                 progress.pause()

@@ -20,6 +20,8 @@ class Kind(Enum):
     # the shell reader (inputs/bash.py)
     SHELL_PARSE = "shell-parse"  # line: the text tree-sitter-bash did not parse
     SHELL_SYNTAX = "shell-syntax"  # reason: what bash would reject
+    SHELL_PLACEHOLDER = "shell-placeholder"  # what: a `<placeholder>` bash reads as redirections
+    SHELL_CONTINUATION = "shell-continuation"  # a `\ ` that escapes a space instead of the line end
     SHELL_SOURCE = "shell-source"  # command, target, why
     SHELL_EVAL = "shell-eval"
     SHELL_ARITH = "shell-arith"  # expression, reason

@@ -178,12 +178,13 @@ def note_findings(job: Job, rule_id: str, kinds: tuple[Kind, ...],
 
 
 def engines(job: Job) -> list[MegatronLayout]:
-    """The Megatron engines to judge: the actor, and the ref too when verl builds one with other sizes."""
-    actor = job.layout("actor")
-    ref = job.layout("ref")
-    out = [e for e in (actor,) if e is not None]
-    if ref is not None and (actor is None or ref.sizes() != actor.sizes()):
-        out.append(ref)
+    """The Megatron engines to judge: the actor, then every other engine the framework builds (verl's ref
+    and critic) whose own resolved settings differ from those of an engine already judged (the same
+    settings give the same findings)."""
+    out: list[MegatronLayout] = []
+    for e in sorted(job.layouts, key=lambda lay: lay.role != "actor"):
+        if all(e.judged() != seen.judged() for seen in out):
+            out.append(e)
     return out
 
 

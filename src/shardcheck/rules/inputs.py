@@ -33,14 +33,17 @@ def shell_parse(p: Problem) -> Message:
 
     Source:
     shardcheck's reader (tree-sitter-bash 0.25).
-"""
+    """
     return f"line not understood by the shell parser: {p['line']!r}; values set there are unknown", None
 
 
-@rule("SHELL-SYNTAX", "error", "A word bash itself would reject", notes=(Kind.SHELL_SYNTAX,), certain=True)
+@rule("SHELL-SYNTAX", "error", "A word bash itself would reject", notes=(Kind.SHELL_SYNTAX, Kind.SHELL_PLACEHOLDER),
+      certain=True)
 def shell_syntax(p: Problem) -> Message:
     """
-    An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching.
+    An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching. A
+    `<placeholder>` left in a script reads as redirections: a syntax error at the end of the command,
+    else an input file that does not exist; either way the command never runs.
 
     Why:
     The script never reaches the launch command.
@@ -50,8 +53,31 @@ def shell_syntax(p: Problem) -> Message:
 
     Source:
     bash(1), QUOTING and EXPANSION.
-"""
+    """
+    if p.kind is Kind.SHELL_PLACEHOLDER:
+        return f"{p['what']}; a placeholder left in the script: write the value", None
     return f"{p['reason']}; bash would reject this line", None
+
+
+@rule("SHELL-CONTINUATION", "warning", "A backslash that escapes a space instead of the line end",
+      notes=(Kind.SHELL_CONTINUATION,), certain=True)
+def shell_continuation(p: Problem) -> Message:
+    """
+    `\\ ` followed by a comment (`  key=v \\ # note`) escapes the space: bash passes the word `' '` to
+    the command and the command ends at the comment, so the lines below it become commands of their own.
+
+    Why:
+    Hydra rejects the `' '` word (`LexerNoViableAltException`) and every override on the lines below
+    is lost (bash runs them as commands that do not exist).
+
+    Fix:
+    Move the comment off the continued line; nothing may follow the backslash.
+
+    Source:
+    bash(1), QUOTING (a backslash preserves the literal value of the next character) and COMMENTS.
+    """
+    return ("`\\ ` escapes a space, not the line end: bash passes the word ' ' and ends the command here; the lines "
+            "below are not part of it", None)
 
 
 @rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", notes=(Kind.SHELL_SOURCE,), certain=True)
@@ -70,7 +96,7 @@ def shell_source(p: Problem) -> Message:
 
     Source:
     bash(1), `source`.
-"""
+    """
     return f"`{p['command']} {p['target']}` is not followed: {p['why']}; variables it would set are unknown", None
 
 
@@ -87,7 +113,7 @@ def shell_eval(p: Problem) -> Message:
 
     Source:
     bash(1), `eval`.
-"""
+    """
     return "`eval` is never run; what it would set is unknown", None
 
 
@@ -104,7 +130,7 @@ def shell_arith(p: Problem) -> Message:
 
     Source:
     bash(1), ARITHMETIC EVALUATION.
-"""
+    """
     return f"$(({p['expression']})): {p['reason']}", None
 
 
@@ -124,7 +150,7 @@ def hydra_override(p: Problem) -> Message:
 
     Source:
     hydra-core 1.3: hydra/core/override_parser, hydra/_internal/config_loader_impl.py _apply_overrides_to_config.
-"""
+    """
     if p.kind is Kind.HYDRA_PARSE:
         return (f"{p['text']}: Hydra cannot parse this override ({p['reason']})",
                 "quote the value for Hydra, e.g. key='\"value\"'")
@@ -145,7 +171,7 @@ def unknown_key(p: Problem) -> Message:
 
     Source:
     hydra/_internal/config_loader_impl.py (struct mode); verl/trainer/config/_generated_*.yaml (verl 0.9.1).
-"""
+    """
     if p["megatron_section_missing"]:
         fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
     else:
@@ -169,7 +195,7 @@ def added_key(p: Problem) -> Message:
 
     Source:
     verl/trainer/config/_generated_*.yaml (verl 0.9.1).
-"""
+    """
     return f"{p['text']}: {p['reason']}", _did_you_mean(p)
 
 
@@ -189,7 +215,7 @@ def custom_config(p: Problem) -> Message:
 
     Source:
     verl/trainer/main_ppo.py (@hydra.main config_path="config", config_name="ppo_trainer").
-"""
+    """
     if p.kind is Kind.CONFIG_CUSTOM_GROUP:
         said = f"{p['option']} selects a config group option shardcheck does not read (it reads {', '.join(p['readable'])})"
     else:
@@ -211,7 +237,7 @@ def bad_size(p: Problem) -> Message:
 
     Source:
     megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
-"""
+    """
     if p.kind is Kind.NOT_POSITIVE:
         return f"{p['name']} must be a positive integer, got {p['value']!r}", f"set {p['name']} to a whole number ≥ 1"
     flag = p["flag"]
