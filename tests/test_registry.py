@@ -119,3 +119,19 @@ def test_one_unknown_value_mechanism():
     with pytest.raises(UnknownValue) as estimate_stop:
         memory_settings.known(unknown, "trainer.nnodes")
     assert str(rule_stop.value) == str(estimate_stop.value) == "trainer.nnodes is unknown ($X is not set)"
+
+
+def test_framework_interface():
+    """Each framework package answers the same entry points; rules and the API ask through frameworks/interface.py."""
+    from shardcheck.frameworks import interface
+
+    for name in interface.PACKAGES:
+        resolve = interface.framework_module(name, "resolve")
+        assert callable(resolve.detect) and callable(resolve.resolve), name
+        settings = interface.framework_module(name, "memory_settings")
+        assert callable(settings.fix_keys) and callable(settings.train_settings), name
+    assert interface.framework_module("verl", "rollout").sglang_server
+    assert interface.framework_module("slime", "rollout").sglang_server
+    assert interface.framework_module("megatron-lm", "rollout") is None  # Megatron-LM has no rollout
+    rule_sources = "\n".join(p.read_text() for p in (SRC / "rules").glob("*.py"))
+    assert "job.framework ==" not in rule_sources and "job.framework !=" not in rule_sources

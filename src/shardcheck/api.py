@@ -259,9 +259,9 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
                    display: str | None = None, text: bytes | None = None,
                    args: tuple[str, ...] = ()) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none."""
-    from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
+    from shardcheck.frameworks.interface import detect, resolve
+    from shardcheck.frameworks.verl.resolve import unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
-    from shardcheck.inputs.hydra_overrides import parse_hydra_args
     from shardcheck.inputs.launch import find_launches
 
     shown = display or str(path)
@@ -270,11 +270,15 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     else:
         reading = read_bash(path, env, display=shown, args=args)
     found = find_launches(reading.commands)
-    launches = [launch for launch in found if is_verl_entry(launch)]
+    detected = [(launch, detect(launch)) for launch in found]
+    # verl's launch first, wherever it stands; else the first Megatron-LM or slime launch
+    launches = [launch for launch, framework in detected if framework == "verl"]
     from dataclasses import replace
 
     _stop_at_unterminated(reading, found)
-    flag_job = _resolve_flag_launch(found, reading, shown, model_config) if not launches else None
+    flag_launch = next(((launch, framework) for launch, framework in detected if framework is not None), None)
+    flag_job = (resolve(flag_launch[1], flag_launch[0], reading, shown, model_config=model_config)
+                if not launches and flag_launch is not None else None)
     if flag_job is not None:
         return replace(flag_job, notes=_shell_notes(reading) + flag_job.notes, suppressions=reading.suppressions,
                        suppression_ids=reading.suppression_ids)
@@ -297,9 +301,7 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
             f"{shown}:1: no launch command; skipped (shardcheck reads verl's python3 -m verl.trainer.main_ppo, "
             "Megatron-LM's torchrun pretrain_gpt.py and slime's python3 train.py launches)"
         )
-    launch = launches[0]
-    hydra = parse_hydra_args(launch.args)
-    job = resolve_verl(launch, hydra, shown, model_config=model_config)
+    job = resolve("verl", launches[0], reading, shown, model_config=model_config)
     return replace(job, notes=_shell_notes(reading) + job.notes, suppressions=reading.suppressions,
                    suppression_ids=reading.suppression_ids)
 
@@ -338,19 +340,6 @@ def _stop_at_unterminated(reading, found) -> None:
             from shardcheck.rules.registry import render
 
             raise InputError(f"{d.origin.location}: {render(d).message}")
-
-
-def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:
-    """The Job of the first Megatron-LM (pretrain_gpt.py, -m megatron...) or slime (train.py) launch."""
-    from shardcheck.frameworks.megatron_lm.resolve import exported_values, is_megatron_lm_entry, resolve_megatron_lm
-    from shardcheck.frameworks.slime.resolve import is_slime_entry, resolve_slime
-
-    for launch in found:
-        if is_slime_entry(launch):
-            return resolve_slime(launch, shown, model_config=model_config)
-        if is_megatron_lm_entry(launch):
-            return resolve_megatron_lm(launch, shown, exported_values(reading, launch), model_config=model_config)
-    return None
 
 
 @dataclass

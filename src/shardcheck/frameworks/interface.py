@@ -3,8 +3,8 @@
 Each framework (verl, Megatron-LM, slime) is a package with the same entry points, found by
 :func:`framework` from ``Job.framework``:
 
-- ``detect(launch)`` (in ``resolve``): whether a launch command is this framework's;
-- ``resolve_*`` (in ``resolve``): the Job it would build from the launch;
+- ``resolve.detect(launch)``: whether a launch command is this framework's;
+- ``resolve.resolve(launch, reading, path, model_config=)``: the Job it would build from the launch;
 - ``rollout.sglang_server(job)``: the SGLang server it starts for its rollout (None: none);
 - ``memory_settings``: the memory estimate's settings for its jobs;
 - its key tables and provider defaults (``verl.provider``, ``megatron_lm.flags``, ``slime.flags``).
@@ -17,7 +17,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-PACKAGES = {"verl": "verl", "megatron-lm": "megatron_lm", "slime": "slime"}
+# The frameworks shardcheck resolves, in the order a launch is matched (slime's train.py before Megatron-LM's).
+PACKAGES = {"verl": "verl", "slime": "slime", "megatron-lm": "megatron_lm"}
 MEMORY_FRAMEWORKS = ("verl", "megatron-lm", "slime")  # those with a memory_settings module
 
 
@@ -32,6 +33,16 @@ def framework_module(framework: str, part: str) -> ModuleType | None:
         if exc.name == f"shardcheck.frameworks.{package}.{part}":
             return None
         raise
+
+
+def detect(launch) -> str | None:
+    """The framework whose launch ``launch`` is (the first that recognises it), or None."""
+    return next((name for name in PACKAGES if framework_module(name, "resolve").detect(launch)), None)
+
+
+def resolve(framework: str, launch, reading, path: str, *, model_config: str | None = None):
+    """The Job ``framework`` would build from ``launch`` (``reading``: the script as read, for its exports)."""
+    return framework_module(framework, "resolve").resolve(launch, reading, path, model_config=model_config)
 
 
 def memory_fix_keys(job):

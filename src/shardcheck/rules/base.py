@@ -2,8 +2,9 @@
 
 A rule is a function ``Job -> Iterable[Finding]`` registered with :func:`rule`. Its docstring is
 its documentation (``shardcheck explain ID`` and docs/rules/ are generated from it), in sections
-separated by lines ``Why:``, ``Bad:``, ``Good:``, ``Fix:`` and ``Source:``. Rule ids are stable
-and never reused (removed and renamed ids are kept in :mod:`shardcheck.rules.ids`).
+separated by lines ``Why:``, ``Fix:`` and ``Source:``; its Bad and Good examples are its case file
+(``rules/cases/<ID>.yml``, run by the tests). Rule ids are stable and never reused (removed and
+renamed ids are kept in :mod:`shardcheck.rules.ids`).
 
 A rule that reports problems found while reading or resolving the input (``Job.notes``) names
 their kinds with ``notes=``; its function then takes one :class:`~shardcheck.problems.Problem` and

@@ -217,10 +217,12 @@ def custom_config(p: Problem) -> Message:
     verl/trainer/main_ppo.py (@hydra.main config_path="config", config_name="ppo_trainer").
     """
     if p.kind is Kind.CONFIG_CUSTOM_GROUP:
-        said = f"{p['option']} selects a config group option shardcheck does not read (it reads {', '.join(p['readable'])})"
+        said = (f"{p['option']} selects a config group option shardcheck does not read "
+                f"(it reads {', '.join(p['readable'])})")
     else:
         said = f"config {p['config']} is not one of verl {p['entry']}'s own configs"
-    return f"{said}; only the keys set on the command line are known, the rest are unknown, and keys are not checked", None
+    return (f"{said}; only the keys set on the command line are known, the rest are unknown, and keys are not "
+            "checked", None)
 
 
 @rule("VALUE-BAD-SIZE", "error", "A parallel size that is not a positive integer",

@@ -271,6 +271,7 @@ def flag_unknown(p: Problem) -> Message:
     megatron/training/arguments.py, parse_args (Megatron-LM main); slime/backends/megatron_utils/arguments.py.
     """
     if p["close"]:
-        return f"{p['flag']} is not a flag shardcheck knows; it is close to {p['meant']}", f"did you mean `{p['meant']}`?"
+        return (f"{p['flag']} is not a flag shardcheck knows; it is close to {p['meant']}",
+                f"did you mean `{p['meant']}`?")
     return (f"{p['flag']} is not a Megatron-LM flag (its arguments.py has no such option)",
             f"did you mean `{p['meant']}`?")

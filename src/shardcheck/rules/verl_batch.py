@@ -407,7 +407,8 @@ def padding_waste(job: Job) -> Iterator[Finding]:
     Choose train_batch_size so no padding is needed.
 
     Source:
-    verl/trainer/ppo/v1/trainer_base.py _get_required_batch_multiple, _balance_batch; verl/utils/padding_utils.py (verl 0.9.1).
+    verl/trainer/ppo/v1/trainer_base.py _get_required_batch_multiple, _balance_batch;
+    verl/utils/padding_utils.py (verl 0.9.1).
     """
     if not _trained(job) or not need(job.value("trainer.use_v1"), "trainer.use_v1"):
         return

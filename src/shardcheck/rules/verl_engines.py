@@ -38,7 +38,8 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     the critic's pool is global_pool, like the actor's); verl/workers/engine_workers.py
     TrainingWorker.__init__ (the critic's engine is built when the colocated worker is constructed:
     EngineRegistry.new → MegatronEngine.__init__ → _init_device_mesh) and
-    ActorRolloutRefWorker.init_model (later: the ref, then the actor); and verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh
+    ActorRolloutRefWorker.init_model (later: the ref, then the actor); and
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh
     (returns early when mpu.is_initialized(); "TODO: set different parallelism for actor, critic,
     ref"), verl 0.9.1.
     """

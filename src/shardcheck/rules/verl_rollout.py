@@ -117,7 +117,8 @@ def replica_nodes(job: Job) -> Iterator[Finding]:
     Make the replica a divisor or a multiple of the node size.
 
     Source:
-    verl/workers/rollout/replica.py RolloutReplica.__init__; verl/workers/rollout/vllm_rollout/vllm_async_server.py (verl 0.9.1).
+    verl/workers/rollout/replica.py RolloutReplica.__init__;
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py (verl 0.9.1).
     """
     sizes = _rollout(job)
     if sizes is None:

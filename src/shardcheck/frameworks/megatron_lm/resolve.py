@@ -240,3 +240,16 @@ def exported_values(reading, launch: Launch) -> dict[str, Traced]:
     for name, value in launch.command.env:
         out[name] = Traced(value.text, value.origin, None if value.known else value.unknowns[0].unknown)
     return out
+
+
+# -- the framework interface (frameworks/interface.py) ------------------------------------------
+
+
+def detect(launch: Launch) -> bool:
+    """Whether ``launch`` runs Megatron-LM's pretrain_*.py (or ``python -m megatron...``)."""
+    return is_megatron_lm_entry(launch)
+
+
+def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None) -> Job:
+    """The Job Megatron-LM would build from the launch's flags and the variables the script exports."""
+    return resolve_megatron_lm(launch, path, exported_values(reading, launch), model_config=model_config)

@@ -72,3 +72,16 @@ def _rollout_gpus(flags) -> Traced:
     value = nodes.value * gpus.value if nodes.known and gpus.known else None
     return Traced.derived(value, "--colocate: rollout GPUs = --actor-num-nodes × --actor-num-gpus-per-node",
                           colocate, nodes, gpus)
+
+
+# -- the framework interface (frameworks/interface.py) ------------------------------------------
+
+
+def detect(launch: Launch) -> bool:
+    """Whether ``launch`` runs slime's train.py / train_async.py."""
+    return is_slime_entry(launch)
+
+
+def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None) -> Job:
+    """The Job slime would build from the launch's flags."""
+    return resolve_slime(launch, path, model_config=model_config)

@@ -28,7 +28,8 @@ def sglang_server(job: Job) -> SglangServer | None:
     tp_size = per_engine // pp
     said = f"--rollout-num-gpus-per-engine {per_engine}" + (f" / --sglang-pp-size {pp}" if pp > 1 else "")
     return SglangServer(
-        tp_size=tp_size, dp=dp, ep=need(ep_t, "--sglang-ep-size"), dp_attention=bool(need(attn_t, "--sglang-enable-dp-attention")),
+        tp_size=tp_size, dp=dp, ep=need(ep_t, "--sglang-ep-size"),
+        dp_attention=bool(need(attn_t, "--sglang-enable-dp-attention")),
         sizes=(job.rollout.tp, job.rollout.pp), ep_setting=ep_t, dp_attention_setting=attn_t,
         tp_said=said, dp_attention_key="--sglang-enable-dp-attention",
         attention_tp_said=f"tp_size {tp_size} / --sglang-dp-size {dp}", ep_said="an --sglang-ep-size",

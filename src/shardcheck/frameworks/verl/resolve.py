@@ -485,3 +485,18 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         fsdp_layouts=fsdp_layouts,
         servers=servers,
     )
+
+
+# -- the framework interface (frameworks/interface.py) ------------------------------------------
+
+
+def detect(launch: Launch) -> bool:
+    """Whether ``launch`` is a verl launch shardcheck resolves (``python3 -m verl.trainer.main_ppo`` and recipes)."""
+    return is_verl_entry(launch)
+
+
+def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None) -> Job:
+    """The Job verl would build from ``launch`` (its words read as Hydra overrides)."""
+    from shardcheck.inputs.hydra_overrides import parse_hydra_args
+
+    return resolve_verl(launch, parse_hydra_args(launch.args), path, model_config=model_config)
