@@ -32,7 +32,14 @@ Requests: ``--rollout-max-context-len``, else ``--rollout-max-prompt-len + --rol
 from __future__ import annotations
 
 from shardcheck.frameworks.megatron_lm import memory_settings as mlm
-from shardcheck.frameworks.memory_settings import FixKeys, Logits, RolloutSettings, TrainSettings, known
+from shardcheck.frameworks.memory_settings import (
+    FixKeys,
+    Logits,
+    RolloutSettings,
+    TrainSettings,
+    dynamic_micro_batches,
+    known,
+)
 from shardcheck.frameworks.memory_settings import setting as flag
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.origin import UnknownValue
@@ -86,8 +93,11 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         cap = flag(job, "--max-tokens-per-gpu")
         if not cap:
             raise UnknownValue("--use-dynamic-batch-size needs --max-tokens-per-gpu")
-        tokens, count = max(cap * cp, sample or 0), max(1, gbs // dp)
+        tokens, count, longest, bound = dynamic_micro_batches(job, cap * cp, gbs // dp, sample or cap * cp)
+        tokens = max(tokens, sample or 0) if job.sample_tokens is None else tokens
+        sample = longest
     else:
+        bound = None
         if sample is None:
             raise UnknownValue("the sample length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
                           "and --rollout-max-response-len")
@@ -101,7 +111,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         tokens_per_micro_batch=tokens, sequence_length=sample or tokens, micro_batches=count,
         recompute=mlm.recompute(job), logits=Logits(fp32_buffers=3 if entropy_grad else 2),
         param_offload=moved, optimizer_offload=moved, param_host_copy=False,
-        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"),
+        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"), batch_bound=bound, **mlm.extra_settings(job),
     )
 
 
