@@ -72,6 +72,12 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
             "--fp16", "--use-precision-aware-optimizer", "--accumulate-allreduce-grads-in-fp32",
             "--grad-reduce-in-bf16"),
     Flag("--no-overlap-p2p-communication", "false", True, dest="overlap_p2p_comm"),
+    # TransformerConfig MoE fields (megatron-core 0.16.1 defaults) and DistributedDataParallelConfig's
+    # num_distributed_optimizer_instances (megatron/core/distributed/distributed_data_parallel_config.py).
+    Flag("--moe-expert-capacity-factor", "float", None),
+    Flag("--moe-router-load-balancing-type", "list", ["aux_loss"]),
+    Flag("--moe-pad-expert-input-to-capacity", "true", False),
+    Flag("--num-distributed-optimizer-instances", "int", 1),
 ]}
 # Flags that are not Megatron-LM's (any more): what argparse does with them, and the flag meant.
 NOT_FLAGS = {
