@@ -90,7 +90,7 @@ def match_preset(component: str) -> str | None:
 def nearest_preset(component: str) -> str | None:
     """The longest preset name that prefixes ``component`` (for the "not this one" hint only)."""
     key = component.lower()
-    hits = [n for n in presets() if key.startswith(n.lower() + "-") or key.startswith(n.lower() + "_")]
+    hits = [n for n in presets() if key.startswith((n.lower() + "-", n.lower() + "_"))]
     return max(hits, key=len) if hits else None
 
 
