@@ -53,3 +53,26 @@ def test_device_memory(capsys):
     assert main(["memory", CASE, "--env", "WORK_DIR=/data", "--device-memory", "96GiB"]) in (0, 1)
     assert "96 GiB device (96.0 GiB)" in capsys.readouterr().out
     assert main(["memory", CASE, "--device", "h200", "--device-memory", "96GiB"]) == 2
+
+
+def _oom(tmp_path, model: str):
+    from shardcheck.api import check
+
+    path = tmp_path / "run.sh"
+    path.write_text("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer "
+                    f"actor_rollout_ref.model.path=/models/{model} trainer.nnodes=1 trainer.n_gpus_per_node=8 "
+                    "data.train_batch_size=8 actor_rollout_ref.actor.ppo_mini_batch_size=8 "
+                    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 algorithm.adv_estimator=grpo\n")
+    return [f for f in check(path).findings if f.rule == "MEM-TRAIN-OOM"]
+
+
+def test_overflow_beyond_every_preset_is_an_error_on_an_assumed_device(tmp_path):
+    """trainer.device=cuda names no variant; when the certain terms exceed even the largest cuda preset,
+    no variant can hold them: an error, not a warning."""
+    found = _oom(tmp_path, "Qwen3-235B-A22B")
+    assert found and {f.severity for f in found} == {"error"} and "even the largest cuda preset" in found[0].message
+
+
+def test_overflow_a_larger_variant_could_hold_stays_a_warning(tmp_path):
+    found = _oom(tmp_path, "Qwen3-32B")  # certain on an H100, not on a B300
+    assert found and all(f.severity == "warning" and "even the largest" not in f.message for f in found)

@@ -76,6 +76,12 @@ def find_device(text: str) -> Device:
     raise UsageError(f"--device {text}: ambiguous ({', '.join(hits)}); use one of {shown}")
 
 
+def largest_of_kind(kind: str) -> Device:
+    """The preset with the most memory among devices of ``kind`` (cuda | npu)."""
+    rows = [(row["memory_gib"], name) for name, row in _table().items() if row["kind"] == kind]
+    return _device(max(rows)[1])
+
+
 def custom_device(memory_bytes: int, kind: str = "cuda") -> Device:
     """``--device-memory SIZE``: a device of that memory, for cards without a preset."""
     return Device(f"{memory_bytes / GIB:g} GiB device", kind, memory_bytes, "--device-memory")
