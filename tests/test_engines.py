@@ -100,3 +100,38 @@ def test_distillation_pool_and_teacher_replicas(tmp_path):
     two = f"distillation.nnodes=1 distillation.n_gpus_per_node=8 {extra}"
     assert _teachers(tmp_path, f"{two} ++distillation.teacher_models.extra.num_replicas=1")[0] == {"VERL-SRV-REPLICA"}
     assert _teachers(tmp_path, f"{two} ++distillation.teacher_models.extra.num_replicas=2")[0] == set()
+
+
+SLIME = ("ray job submit -- python3 train.py --actor-num-nodes 1 --actor-num-gpus-per-node 8 --rollout-num-gpus 8 "
+         "--rollout-num-gpus-per-engine 8 --rollout-batch-size 32 --n-samples-per-prompt 8 --global-batch-size 256 "
+         "--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --group-query-attention --num-query-groups 4 "
+         "--seq-length 4096 --max-position-embeddings 40960 --tensor-model-parallel-size 2 ")
+ROLES = "megatron:\n  - name: c\n    role: critic\n    overrides:\n      tensor_model_parallel_size: 4\n" \
+        "      pipeline_model_parallel_size: {pp}\n"
+
+
+def _slime(tmp_path, flags: str, pp: int = 2):
+    (tmp_path / "roles.yaml").write_text(ROLES.format(pp=pp))
+    path = tmp_path / "run.sh"
+    path.write_text(SLIME + flags + "\n")
+    return check(path)
+
+
+def test_slime_critic_takes_its_role_entry(tmp_path):
+    result = _slime(tmp_path, "--advantage-estimator ppo --megatron-config-path roles.yaml")
+    critic = result.job.layout("critic")
+    assert (result.job.layout("actor").tp.value, critic.tp.value, critic.pp.value) == (2, 4, 2)
+    assert "TP: actor 2, critic 4" in render_text([result])
+    bad = _slime(tmp_path, "--advantage-estimator ppo --megatron-config-path roles.yaml", pp=3)
+    assert {f.role for f in bad.findings if f.rule == "MCORE-PS-WORLD"} == {"critic"}
+
+
+def test_slime_without_ppo_builds_no_critic(tmp_path):
+    result = _slime(tmp_path, "--megatron-config-path roles.yaml", pp=3)
+    assert result.job.layout("critic") is None and not [f for f in result.findings if f.rule == "MCORE-PS-WORLD"]
+
+
+def test_slime_role_file_missing_is_unknown(tmp_path):
+    result = _slime(tmp_path, "--advantage-estimator ppo --megatron-config-path elsewhere/roles.yaml")
+    tp = result.job.layout("critic").tp
+    assert not tp.known and "not a readable file" in tp.unknown and result.valid is None
