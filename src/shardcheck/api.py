@@ -375,11 +375,19 @@ class MeshResult:
 
 def mesh(job: Job, path: str = "<sizes>") -> MeshResult:
     """The rank grid of the engine that builds the process groups (the ref when verl builds one)."""
-    from shardcheck.mesh.grid import Grid, build_grid
-    from shardcheck.mesh.placement import rollout_replicas
     from shardcheck.rules.registry import run_rules
 
     findings, _ = run_rules(job)
+    layout, grid, rollout = mesh_grid(job)
+    keep = ("MCORE-PS-", "VALUE-", "MODEL-")
+    return MeshResult(path, job, layout, grid, [f for f in findings if f.rule.startswith(keep)], rollout)
+
+
+def mesh_grid(job: Job):
+    """(the group-building engine's layout, its rank grid or None, the rollout replicas or a reason or None)."""
+    from shardcheck.mesh.grid import Grid, build_grid
+    from shardcheck.mesh.placement import rollout_replicas
+
     layout = job.group_owner
     grid = None
     if layout is not None and job.cluster.world.known and all(
@@ -394,8 +402,7 @@ def mesh(job: Job, path: str = "<sizes>") -> MeshResult:
         engine = ro.engine.value if ro.engine.known else "rollout"
         rollout = rollout_replicas(ro_world.value, str(engine), ro.tp.value, 1 if ro.dp_in_engine else ro.dp.value,
                                    ro.pp.value)
-    keep = ("MCORE-PS-", "VALUE-", "MODEL-")
-    return MeshResult(path, job, layout, grid, [f for f in findings if f.rule.startswith(keep)], rollout)
+    return layout, grid, rollout
 
 
 @dataclass
