@@ -166,8 +166,12 @@ def _suppressed(finding, job: Job) -> bool:
 
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None) -> Job:
-    """The resolved Job of the script's (first) verl launch; InputError when there is none."""
+                   display: str | None = None, extra_args: tuple[str, ...] = ()) -> Job:
+    """The resolved Job of the script's (first) verl launch; InputError when there is none.
+
+    ``extra_args``: words added at the end of the launch command (``shardcheck plan`` proves its override
+    lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
+    """
     from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash
     from shardcheck.inputs.hydra_overrides import parse_hydra_args
@@ -176,6 +180,8 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     shown = display or str(path)
     reading = read_bash(path, env, display=shown)
     found = find_launches(reading.commands)
+    if extra_args:
+        found = [_with_args(launch, extra_args) for launch in found]
     launches = [launch for launch in found if is_verl_entry(launch)]
     from dataclasses import replace
 
@@ -202,6 +208,20 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
 
     return replace(job, notes=shell_notes + job.notes, suppressions=reading.suppressions)
+
+
+def _with_args(launch, words: tuple[str, ...]):
+    """The launch with ``words`` appended to its arguments (origin: shardcheck plan)."""
+    from dataclasses import replace
+
+    from shardcheck.inputs.shell_values import Field, Seg
+    from shardcheck.origin import Origin
+
+    fields = []
+    for word in words:
+        origin = Origin(kind="default", text=f"shardcheck plan: {word}")
+        fields.append(Field(segs=(Seg(text=word, origin=origin),), origin=origin))
+    return replace(launch, args=launch.args + tuple(fields))
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:
