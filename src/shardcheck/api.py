@@ -292,6 +292,7 @@ class MemoryResult:
     estimate: object | None = None  # shardcheck.memory.estimate.MemoryEstimate
     findings: list = field(default_factory=list)
     error: str | None = None
+    step: object | None = None  # shardcheck.estimate.step_time.StepTime: the model's seconds per step
 
     @property
     def exit_code(self) -> int:
@@ -308,5 +309,10 @@ def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config:
     result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
-    return MemoryResult(result.path, estimate(result.job, device),
-                        [f for f in result.findings if f.rule.startswith("MEM-")])
+    est = estimate(result.job, device)
+    step = None
+    if est.train is not None and result.job.layout("actor") is not None:
+        from shardcheck.estimate.step_time import predict
+
+        step, _ = predict(result.job)
+    return MemoryResult(result.path, est, [f for f in result.findings if f.rule.startswith("MEM-")], step=step)

@@ -451,3 +451,29 @@ def step_time(job: Job, estimate: MemoryEstimate) -> StepTime:
         _rollout(job, arch, estimate.rollout, sp, out)
     out.total = sum(out.phases.values())
     return out
+
+
+def predict(job: Job) -> tuple[StepTime | None, str | None]:
+    """The step time of ``job`` on its device choice (the default for trainer.device otherwise), or why not.
+
+    Only a job whose layout builds is timed: ``valid`` of its check should be true for the figure to mean
+    anything; the caller shows it next to the verdict.
+    """
+    from shardcheck.memory.estimate import estimate
+
+    try:
+        est = estimate(job, job.device_choice)
+        if est.train is None:
+            return None, "; ".join(est.problems) or "no training estimate"
+        return step_time(job, est), None
+    except Unknown as exc:
+        return None, str(exc)
+    except (ZeroDivisionError, ValueError, KeyError, TypeError) as exc:  # a layout that does not build
+        return None, f"the layout is not timed ({type(exc).__name__})"
+
+
+def describe(step: StepTime) -> str:
+    """One line: the total and each phase, in seconds."""
+    phases = ", ".join(f"{name.replace('_', ' ')} {sec:,.1f}" for name, sec in step.phases.items())
+    return f"{step.total:,.1f} s per step on {step.devices} × {step.device} ({phases}; update " \
+           f"{step.tflops_per_device:.0f} model TFLOP/s per device)"

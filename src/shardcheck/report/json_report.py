@@ -26,6 +26,7 @@ def result_to_dict(r: Result) -> dict:
             doc["ref_layout"] = r.layout_summary("ref")
         if job.fsdp_layout("critic") is not None:
             doc["critic_layout"] = r.layout_summary("critic")
+        doc["step_seconds"] = _step(job)
         doc["framework_version"] = job.framework_version
         m = job.model
         doc["model"] = None if m is None else {
@@ -45,6 +46,19 @@ def result_to_dict(r: Result) -> dict:
     ]
     doc["skipped"] = list(r.skipped)
     return doc
+
+
+def _step(job) -> dict | None:
+    """The step-time model's prediction for the script's layout (docs/step_time.md); None when not timed."""
+    if job.layout("actor") is None:
+        return None
+    from shardcheck.estimate.step_time import predict
+
+    step, _ = predict(job)
+    if step is None:
+        return None
+    return {"total": step.total, "rollout": step.rollout, "train": step.train, "phases": dict(step.phases),
+            "device": step.device, "tflops_per_device": round(step.tflops_per_device, 1)}
 
 
 def render_json(results: list[Result]) -> str:

@@ -122,6 +122,18 @@ def _rollout_lines(job: Job) -> list[str]:
     return [f"  rollout    {_value(r.engine)}: {text}"]
 
 
+def _step_lines(job: Job) -> list[str]:
+    """The step-time model's prediction for the script's own layout (docs/step_time.md)."""
+    if job.layout("actor") is None:
+        return []
+    from shardcheck.estimate.step_time import describe, predict
+
+    step, why = predict(job)
+    if step is None:
+        return [f"  step time  not predicted: {why}"]
+    return [f"  step time  {describe(step)} — model, docs/step_time.md"]
+
+
 def _line_of(origin: Origin) -> str:
     """`` ← line N: text`` for a derived value written on a script line, else nothing."""
     line = origin.first_script_line()
@@ -186,6 +198,7 @@ def render_text(results: list[Result]) -> str:
         if job.rollout is not None and job.rollout.gpus is not None:
             out.append(f"  rollout    {_rollout_line(job.rollout)}")
         out.extend(_rollout_lines(job))
+        out.extend(_step_lines(job))
         for lay in job.fsdp_layouts:
             out.extend(_fsdp_lines(job, lay))
         if r.skipped:
