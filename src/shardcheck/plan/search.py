@@ -271,6 +271,7 @@ class _Bound:
         self.steps, self.passes = optimizer_steps(job), forward_passes(job)
         self.settings: dict = {}
         self.splits: dict = {}
+        self.shapes: dict = {}
 
     def seconds(self, t: TrainLayout, m: Memory) -> float:
         from shardcheck.estimate.step_time import Grid, compute_bound
@@ -282,6 +283,10 @@ class _Bound:
         world = self.search.space.world
         etp = t.etp if t.etp is not None else t.tp
         dp, edp = world // (t.tp * t.pp * t.cp), world // (etp * t.ep * t.pp)
+        # compute alone does not depend on EP, ETP or the rank order: one bound per remaining shape
+        shape = (t.tp, t.cp, t.pp, t.vpp, t.first, t.last, dp, m.recompute)
+        if shape in self.shapes:
+            return self.shapes[shape]
         key = (t.cp, dp)
         if key not in self.settings:
             _, job = self.search.candidate(t, m, None)
@@ -299,7 +304,9 @@ class _Bound:
         lay = self.search.job.layout("actor")
         g = Grid(tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, etp=etp, dp=dp, edp=edp, vpp=t.vpp or 1, order=t.order,
                  sequence_parallel=bool(lay.sequence_parallel.value))
-        return compute_bound(self.arch, g, self.splits[skey], settings, self.speeds, self.steps, self.passes)
+        seconds = compute_bound(self.arch, g, self.splits[skey], settings, self.speeds, self.steps, self.passes)
+        self.shapes[shape] = seconds
+        return seconds
 
 
 class _StaticFloor:
