@@ -112,8 +112,9 @@ def _step(job) -> dict | None:
     step, _ = predict(job)
     if step is None:
         return None
-    return {"total": step.total, "rollout": step.rollout, "train": step.train, "phases": dict(step.phases),
-            "device": step.device, "tflops_per_device": round(step.tflops_per_device, 1)}
+    return {"total": round(step.total, 3), "rollout": round(step.rollout, 3), "train": round(step.train, 3),
+            "phases": {k: round(v, 3) for k, v in step.phases.items()}, "device": step.device,
+            "tflops_per_device": round(step.tflops_per_device, 1)}
 
 
 def _difference(name: str, actor, other) -> dict:
