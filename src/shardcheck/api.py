@@ -257,8 +257,12 @@ def _script_lines(origin, path: str) -> set[int]:
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
                    display: str | None = None, text: bytes | None = None,
-                   args: tuple[str, ...] = ()) -> Job:
-    """The resolved Job of the script's (first) verl launch; InputError when there is none."""
+                   args: tuple[str, ...] = (), extra_args: tuple[str, ...] = ()) -> Job:
+    """The resolved Job of the script's (first) verl launch; InputError when there is none.
+
+    ``extra_args``: words added at the end of the launch command (``shardcheck plan`` proves its override
+    lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
+    """
     from shardcheck.frameworks.interface import detect, resolve
     from shardcheck.frameworks.verl.resolve import unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
@@ -270,6 +274,8 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     else:
         reading = read_bash(path, env, display=shown, args=args)
     found = find_launches(reading.commands)
+    if extra_args:
+        found = [_with_args(launch, extra_args) for launch in found]
     detected = [(launch, detect(launch)) for launch in found]
     # verl's launch first, wherever it stands; else the first Megatron-LM or slime launch
     launches = [launch for launch, framework in detected if framework == "verl"]
@@ -341,6 +347,32 @@ def _stop_at_unterminated(reading, found) -> None:
 
             raise InputError(f"{d.origin.location}: {render(d).message}")
 
+def _with_args(launch, words: tuple[str, ...]):
+    """The launch with ``words`` appended to its arguments (origin: shardcheck plan)."""
+    from dataclasses import replace
+
+    from shardcheck.inputs.shell_values import Field, Seg
+    from shardcheck.origin import Origin
+
+    fields = []
+    for word in words:
+        origin = Origin(kind="default", text=f"shardcheck plan: {word}")
+        fields.append(Field(segs=(Seg(text=word, origin=origin),), origin=origin))
+    return replace(launch, args=launch.args + tuple(fields))
+
+
+def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:
+    """The Job of the first Megatron-LM (pretrain_gpt.py, -m megatron...) or slime (train.py) launch."""
+    from shardcheck.frameworks.megatron_lm.resolve import exported_values, is_megatron_lm_entry, resolve_megatron_lm
+    from shardcheck.frameworks.slime.resolve import is_slime_entry, resolve_slime
+
+    for launch in found:
+        if is_slime_entry(launch):
+            return resolve_slime(launch, shown, model_config=model_config)
+        if is_megatron_lm_entry(launch):
+            return resolve_megatron_lm(launch, shown, exported_values(reading, launch), model_config=model_config)
+    return None
+
 
 @dataclass
 class MeshResult:
@@ -404,6 +436,7 @@ class MemoryResult:
     estimate: object | None = None  # shardcheck.memory.estimate.MemoryEstimate
     findings: list = field(default_factory=list)
     error: str | None = None
+    step: object | None = None  # shardcheck.estimate.step_time.StepTime: the model's seconds per step
 
     @property
     def exit_code(self) -> int:
@@ -422,5 +455,10 @@ def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config:
                    sample_tokens=sample_tokens)
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
-    return MemoryResult(result.path, estimate(result.job, device),
-                        [f for f in result.findings if f.rule.startswith("MEM-")])
+    est = estimate(result.job, device)
+    step = None
+    if est.train is not None and result.job.layout("actor") is not None:
+        from shardcheck.estimate.step_time import predict
+
+        step, _ = predict(result.job)
+    return MemoryResult(result.path, est, [f for f in result.findings if f.rule.startswith("MEM-")], step=step)

@@ -132,7 +132,7 @@ class MemoryEstimate:
     critic_train: TrainMemory | None = None  # the colocated critic's own update phase (verl)
 
 
-def _settings(job: Job):
+def adapter_for(job: Job):
     """The framework adapter that reads this job's settings (frameworks/<name>/memory_settings.py)."""
     adapter = framework_module(job.framework, "memory_settings")
     if adapter is None:
@@ -151,7 +151,7 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         return out
     try:
         arch = architecture(job.model)
-        adapter = _settings(job)
+        adapter = adapter_for(job)
     except (NotModelled, UnknownValue) as exc:
         out.problems.append(f"parameter counts unknown: {exc}" if isinstance(exc, NotModelled) else str(exc))
         return out

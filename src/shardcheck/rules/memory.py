@@ -18,6 +18,11 @@ from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, StageMemor
 from shardcheck.rules.base import Finding, finding, rule, where
 
 
+def job_estimate(job: Job) -> MemoryEstimate | None:
+    """The estimate the MEM rules judge for ``job`` (computed once per job; the planner shares it)."""
+    return _estimate(job)
+
+
 def _estimate(job: Job) -> MemoryEstimate | None:
     if job.layout("actor") is None and job.fsdp_layout("actor") is None:
         return None
