@@ -39,6 +39,14 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
 
 
+def _version_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verl-version", metavar="X", help="the verl release to judge against (default: the setting "
+                   "verl-version, an installed verl, a pin near the script, else the newest release that accepts "
+                   "every key of the script)")
+    p.add_argument("--megatron-core-version", metavar="X", help="the megatron-core minor the layout rules follow "
+                   "(default: the installed one, else the one the verl release runs with)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardcheck",
@@ -55,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--verify", action="store_true",
                        help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
     _memory_options(check)
+    _version_options(check)
+    check.add_argument("--versions", action="store_true",
+                       help="judge the script against every bundled verl release (and megatron-core minor where the "
+                            "layout verdict changes): one row each")
     memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
     memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
     memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -111,11 +123,18 @@ def _check(args) -> int:
 
     env = _env_pairs(args.env)
     paths = args.paths or [str(EXAMPLE)]
+    bad = _bad_version(args)
+    if bad is not None:
+        print(f"shardcheck: {bad}", file=sys.stderr)
+        return 2
+    if args.versions:
+        return _versions(args, env, paths)
     results = []
     for p in paths:
         display = "examples/qwen3_235b_256k.sh (built-in example)" if not args.paths else p
         results.append(check(p, env, model_config=args.model_config, display=display, device=args.device,
-                             host_memory=args.host_memory))
+                             host_memory=args.host_memory, verl_version=args.verl_version,
+                             megatron_core_version=args.megatron_core_version))
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports
@@ -141,6 +160,34 @@ def _check(args) -> int:
     if reports is not None and not all(rep.agrees for rep in reports.values()):
         return 3
     return 0 if args.exit_zero and code == 1 else code
+
+
+def _bad_version(args) -> str | None:
+    """An unknown --verl-version / --megatron-core-version: one line naming the bundled ones (exit 2)."""
+    from shardcheck.errors import InputError
+    from shardcheck.frameworks.megatron import versions as mcore
+    from shardcheck.frameworks.verl import versions as verl
+
+    try:
+        if args.verl_version is not None:
+            verl.normalize(args.verl_version)
+        if args.megatron_core_version is not None:
+            mcore.normalize(args.megatron_core_version)
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+def _versions(args, env: dict[str, str], paths: list[str]) -> int:
+    """--versions: one row per bundled verl release (and megatron-core minor where the layout verdict changes)."""
+    from shardcheck.api import version_matrix
+    from shardcheck.report.versions_report import render_versions_json, render_versions_text
+
+    matrices = [version_matrix(p, env, model_config=args.model_config,
+                               display=p if args.paths else "examples/qwen3_235b_256k.sh (built-in example)",
+                               megatron_core_version=args.megatron_core_version) for p in paths]
+    print(render_versions_json(matrices) if args.format == "json" else render_versions_text(matrices))
+    return 2 if any(m.error for m in matrices) else 0
 
 
 def _memory(args) -> int:

@@ -155,6 +155,10 @@ def render_text(results: list[Result]) -> str:
         job = r.job
         out.append(f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "
                    f"defaults from {job.config_source})")
+        if job.version_reason:
+            out.append(f"    version   {job.version_reason}")
+        if job.layouts and job.megatron_core_reason:
+            out.append(f"    layout    rules of {job.megatron_core_reason}")
         c = job.cluster
         out.append(f"  cluster    {_value(c.nnodes)} nodes × {_value(c.devices_per_node)} devices"
                    f" ({_value(c.device)}) = {_value(c.world)}")

@@ -22,13 +22,11 @@ from shardcheck.errors import InputError
 from shardcheck.inputs.hydra_overrides import OverrideItem
 from shardcheck.origin import Origin, Traced
 
-BUNDLED_VERSION = "0.9.1"
 # verl's model_engine group choices and the generated config of each: ppo_megatron_trainer.yaml is
 # ppo_trainer.yaml with `override model_engine: megatron` (verl/trainer/config, verl 0.9.1).
 MODEL_ENGINES = {"dp": "ppo_trainer", "megatron": "ppo_megatron_trainer", "veomni": "ppo_veomni_trainer",
                  "torchtitan": "ppo_torchtitan_trainer"}
 KNOWN_CONFIGS = tuple(MODEL_ENGINES.values())
-_DATA = Path(__file__).with_name("data")
 _INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?\s*([.\w]+)\s*(?:,.*)?\}$")
 
 
@@ -50,27 +48,46 @@ class VerlDefaults:
     config_name: str
 
 
-def load_defaults(config_name: str) -> VerlDefaults:
-    """verl's generated config ``config_name``: from an installed verl when present, else the snapshot."""
+def installed_defaults(config_name: str) -> VerlDefaults | None:
+    """verl's generated config ``config_name`` from a verl installed in the environment (read as data), if any."""
     spec = importlib.util.find_spec("verl")  # finds the package without importing it
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            path = Path(location) / "trainer" / "config" / f"_generated_{config_name}.yaml"
-            if path.is_file():
-                from importlib.metadata import PackageNotFoundError, version
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        path = Path(location) / "trainer" / "config" / f"_generated_{config_name}.yaml"
+        if path.is_file():
+            from importlib.metadata import PackageNotFoundError, version
 
-                import yaml
+            import yaml
 
-                try:
-                    installed = version("verl")
-                except PackageNotFoundError:
-                    installed = "installed"
-                tree = _with_engine_choice(yaml.safe_load(path.read_text()), config_name)
-                return VerlDefaults(tree, installed, f"installed verl {installed} ({path})", config_name)
-    bundled = _DATA / f"verl_{BUNDLED_VERSION}_{config_name}.json"
-    doc = json.loads(bundled.read_text())
-    return VerlDefaults(_with_engine_choice(doc["config"], config_name), doc["verl_version"], doc["source"],
-                        config_name)
+            try:
+                installed = version("verl")
+            except PackageNotFoundError:
+                installed = "installed"
+            tree = _with_engine_choice(yaml.safe_load(path.read_text()), config_name)
+            return VerlDefaults(tree, installed, f"installed verl {installed} ({path})", config_name)
+    return None
+
+
+def bundled_defaults(config_name: str, version: str) -> VerlDefaults:
+    """The config ``config_name`` of a version in shardcheck's catalogue (see ``versions.py``)."""
+    from shardcheck.frameworks.verl.versions import version_doc
+
+    doc = version_doc(version)
+    tree = doc["configs"].get(config_name)
+    if tree is None:
+        raise InputError(f"verl {version} has no config {config_name!r} (it has {', '.join(sorted(doc['configs']))})")
+    return VerlDefaults(tree, doc["verl_version"], doc["source"], config_name)
+
+
+def load_defaults(config_name: str, version: str | None = None) -> VerlDefaults:
+    """verl's config ``config_name``: of ``version`` from the catalogue, else of an installed verl, else of
+    the newest bundled release."""
+    if version is None:
+        from shardcheck.frameworks.verl.versions import catalogue
+
+        return installed_defaults(config_name) or bundled_defaults(config_name, catalogue().releases[-1])
+    return bundled_defaults(config_name, version)
 
 
 def _with_engine_choice(tree: dict, config_name: str) -> dict:
@@ -92,6 +109,7 @@ class VerlConfig:
     issues: list[ConfigIssue] = field(default_factory=list)
     unknown: dict[str, str] = field(default_factory=dict)
     custom: str | None = None
+    read: set[str] = field(default_factory=set)  # every key asked for (versions.py compares their defaults)
 
     @property
     def version(self) -> str:
@@ -105,6 +123,7 @@ class VerlConfig:
         from omegaconf import OmegaConf
         from omegaconf.errors import OmegaConfBaseException
 
+        self.read.add(key)
         item = self._setter(key)
         self._ensure_section(key.split(".")[0])
         try:

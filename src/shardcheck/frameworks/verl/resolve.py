@@ -20,8 +20,10 @@ from shardcheck.frameworks.verl.config_tree import (
     MODEL_ENGINES,
     VerlConfig,
     apply_overrides,
-    load_defaults,
+    bundled_defaults,
+    installed_defaults,
 )
+from shardcheck.frameworks.verl.versions import VersionChoice, catalogue, choose, span
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, ConfigNote, FsdpLayout, Job, MegatronLayout, RolloutLayout
@@ -281,6 +283,31 @@ def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
     return tuple(out)
 
 
+def _choose_defaults(name: str, overrides: tuple[OverrideItem, ...], engine: str | None, custom: str | None,
+                     requested: tuple[str, str] | None, pinned: tuple[str, str] | None):
+    """The verl version to judge with (see versions.py) and its config ``name``."""
+    if requested is None:
+        installed = installed_defaults(name)
+        if installed is not None:
+            return VersionChoice(installed.version, "installed", (), f"verl {installed.version} installed in this "
+                                 "environment"), installed
+    if custom is not None and requested is None:  # a config of its own: its keys are not verl's to judge
+        newest = catalogue().releases[-1]
+        choice = VersionChoice(newest, "default", (), f"verl {newest}, the newest release (the script's own config "
+                               "is not read, so its keys cannot tell the version)")
+    else:
+        choice = choose(name, overrides, requested=requested, pinned=pinned, engine=engine)
+    return choice, bundled_defaults(name, choice.version)
+
+
+def _versions_having(config: VerlConfig, key: str) -> str:
+    """``; present in verl 0.6.0 … 0.9.0`` for a key the judged version lacks but others have."""
+    having = catalogue().having(config.defaults.config_name, key)
+    if not having:
+        return ""
+    return f"; present in verl {span(having)}"
+
+
 def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
     notes: list[ConfigNote] = []
     for issue in config.issues:
@@ -288,14 +315,23 @@ def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
         rule = {"unknown_key": "VERL-CFG-UNKNOWN-KEY", "added_key": "VERL-CFG-ADDED-KEY",
                 "hydra": "HYDRA-OVERRIDE"}[issue.kind]
         fix = None
+        elsewhere = _versions_having(config, item.key) if issue.kind == "unknown_key" else ""
+        suggestion = issue.suggestion if issue.suggestion not in config.set_by else None  # never one already set
         if issue.kind == "unknown_key" and ".megatron." in item.key and config.defaults.config_name == "ppo_trainer":
             fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
-        elif issue.suggestion:
-            fix = f"did you mean `{issue.suggestion}`?"
+        elif elsewhere:
+            fix = (f"run on a verl that has it ({span(catalogue().having(config.defaults.config_name, item.key))}), "
+                   f"or remove it for verl {config.version}")
+            if suggestion:
+                fix += f"; or did you mean `{suggestion}`?"
+        elif suggestion:
+            fix = f"did you mean `{suggestion}`?"
         elif issue.kind == "unknown_key":
             fix = f"prefix it with `+` only if verl reads `{item.key}`; otherwise remove it"
-        notes.append(ConfigNote(rule=rule, message=_clean(f"{item.text}: {issue.message}"), origin=item.word,
-                                fix=_clean(fix) if fix else None))
+        message = f"{item.text}: {issue.message}"
+        if elsewhere:
+            message += f" (absent from verl {config.version}{elsewhere})"
+        notes.append(ConfigNote(rule=rule, message=_clean(message), origin=item.word, fix=_clean(fix) if fix else None))
     return notes
 
 
@@ -309,8 +345,13 @@ def _value(config: VerlConfig, key: str) -> Traced:
     return traced
 
 
-def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None) -> Job:
-    """The Job verl would build from this launch's command line."""
+def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None,
+                 verl_version: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None) -> Job:
+    """The Job verl would build from this launch's command line.
+
+    ``verl_version``: (version, where it was given) — a flag or a setting; ``pinned``: (version, file:line) of a
+    pin found near the script. Without either, an installed verl, else the version is inferred (versions.py).
+    """
     notes: list[ConfigNote] = []
     name, name_origin = _config_name(hydra)
     for error in hydra.errors:
@@ -347,7 +388,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         name = "ppo_trainer"  # only its key tree is used, in non-struct mode, to apply the overrides
     elif engine is not None:
         name = MODEL_ENGINES[engine]
-    defaults = load_defaults(name)
+    choice, defaults = _choose_defaults(name, overrides, engine, custom, verl_version, pinned)
     config = apply_overrides(defaults, overrides, custom=custom)
     notes.extend(_issue_notes(config))
 
@@ -391,6 +432,10 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         path=path,
         framework="verl",
         framework_version=config.version,
+        version_source=choice.source,
+        accepted_versions=choice.accepted,
+        version_reason=choice.reason,
+        defaults_read=frozenset(k for k in config.read if config._setter(k) is None),
         entry=launch.entry,
         config_name=name,
         config_source=defaults.source,
