@@ -40,12 +40,12 @@ def test_ep_32_on_16_device_nodes_crosses_nodes():
     assert not [f for f in after.findings if f.rule == "MCORE-PS-LOCALITY"]
 
 
-def test_etp_unset_is_an_expert_grid_error_at_the_tp_line():
+def test_etp_unset_is_an_expert_grid_error_at_the_ep_line():
     r = check(CASES / "qwen3_235b_256k_etp_unset.sh")
     fold = [f for f in errors(r) if f.rule == "MCORE-PS-EXPERT-FOLD"]
     assert len(fold) == 1
     f = fold[0]
-    assert f.line == 25  # train_tp=2: ETP unset follows TP
+    assert f.line == 26  # train_ep=16: the fix sets ETP (unset, it follows TP) or changes EP, not TP
     assert "EP 16 · ETP 2" in f.message and "PP 16 = 512 does not divide world 256" in f.message
     assert "world_size (256) is not divisible by expert_tensor_model_pipeline_parallel size (512)" in f.message
     assert f.fix.startswith("actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=1")

@@ -35,7 +35,7 @@ def test_default_runs_the_built_in_example(capsys):
 def test_json_schema(capsys):
     main(["check", "--format", "json", str(EXAMPLE), str(CASES / "qwen3_235b_256k_etp_unset.sh")])
     doc = json.loads(capsys.readouterr().out)
-    assert doc["version"] == 1
+    assert doc["version"] == 2
     assert len(doc["results"]) == 2
     ok, bad = doc["results"]
     assert set(ok) >= {"path", "framework", "valid", "layout", "model", "findings"}
@@ -44,24 +44,27 @@ def test_json_schema(capsys):
     assert ok["valid"] is True and ok["layout"]["dp"] == 1 and ok["model"]["name"].startswith("Qwen3-235B")
     assert bad["valid"] is False
     f = next(f for f in bad["findings"] if f["rule"] == "MCORE-PS-EXPERT-FOLD")
-    assert set(f) == {"rule", "severity", "message", "path", "line", "fix", "conditional"}
-    assert f["line"] == 25
+    assert set(f) == {"rule", "severity", "message", "path", "line", "fix", "conditional", "covers", "group"}
+    assert f["line"] == 26  # EP's line: the fix sets ETP (unset, it follows TP) or changes EP
 
 
-@pytest.mark.parametrize("content, expected", [
-    (None, "no such file"),
-    ("echo hello\n", "no recognised launch command"),
-    ('X="unterminated\npython3 -m verl.trainer.main_ppo\n', ":1: unterminated double quote"),
+@pytest.mark.parametrize("content, expected, status, code", [
+    (None, "INPUT-UNREADABLE error: no such file", "failed", 2),  # no input could be read
+    ("echo hello\n", "INPUT-NO-LAUNCH info: no launch command; skipped", "skipped", 0),
+    ('X="unterminated\npython3 -m verl.trainer.main_ppo\n', ":1: INPUT-UNUSABLE error: unterminated double quote",
+     "failed", 1),
 ])
-def test_bad_input_is_one_line_exit_2(tmp_path, content, expected):
+def test_bad_input_is_one_line(tmp_path, content, expected, status, code):
     path = tmp_path / "run.sh"
     if content is not None:
         path.write_text(content)
     proc = run("check", str(path))
-    assert proc.returncode == 2
+    assert proc.returncode == code
     assert "Traceback" not in proc.stdout + proc.stderr
-    error_lines = [line for line in proc.stdout.splitlines() if "error:" in line]
-    assert len(error_lines) == 1 and expected in error_lines[0]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2 and expected in lines[0] and lines[0].startswith(str(path))
+    assert lines[1] == f"1 file: {int(status == 'judged')} judged, {int(status == 'skipped')} skipped (no launch " \
+                       f"command), {int(status == 'failed')} failed; {int(code != 0)} error{'s' * (code == 0)}, 0 warnings"
 
 
 def test_non_integer_size_is_a_finding(tmp_path):
@@ -73,7 +76,7 @@ def test_non_integer_size_is_a_finding(tmp_path):
     assert f"{path}:1: VALUE-BAD-SIZE error" in proc.stdout
 
 
-def test_directory_is_an_input_error(tmp_path):
+def test_empty_directory_is_unreadable(tmp_path):
     proc = run("check", str(tmp_path))
     assert proc.returncode == 2 and "is a directory" in proc.stdout
 
@@ -176,3 +179,4 @@ def test_pyproject_settings_and_exit_zero(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nfail_on = "info"\n')
     result = __import__("shardcheck").check(path)
     assert result.exit_code == 2 and "has no setting 'fail_on'" in result.error
+    assert main(["check", str(path)]) == 2  # unusable settings are a usage error

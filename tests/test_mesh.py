@@ -69,7 +69,7 @@ def test_mesh_invalid_layout_gives_check_errors_and_exit_1(capsys):
     assert main(["mesh", str(CASES / "qwen3_235b_256k_etp_unset.sh"), "--format", "json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["valid"] is False
-    assert [e["rule"] for e in doc["errors"]] == ["MCORE-PS-EXPERT-FOLD"] and doc["errors"][0]["line"] == 25
+    assert [e["rule"] for e in doc["errors"]] == ["MCORE-PS-EXPERT-FOLD"] and doc["errors"][0]["line"] == 26
 
 
 def test_mesh_warns_about_groups_across_nodes(capsys):

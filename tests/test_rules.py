@@ -30,6 +30,7 @@ def script(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1,
 A = "actor_rollout_ref.actor"
 RO = "actor_rollout_ref.rollout"
 SGL = f"+{RO}.engine_kwargs.sglang"
+RM = "reward.reward_model"
 YARN = str(Path(__file__).parent / "data" / "yarn-short")  # YaRN factor 2 over 32768: vLLM derives 65536
 FSDP = "--config-name=ppo_trainer"  # verl's default config: the actor, ref and critic run under FSDP
 
@@ -166,6 +167,12 @@ CASES: dict[str, tuple[str, str]] = {
     "VERL-RO-MODE": (script(f"{RO}.mode=sync"), script(f"{RO}.mode=async")),
     "VERL-RO-MNBT": (script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=8192"),
                      script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=40960")),
+    "SHELL-CONTINUATION": (script().rstrip("\n") + " \\ # one node\n", script() + "# one node\n"),
+    "VERL-SRV-POOL": (script(f"{RM}.enable=True {RM}.enable_resource_pool=True {RM}.rollout.name=vllm"),
+                      script(f"{RM}.enable=True {RM}.enable_resource_pool=True {RM}.rollout.name=vllm "
+                             f"{RM}.nnodes=1 {RM}.n_gpus_per_node=8")),
+    "VERL-SRV-REPLICA": (script(f"{RM}.enable=True {RM}.rollout.name=vllm {RM}.rollout.tensor_model_parallel_size=16"),
+                         script(f"{RM}.enable=True {RM}.rollout.name=vllm {RM}.rollout.tensor_model_parallel_size=4")),
     "VERL-RO-PP": (script(f"{RO}.pipeline_model_parallel_size=2"), script(f"{RO}.pipeline_model_parallel_size=1")),
     "VERL-RO-EP": (script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=8"),
                    script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=4")),
@@ -300,8 +307,36 @@ def rule_findings(tmp_path, text, rule_id: str, env=None):
     return [f for f in result.findings if f.rule == rule_id], result
 
 
+# Rules about the input as a whole (checked before or around a job): (bad, good) as (script text or None for
+# a missing file, --env values).
+INPUT_CASES = {
+    "INPUT-NO-LAUNCH": (("echo preparing data\n", None), (script(), None)),
+    "INPUT-UNREADABLE": ((None, None), (script(), None)),
+    "INPUT-UNUSABLE": (('X="unterminated\npython3 -m verl.trainer.main_ppo\n', None), (script(), None)),
+    "SHELL-ENV-UNUSED": ((script(before="N=${NNODES:-1}"), {"nnodes": "2"}),
+                         (script(before="N=${NNODES:-1}"), {"NNODES": "2"})),
+    "SUPPRESS-UNKNOWN-ID": (("# shardcheck: disable=MCORE-TC-HEAD-TP\n" + script(), None),
+                            ("# shardcheck: disable=MCORE-TC-HEADS-TP\n" + script(), None)),
+}
+
+
 def test_every_rule_has_a_case():
-    assert set(CASES) == set(all_rules())
+    assert set(CASES) | set(INPUT_CASES) == set(all_rules())
+    assert not set(CASES) & set(INPUT_CASES)
+
+
+@pytest.mark.parametrize("rule_id", sorted(INPUT_CASES))
+def test_input_rule_fires_on_bad_and_is_silent_on_good(tmp_path, rule_id):
+    for (text, env), fires in zip(INPUT_CASES[rule_id], (True, False)):
+        path = tmp_path / "run.sh"
+        path.unlink(missing_ok=True)
+        if text is not None:
+            path.write_text(text)
+        result = check(path, env)
+        found = [f for f in result.findings if f.rule == rule_id]
+        assert bool(found) == fires, (rule_id, fires, [(f.rule, f.message) for f in result.findings])
+        for f in found:
+            assert f.severity == all_rules()[rule_id].severity and f.path is not None
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
@@ -410,11 +445,13 @@ def test_a_recipe_config_makes_defaults_unknown_not_assumed(tmp_path):
     assert result.valid is None  # nnodes etc. come from the recipe's config
 
 
-def test_unmodelled_verl_entry_is_exit_2(tmp_path):
+def test_unmodelled_verl_entry_is_skipped(tmp_path):
     path = tmp_path / "run.sh"
     path.write_text("torchrun --nproc_per_node=8 -m verl.trainer.sft_trainer model.path=x\n")
     result = check(path)
-    assert result.exit_code == 2 and "verl.trainer.sft_trainer is not modelled yet" in result.error
+    assert result.exit_code == 0 and result.status == "skipped"
+    assert [(f.rule, f.line) for f in result.findings] == [("INPUT-NO-LAUNCH", 1)]
+    assert "verl.trainer.sft_trainer is not modelled yet; skipped" in result.findings[0].message
 
 
 def test_errors_an_unknown_argument_could_change_are_conditional(tmp_path):

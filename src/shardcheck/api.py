@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shardcheck.errors import InputError
+from shardcheck.errors import InputError, NoLaunchError
 from shardcheck.job import ConfigNote, FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Traced
 from shardcheck.settings import SEVERITY_RANK, Settings, load_settings
@@ -25,11 +25,22 @@ class Result:
     skipped: list[str] = field(default_factory=list)
     error: str | None = None  # the one-line reason when the input cannot be used at all
     settings: Settings = field(default_factory=Settings)
+    error_kind: str | None = None  # with error: "unreadable", "no-launch", "unusable" or "usage"
+
+    @property
+    def status(self) -> str:
+        """``judged``; ``skipped`` (no launch command in the file); ``failed`` (the input cannot be used)."""
+        if self.error is None:
+            return "judged"
+        return "skipped" if self.error_kind == "no-launch" else "failed"
 
     @property
     def valid(self) -> bool | None:
         """True: no error. False: an error (or an unusable input). None: no error found, but a value
-        some rule needs is unknown (VALUE-UNKNOWN), so the verdict is undecided, never guessed."""
+        some rule needs is unknown (VALUE-UNKNOWN), so the verdict is undecided, never guessed; also
+        None for a file skipped for having no launch command."""
+        if self.status == "skipped":
+            return None
         if self.error is not None or any(f.severity == "error" and not f.conditional for f in self.findings):
             return False
         if any(f.rule == "VALUE-UNKNOWN" or f.severity == "error" for f in self.findings):
@@ -50,7 +61,8 @@ class Result:
 
     @property
     def exit_code(self) -> int:
-        if self.error is not None:
+        """2: the file could not be read (or a setting or option used); 1: a finding at or above fail-on; else 0."""
+        if self.error_kind in ("unreadable", "usage"):
             return 2
         return 1 if any(self.settings.fails(f.severity) for f in self.findings) else 0
 
@@ -135,18 +147,29 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
-          host_memory: int | None = None, verl_version: str | None = None,
+          host_memory: int | None = None, text: bytes | None = None,
+          args: tuple[str, ...] = (), verl_version: str | None = None,
           megatron_core_version: str | None = None) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
+    ``text``: the script's contents when they do not come from ``path``, e.g. standard input;
     ``verl_version`` / ``megatron_core_version``: the versions to judge against, else chosen as
-    frameworks/verl/versions.py and frameworks/megatron/versions.py say)."""
+    frameworks/verl/versions.py and frameworks/megatron/versions.py say).
+
+    ``settings``: the project settings to use; default those of the nearest ``pyproject.toml`` above
+    the script. A file without a launch command gives a Result with status ``skipped`` and one
+    INPUT-NO-LAUNCH finding; an unusable input one INPUT-UNREADABLE or INPUT-UNUSABLE error."""
     from dataclasses import replace
+
+    from shardcheck.errors import SettingsError, UnreadableInput, UsageError
 
     shown = display or str(path)
     try:
         settings = settings or load_settings(Path(path).resolve().parent)
-        job = resolve_script(path, env, model_config=model_config, display=shown,
+    except SettingsError as exc:
+        return _unusable(shown, str(exc), "usage", Settings())
+    try:
+        job = resolve_script(path, env, model_config=model_config, display=shown, text=text, args=args,
                              verl_version=_requested_verl(verl_version, settings),
                              megatron_core_version=megatron_core_version)
         if device is not None:
@@ -159,23 +182,91 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
         findings, skipped = run_rules(job)
         if job.framework == "verl" and job.version_source == "inferred" and len(job.accepted_versions) > 1:
             findings = _across_versions(job, findings, lambda v: replace(resolve_script(
-                path, env, model_config=model_config, display=shown, verl_version=(v, "the accepted versions"),
-                megatron_core_version=megatron_core_version), device_choice=device, host_memory_bytes=host_memory))
+                path, env, model_config=model_config, display=shown, text=text, args=args,
+                verl_version=(v, "the accepted versions"), megatron_core_version=megatron_core_version),
+                device_choice=device, host_memory_bytes=host_memory))
+    except NoLaunchError as exc:
+        return _unusable(shown, str(exc), "no-launch", settings)
+    except UnreadableInput as exc:
+        return _unusable(shown, str(exc), "unreadable", settings)
+    except UsageError as exc:
+        return _unusable(shown, str(exc), "usage", settings)
     except InputError as exc:
-        return Result(shown, error=str(exc))
+        return _unusable(shown, str(exc), "unusable", settings)
     except RecursionError:
-        return Result(shown, error=f"{shown}:1: nested too deeply for shardcheck to read; simplify the script")
-    findings = [f for f in findings if settings.reports(f.rule) and not _suppressed(f, job)]
+        return _unusable(shown, f"{shown}:1: nested too deeply for shardcheck to read; simplify the script",
+                         "unusable", settings)
+    from shardcheck.rules.grouping import group_findings
+
+    findings = [f for f in findings if settings.reports(f.rule, path) and not _suppressed(f, job)]
+    findings += _id_findings(job, settings, path)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
-    return Result(shown, job, findings, skipped, settings=settings)
+    return Result(shown, job, group_findings(findings), skipped, settings=settings)
+
+
+_KIND_RULE = {"no-launch": "INPUT-NO-LAUNCH", "unreadable": "INPUT-UNREADABLE", "unusable": "INPUT-UNUSABLE",
+              "usage": "INPUT-UNUSABLE"}
+
+
+def _unusable(shown: str, message: str, kind: str, settings: Settings) -> Result:
+    """A Result for an input that cannot be judged, with the one finding that says why."""
+    import re
+
+    from shardcheck.origin import Origin
+    from shardcheck.rules.registry import all_rules, finding
+
+    all_rules()  # registers the INPUT-* rules
+    m = re.match(r"^(.+?):(\d+): ", message)
+    origin = Origin(kind="script", path=m.group(1), line=int(m.group(2))) if m else Origin(kind="cli", path=shown)
+    text = message[m.end():] if m else message.removeprefix(f"{shown}: ")
+    rule_id = _KIND_RULE[kind]
+    found = [finding(rule_id, text, origin)] if settings.reports(rule_id) else []
+    return Result(shown, None, found, error=message, settings=settings, error_kind=kind)
+
+
+def _id_findings(job: Job, settings: Settings, path) -> list:
+    """SUPPRESS-UNKNOWN-ID warnings: ids in the script's disable comments and in the settings that name no rule."""
+    from shardcheck.origin import Origin
+    from shardcheck.rules.registry import finding, id_problem
+
+    if not settings.reports("SUPPRESS-UNKNOWN-ID", path):
+        return []
+    out = []
+    for line, written in job.suppression_ids:
+        problem = id_problem(written, "`# shardcheck: disable=`", prefix_ok=False)
+        if problem is not None:
+            out.append(finding("SUPPRESS-UNKNOWN-ID", problem[0], Origin(kind="script", path=job.path, line=line),
+                               fix=problem[1]))
+    for message, fix, source, line in settings.id_problems():
+        origin = Origin(kind="script", path=source, line=line or 1) if source else Origin(kind="cli", text=message)
+        out.append(finding("SUPPRESS-UNKNOWN-ID", message, origin, fix=fix))
+    return out
 
 
 def _suppressed(finding, job: Job) -> bool:
-    """A ``# shardcheck: disable=ID`` comment on the finding's line or the line before it."""
-    if finding.line is None or finding.path != job.path:
+    """A ``# shardcheck: disable=ID`` comment on the finding's line or the line before it, or covering a
+    line the finding's value passed through (the launch command that used a variable set elsewhere)."""
+    from shardcheck.rules.registry import current_id
+
+    if finding.origin is None:
         return False
-    ids = job.suppressions.get(finding.line, frozenset())
-    return finding.rule in ids or "ALL" in ids
+    for line in _script_lines(finding.origin, job.path):
+        ids = job.suppressions.get(line, frozenset())
+        if "ALL" in ids or finding.rule in {current_id(i) for i in ids}:
+            return True
+    return False
+
+
+def _script_lines(origin, path: str) -> set[int]:
+    """Every line of ``path`` an origin (or a step on its way) was written on."""
+    lines: set[int] = set()
+    stack = [origin]
+    while stack:
+        o = stack.pop()
+        if o.path == path and o.line is not None:
+            lines.add(o.line)
+        stack.extend(o.via)
+    return lines
 
 
 def _across_versions(job: Job, findings: list, judge) -> list:
@@ -236,14 +327,15 @@ def _requested_verl(flag: str | None, settings: Settings) -> tuple[str, str] | N
 
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None, verl_version: tuple[str, str] | None = None,
-                   megatron_core_version: str | None = None, memo: dict | None = None) -> Job:
+                   display: str | None = None, text: bytes | None = None, args: tuple[str, ...] = (),
+                   verl_version: tuple[str, str] | None = None, megatron_core_version: str | None = None,
+                   memo: dict | None = None) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none.
 
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment."""
-    job = _resolve_script(path, env, model_config=model_config, display=display, verl_version=verl_version,
-                          memo={} if memo is None else memo)
+    job = _resolve_script(path, env, model_config=model_config, display=display, text=text, args=args,
+                          verl_version=verl_version, memo={} if memo is None else memo)
     from dataclasses import replace
 
     from shardcheck.frameworks.megatron.versions import choose
@@ -253,36 +345,45 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
 
 
 def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_config: str | None,
-                    display: str | None, verl_version: tuple[str, str] | None, memo: dict) -> Job:
+                    display: str | None, text: bytes | None, args: tuple[str, ...],
+                    verl_version: tuple[str, str] | None, memo: dict) -> Job:
     from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
-    from shardcheck.inputs.bash import read_bash
+    from shardcheck.inputs.bash import read_bash, read_bash_text
     from shardcheck.inputs.hydra_overrides import parse_hydra_args
     from shardcheck.inputs.launch import find_launches
 
     shown = display or str(path)
     if "reading" not in memo:
-        memo["reading"] = read_bash(path, env, display=shown)
+        if text is not None:
+            memo["reading"] = read_bash_text(text, shown, env, real_path=Path(path), args=args)
+        else:
+            memo["reading"] = read_bash(path, env, display=shown, args=args)
     reading = memo["reading"]
     found = find_launches(reading.commands)
     launches = [launch for launch in found if is_verl_entry(launch)]
     from dataclasses import replace
 
+    _stop_at_unterminated(reading, found)
     flag_job = _resolve_flag_launch(found, reading, shown, model_config) if not launches else None
     if flag_job is not None:
-        shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
-        return replace(flag_job, notes=shell_notes + flag_job.notes, suppressions=reading.suppressions)
+        return replace(flag_job, notes=_shell_notes(reading) + flag_job.notes, suppressions=reading.suppressions,
+                       suppression_ids=reading.suppression_ids)
     if not launches:
         other = next((launch for launch in found if unmodelled_verl_entry(launch)), None)
         if other is not None:
-            raise InputError(f"{other.origin.location}: {other.module} is not modelled yet; shardcheck reads "
-                             "verl.trainer.main_ppo launches")
-        syntax = next((d for d in reading.diagnostics if d.code == "SHELL-SYNTAX"), None)
+            raise NoLaunchError(f"{other.origin.location}: {other.module} is not modelled yet; skipped (shardcheck "
+                                "reads verl.trainer.main_ppo launches)")
+        syntax = next((d for d in reading.diagnostics if d.code in ("SHELL-SYNTAX", "SHELL-ARITH")), None)
         if syntax is not None:
             raise InputError(f"{syntax.origin.location}: {syntax.message}")
-        raise InputError(
-            f"{shown}:1: no recognised launch command (python3 -m verl.trainer.main_ppo ..., torchrun "
-            "pretrain_gpt.py ..., slime's python3 train.py ...); shardcheck reads verl, Megatron-LM and slime "
-            "launch scripts"
+        modules = [launch for launch in found if launch.module and launch.module.split(".")[0] not in _TOOL_MODULES]
+        if modules:
+            names = ", ".join(dict.fromkeys(launch.module for launch in modules))
+            raise NoLaunchError(f"{modules[0].origin.location}: not modelled: {names} (python -m); skipped (shardcheck "
+                                "reads verl.trainer.main_ppo, Megatron-LM's pretrain_*.py and slime's train.py launches)")
+        raise NoLaunchError(
+            f"{shown}:1: no launch command; skipped (shardcheck reads verl's python3 -m verl.trainer.main_ppo, "
+            "Megatron-LM's torchrun pretrain_gpt.py and slime's python3 train.py launches)"
         )
     launch = launches[0]
     if "hydra" not in memo:
@@ -290,11 +391,46 @@ def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_confi
     hydra = memo["hydra"]
     from shardcheck.frameworks.verl.versions import find_pin
 
-    pinned = find_pin(Path(path)) if verl_version is None and Path(path).is_file() else None
+    pinned = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None
     job = resolve_verl(launch, hydra, shown, model_config=model_config, verl_version=verl_version, pinned=pinned)
-    shell_notes = tuple(ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics)
+    return replace(job, notes=_shell_notes(reading) + job.notes, suppressions=reading.suppressions,
+                   suppression_ids=reading.suppression_ids)
 
-    return replace(job, notes=shell_notes + job.notes, suppressions=reading.suppressions)
+
+def _shell_notes(reading) -> tuple[ConfigNote, ...]:
+    """The reader's diagnostics, and a SHELL-ENV-UNUSED note for each ``--env`` name the script never reads."""
+    import difflib
+
+    from shardcheck.origin import Origin
+
+    notes = [ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics]
+    wanted = {name.upper(): name for name in reading.env_wanted}
+    for name in reading.env_unread:
+        close = wanted.get(name.upper()) or next(iter(difflib.get_close_matches(name, list(wanted.values()), 1, 0.7)),
+                                                 None)
+        read = f"; it reads {', '.join('$' + n for n in reading.env_wanted[:6])}" if reading.env_wanted else \
+            "; it reads no environment variable"
+        notes.append(ConfigNote(
+            rule="SHELL-ENV-UNUSED", origin=Origin(kind="cli", path=reading.path, text=f"--env {name}"),
+            message=f"--env {name}: {reading.path} never reads ${name}, so the value changes nothing{read}",
+            fix=f"did you mean --env {close}=...?" if close else "remove it, or use the name the script reads"))
+    return tuple(notes)
+
+
+# ``python -m`` modules that are tools, not training launches: never named as "not modelled".
+_TOOL_MODULES = frozenset({"pip", "venv", "ensurepip", "http", "json", "site", "uv", "pytest", "torch"})
+
+
+def _stop_at_unterminated(reading, found) -> None:
+    """An unterminated quote or expansion before the end of the first launch: bash reads to the end of the
+    file looking for its end and stops with a syntax error, so the launch never runs (exit 2, one line)."""
+    if not found:
+        return
+    last = max((f.origin.line or 0 for f in found[0].command.fields), default=0)
+    for d in reading.diagnostics:
+        if d.code == "SHELL-SYNTAX" and d.message.startswith("unterminated") and d.origin.path == reading.path \
+                and (d.origin.line or 0) <= last:
+            raise InputError(f"{d.origin.location}: {d.message}")
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 EXAMPLE = Path(__file__).with_name("examples") / "qwen3_235b_256k.sh"
 
@@ -52,14 +53,28 @@ def _parser() -> argparse.ArgumentParser:
         prog="shardcheck",
         description="Judge a large-model training launch before it runs: layout, sizes, and what to change.",
     )
+    from shardcheck import __version__
+
+    parser.add_argument("--version", action="version", version=f"shardcheck {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check", help="judge launch scripts (verl + Megatron-Core)")
-    check.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
+    check = sub.add_parser("check", help="judge launch scripts (verl, Megatron-LM, slime)")
+    check.add_argument("paths", nargs="*", help="launch scripts; a directory is searched for *.sh files, - reads "
+                       f"standard input (default: the built-in example {EXAMPLE.name})")
     check.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                        help="a value the script reads from its environment (repeatable)")
     check.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
-    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument("--format", "--output-format", dest="format", choices=("text", "json"), default="text")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors (not for bad input)")
+    check.add_argument("--select", action="append", metavar="IDS",
+                       help="report only these rule ids or prefixes, comma-separated (replaces the settings' select)")
+    check.add_argument("--ignore", action="append", metavar="IDS",
+                       help="do not report these rule ids or prefixes (replaces the settings' ignore)")
+    check.add_argument("--fail-on", choices=("error", "warning", "info"),
+                       help="the lowest severity that makes the exit status 1 (default: error, or the settings')")
+    check.add_argument("-q", "--quiet", action="store_true", help="print the findings only, one per line")
+    check.add_argument("--statistics", action="store_true", help="print how often each rule fired, not the findings")
+    check.add_argument("--stdin-filename", metavar="PATH",
+                       help="the name (and folder, for settings and `source`) of the script read from -")
     check.add_argument("--verify", action="store_true",
                        help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
     _memory_options(check)
@@ -96,7 +111,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `shardcheck check run.sh -- a=b c=d`: the words after `--` are the script's positional parameters
+    script_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     args = _parser().parse_args(argv)
+    args.script_args = tuple(script_args)
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":
@@ -118,23 +138,72 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _example_display() -> str:
+    """The built-in example's real path, relative to the working directory when it lies below it."""
+    import os
+
+    try:
+        return os.path.relpath(EXAMPLE)
+    except ValueError:
+        return str(EXAMPLE)
+
+
+def expand_paths(paths: list[str]) -> list[str]:
+    """Command-line paths to inputs: a directory becomes its ``*.sh`` / ``*.bash`` files (recursively,
+    sorted, hidden folders left out); a file, ``-`` or a missing path stays as given."""
+    out: list[str] = []
+    for p in paths:
+        path = Path(p)
+        if p != "-" and path.is_dir():
+            found = sorted(f for ext in ("*.sh", "*.bash") for f in path.rglob(ext)
+                           if f.is_file() and not any(part.startswith(".") for part in f.relative_to(path).parts))
+            out.extend(str(f) for f in found) if found else out.append(p)
+        else:
+            out.append(p)
+    return out
+
+
 def _check(args) -> int:
     from shardcheck.api import check
+    from shardcheck.settings import load_settings
 
     env = _env_pairs(args.env)
-    paths = args.paths or [str(EXAMPLE)]
+    builtin = not args.paths
+    paths = expand_paths(args.paths) if args.paths else [str(EXAMPLE)]
+    if paths.count("-") > 1:
+        print("shardcheck: - (standard input) can be given once", file=sys.stderr)
+        return 2
     bad = _bad_version(args)
     if bad is not None:
         print(f"shardcheck: {bad}", file=sys.stderr)
         return 2
     if args.versions:
         return _versions(args, env, paths)
+    out = _Output(sys.stdout, args.format == "text" and not args.statistics)
+    progress = _Progress(len(paths))
     results = []
-    for p in paths:
-        display = "examples/qwen3_235b_256k.sh (built-in example)" if not args.paths else p
-        results.append(check(p, env, model_config=args.model_config, display=display, device=args.device,
-                             host_memory=args.host_memory, verl_version=args.verl_version,
-                             megatron_core_version=args.megatron_core_version))
+    overrides = {"select": args.select, "ignore": args.ignore, "fail_on": args.fail_on}
+    try:
+        for p in paths:
+            progress.advance(p)
+            kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory,
+                      "verl_version": args.verl_version, "megatron_core_version": args.megatron_core_version}
+            if p == "-":
+                name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
+                text = sys.stdin.buffer.read()
+                display = args.stdin_filename or "-"
+                where = name
+            else:
+                text, display, where = None, _example_display() if builtin else p, Path(p)
+            settings = _settings_for(where, load_settings, overrides)
+            r = check(where, env, display=display, text=text, settings=settings, args=args.script_args,
+                      **kwargs)
+            results.append(r)
+            if out.streaming:
+                progress.pause()
+                out.lines(_result_lines(r, args.quiet, builtin))
+    finally:
+        progress.stop()
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports
@@ -149,17 +218,135 @@ def _check(args) -> int:
                 entry["verify"] = reports[id(r)].to_dict() if id(r) in reports else None
         print(json.dumps(doc, indent=2))
     else:
-        from shardcheck.report.text import render_text
+        from shardcheck.report.text import statistics_lines, summary_line
 
-        print(render_text(results))
+        if args.statistics:
+            out.lines(statistics_lines(results))
         if reports is not None:
             for r in results:
                 if id(r) in reports:
                     print(f"{r.path}: {reports[id(r)].text()}" if len(results) > 1 else reports[id(r)].text())
-    code = max(r.exit_code for r in results)
+        if not args.quiet:
+            out.lines([summary_line(results)])
     if reports is not None and not all(rep.agrees for rep in reports.values()):
         return 3
-    return 0 if args.exit_zero and code == 1 else code
+    return _exit_status(results, args.exit_zero)
+
+
+def _settings_for(where: Path, load, overrides: dict):
+    """The settings of the script's project with the command line's values in their place; a broken
+    settings file is left to ``check`` to report."""
+    from shardcheck.errors import SettingsError
+
+    try:
+        settings = load(where.resolve().parent)
+    except SettingsError:
+        return None
+    return settings.overridden(**overrides)
+
+
+def _exit_status(results, exit_zero: bool) -> int:
+    """As ruff: 2 when no input could be read (or settings are unusable), 1 for a finding at fail-on, else 0."""
+    codes = [r.exit_code for r in results]
+    if all(c == 2 for c in codes) or any(r.error_kind == "usage" for r in results):
+        return 2
+    code = 1 if any(c != 0 for c in codes) else 0
+    return 0 if exit_zero else code
+
+
+def _result_lines(r, quiet: bool, builtin: bool):
+    from shardcheck.report.text import result_lines
+
+    lines = result_lines(r, quiet=quiet, builtin=builtin)
+    if not quiet and r.job is not None:
+        lines.append([])
+    return lines
+
+
+class _Output:
+    """Styled lines to a stream: coloured with rich on a terminal (or FORCE_COLOR), plain otherwise or with
+    NO_COLOR (https://no-color.org). rich is imported only when colour is on, so plain runs start fast."""
+
+    STYLES: ClassVar[dict[str, str]] = {"error": "bold red", "warning": "yellow", "info": "cyan", "rule": "bold", "path": "bold",
+              "fix": "green", "dim": "dim", "good": "bold green", "bad": "bold red", "heading": "bold"}
+
+    def __init__(self, stream, streaming: bool) -> None:
+        self.stream = stream
+        self.streaming = streaming
+        self.console = None
+        if use_colour(stream):
+            from rich.console import Console
+
+            self.console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True,
+                                   emoji=False, markup=False)
+
+    def lines(self, lines) -> None:
+        if self.console is None:
+            for line in lines:
+                print("".join(text for text, _ in line), file=self.stream, flush=True)
+            return
+        from rich.text import Text
+
+        for line in lines:
+            self.console.print(Text.assemble(*((t, self.STYLES.get(style, "")) for t, style in line)))
+
+
+def use_colour(stream) -> bool:
+    """Colour on a terminal, off in a pipe; NO_COLOR (any non-empty value) turns it off, FORCE_COLOR on."""
+    import os
+
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return bool(getattr(stream, "isatty", lambda: False)()) and os.environ.get("TERM") != "dumb"
+
+
+class _Progress:
+    """A progress bar on stderr for a batch that has taken more than a second, on a terminal only; it
+    steps aside while a result is printed (results stream to stdout per file)."""
+
+    def __init__(self, total: int) -> None:
+        import time
+
+        self.total = total
+        self.done = -1
+        self.start = time.monotonic()
+        self.bar = None
+        self.task = None
+        self.enabled = total > 1 and sys.stderr.isatty() and not _no_progress()
+
+    def advance(self, name: str) -> None:
+        import time
+
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is None and time.monotonic() - self.start > 1.0:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            console = Console(file=sys.stderr, no_color=not use_colour(sys.stderr))
+            self.bar = Progress(TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                                console=console, transient=True, redirect_stdout=False, redirect_stderr=False)
+            self.task = self.bar.add_task("", total=self.total, completed=self.done)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, description=name)
+            self.bar.start()
+
+    def pause(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _no_progress() -> bool:
+    import os
+
+    return os.environ.get("TERM") == "dumb"
 
 
 def _bad_version(args) -> str | None:
@@ -184,7 +371,7 @@ def _versions(args, env: dict[str, str], paths: list[str]) -> int:
     from shardcheck.report.versions_report import render_versions_json, render_versions_text
 
     matrices = [version_matrix(p, env, model_config=args.model_config,
-                               display=p if args.paths else "examples/qwen3_235b_256k.sh (built-in example)",
+                               display=p if args.paths else _example_display(),
                                megatron_core_version=args.megatron_core_version) for p in paths]
     print(render_versions_json(matrices) if args.format == "json" else render_versions_text(matrices))
     return 2 if any(m.error for m in matrices) else 0
@@ -197,7 +384,7 @@ def _memory(args) -> int:
     env = _env_pairs(args.env)
     paths = args.paths or [str(EXAMPLE)]
     results = [memory(p, env, model_config=args.model_config, device=args.device, host_memory=args.host_memory,
-                      display=p if args.paths else "examples/qwen3_235b_256k.sh (built-in example)") for p in paths]
+                      display=p if args.paths else f"{_example_display()} (built-in example)") for p in paths]
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from shardcheck.errors import InputError
+from shardcheck.errors import UsageError
 
 GIB = 1 << 30
 # The device assumed when none is named: verl's trainer.device (cuda | npu) says only the kind.
@@ -52,15 +52,18 @@ def find_device(text: str) -> Device:
         return _device(hits[0])
     shown = ", ".join(names())
     if not hits:
-        raise InputError(f"--device {text}: not a known device; use one of {shown}")
-    raise InputError(f"--device {text}: ambiguous ({', '.join(hits)}); use one of {shown}")
+        raise UsageError(f"--device {text}: not a known device; use one of {shown}")
+    raise UsageError(f"--device {text}: ambiguous ({', '.join(hits)}); use one of {shown}")
 
 
-def device_for(choice: str | None, kind: str | None) -> Device:
-    """The named device, else the default for ``trainer.device`` with a note saying so."""
+def device_for(choice: str | None, kind: str | None, setting: str | None = "trainer.device") -> Device:
+    """The named device, else the default for the device kind (verl's ``trainer.device``; ``setting``
+    None: the framework has no such setting, e.g. Megatron-LM and slime launches) with a note saying so."""
     if choice:
         return find_device(choice)
     kind = (kind or "cuda").lower()
     name = DEFAULT_FOR_KIND.get(kind, DEFAULT_FOR_KIND["cuda"])
-    said = f"trainer.device={kind}" if kind in DEFAULT_FOR_KIND else f"trainer.device={kind} (unknown kind)"
+    if setting is None:
+        return _device(name, f"the launch names no device model; assuming {name}; pass --device NAME")
+    said = f"{setting}={kind}" if kind in DEFAULT_FOR_KIND else f"{setting}={kind} (unknown kind)"
     return _device(name, f"{said} names no variant; assuming {name}; pass --device NAME")

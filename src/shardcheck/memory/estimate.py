@@ -138,7 +138,7 @@ def _settings(job: Job):
 def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
     """The memory estimate of ``job`` on ``device_choice`` (else the default for trainer.device)."""
     kind = job.cluster.device.value if job.cluster.device.known else None
-    device = device_for(device_choice, kind)
+    device = device_for(device_choice, kind, job.cluster_keys[2])
     out = MemoryEstimate(job.path, device)
     if job.model is None:
         out.problems.append(f"no model facts: {job.model_problem or 'model not found'}")

@@ -1,26 +1,84 @@
-"""The versioned JSON report (``--format json``), documented in the README."""
+"""The versioned JSON report (``--format json``): documented in docs/json.md, schema in
+docs/schema/check-report.schema.json (a test validates every JSON output of the test suite against it).
+
+Version 2 (shardcheck 0.1, this branch): ``status`` per result, INPUT-* findings for skipped and failed
+inputs, grouped findings (``covers``, ``group``), ``layout_origins`` per engine and a ``summary``.
+"""
 
 from __future__ import annotations
 
 import json
 
 from shardcheck.api import Result
+from shardcheck.origin import Traced
 
-JSON_VERSION = 1
+JSON_VERSION = 2
+
+
+def _finding_dict(f) -> dict:
+    doc = {"rule": f.rule, "severity": f.severity, "message": f.message, "path": f.path, "line": f.line,
+           "fix": f.fix, "conditional": f.conditional, "covers": list(f.covers),
+           "group": [{"message": m.message, "path": m.path, "line": m.line, "role": m.role, "scope": m.scope}
+                     for m in f.members]}
+    return doc
+
+
+def origin_dict(t: Traced) -> dict:
+    """A value and where it came from: the text report's phrase, and the file and line to edit."""
+    from shardcheck.report.text import _where
+
+    line = t.origin.first_script_line()
+    return {"value": t.value if t.known else None, "known": t.known, "unknown": t.unknown, "kind": t.origin.kind,
+            "path": line.path if line else None, "line": line.line if line else None,
+            "origin": _where(t.origin) if t.known else t.unknown}
+
+
+def layout_origins(r: Result) -> dict:
+    """Per engine (actor, ref, critic, rollout) the origin of every layout value; ``cluster`` for the world."""
+    job = r.job
+    if job is None:
+        return {}
+    c = job.cluster
+    out: dict = {"cluster": {"nnodes": origin_dict(c.nnodes), "devices_per_node": origin_dict(c.devices_per_node),
+                             "device": origin_dict(c.device), "world": origin_dict(c.world)}}
+    for lay in job.layouts:
+        out[lay.role] = {name: origin_dict(t) for name, t in (
+            ("tp", lay.tp), ("pp", lay.pp), ("cp", lay.cp), ("ep", lay.ep), ("etp", lay.etp),
+            ("etp_setting", lay.etp_setting), ("vpp", lay.vpp), ("dp", lay.dp(c.world)), ("edp", lay.edp(c.world)),
+            ("first_stage_layers", lay.first_stage_layers), ("last_stage_layers", lay.last_stage_layers))}
+    for lay in job.fsdp_layouts:
+        out[lay.role] = {name: origin_dict(t) for name, t in (
+            ("strategy", lay.strategy), ("sp", lay.sp), ("fsdp_size", lay.fsdp_size), ("dp", lay.dp(c.world)),
+            ("shard", lay.shard(c.world)), ("replicate", lay.replicate(c.world)), ("model_dtype", lay.model_dtype),
+            ("param_offload", lay.param_offload), ("optimizer_offload", lay.optimizer_offload),
+            ("offload_policy", lay.offload_policy))}
+    ro = job.rollout
+    if ro is not None:
+        values = [("engine", ro.engine), ("tp", ro.tp), ("dp", ro.dp), ("pp", ro.pp)]
+        values += [(name, t) for name, t in (("ep", ro.ep), ("dp_attention", ro.dp_attention), ("gpus", ro.gpus))
+                   if t is not None]
+        out["rollout"] = {name: origin_dict(t) for name, t in values}
+    return out
 
 
 def result_to_dict(r: Result) -> dict:
     job = r.job
-    doc: dict = {"path": r.path, "framework": job.framework if job else None, "valid": r.valid,
+    doc: dict = {"path": r.path, "status": r.status, "framework": job.framework if job else None, "valid": r.valid,
                  "layout_valid": r.layout_valid}
     if r.error is not None:
         doc["error"] = r.error
     doc["layout"] = r.layout_summary("actor")
     if job is not None:
-        ref = job.layout("ref")
         actor = job.layout("actor")
-        if ref is not None and actor is not None and ref.sizes() != actor.sizes():
-            doc["ref_layout"] = r.layout_summary("ref")
+        if actor is not None:
+            differences = {}
+            for e in job.layouts:
+                diffs = actor.differences(e) if e is not actor else []
+                if diffs:
+                    doc[f"{e.role}_layout"] = r.layout_summary(e.role)
+                    differences[e.role] = [_difference(name, mine, theirs) for name, mine, theirs in diffs]
+            if differences:
+                doc["engine_differences"] = differences
         fsdp_ref = job.fsdp_layout("ref")
         if fsdp_ref is not None and r.layout_summary("ref") != doc["layout"]:
             doc["ref_layout"] = r.layout_summary("ref")
@@ -41,14 +99,33 @@ def result_to_dict(r: Result) -> dict:
         }
     else:
         doc["model"] = None
-    doc["findings"] = [
-        {"rule": f.rule, "severity": f.severity, "message": f.message, "path": f.path, "line": f.line, "fix": f.fix,
-         "conditional": f.conditional}
-        for f in r.findings
-    ]
+    doc["layout_origins"] = layout_origins(r)
+    doc["findings"] = [_finding_dict(f) for f in r.findings]
     doc["skipped"] = list(r.skipped)
     return doc
 
 
+def _difference(name: str, actor, other) -> dict:
+    """One setting in which an engine differs from the actor: both values, and the line that decided it."""
+    def shown(t):
+        return None if t is None or not t.known else t.value
+
+    line = other.origin.first_script_line() if other is not None else None
+    return {"setting": name, "actor": shown(actor), "value": shown(other),
+            "line": line.line if line is not None else None,
+            "source": other.origin.describe() if other is not None else "absent"}
+
+
+def summary(results: list[Result]) -> dict:
+    return {"files": len(results),
+            "judged": sum(r.status == "judged" for r in results),
+            "skipped": sum(r.status == "skipped" for r in results),
+            "failed": sum(r.status == "failed" for r in results),
+            "errors": sum(f.severity == "error" for r in results for f in r.findings),
+            "warnings": sum(f.severity == "warning" for r in results for f in r.findings),
+            "infos": sum(f.severity == "info" for r in results for f in r.findings)}
+
+
 def render_json(results: list[Result]) -> str:
-    return json.dumps({"version": JSON_VERSION, "results": [result_to_dict(r) for r in results]}, indent=2)
+    return json.dumps({"version": JSON_VERSION, "results": [result_to_dict(r) for r in results],
+                       "summary": summary(results)}, indent=2)

@@ -94,6 +94,49 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
     return lines
 
 
+def _engine_lines(job: Job, actor: MegatronLayout) -> list[str]:
+    """The actor's layout, then every other Megatron engine: the same config, or what differs and why."""
+    others = [e for e in job.layouts if e is not actor]
+    same = [e.role for e in others if not actor.differences(e)]
+    owner = job.group_owner
+    notes = []
+    if same:
+        notes.append(f"the {' and '.join(same)} engine{'s' * (len(same) > 1)} resolve{'s' * (len(same) == 1)} "
+                     "to the same config")
+    if job.framework == "verl" and job.layout("ref") is None and job.ref_used.value is False:
+        notes.append("ref not built: use_kl_loss and use_kl_in_reward are off")
+    elif not others:
+        notes.append("no ref")
+    out = [f"  training layout (actor{'; ' + '; '.join(notes) if notes else ''})"]
+    out.extend(_layout_lines(job, actor))
+    for e in others:
+        diffs = actor.differences(e)
+        if not diffs:
+            continue
+        first = "; built first, its sizes create the process groups" if e is owner else ""
+        out.append(f"  training layout ({e.role}{first}): its own section {e.key_prefix} differs from the actor's")
+        replaced = e.transformer_overrides_replaced
+        if replaced is not None:
+            out.append(f"    line {replaced.line}: {replaced.text} replaced the {e.key_prefix}.override_transformer_config "
+                       "inherited from the actor with a new dict: none of the actor's entries apply")
+        for name, mine, theirs in diffs:
+            if theirs is None:
+                why = f"not inherited (line {replaced.line})" if replaced is not None else "not set"
+            elif not theirs.known:
+                why = theirs.unknown
+            elif replaced is not None and theirs.origin.kind == "default":
+                why = f"megatron-core's default; not inherited (line {replaced.line})"
+            else:
+                why = _where(theirs.origin)
+            out.append(f"    {name}: actor {_shown(mine)}, {e.role} {_shown(theirs)}   {why}")
+        out.extend(_layout_lines(job, e))
+    return out
+
+
+def _shown(t: Traced | None) -> str:
+    return "absent" if t is None else _value(t)
+
+
 def _rollout_line(ro) -> str:
     """A rollout on GPUs of its own (slime): its engines, each of TP GPUs."""
     gpus, tp = ro.gpus, ro.tp
@@ -122,6 +165,20 @@ def _rollout_lines(job: Job) -> list[str]:
     return [f"  rollout    {_value(r.engine)}: {text}"]
 
 
+def _server_lines(job: Job) -> list[str]:
+    """The reward model and distillation teachers: their own rollout layout and pool."""
+    out = []
+    for s in job.servers:
+        size, pool = s.replica_size, s.pool
+        where = f"its own pool {s.pool_key}.nnodes × n_gpus_per_node" if s.pool_key else "the trainer's pool"
+        replicas = ""
+        if size.known and pool.known and size.value:
+            replicas = f"; {pool.value // size.value} replica(s) of {size.value} devices"
+        out.append(f"  {s.role:<10} {_value(s.engine)} ({s.key_prefix}): TP {_value(s.tp)}, DP {_value(s.dp)}, "
+                   f"PP {_value(s.pp)}, EP {_value(s.ep)} on {where} = {_value(pool)}{replicas}")
+    return out
+
+
 def _line_of(origin: Origin) -> str:
     """`` ← line N: text`` for a derived value written on a script line, else nothing."""
     line = origin.first_script_line()
@@ -144,71 +201,140 @@ def _fsdp_lines(job: Job, layout: FsdpLayout) -> list[str]:
     ]
 
 
-def render_text(results: list[Result]) -> str:
-    out: list[str] = []
-    for r in results:
-        out.append(r.path)
-        if r.error is not None:
-            out.append(f"  error: {r.error}")
-            out.append("")
-            continue
-        job = r.job
-        out.append(f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "
-                   f"defaults from {job.config_source})")
-        if job.version_reason:
-            out.append(f"    version   {job.version_reason}")
-        if job.layouts and job.megatron_core_reason:
-            out.append(f"    layout    rules of {job.megatron_core_reason}")
-        c = job.cluster
-        out.append(f"  cluster    {_value(c.nnodes)} nodes × {_value(c.devices_per_node)} devices"
-                   f" ({_value(c.device)}) = {_value(c.world)}")
-        out.append(f"    nodes     {_where(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
-        out.append(f"    devices   {_where(c.devices_per_node.origin) if c.devices_per_node.known else c.devices_per_node.unknown}")
-        if job.model is not None:
-            m = job.model
-            moe = f", {m.num_experts} experts (top-{m.num_experts_per_tok})" if m.is_moe else ""
-            out.append(f"  model      {m.name} ({m.source}): {m.num_hidden_layers} layers, {m.num_attention_heads} heads, "
-                       f"{m.num_key_value_heads} KV heads{moe}")
-        else:
-            out.append(f"  model      not found: {job.model_problem}")
-        out.append(f"  strategy   {_value(job.strategy)}")
-        actor = job.layout("actor")
-        ref = job.layout("ref")
-        if actor is not None:
-            if ref is None:
-                note = ("ref not built: use_kl_loss and use_kl_in_reward are off"
-                        if job.framework == "verl" and job.ref_used.value is False else "no ref")
-            elif ref.sizes() == actor.sizes():
-                note = "the ref engine has the same sizes"
-            else:
-                note = "the ref engine differs, see below"
-            out.append(f"  training layout (actor; {note})")
-            out.extend(_layout_lines(job, actor))
-            if ref is not None and ref.sizes() != actor.sizes():
-                out.append("  training layout (ref; built first, its sizes create the process groups)")
-                out.extend(_layout_lines(job, ref))
-        if job.rollout is not None and job.rollout.gpus is not None:
-            out.append(f"  rollout    {_rollout_line(job.rollout)}")
-        out.extend(_rollout_lines(job))
-        for lay in job.fsdp_layouts:
-            out.extend(_fsdp_lines(job, lay))
-        if r.skipped:
-            out.append(f"  skipped (no model): {', '.join(r.skipped)}")
-        out.append("  findings" if r.findings else "  findings: none")
+# A report line: segments of (text, style); style None is plain. Styles: "path", "error", "warning",
+# "info", "rule", "fix", "dim", "good", "bad", "heading". The terminal renderer (cli) colours them.
+Line = list[tuple[str, str | None]]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _finding_lines(f, fallback: str) -> list[Line]:
+    loc = f"{f.path}:{f.line}" if f.path and f.line else (f.path or fallback)
+    lines: list[Line] = [[(f"{loc}: ", "path"), (f.rule, "rule"), (" ", None), (f.severity, f.severity),
+                          (f": {f.message}", None)]]
+    if f.members:
+        from shardcheck.rules.grouping import join_labels
+
+        covers = join_labels(list(f.covers)) if f.covers else ""
+        what = f"{covers} ({len(f.members)} findings of one cause)" if covers else f"{len(f.members)} findings of one cause"
+        lines.append([("  covers: ", "dim"), (what, None)])
+    if f.fix:
+        lines.append([("  fix: ", "fix"), (f.fix, None)])
+    return lines
+
+
+def result_lines(r: Result, *, quiet: bool = False, builtin: bool = False) -> list[Line]:
+    """The report of one result as styled lines; ``quiet``: the findings alone, one per line (plus fixes)."""
+    if quiet or r.job is None:
+        out: list[Line] = []
+
         for f in r.findings:
-            loc = f"{f.path}:{f.line}" if f.path and f.line else r.path
-            out.append(f"    {loc}: {f.rule} {f.severity}: {f.message}")
-            if f.fix:
-                out.append(f"      fix: {f.fix}")
-        errors = sum(f.severity == "error" for f in r.findings)
-        warnings = sum(f.severity == "warning" for f in r.findings)
-        unknown = sum(f.rule == "VALUE-UNKNOWN" for f in r.findings)
-        verdict = {True: "valid", False: "will not start",
-                   None: f"undecided: {unknown} value{'s' * (unknown != 1)} a rule needs unknown"}[r.valid]
-        if r.valid is None and errors:
-            verdict = f"will not start as read; {verdict}"
-        if r.valid is False and r.layout_valid:
-            verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
-        out.append(f"  verdict: {verdict} ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")
-        out.append("")
-    return "\n".join(out)
+            if quiet and f.severity == "info" and r.job is None:
+                continue  # a skipped file is not worth a line in quiet mode
+            out.extend(_finding_lines(f, r.path))
+        if r.job is None and not r.findings and r.error:  # the INPUT-* finding was ignored by the settings
+            out.append([(f"{r.path}: ", "path"), (r.status, "dim")])
+        return out
+    return [[(line, _style_of(line))] if not isinstance(line, list) else line
+            for line in _full_report(r, builtin)]
+
+
+def _style_of(line: str) -> str | None:
+    return "heading" if line and not line.startswith(" ") else None
+
+
+def _full_report(r: Result, builtin: bool) -> list:
+    out: list = []
+    out.append(r.path + (" (built-in example)" if builtin else ""))
+    job = r.job
+    out.append(f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "
+               f"defaults from {job.config_source})")
+    if job.version_reason:
+        out.append(f"    version   {job.version_reason}")
+    if job.layouts and job.megatron_core_reason:
+        out.append(f"    layout    rules of {job.megatron_core_reason}")
+    c = job.cluster
+    nodes = _plural(c.nnodes.value, "node") if c.nnodes.known and isinstance(c.nnodes.value, int) else \
+        f"{_value(c.nnodes)} nodes"
+    out.append(f"  cluster    {nodes} × {_value(c.devices_per_node)} devices ({_value(c.device)}) = {_value(c.world)}")
+    out.append(f"    nodes     {_where(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
+    out.append(f"    devices   {_where(c.devices_per_node.origin) if c.devices_per_node.known else c.devices_per_node.unknown}")
+    if job.model is not None:
+        m = job.model
+        moe = f", {m.num_experts} experts (top-{m.num_experts_per_tok})" if m.is_moe else ""
+        out.append(f"  model      {m.name} ({m.source}): {m.num_hidden_layers} layers, {m.num_attention_heads} heads, "
+                   f"{m.num_key_value_heads} KV heads{moe}")
+    else:
+        out.append(f"  model      not found: {job.model_problem}")
+    out.append(f"  strategy   {_value(job.strategy)}")
+    actor = job.layout("actor")
+    if actor is not None:
+        out.extend(_engine_lines(job, actor))
+    if job.rollout is not None and job.rollout.gpus is not None:
+        out.append(f"  rollout    {_rollout_line(job.rollout)}")
+    out.extend(_rollout_lines(job))
+    out.extend(_server_lines(job))
+    for lay in job.fsdp_layouts:
+        out.extend(_fsdp_lines(job, lay))
+    if r.skipped:
+        out.append(f"  skipped (no model): {', '.join(r.skipped)}")
+    out.append("  findings" if r.findings else "  findings: none")
+    for f in r.findings:
+        out.extend([[("    ", None), *line] for line in _finding_lines(f, r.path)])
+    errors = sum(f.severity == "error" for f in r.findings)
+    warnings = sum(f.severity == "warning" for f in r.findings)
+    unknown = sum(f.rule == "VALUE-UNKNOWN" for f in r.findings)
+    verdict = {True: "valid", False: "will not start",
+               None: f"undecided: {_plural(unknown, 'value')} a rule needs unknown"}[r.valid]
+    if r.valid is None and errors:
+        verdict = f"will not start as read; {verdict}"
+    if r.valid is False and r.layout_valid:
+        verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
+    style = {True: "good", False: "bad", None: "warning"}[r.valid]
+    out.append([("  verdict: ", None), (verdict, style),
+                (f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})", None)])
+    return out
+
+
+def plain(lines: list[Line]) -> str:
+    return "\n".join("".join(text for text, _ in line) for line in lines)
+
+
+def render_result(r: Result, *, quiet: bool = False, builtin: bool = False) -> str:
+    """One result as plain text (a blank line ends a full report)."""
+    text = plain(result_lines(r, quiet=quiet, builtin=builtin))
+    return text + "\n" if not quiet and r.job is not None else text
+
+
+def summary_line(results: list[Result]) -> Line:
+    """``3 files: 2 judged, 1 skipped (no launch command), 0 failed; 1 error, 2 warnings``."""
+    judged = sum(r.status == "judged" for r in results)
+    skipped = sum(r.status == "skipped" for r in results)
+    failed = sum(r.status == "failed" for r in results)
+    errors = sum(f.severity == "error" for r in results for f in r.findings)
+    warnings = sum(f.severity == "warning" for r in results for f in r.findings)
+    return [(f"{_plural(len(results), 'file')}: {judged} judged, {skipped} skipped (no launch command), ", None),
+            (f"{failed} failed", "bad" if failed else None), ("; ", None),
+            (_plural(errors, "error"), "error" if errors else None), (", ", None),
+            (_plural(warnings, "warning"), "warning" if warnings else None)]
+
+
+def statistics_lines(results: list[Result]) -> list[Line]:
+    """Findings per rule, most frequent first (``--statistics``), as ruff prints them."""
+    from collections import Counter
+
+    from shardcheck.rules.registry import all_rules
+
+    counts = Counter((f.rule, f.severity) for r in results for f in r.findings)
+    titles = {rid: rule.title for rid, rule in all_rules().items()}
+    width = max((len(rid) for rid, _ in counts), default=0)
+    return [[(f"{n:>5}  ", None), (rid.ljust(width), "rule"), ("  ", None), (sev.ljust(7), sev),
+             (f"  {titles.get(rid, '')}", None)]
+            for (rid, sev), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0]))]
+
+
+def render_text(results: list[Result]) -> str:
+    """Every result's full report, as plain text (the Python API's view of ``shardcheck check``)."""
+    return "\n".join(render_result(r) for r in results)

@@ -47,7 +47,9 @@ _note_rule("SHELL-PARSE", "warning", "A script line the shell parser does not un
     shardcheck's reader (tree-sitter-bash 0.25).
 """)
 _note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
-    An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching.
+    An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching. A
+    `<placeholder>` left in a script reads as redirections: a syntax error at the end of the command,
+    else an input file that does not exist; either way the command never runs.
 
     Why:
     The script never reaches the launch command.
@@ -63,6 +65,26 @@ _note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
 
     Source:
     bash(1), QUOTING and EXPANSION.
+""")
+_note_rule("SHELL-CONTINUATION", "warning", "A backslash that escapes a space instead of the line end", """
+    `\\ ` followed by a comment (`  key=v \\ # note`) escapes the space: bash passes the word `' '` to
+    the command and the command ends at the comment, so the lines below it become commands of their own.
+
+    Why:
+    Hydra rejects the `' '` word (`LexerNoViableAltException`) and every override on the lines below
+    is lost (bash runs them as commands that do not exist).
+
+    Bad:
+    `  trainer.nnodes=1 \\ # one node`
+
+    Good:
+    `  trainer.nnodes=1 \\` with the comment on a line of its own above.
+
+    Fix:
+    Move the comment off the continued line; nothing may follow the backslash.
+
+    Source:
+    bash(1), QUOTING (a backslash preserves the literal value of the next character) and COMMENTS.
 """)
 _note_rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", """
     shardcheck reads `source FILE` / `. FILE` when FILE is known statically (literal, variables,
@@ -241,19 +263,20 @@ def value_unknown(job: Job) -> Iterator[Finding]:
     Source:
     shardcheck's reader.
     """
-    needed = [("trainer.nnodes", job.cluster.nnodes), ("trainer.n_gpus_per_node", job.cluster.devices_per_node)]
+    nodes_key, devices_key, _ = job.cluster_keys
+    needed = [(nodes_key, job.cluster.nnodes, None), (devices_key, job.cluster.devices_per_node, None)]
     for e in job.layouts:
-        needed += [(f"{e.key_prefix}.tensor_model_parallel_size", e.tp),
-                   (f"{e.key_prefix}.pipeline_model_parallel_size", e.pp),
-                   (f"{e.key_prefix}.context_parallel_size", e.cp),
-                   (f"{e.key_prefix}.expert_model_parallel_size", e.ep),
-                   (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting)]
+        needed += [(f"{e.key_prefix}.tensor_model_parallel_size", e.tp, e.role),
+                   (f"{e.key_prefix}.pipeline_model_parallel_size", e.pp, e.role),
+                   (f"{e.key_prefix}.context_parallel_size", e.cp, e.role),
+                   (f"{e.key_prefix}.expert_model_parallel_size", e.ep, e.role),
+                   (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting, e.role)]
     yield from _notes(job, "VALUE-UNKNOWN")
-    for name, traced in needed:
+    for name, traced, role in needed:
         if not traced.known and "not a positive integer" not in (traced.unknown or ""):
             where = traced.origin.first_script_line() or traced.origin
             yield finding("VALUE-UNKNOWN", f"{name} is unknown: {traced.unknown}", where,
-                          fix="give the value with --env NAME=VALUE, or set it literally in the script")
+                          fix="give the value with --env NAME=VALUE, or set it literally in the script", role=role)
 
 
 @rule("MODEL-NOT-FOUND", "info", "No model facts: model rules skipped")
@@ -281,3 +304,108 @@ def model_not_found(job: Job) -> Iterator[Finding]:
     if job.model is None and job.model_problem:
         yield finding("MODEL-NOT-FOUND", job.model_problem, job.model_path.origin.first_script_line() or job.model_path.origin,
                       fix="pass --model-config path/to/config.json")
+
+
+_note_rule("SHELL-ENV-UNUSED", "warning", "An `--env NAME=VALUE` the script never reads", """
+    `--env` gives a value the script reads from its environment (`$NNODES`, `${NNODES:-2}`). A name
+    the script (and the files it sources) never reads changes nothing; usually its spelling differs
+    from the script's variable.
+
+    Why:
+    `--env nnodes=4` for a script that reads `$NNODES` leaves the world size at the script's default:
+    the verdict is for a cluster other than the one meant.
+
+    Bad:
+    `shardcheck check run.sh --env nnodes=4` with `NNODES=${NNODES:-2}` in run.sh.
+
+    Good:
+    `shardcheck check run.sh --env NNODES=4`.
+
+    Fix:
+    Use the name the script reads (the message suggests the closest).
+
+    Source:
+    shardcheck's reader: every `$NAME` the script expands without assigning it first.
+""")
+_note_rule("INPUT-NO-LAUNCH", "info", "A file without a launch command shardcheck recognises: skipped", """
+    The file was read but holds no verl (`python3 -m verl.trainer.main_ppo`), Megatron-LM
+    (`pretrain_gpt.py`) or slime (`train.py`) launch: a helper script, a data preparation step. It is
+    skipped; the other files' results stand, and the exit status does not change.
+
+    Why:
+    A folder of scripts or a pre-commit hook over many files should judge the launch scripts and
+    pass over the rest, as linters pass over files with nothing to check.
+
+    Bad:
+    `prepare_data.sh` holding only `python3 examples/data_preprocess/gsm8k.py`.
+
+    Good:
+    A launch script: `python3 -m verl.trainer.main_ppo ...`.
+
+    Fix:
+    Nothing, unless the file is a launch script written in a way shardcheck does not recognise; then
+    report it.
+
+    Source:
+    shardcheck's launch finder (inputs/launch.py).
+""")
+_note_rule("INPUT-UNREADABLE", "error", "A path that cannot be read: missing, a directory, no permission", """
+    The path given does not name a readable file. The other inputs are judged; the exit status is 1,
+    or 2 when no input at all could be read.
+
+    Why:
+    A misspelt path in a CI job would otherwise pass without judging anything.
+
+    Bad:
+    `shardcheck check run_qwen.sh` when the file is `run_qwen3.sh`.
+
+    Good:
+    `shardcheck check run_qwen3.sh`.
+
+    Fix:
+    Give the path of a launch script (a directory is searched for `*.sh` launch scripts).
+
+    Source:
+    shardcheck's command line.
+""")
+_note_rule("INPUT-UNUSABLE", "error", "A launch script shardcheck cannot use as a whole", """
+    The file was read but cannot be judged: a line bash itself would reject before the launch, a
+    launch of a verl entry point shardcheck does not model yet, a model config that cannot be read.
+    The message names `file:line` and what to do.
+
+    Why:
+    A verdict on a script read only in part would be a guess.
+
+    Bad:
+    `X="unterminated` before the launch command.
+
+    Good:
+    `X="terminated"`.
+
+    Fix:
+    As the message says.
+
+    Source:
+    shardcheck's reader and resolvers.
+""")
+_note_rule("SUPPRESS-UNKNOWN-ID", "warning", "A rule id in a disable comment or a setting that names no rule", """
+    `# shardcheck: disable=ID`, `select`, `ignore` and `per-file-ignores` name rule ids (or, in the
+    settings, id prefixes such as `MCORE-`). An id that names no rule has no effect: the finding it
+    was meant for is still reported, or a `select` silently checks nothing. Renamed ids are applied
+    as their new id and reported; removed ids are reported with what replaced them.
+
+    Why:
+    `ignore = ["MCORE-TC-HEAD-TP"]` (for MCORE-TC-HEADS-TP) would otherwise be accepted without a word.
+
+    Bad:
+    `# shardcheck: disable=MCORE-TC-HEAD-TP`
+
+    Good:
+    `# shardcheck: disable=MCORE-TC-HEADS-TP`
+
+    Fix:
+    Use the id the message suggests; `shardcheck rules` lists every id.
+
+    Source:
+    shardcheck's rule registry (rules/registry.py RENAMED, REMOVED).
+""")

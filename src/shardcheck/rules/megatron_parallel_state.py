@@ -16,13 +16,14 @@ from shardcheck.rules.registry import Finding, finding, need, rule
 
 
 def engines(job: Job) -> list[MegatronLayout]:
-    """The engines to judge: the actor, and the ref too when verl builds one with other sizes."""
-    actor = job.layout("actor")
-    ref = job.layout("ref")
-    engines = [e for e in (actor,) if e is not None]
-    if ref is not None and (actor is None or ref.sizes() != actor.sizes()):
-        engines.append(ref)
-    return engines
+    """The engines to judge: the actor, then every other engine the framework builds (verl's ref and
+    critic) whose own resolved settings differ from those of an engine already judged (the same
+    settings give the same findings)."""
+    out: list[MegatronLayout] = []
+    for e in sorted(job.layouts, key=lambda lay: lay.role != "actor"):
+        if all(e.judged() != seen.judged() for seen in out):
+            out.append(e)
+    return out
 
 
 def where(*values: Traced) -> Origin | None:
@@ -62,7 +63,7 @@ def world_tiling(job: Job) -> Iterator[Finding]:
     """
     world = job.cluster.world
     for e in engines(job):
-        w = need(world, "world size (trainer.nnodes · trainer.n_gpus_per_node)")
+        w = need(world, job.world_name)
         tp, pp, cp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size"), need(
             e.pp, f"{e.key_prefix}.pipeline_model_parallel_size"), need(e.cp, f"{e.key_prefix}.context_parallel_size")
         model = tp * pp * cp
@@ -113,7 +114,7 @@ def expert_grid(job: Job) -> Iterator[Finding]:
     world = job.cluster.world
     mcore = job.megatron_core_version
     for e in engines(job):
-        w = need(world, "world size (trainer.nnodes · trainer.n_gpus_per_node)")
+        w = need(world, job.world_name)
         etp = e.etp
         etp_v = need(etp, f"{e.key_prefix}.expert_tensor_parallel_size")
         ep = need(e.ep, f"{e.key_prefix}.expert_model_parallel_size")
@@ -145,13 +146,16 @@ def expert_grid(job: Job) -> Iterator[Finding]:
         if good_etp:
             fixes.append(f"{e.key_prefix}.expert_tensor_parallel_size={good_etp[0]}")
         if good_ep:
-            fixes.append(f"or an EP in {', '.join(map(str, good_ep))}")
+            fixes.append(f"an EP in {', '.join(map(str, good_ep))}")
+        # Anchored on the value a fix changes: ETP where it is written, else EP (an unset ETP that
+        # follows TP has TP's line, but the fix sets ETP or changes EP, not TP).
+        anchor = where(etp, e.ep, e.pp, world) if good_etp and not unset else where(e.ep, etp, e.pp, world)
         yield finding(
             "MCORE-PS-EXPERT-FOLD",
             f"[{e.role}] EP {ep} · {etp_text} · PP {pp} = {grid} does not divide world {w} "
             f"(megatron-core: \"{message}\")",
-            where(etp, e.ep, e.pp, world),
-            fix=" ".join(fixes) or f"make ETP·EP·PP a divisor of {w}",
+            anchor,
+            fix=", or ".join(fixes) or f"make ETP·EP·PP a divisor of {w}",
             role=e.role,
         )
 
@@ -199,7 +203,7 @@ def _grid_error(job: Job, rule_id: str) -> Iterator[Finding]:
 
     world = job.cluster.world
     for e in engines(job):
-        w = need(world, "world size (trainer.nnodes · trainer.n_gpus_per_node)")
+        w = need(world, job.world_name)
         sizes = dict(tp=need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size"),
                      pp=need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size"),
                      cp=need(e.cp, f"{e.key_prefix}.context_parallel_size"),

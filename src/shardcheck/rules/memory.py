@@ -194,7 +194,8 @@ def train_oom(job: Job) -> Iterator[Finding]:
                       f"{_ranks(s)} ({s.layers} layers): predicted peak {_gib(s.total)} > {est.device.name} "
                       f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
                       f"{_assumed(est)}",
-                      where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est))
+                      where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est),
+                      scope=_ranks(s))
 
 
 def _one_request(r: RolloutMemory) -> int:
