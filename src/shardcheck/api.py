@@ -310,7 +310,8 @@ def _across_versions(job: Job, findings: list, judge) -> list:
             seen.add(k)
             holds = [v for s2, vs in groups.items() if k in errors[s2] for v in vs]
             out.append(replace(f, severity="warning", message=f"under verl {span(holds)}: {f.message} [not for "
-                               f"verl {job.framework_version}, the version judged; give --verl-version to decide]"))
+                               f"verl {job.framework_version}, the version judged; give --verl-version to decide]",
+                               fix=f"on verl {span(holds)}: {f.fix}" if f.fix else None))
     return out
 
 
