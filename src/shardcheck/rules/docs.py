@@ -17,11 +17,11 @@ def render_rule_list(fmt: str = "text") -> str:
 
 
 def rule_page(r: Rule) -> str:
-    """The Markdown page of one rule (what, why, bad, good, fix, source)."""
+    """The Markdown page of one rule (what, why, versions, bad, good, fix, source)."""
     lines = [f"# {r.id}: {r.title}", "", f"Severity: **{r.severity}**"
              + (" · needs the model's architecture" if r.needs_model else ""), "", r.section("what"), ""]
-    for name, heading in (("why", "Why it fails"), ("bad", "Bad"), ("good", "Good"), ("fix", "Fix"),
-                          ("source", "Source")):
+    for name, heading in (("why", "Why it fails"), ("versions", "Versions"), ("bad", "Bad"), ("good", "Good"),
+                          ("fix", "Fix"), ("source", "Source")):
         body = r.section(name)
         if body:
             lines += [f"## {heading}", "", body, ""]

@@ -276,6 +276,9 @@ def rollout_mode(job: Job) -> Iterator[Finding]:
     `RolloutConfig.__post_init__` raises `ValueError: Rollout mode 'sync' has been removed.` at
     worker init.
 
+    Versions:
+    verl 0.7.0 and later (the check arrived with 0.7.0; 0.6.x defaults to and runs `mode: sync`).
+
     Bad:
     `actor_rollout_ref.rollout.mode=sync`
 
@@ -286,7 +289,7 @@ def rollout_mode(job: Job) -> Iterator[Finding]:
     Remove `actor_rollout_ref.rollout.mode=sync`.
 
     Source:
-    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.9.1).
+    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.7.0 … 0.9.1).
     """
     if job.framework != "verl" or job.rollout is None:
         return
