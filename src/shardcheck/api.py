@@ -148,8 +148,8 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
           host_memory: int | None = None, text: bytes | None = None,
-          args: tuple[str, ...] = (), verl_version: str | None = None,
-          megatron_core_version: str | None = None) -> Result:
+          args: tuple[str, ...] = (), sample_tokens: tuple[int, int | None] | None = None,
+          verl_version: str | None = None, megatron_core_version: str | None = None) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
     ``text``: the script's contents when they do not come from ``path``, e.g. standard input;
@@ -176,7 +176,7 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
             from shardcheck.memory.devices import find_device
 
             find_device(device)  # an unknown name is bad input, reported before any rule runs
-        job = replace(job, device_choice=device, host_memory_bytes=host_memory)
+        job = replace(job, device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens)
         from shardcheck.rules.registry import run_rules
 
         findings, skipped = run_rules(job)
@@ -184,7 +184,7 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
             findings = _across_versions(job, findings, lambda v: replace(resolve_script(
                 path, env, model_config=model_config, display=shown, text=text, args=args,
                 verl_version=(v, "the accepted versions"), megatron_core_version=megatron_core_version),
-                device_choice=device, host_memory_bytes=host_memory))
+                device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens))
     except NoLaunchError as exc:
         return _unusable(shown, str(exc), "no-launch", settings)
     except UnreadableInput as exc:
@@ -545,11 +545,19 @@ class MeshResult:
 
 def mesh(job: Job, path: str = "<sizes>") -> MeshResult:
     """The rank grid of the engine that builds the process groups (the ref when verl builds one)."""
-    from shardcheck.mesh.grid import Grid, build_grid
-    from shardcheck.mesh.placement import rollout_replicas
     from shardcheck.rules.registry import run_rules
 
     findings, _ = run_rules(job)
+    layout, grid, rollout = mesh_grid(job)
+    keep = ("MCORE-PS-", "VALUE-", "MODEL-")
+    return MeshResult(path, job, layout, grid, [f for f in findings if f.rule.startswith(keep)], rollout)
+
+
+def mesh_grid(job: Job):
+    """(the group-building engine's layout, its rank grid or None, the rollout replicas or a reason or None)."""
+    from shardcheck.mesh.grid import Grid, build_grid
+    from shardcheck.mesh.placement import rollout_replicas
+
     layout = job.group_owner
     grid = None
     if layout is not None and job.cluster.world.known and all(
@@ -564,8 +572,7 @@ def mesh(job: Job, path: str = "<sizes>") -> MeshResult:
         engine = ro.engine.value if ro.engine.known else "rollout"
         rollout = rollout_replicas(ro_world.value, str(engine), ro.tp.value, 1 if ro.dp_in_engine else ro.dp.value,
                                    ro.pp.value)
-    keep = ("MCORE-PS-", "VALUE-", "MODEL-")
-    return MeshResult(path, job, layout, grid, [f for f in findings if f.rule.startswith(keep)], rollout)
+    return layout, grid, rollout
 
 
 @dataclass
@@ -585,11 +592,13 @@ class MemoryResult:
 
 
 def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-           display: str | None = None, device: str | None = None, host_memory: int | None = None) -> MemoryResult:
+           display: str | None = None, device: str | None = None, host_memory: int | None = None,
+           sample_tokens: tuple[int, int | None] | None = None) -> MemoryResult:
     """What each device holds for the script's job: training stages, rollout, host."""
     from shardcheck.memory.estimate import estimate
 
-    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
+    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory,
+                   sample_tokens=sample_tokens)
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
     return MemoryResult(result.path, estimate(result.job, device),

@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
+from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report
+from shardcheck.cli_review import add_parsers as add_review_parsers
+
 EXAMPLE = Path(__file__).with_name("examples") / "qwen3_235b_256k.sh"
 
 
@@ -38,6 +41,21 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", metavar="NAME", help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
                    "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)")
     p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
+    p.add_argument("--sample-tokens", type=_sample_tokens, metavar="MEAN[,MAX]",
+                   help="dynamic batch size: size the update at this mean (and longest) sample length instead of "
+                        "the token budget")
+
+
+def _sample_tokens(text: str) -> tuple[int, int | None]:
+    """``--sample-tokens 3000`` / ``3000,16000`` → (mean, max)."""
+    parts = text.split(",")
+    try:
+        values = [int(x) for x in parts]
+    except ValueError:
+        values = []
+    if len(parts) > 2 or not values or min(values) < 1 or (len(values) == 2 and values[1] < values[0]):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected MEAN or MEAN,MAX tokens (whole numbers, MAX ≥ MEAN)")
+    return values[0], values[1] if len(values) == 2 else None
 
 
 def _version_options(p: argparse.ArgumentParser) -> None:
@@ -63,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                        help="a value the script reads from its environment (repeatable)")
     check.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
-    check.add_argument("--format", "--output-format", dest="format", choices=("text", "json"), default="text")
+    check.add_argument("--format", "--output-format", dest="format", choices=("text", "json", *CI_FORMATS),
+                       default="text")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors (not for bad input)")
     check.add_argument("--select", action="append", metavar="IDS",
                        help="report only these rule ids or prefixes, comma-separated (replaces the settings' select)")
@@ -107,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
     explain.add_argument("rule_id")
+    add_review_parsers(sub, _memory_options, _env_pairs)  # diff, report
     return parser
 
 
@@ -123,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         return _mesh(args)
     if args.command == "memory":
         return _memory(args)
+    if args.command in ("diff", "report"):
+        return run_diff(args) if args.command == "diff" else run_report(args)
     if args.command == "rules":
         from shardcheck.rules.docs import render_rule_list
 
@@ -187,7 +209,8 @@ def _check(args) -> int:
         for p in paths:
             progress.advance(p)
             kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory,
-                      "verl_version": args.verl_version, "megatron_core_version": args.megatron_core_version}
+                      "sample_tokens": args.sample_tokens, "verl_version": args.verl_version,
+                      "megatron_core_version": args.megatron_core_version}
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
                 text = sys.stdin.buffer.read()
@@ -207,7 +230,9 @@ def _check(args) -> int:
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports
-    if args.format == "json":
+    if args.format in CI_FORMATS:
+        print(render_check(args.format, results))
+    elif args.format == "json":
         import json
 
         from shardcheck.report.json_report import render_json
@@ -384,6 +409,7 @@ def _memory(args) -> int:
     env = _env_pairs(args.env)
     paths = args.paths or [str(EXAMPLE)]
     results = [memory(p, env, model_config=args.model_config, device=args.device, host_memory=args.host_memory,
+                      sample_tokens=args.sample_tokens,
                       display=p if args.paths else f"{_example_display()} (built-in example)") for p in paths]
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)

@@ -15,7 +15,7 @@ from shardcheck.origin import Traced
 JSON_VERSION = 2
 
 
-def _finding_dict(f) -> dict:
+def finding_to_dict(f) -> dict:
     doc = {"rule": f.rule, "severity": f.severity, "message": f.message, "path": f.path, "line": f.line,
            "fix": f.fix, "conditional": f.conditional, "covers": list(f.covers),
            "group": [{"message": m.message, "path": m.path, "line": m.line, "role": m.role, "scope": m.scope}
@@ -100,7 +100,7 @@ def result_to_dict(r: Result) -> dict:
     else:
         doc["model"] = None
     doc["layout_origins"] = layout_origins(r)
-    doc["findings"] = [_finding_dict(f) for f in r.findings]
+    doc["findings"] = [finding_to_dict(f) for f in r.findings]
     doc["skipped"] = list(r.skipped)
     return doc
 
