@@ -40,6 +40,8 @@ def _size(text: str) -> int:
 def _memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", metavar="NAME", help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
                    "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)")
+    p.add_argument("--device-memory", type=_size, metavar="SIZE",
+                   help="memory of one device, for a card without a preset (e.g. 96GiB); instead of --device")
     p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
     p.add_argument("--sample-tokens", type=_sample_tokens, metavar="MEAN[,MAX]",
                    help="dynamic batch size: size the update at this mean (and longest) sample length instead of "
@@ -137,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = argv[: argv.index("--")] if "--" in argv else argv
     args = _parser().parse_args(argv)
     args.script_args = tuple(script_args)
+    if getattr(args, "device_memory", None) is not None:
+        if args.device:
+            print("shardcheck: give --device or --device-memory, not both", file=sys.stderr)
+            return 2
+        from shardcheck.memory.devices import MEMORY_CHOICE
+
+        args.device = f"{MEMORY_CHOICE}{args.device_memory}"
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":

@@ -121,6 +121,20 @@ def _engine_sizes(job: Job) -> tuple:
     return job.fsdp_layout("actor").sp, job.cluster.nnodes
 
 
+def _beyond_every_preset(exact_bytes: int, est: MemoryEstimate) -> str:
+    """On an assumed device: when the certain terms alone exceed the largest preset of that device kind,
+    no variant fits, so the overflow is an error all the same (its text says so); else ""."""
+    if est.device.note is None:
+        return ""
+    from shardcheck.memory.devices import largest_of_kind
+
+    largest = largest_of_kind(est.device.kind)
+    if exact_bytes <= largest.memory_bytes:
+        return ""
+    return (f"; weights, grads and optimizer alone exceed even the largest {est.device.kind} preset, "
+            f"{largest.name} {_gib(largest.memory_bytes)}")
+
+
 def _severity(certain: bool, est: MemoryEstimate) -> str | None:
     """The rule's own severity when the overflow is certain on a named device; else a warning."""
     return None if certain and est.device.note is None else "warning"
@@ -197,13 +211,15 @@ def _train_oom(job: Job, est: MemoryEstimate, s: StageMemory, phase: str, batch_
                                                      "ref_weights", "critic_state", "actor_state", "workspace")
                       if b.get(k))
     certain = exact > cap
+    beyond = _beyond_every_preset(exact, est)
     bound = f"; micro batches sized at {batch_bound}" if batch_bound else ""
     return finding("MEM-TRAIN-OOM",
                    f"{phase}{_ranks(s)} ({s.layers} layers): predicted device peak {_gib(s.total)} (allocated "
                    f"{_gib(b['allocated'])}) > {est.device.name} "
                    f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
-                   f"{bound}{_assumed(est)}",
-                   where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est),
+                   f"{bound}{_assumed(est)}{beyond}",
+                   where(job.value(key), *_engine_sizes(job)), fix=fix,
+                   severity="error" if beyond else _severity(certain, est),
                    scope=_ranks(s))
 
 

@@ -88,6 +88,12 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
     Flag("--microbatch-group-size-per-virtual-pipeline-stage", "int", None),
     *_table("true", False, "--fine-grained-activation-offloading", "--use-megatron-fsdp", "--fp8-param-gather",
             "--use-flash-attn", "--cross-entropy-loss-fusion"),
+    # TransformerConfig MoE fields (megatron-core 0.16.1 defaults) and DistributedDataParallelConfig's
+    # num_distributed_optimizer_instances (megatron/core/distributed/distributed_data_parallel_config.py).
+    Flag("--moe-expert-capacity-factor", "float", None),
+    Flag("--moe-router-load-balancing-type", "list", ["aux_loss"]),
+    Flag("--moe-pad-expert-input-to-capacity", "true", False),
+    Flag("--num-distributed-optimizer-instances", "int", 1),
 ]}
 # Flags that are not Megatron-LM's (any more): what argparse does with them, and the flag meant.
 NOT_FLAGS = {

@@ -13,6 +13,7 @@ the default rank order (verl/workers/engine/megatron/transformer_impl.py ``_init
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from shardcheck.frameworks.verl.config_tree import (
@@ -246,7 +247,8 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
         layout_string=otc_get("pipeline_model_parallel_layout", None),
         sequence_parallel=_bool(field_value("sequence_parallel")),
         transformer_overrides=overrides,
-        transformer_overrides_replaced=replaced.word if replaced is not None else None,
+        transformer_overrides_replaced=(replace(replaced.word, text=_clean(replaced.text))
+                                        if replaced is not None else None),
     )
 
 
