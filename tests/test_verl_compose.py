@@ -422,7 +422,7 @@ def _value_problems(wants: dict, config, keys, label: str) -> list[str]:
 def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str], expect: dict,
              rejects: tuple | None) -> None:
     assert not hydra.errors, [e.message for e in hydra.errors]
-    assert [o.hydra.input_line for o in hydra.overrides] == compose_overrides
+    assert [o.hydra_override().input_line for o in hydra.overrides] == compose_overrides
     composed, rejected = _hydra_outcome(config_name, compose_overrides)
     whole, pruned, applied = _shardcheck(config_name, hydra)
     problems: list[str] = []
@@ -483,7 +483,7 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
 def test_synthetic_overrides_match_compose(hydra_ctx, case: Case, config_name: str) -> None:
     hydra = _overrides_from_words(case.words)
     words = shlex.split(case.words)  # bash's word splitting and quote removal, independently
-    assert [o.hydra.input_line for o in hydra.overrides] == words, "shardcheck's bash reading differs from shlex"
+    assert [o.hydra_override().input_line for o in hydra.overrides] == words, "shardcheck's bash reading differs from shlex"
     expect = {**case.expect.get("*", {}), **case.expect.get(config_name, {})}
     _compare(case.name, config_name, hydra, words, expect, case.rejects.get(config_name))
 
@@ -496,7 +496,7 @@ def test_script_overrides_match_compose(hydra_ctx, script: Path, config_name: st
     hydra = _overrides_from_script(script)
     assert hydra.config_name is not None and hydra.config_name.text.removesuffix(".yaml") == M
     assert all(o.unknown is None for o in hydra.overrides), [o.text for o in hydra.overrides if o.unknown]
-    overrides = [o.hydra.input_line for o in hydra.overrides]
+    overrides = [o.hydra_override().input_line for o in hydra.overrides]
     _compare(script.stem, config_name, hydra, overrides, {}, SCRIPT_REJECTS.get(config_name))
 
 
@@ -507,8 +507,8 @@ def test_script_rejected_override_is_an_error(hydra_ctx, script: Path) -> None:
     hydra = _overrides_from_script(script)
     (bad,) = [o for o in hydra.overrides if o.key == f"{A}.megatron.grad_offload"]
     with pytest.raises(ConfigCompositionException, match="grad_offload"):
-        compose(M, overrides=[o.hydra.input_line for o in hydra.overrides])
-    compose(M, overrides=[o.hydra.input_line for o in hydra.overrides if o is not bad])
+        compose(M, overrides=[o.hydra_override().input_line for o in hydra.overrides])
+    compose(M, overrides=[o.hydra_override().input_line for o in hydra.overrides if o is not bad])
     config = apply_overrides(load_defaults(M), hydra.overrides)
     issues = [x for x in config.issues if x.override is bad]
     assert [x.kind for x in issues] == ["unknown_key"], issues
@@ -529,7 +529,7 @@ def test_unquoted_tilde_deletion(word: str) -> None:
     """bash leaves ``~name.with.dots`` as it is when no such user exists; it is a Hydra deletion."""
     hydra = _overrides_from_words(word)
     assert not hydra.errors, [(e.text, e.message) for e in hydra.errors]
-    assert [(o.kind, o.key, o.hydra.input_line) for o in hydra.overrides] == [("delete", word[1:], word)]
+    assert [(o.kind, o.key, o.hydra_override().input_line) for o in hydra.overrides] == [("delete", word[1:], word)]
 
 
 def test_hydra_parse_error(hydra_ctx) -> None:

@@ -36,7 +36,18 @@ class OverrideItem:
     origin: Origin  # where the value was written (the variable's line when it came from one)
     word: Origin  # where the whole override word is
     text: str  # the word as Hydra saw it (unknown pieces shown as ⟨?⟩)
-    hydra: object = None  # hydra's Override object, for applying it to a config
+    hydra: object = None  # hydra's Override object, for applying it to a config (None: read by the fast path)
+    source: str = ""  # the exact text parsed (unknown pieces as placeholders), to parse it with Hydra later
+
+    def hydra_override(self):
+        """Hydra's Override object for this item (parsed now when the fast path read it)."""
+        if self.hydra is not None:
+            return self.hydra
+        from shardcheck.inputs.hydra_import import load_hydra
+
+        OverridesParser = load_hydra()[0]
+        (parsed,) = OverridesParser.create().parse_overrides([self.source])
+        return parsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +107,12 @@ def _contains(value: object, tokens: dict[str, str]) -> str | None:
     return None
 
 
-def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
-    """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides."""
-    from shardcheck.inputs.hydra_import import load_hydra
+def parse_hydra_args(args: tuple[Field, ...], *, fast: bool = True) -> HydraCommandLine:
+    """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides (plain
+    ``key=value`` ones by :mod:`hydra_fast` unless ``fast`` is False, the rest by Hydra's own parser)."""
+    from shardcheck.inputs.hydra_fast import fast_override
 
-    OverridesParser, _, _, HydraException = load_hydra()
-    parser = OverridesParser.create()
+    hydra_parser = []
     overrides: list[OverrideItem] = []
     errors: list[OverrideError] = []
     config_path: Field | None = None
@@ -139,23 +150,30 @@ def parse_hydra_args(args: tuple[Field, ...]) -> HydraCommandLine:
             unknown_words.append(UnknownWord(field.origin, reason, shown))
             i += 1
             continue
-        try:
-            (parsed,) = parser.parse_overrides([text])
-        except HydraException as exc:
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            errors.append(OverrideError(message, field.origin, shown))
-            i += 1
-            continue
-        kind = {"CHANGE": "change", "ADD": "add", "FORCE_ADD": "force_add", "DEL": "delete"}[parsed.type.name]
-        key = parsed.key_or_group
-        if kind == "delete":
-            value, unknown = None, None
+        quick = fast_override(text) if fast else None
+        if quick is not None:
+            kind, key, value = quick
+            parsed = None
         else:
-            value = parsed.value()
-            unknown = _contains(value, tokens) or _contains(key, tokens)
+            if not hydra_parser:
+                from shardcheck.inputs.hydra_import import load_hydra
+
+                OverridesParser, _, _, HydraException = load_hydra()
+                hydra_parser.extend((OverridesParser.create(), HydraException))
+            try:
+                (parsed,) = hydra_parser[0].parse_overrides([text])
+            except hydra_parser[1] as exc:
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                errors.append(OverrideError(message, field.origin, shown))
+                i += 1
+                continue
+            kind = {"CHANGE": "change", "ADD": "add", "FORCE_ADD": "force_add", "DEL": "delete"}[parsed.type.name]
+            key = parsed.key_or_group
+            value = None if kind == "delete" else parsed.value()
+        unknown = None if kind == "delete" else _contains(value, tokens) or _contains(key, tokens)
         start = len(key_part) + 1 if "=" in plain else len(plain)
         overrides.append(
-            OverrideItem(key, kind, value, unknown, field.value_origin(start), field.origin, shown, parsed)
+            OverrideItem(key, kind, value, unknown, field.value_origin(start), field.origin, shown, parsed, text)
         )
         i += 1
     return HydraCommandLine(tuple(overrides), tuple(errors), config_path, config_name, tuple(flags),

@@ -84,14 +84,49 @@ def _with_engine_choice(tree: dict, config_name: str) -> dict:
 
 @dataclass
 class VerlConfig:
-    """The effective config and, for each key set on the command line, the override that set it."""
+    """The effective config and, for each key set on the command line, the override that set it.
+
+    Held either as plain dicts (``plain``, see plain_config.py) or as an OmegaConf tree (``cfg``); a read the
+    plain tree cannot answer exactly switches it to OmegaConf (built by Hydra's code from the same overrides).
+    """
 
     defaults: VerlDefaults
-    cfg: object  # omegaconf.DictConfig
+    cfg: object  # omegaconf.DictConfig, or None while the plain tree answers
     set_by: dict[str, OverrideItem] = field(default_factory=dict)
     issues: list[ConfigIssue] = field(default_factory=list)
     unknown: dict[str, str] = field(default_factory=dict)
     custom: str | None = None
+    plain: object = None  # plain_config.PlainTree
+    overrides: tuple[OverrideItem, ...] = ()
+
+    def _omega(self) -> None:
+        """Leave the plain tree: the same overrides applied by Hydra to an OmegaConf tree."""
+        full = _apply_omega(self.defaults, self.overrides, custom=self.custom)
+        self.cfg, self.plain = full.cfg, None
+
+    def _plain(self, method: str, *args):
+        """``plain.<method>(*args)``, or None after switching to OmegaConf when it cannot decide."""
+        from shardcheck.frameworks.verl.plain_config import Fallback
+
+        if self.plain is None:
+            return None
+        try:
+            return (getattr(self.plain, method)(*args),)
+        except Fallback:
+            self._omega()
+            return None
+
+    def select(self, key: str):
+        """The resolved value at ``key`` (containers as plain containers), None when absent or ``???``;
+        OmegaConf's errors propagate."""
+        answer = self._plain("select", key)
+        if answer is not None:
+            return answer[0]
+        from omegaconf import OmegaConf
+
+        self._ensure_section(key.split(".")[0])
+        value = OmegaConf.select(self.cfg, key, throw_on_missing=False)
+        return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
     @property
     def version(self) -> str:
@@ -102,17 +137,15 @@ class VerlConfig:
 
     def get(self, key: str, _depth: int = 0) -> Traced:
         """The effective value at ``key`` with where it came from; unknown when an input was unknown."""
-        from omegaconf import OmegaConf
-        from omegaconf.errors import OmegaConfBaseException
-
         item = self._setter(key)
-        self._ensure_section(key.split(".")[0])
         try:
-            value = OmegaConf.select(self.cfg, key, throw_on_missing=False)
-        except OmegaConfBaseException as exc:
+            value = self.select(key)
+        except Exception as exc:
+            from omegaconf.errors import OmegaConfBaseException
+
+            if not isinstance(exc, OmegaConfBaseException):
+                raise
             return Traced(None, item.origin if item else self.default_origin(key), f"{key}: {exc}")
-        if OmegaConf.is_config(value):
-            value = OmegaConf.to_container(value, resolve=True)
         reason = self._unknown_reason(key, value)
         if item is not None:
             return Traced(None if reason else value, item.origin, reason)
@@ -140,7 +173,7 @@ class VerlConfig:
 
     def _ensure_section(self, section: str) -> None:
         """Bring in a top-level section left out when the tree was built (no override touched it)."""
-        if section in self.cfg or section not in self.defaults.tree:
+        if self.cfg is None or section in self.cfg or section not in self.defaults.tree:
             return
         from omegaconf import open_dict
 
@@ -151,14 +184,26 @@ class VerlConfig:
 
     def _missing(self, key: str) -> bool:
         """Whether ``key`` is absent from the config (a ``???`` value is present, but mandatory)."""
+        answer = self._plain("parent", key)
+        if answer is not None:
+            node, last = answer[0]
+            return not (node is not None and last in node)
         from omegaconf import OmegaConf
+
+        self._ensure_section(key.split(".")[0])
 
         parent, _, last = key.rpartition(".")
         node = OmegaConf.select(self.cfg, parent, throw_on_missing=False) if parent else self.cfg
         return not (OmegaConf.is_dict(node) and node._get_node(last, validate_access=False) is not None)
 
     def _is_mandatory(self, key: str) -> bool:
+        answer = self._plain("raw", key)
+        if answer is not None:
+            found, raw = answer[0]
+            return found and raw == "???"
         from omegaconf import OmegaConf
+
+        self._ensure_section(key.split(".")[0])
 
         parent, _, last = key.rpartition(".")
         node = OmegaConf.select(self.cfg, parent, throw_on_missing=False) if parent else self.cfg
@@ -182,15 +227,22 @@ class VerlConfig:
         return None
 
     def _interpolation_target(self, key: str) -> str | None:
-        from omegaconf import OmegaConf
+        answer = self._plain("raw", key)
+        if answer is not None:
+            found, raw = answer[0]
+            if not (found and isinstance(raw, str) and "${" in raw):
+                return None
+        else:
+            from omegaconf import OmegaConf
 
-        parent_key, _, last = key.rpartition(".")
-        parent = OmegaConf.select(self.cfg, parent_key) if parent_key else self.cfg
-        if not OmegaConf.is_dict(parent) or last not in parent:
-            return None
-        if not OmegaConf.is_interpolation(parent, last):
-            return None
-        raw = parent._get_node(last)._value()
+            self._ensure_section(key.split(".")[0])
+            parent_key, _, last = key.rpartition(".")
+            parent = OmegaConf.select(self.cfg, parent_key) if parent_key else self.cfg
+            if not OmegaConf.is_dict(parent) or last not in parent:
+                return None
+            if not OmegaConf.is_interpolation(parent, last):
+                return None
+            raw = parent._get_node(last)._value()
         m = _INTERPOLATION.match(str(raw).strip())
         if not m:
             return None
@@ -354,12 +406,48 @@ def _base_config(tree: dict, source: str):
 
 
 def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *,
-                    custom: str | None = None) -> VerlConfig:
-    """Apply ``overrides`` to ``defaults`` with Hydra's own code, one at a time, recording what failed.
+                    custom: str | None = None, fast: bool = True) -> VerlConfig:
+    """Apply ``overrides`` to ``defaults`` as Hydra does, one at a time, recording what failed.
 
     ``custom`` names a config shardcheck cannot read (a recipe's own config): then only the keys
     the command line sets are known, every other value is unknown, and no key is checked.
+    ``fast``: first try the plain tree (plain_config.py), which answers when every override is a plain set
+    or add Hydra would accept; otherwise, or with ``fast`` False, Hydra's own code on OmegaConf.
     """
+    if fast and custom is None:
+        config = _apply_plain(defaults, overrides)
+        if config is not None:
+            return config
+    return _apply_omega(defaults, overrides, custom=custom)
+
+
+def _apply_plain(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...]) -> VerlConfig | None:
+    from shardcheck.frameworks.verl.plain_config import Fallback, PlainTree
+
+    tree = PlainTree(defaults.tree)
+    config = VerlConfig(defaults, None, plain=tree, overrides=overrides)
+    for item in overrides:
+        if item.key.startswith("hydra.") or item.key == "hydra":
+            continue
+        if item.kind == "add":
+            issue = _added_key_issue(item, defaults)
+            if issue is not None:
+                config.issues.append(issue)
+        try:
+            tree.apply(item.kind, item.key, item.value)
+        except Fallback:
+            return None
+        config.set_by[item.key] = item
+        if item.unknown:
+            config.unknown[item.key] = item.unknown
+        else:
+            config.unknown.pop(item.key, None)
+    return config
+
+
+def _apply_omega(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *,
+                 custom: str | None = None) -> VerlConfig:
+    """Hydra's own ``_apply_overrides_to_config`` on an OmegaConf tree of the sections needed."""
     from omegaconf import OmegaConf
 
     from shardcheck.inputs.hydra_import import load_hydra
@@ -373,7 +461,7 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
     except OmegaConfBaseException as exc:  # a broken installed config
         raise InputError(f"{defaults.source}: verl's config cannot be read ({exc})") from None
     OmegaConf.set_struct(cfg, custom is None)  # hydra/_internal/config_loader_impl.py: set_struct(cfg, True)
-    config = VerlConfig(defaults, cfg, custom=custom)
+    config = VerlConfig(defaults, cfg, custom=custom, overrides=overrides)
     applied: list[OverrideItem] = []
 
     def rebuild() -> None:
@@ -381,7 +469,7 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
         before it fails): start again from the defaults with the accepted overrides only."""
         config.cfg = _base_config(tree, defaults.source)
         OmegaConf.set_struct(config.cfg, custom is None)
-        ConfigLoaderImpl._apply_overrides_to_config([a.hydra for a in applied], config.cfg)
+        ConfigLoaderImpl._apply_overrides_to_config([a.hydra_override() for a in applied], config.cfg)
 
     for item in overrides:
         if item.key.startswith("hydra.") or item.key == "hydra":
@@ -391,7 +479,7 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
             if issue is not None:
                 config.issues.append(issue)
         try:
-            ConfigLoaderImpl._apply_overrides_to_config([item.hydra], config.cfg)
+            ConfigLoaderImpl._apply_overrides_to_config([item.hydra_override()], config.cfg)
         except ConfigCompositionException as exc:
             rebuild()
             if custom is not None:
