@@ -30,8 +30,25 @@ def _generate(rng: random.Random) -> str:
     key = ".".join(rng.choice(_KEY_PARTS[:8] if rng.random() < 0.8 else _KEY_PARTS) for _ in range(rng.randint(1, 4)))
     eq = rng.choices(["=", "", "==", "= "], weights=[90, 3, 4, 3])[0]
     pool = _VALUE_PARTS[:37] if rng.random() < 0.6 else _VALUE_PARTS
-    value = "".join(rng.choice(pool) for _ in range(rng.choices([0, 1, 2, 3, 4], weights=[3, 50, 25, 15, 7])[0]))
+    roll = rng.random()
+    if roll < 0.15:  # a quoted string
+        quote = rng.choice("'\"")
+        value = quote + _fragment(rng, pool) + rng.choice([quote, quote, quote, "", "'\""]) + _fragment(rng, pool, 0)
+    elif roll < 0.35:  # a list of primitives and quoted strings
+        items = [_fragment(rng, pool) if rng.random() < 0.6 else f"'{_fragment(rng, pool)}'"
+                 for _ in range(rng.choice([0, 1, 2, 3, 5]))]
+        sep = rng.choice([",", ", ", " ,", ",,", " "])
+        value = rng.choice(["[", "[ ", "[["]) + sep.join(items) + rng.choice(["]", " ]", "]]", ""])
+    else:
+        value = _fragment(rng, pool)
+    if rng.random() < 0.05:
+        value = rng.choice([" ", "\t"]) + value
     return f"{prefix}{key}{eq}{value}"
+
+
+def _fragment(rng: random.Random, pool: list[str], least: int = 0) -> str:
+    count = rng.choices([0, 1, 2, 3, 4], weights=[3, 50, 25, 15, 7])[0]
+    return "".join(rng.choice(pool) for _ in range(max(count, least)))
 
 
 def _same(a, b) -> bool:
@@ -61,9 +78,11 @@ def test_fast_override_agrees_with_hydra():
         except HydraException as exc:
             raise AssertionError(f"fast path answered {fast!r} for {text!r}; Hydra rejects it: {exc}") from None
         hydra = (parsed.type.name.lower(), parsed.key_or_group, parsed.value())
-        assert fast[:2] == hydra[:2] and _same(fast[2], hydra[2]), (text, fast, hydra)
+        assert fast[:2] == hydra[:2] and (isinstance(fast[2], list) or _same(fast[2], hydra[2])), (text, fast, hydra)
         typed[type(fast[2]).__name__] = typed.get(type(fast[2]).__name__, 0) + 1
+        if isinstance(fast[2], list):
+            assert isinstance(hydra[2], list) and len(fast[2]) == len(hydra[2]) and all(map(_same, fast[2], hydra[2])), (text, fast, hydra)
     print(f"\n{CASES} generated overrides: the fast path answered {answered}, agreeing with Hydra on all; "
           f"by type {dict(sorted(typed.items()))}; the rest went to Hydra")
     # the generator reaches every kind of value the fast path gives, and a good share of all strings
-    assert answered >= CASES * 0.25 and set(typed) == {"int", "float", "bool", "NoneType", "str"}
+    assert answered >= CASES * 0.25 and set(typed) == {"int", "float", "bool", "NoneType", "str", "list"}

@@ -47,7 +47,8 @@ def _dicts(tree: dict, prefix: str = "") -> list[str]:
 
 
 _VALUES = ["1", "2", "8", "0", "-1", "1e-6", "0.5", "true", "False", "null", "vllm", "megatron", "fsdp2", "cuda",
-           "/models/Qwen3-8B", "x-y", "'quoted'", "[1,2]", "{a:1}", "${trainer.nnodes}", "???"]
+           "/models/Qwen3-8B", "x-y", "'quoted'", "[1,2]", "[console,wandb]", "['a','b']", "[]",
+           "{a:1}", "${trainer.nnodes}", "???", "[[1]]", "'a\\\\b'"]
 
 
 def _overrides(rng: random.Random, leaves, dicts, interpolated) -> list[str]:
@@ -55,7 +56,7 @@ def _overrides(rng: random.Random, leaves, dicts, interpolated) -> list[str]:
     plain_only = rng.random() < 0.5  # half the sets only change and add (what most scripts do)
     for _ in range(rng.randint(1, 12)):
         roll = rng.random() * (0.8 if plain_only else 1.0)
-        value = rng.choice(_VALUES[:15] if plain_only or rng.random() < 0.9 else _VALUES)
+        value = rng.choice(_VALUES[:21] if plain_only or rng.random() < 0.8 else _VALUES)
         if roll < 0.55:
             key = rng.choice(leaves)
         elif roll < 0.7:
@@ -85,7 +86,7 @@ def _read(config, keys):
 def test_plain_tree_agrees_with_omegaconf(config_name):
     defaults = load_defaults(config_name)
     tree = defaults.tree
-    leaves = [k for k, v in _leaves(tree) if not isinstance(v, list)]
+    leaves = [k for k, _ in _leaves(tree)]  # lists included
     interpolated = [k for k, v in _leaves(tree) if isinstance(v, str) and "${" in v]
     dicts = _dicts(tree)
     rng = random.Random(hash(config_name) & 0xFFFF)

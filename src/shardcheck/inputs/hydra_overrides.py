@@ -8,6 +8,7 @@ piece; values containing a placeholder are reported as unknown.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from shardcheck.inputs.shell_values import Field
@@ -43,11 +44,18 @@ class OverrideItem:
         """Hydra's Override object for this item (parsed now when the fast path read it)."""
         if self.hydra is not None:
             return self.hydra
-        from shardcheck.inputs.hydra_import import load_hydra
-
-        OverridesParser = load_hydra()[0]
-        (parsed,) = OverridesParser.create().parse_overrides([self.source])
+        (parsed,) = hydra_parser()[0].parse_overrides([self.source])
         return parsed
+
+
+@functools.lru_cache(maxsize=1)
+def hydra_parser():
+    """(Hydra's OverridesParser, HydraException), made once: creating the parser registers Hydra's sweep
+    functions, ~0.15 ms each time, which a batch of scripts would otherwise pay per override."""
+    from shardcheck.inputs.hydra_import import load_hydra
+
+    OverridesParser, _, _, HydraException = load_hydra()
+    return OverridesParser.create(), HydraException
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +119,6 @@ def parse_hydra_args(args: tuple[Field, ...], *, fast: bool = True) -> HydraComm
     """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides (plain
     ``key=value`` ones by :mod:`hydra_fast` unless ``fast`` is False, the rest by Hydra's own parser)."""
     from shardcheck.inputs.hydra_fast import fast_override
-
-    hydra_parser = []
     overrides: list[OverrideItem] = []
     errors: list[OverrideError] = []
     config_path: Field | None = None
@@ -155,14 +161,10 @@ def parse_hydra_args(args: tuple[Field, ...], *, fast: bool = True) -> HydraComm
             kind, key, value = quick
             parsed = None
         else:
-            if not hydra_parser:
-                from shardcheck.inputs.hydra_import import load_hydra
-
-                OverridesParser, _, _, HydraException = load_hydra()
-                hydra_parser.extend((OverridesParser.create(), HydraException))
+            parser, HydraException = hydra_parser()
             try:
-                (parsed,) = hydra_parser[0].parse_overrides([text])
-            except hydra_parser[1] as exc:
+                (parsed,) = parser.parse_overrides([text])
+            except HydraException as exc:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 errors.append(OverrideError(message, field.origin, shown))
                 i += 1

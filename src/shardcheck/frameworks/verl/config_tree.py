@@ -422,7 +422,7 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
 
 
 def _apply_plain(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...]) -> VerlConfig | None:
-    from shardcheck.frameworks.verl.plain_config import Fallback, PlainTree
+    from shardcheck.frameworks.verl.plain_config import Fallback, PlainTree, UnknownKey
 
     tree = PlainTree(defaults.tree)
     config = VerlConfig(defaults, None, plain=tree, overrides=overrides)
@@ -437,6 +437,12 @@ def _apply_plain(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...]) ->
             tree.apply(item.kind, item.key, item.value)
         except Fallback:
             return None
+        except UnknownKey:
+            # hydra/_internal/config_loader_impl.py _apply_overrides_to_config (hydra-core 1.3), as the
+            # OmegaConf path words it (whitespace folded)
+            message = f"Could not override '{item.key}'. To append to your config use +{item.source}"
+            config.issues.append(ConfigIssue("unknown_key", message, item, did_you_mean(item.key, defaults)))
+            continue
         config.set_by[item.key] = item
         if item.unknown:
             config.unknown[item.key] = item.unknown
@@ -464,12 +470,14 @@ def _apply_omega(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *,
     config = VerlConfig(defaults, cfg, custom=custom, overrides=overrides)
     applied: list[OverrideItem] = []
 
+    parsed = {id(item): item.hydra_override() for item in overrides}
+
     def rebuild() -> None:
         """A rejected override may have half-changed the config (OmegaConf.update replaces a node
         before it fails): start again from the defaults with the accepted overrides only."""
         config.cfg = _base_config(tree, defaults.source)
         OmegaConf.set_struct(config.cfg, custom is None)
-        ConfigLoaderImpl._apply_overrides_to_config([a.hydra_override() for a in applied], config.cfg)
+        ConfigLoaderImpl._apply_overrides_to_config([parsed[id(a)] for a in applied], config.cfg)
 
     for item in overrides:
         if item.key.startswith("hydra.") or item.key == "hydra":
@@ -479,7 +487,7 @@ def _apply_omega(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *,
             if issue is not None:
                 config.issues.append(issue)
         try:
-            ConfigLoaderImpl._apply_overrides_to_config([item.hydra_override()], config.cfg)
+            ConfigLoaderImpl._apply_overrides_to_config([parsed[id(item)]], config.cfg)
         except ConfigCompositionException as exc:
             rebuild()
             if custom is not None:

@@ -26,8 +26,15 @@ class Fallback(Exception):
     """The plain reading cannot decide this exactly: use OmegaConf."""
 
 
-def _scalar(value) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
+class UnknownKey(Exception):
+    """A plain ``key=value`` on a key the struct-mode config does not have: Hydra's "Could not override"."""
+
+
+def _plain(value) -> bool:
+    """A value that is the same in a dict and in OmegaConf: no interpolation, escape or ``???``."""
+    if isinstance(value, str):
+        return "$" not in value and "\\" not in value and value != MISSING
+    return value is None or isinstance(value, (bool, int, float))
 
 
 class PlainTree:
@@ -41,22 +48,40 @@ class PlainTree:
     def apply(self, kind: str, key: str, value) -> None:
         """Apply one override as Hydra does in struct mode, or raise Fallback (also for every error case,
         whose message is Hydra's to give)."""
-        if not _scalar(value) or (isinstance(value, str) and ("$" in value or value == MISSING or "\\" in value)):
+        is_list = isinstance(value, list)
+        if not all(_plain(v) for v in (value if is_list else [value])):
             raise Fallback
         parts = key.split(".")
         found, existing = self._raw(parts)
+        if found and isinstance(existing, dict):
+            raise Fallback  # a merge into a section (or Hydra's error)
         if kind == "change":
-            if not found or isinstance(existing, (dict, list)):
-                raise Fallback  # unknown key (Hydra's error), or a merge into a container
+            if not found and self._absent_under_dicts(parts):
+                raise UnknownKey(key)
+            if not found or (isinstance(existing, list) and not is_list):
+                raise Fallback  # a path through null or a value; a value over a list
         elif kind == "add":
-            if found and not (existing is None or existing == MISSING):
+            if found and isinstance(existing, str) and "${" in existing:
+                raise Fallback  # Hydra resolves it first (OmegaConf.select), which may fail
+            if found and not is_list and not (existing is None or existing == MISSING):
                 raise Fallback  # "Could not append to config. An item is already at ..."
         elif kind == "force_add":
-            if found and isinstance(existing, (dict, list)):
+            if found and isinstance(existing, list) and not is_list:
                 raise Fallback
         else:
             raise Fallback
-        self.root = self._set(self.root, parts, value)
+        self.root = self._set(self.root, parts, list(value) if is_list else value)
+
+    def _absent_under_dicts(self, parts: list[str]) -> bool:
+        """Whether the key is missing and every part of it that exists is a section (a dict)."""
+        node: object = self.root
+        for part in parts:
+            if not isinstance(node, dict):
+                return False
+            if part not in node:
+                return True
+            node = node[part]
+        return False
 
     def _set(self, node: dict, parts: list[str], value) -> dict:
         copy = dict(node)
@@ -71,7 +96,8 @@ class PlainTree:
         return copy
 
     def _raw(self, parts: list[str]) -> tuple[bool, object]:
-        """(present, raw value) without resolving; Fallback when the path passes through a non-dict."""
+        """(present, raw value) without resolving; Fallback when the path passes through a list or an
+        interpolation (OmegaConf would write through it into the node it points at)."""
         node: object = self.root
         for part in parts:
             if not isinstance(node, dict):
@@ -83,23 +109,59 @@ class PlainTree:
             node = node[part]
         return True, node
 
+    def _read(self, parts: list[str], depth: int = 0) -> tuple[bool, object, list[str]]:
+        """(present, raw value, path of its container) for reading: a section that is an interpolation
+        (``ref.megatron.override_transformer_config: ${oc.select:actor...,{}}``) is followed to the node it
+        names, as ``OmegaConf.select`` does."""
+        node: object = self.root
+        path: list[str] = []
+        for i, part in enumerate(parts):
+            if isinstance(node, str) and "${" in node and depth < 16:
+                found, node, path = self._follow(node, path[:-1], depth + 1)
+                if not found:
+                    return False, None, []
+            if not isinstance(node, dict):
+                if isinstance(node, list) or (isinstance(node, str) and "${" in node):
+                    raise Fallback
+                return False, None, []
+            if part not in node:
+                return False, None, []
+            node = node[part]
+            path = [*path, part]
+        return True, node, path[:-1]
+
+    def _follow(self, text: str, parent: list[str], depth: int) -> tuple[bool, object, list[str]]:
+        """Where an interpolation points: (present, raw node, its path); an oc.select whose key is absent
+        gives its ``{}`` default (an empty section); anything else: Fallback."""
+        m = _REF.fullmatch(text) or _SELECT.fullmatch(text)
+        if m is None:
+            raise Fallback
+        target = self._target(m.group(1), parent)
+        found, raw, _ = self._read(target, depth)
+        if found and raw != MISSING:
+            return True, raw, target
+        if m.re is _SELECT and m.group(2).strip() == "{}":
+            return True, {}, target
+        raise Fallback
+
     # -- reading -----------------------------------------------------------------------------------------
 
     def parent(self, key: str) -> tuple[dict | None, str]:
         """The dict holding ``key`` (None when a parent is absent) and the last part of the key."""
         parts = key.split(".")
-        found, node = self._raw(parts[:-1]) if len(parts) > 1 else (True, self.root)
+        found, node, _ = self._read(parts[:-1]) if len(parts) > 1 else (True, self.root, [])
+        if isinstance(node, str) and "${" in node:
+            found, node, _ = self._follow(node, parts[:-2], 1)
         if isinstance(node, list) or (isinstance(node, str) and "${" in node):
             raise Fallback
         return (node if found and isinstance(node, dict) else None), parts[-1]
 
     def select(self, key: str):
         """``OmegaConf.select(cfg, key, throw_on_missing=False)``, containers as resolved plain containers."""
-        parts = key.split(".")
-        found, raw = self._raw(parts)
+        found, raw, parent = self._read(key.split("."))
         if not found or raw == MISSING:
             return None
-        return self._resolved(raw, parts[:-1])
+        return self._resolved(raw, parent)
 
     def _resolved(self, raw, parent: list[str], depth: int = 0):
         """A raw value as OmegaConf gives it resolved (``parent``: the path of the container holding it)."""
@@ -150,17 +212,15 @@ class PlainTree:
     def _interpolated(self, text: str, parent: list[str], depth: int):
         m = _REF.fullmatch(text)
         if m:
-            path = self._target(m.group(1), parent)
-            found, raw = self._raw(path)
+            found, raw, container = self._read(self._target(m.group(1), parent), depth + 1)
             if not found or raw == MISSING:
                 raise Fallback  # OmegaConf raises an interpolation error: its message is wanted
-            return self._resolved(raw, path[:-1], depth + 1)
+            return self._resolved(raw, container, depth + 1)
         m = _SELECT.fullmatch(text)
         if m:
-            path = self._target(m.group(1), parent)
-            found, raw = self._raw(path)
+            found, raw, container = self._read(self._target(m.group(1), parent), depth + 1)
             if found and raw != MISSING:
-                return self._resolved(raw, path[:-1], depth + 1)
+                return self._resolved(raw, container, depth + 1)
             return self._default(m.group(2).strip(), parent, depth)
         raise Fallback  # string interpolation, other resolvers
 
@@ -184,4 +244,6 @@ class PlainTree:
         raise Fallback
 
     def raw(self, key: str) -> tuple[bool, object]:
-        return self._raw(key.split("."))
+        """(present, raw value) of ``key`` for reading (interpolated sections followed)."""
+        found, raw, _ = self._read(key.split("."))
+        return found, raw
