@@ -44,6 +44,15 @@ class OverrideItem:
         """Hydra's Override object for this item (parsed now when the fast path read it)."""
         if self.hydra is not None:
             return self.hydra
+        if self.kind in ("change", "add", "force_add"):
+            # read by the fast path: the Override Hydra's parser would build (the differential test shows the
+            # kind, key and value agree; Override.value() of a parsed plain element is that value)
+            hydra_parser()  # Hydra's modules, deferred as hydra_import does
+            from hydra.core.override_parser.types import Override, OverrideType, ValueType
+
+            kind = {"change": OverrideType.CHANGE, "add": OverrideType.ADD, "force_add": OverrideType.FORCE_ADD}
+            return Override(type=kind[self.kind], key_or_group=self.key, value_type=ValueType.ELEMENT,
+                            _value=self.value, input_line=self.source)
         (parsed,) = hydra_parser()[0].parse_overrides([self.source])
         return parsed
 

@@ -11,6 +11,7 @@ config, exactly as ``@hydra.main`` does (hydra/_internal/config_loader_impl.py),
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib.util
 import json
 import re
@@ -50,8 +51,10 @@ class VerlDefaults:
     config_name: str
 
 
+@functools.lru_cache(maxsize=8)
 def load_defaults(config_name: str) -> VerlDefaults:
-    """verl's generated config ``config_name``: from an installed verl when present, else the snapshot."""
+    """verl's generated config ``config_name``: from an installed verl when present, else the snapshot.
+    Read once per process (a batch of scripts shares it; the tree is never modified in place)."""
     spec = importlib.util.find_spec("verl")  # finds the package without importing it
     if spec is not None and spec.submodule_search_locations:
         for location in spec.submodule_search_locations:
@@ -275,7 +278,9 @@ def did_you_mean(key: str, defaults: VerlDefaults) -> str | None:
     same_leaf = [k for k in all_keys if k.rpartition(".")[2] == last]
     if same_leaf:
         return min(same_leaf, key=lambda k: -difflib.SequenceMatcher(None, k, key).ratio())
-    close = difflib.get_close_matches(key, all_keys, n=1, cutoff=0.8)
+    # a ratio ≥ 0.8 needs the shorter of the two within 2/3 of the longer: the others cannot match
+    near = [k for k in all_keys if 3 * min(len(k), len(key)) >= 2 * max(len(k), len(key))]
+    close = difflib.get_close_matches(key, near, n=1, cutoff=0.8)
     return close[0] if close else None
 
 
