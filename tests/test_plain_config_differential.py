@@ -110,6 +110,7 @@ def test_plain_tree_agrees_with_omegaconf(config_name):
         assert [(i.kind, i.message, i.suggestion) for i in fast.issues] == \
                [(i.kind, i.message, i.suggestion) for i in slow.issues], words
         assert fast.set_by.keys() == slow.set_by.keys() and fast.unknown == slow.unknown, words
+        assert [i.source for i in fast.applied] == [i.source for i in slow.applied], words
         plain_sets += took_plain and fast.plain is not None  # answered every read without OmegaConf
     print(f"\n{config_name}: {CASES // 2} override sets, {plain_sets} read wholly by the plain tree, all agree")
     assert plain_sets >= CASES // 8

@@ -30,6 +30,7 @@ def script(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1,
 A = "actor_rollout_ref.actor"
 RO = "actor_rollout_ref.rollout"
 SGL = f"+{RO}.engine_kwargs.sglang"
+RM = "reward.reward_model"
 YARN = str(Path(__file__).parent / "data" / "yarn-short")  # YaRN factor 2 over 32768: vLLM derives 65536
 FSDP = "--config-name=ppo_trainer"  # verl's default config: the actor, ref and critic run under FSDP
 
@@ -166,6 +167,12 @@ CASES: dict[str, tuple[str, str]] = {
     "VERL-RO-MODE": (script(f"{RO}.mode=sync"), script(f"{RO}.mode=async")),
     "VERL-RO-MNBT": (script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=8192"),
                      script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=40960")),
+    "SHELL-CONTINUATION": (script().rstrip("\n") + " \\ # one node\n", script() + "# one node\n"),
+    "VERL-SRV-POOL": (script(f"{RM}.enable=True {RM}.enable_resource_pool=True {RM}.rollout.name=vllm"),
+                      script(f"{RM}.enable=True {RM}.enable_resource_pool=True {RM}.rollout.name=vllm "
+                             f"{RM}.nnodes=1 {RM}.n_gpus_per_node=8")),
+    "VERL-SRV-REPLICA": (script(f"{RM}.enable=True {RM}.rollout.name=vllm {RM}.rollout.tensor_model_parallel_size=16"),
+                         script(f"{RM}.enable=True {RM}.rollout.name=vllm {RM}.rollout.tensor_model_parallel_size=4")),
     "VERL-RO-PP": (script(f"{RO}.pipeline_model_parallel_size=2"), script(f"{RO}.pipeline_model_parallel_size=1")),
     "VERL-RO-EP": (script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=8"),
                    script(f"{RO}.tensor_model_parallel_size=2 {RO}.data_parallel_size=2 {RO}.expert_parallel_size=4")),

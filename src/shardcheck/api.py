@@ -143,7 +143,8 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
-          host_memory: int | None = None, text: bytes | None = None) -> Result:
+          host_memory: int | None = None, text: bytes | None = None,
+          args: tuple[str, ...] = ()) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
     ``text``: the script's contents when they do not come from ``path``, e.g. standard input).
@@ -159,7 +160,7 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
     except SettingsError as exc:
         return _unusable(shown, str(exc), "usage", Settings())
     try:
-        job = resolve_script(path, env, model_config=model_config, display=shown, text=text)
+        job = resolve_script(path, env, model_config=model_config, display=shown, text=text, args=args)
         if device is not None:
             from shardcheck.memory.devices import find_device
 
@@ -255,7 +256,8 @@ def _script_lines(origin, path: str) -> set[int]:
 
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None, text: bytes | None = None) -> Job:
+                   display: str | None = None, text: bytes | None = None,
+                   args: tuple[str, ...] = ()) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none."""
     from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
@@ -264,13 +266,14 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
 
     shown = display or str(path)
     if text is not None:
-        reading = read_bash_text(text, shown, env, real_path=Path(path))
+        reading = read_bash_text(text, shown, env, real_path=Path(path), args=args)
     else:
-        reading = read_bash(path, env, display=shown)
+        reading = read_bash(path, env, display=shown, args=args)
     found = find_launches(reading.commands)
     launches = [launch for launch in found if is_verl_entry(launch)]
     from dataclasses import replace
 
+    _stop_at_unterminated(reading, found)
     flag_job = _resolve_flag_launch(found, reading, shown, model_config) if not launches else None
     if flag_job is not None:
         return replace(flag_job, notes=_shell_notes(reading) + flag_job.notes, suppressions=reading.suppressions,
@@ -280,9 +283,14 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
         if other is not None:
             raise NoLaunchError(f"{other.origin.location}: {other.module} is not modelled yet; skipped (shardcheck "
                                 "reads verl.trainer.main_ppo launches)")
-        syntax = next((d for d in reading.diagnostics if d.code == "SHELL-SYNTAX"), None)
+        syntax = next((d for d in reading.diagnostics if d.code in ("SHELL-SYNTAX", "SHELL-ARITH")), None)
         if syntax is not None:
             raise InputError(f"{syntax.origin.location}: {syntax.message}")
+        modules = [launch for launch in found if launch.module and launch.module.split(".")[0] not in _TOOL_MODULES]
+        if modules:
+            names = ", ".join(dict.fromkeys(launch.module for launch in modules))
+            raise NoLaunchError(f"{modules[0].origin.location}: not modelled: {names} (python -m); skipped (shardcheck "
+                                "reads verl.trainer.main_ppo, Megatron-LM's pretrain_*.py and slime's train.py launches)")
         raise NoLaunchError(
             f"{shown}:1: no launch command; skipped (shardcheck reads verl's python3 -m verl.trainer.main_ppo, "
             "Megatron-LM's torchrun pretrain_gpt.py and slime's python3 train.py launches)"
@@ -312,6 +320,22 @@ def _shell_notes(reading) -> tuple[ConfigNote, ...]:
             message=f"--env {name}: {reading.path} never reads ${name}, so the value changes nothing{read}",
             fix=f"did you mean --env {close}=...?" if close else "remove it, or use the name the script reads"))
     return tuple(notes)
+
+
+# ``python -m`` modules that are tools, not training launches: never named as "not modelled".
+_TOOL_MODULES = frozenset({"pip", "venv", "ensurepip", "http", "json", "site", "uv", "pytest", "torch"})
+
+
+def _stop_at_unterminated(reading, found) -> None:
+    """An unterminated quote or expansion before the end of the first launch: bash reads to the end of the
+    file looking for its end and stops with a syntax error, so the launch never runs (exit 2, one line)."""
+    if not found:
+        return
+    last = max((f.origin.line or 0 for f in found[0].command.fields), default=0)
+    for d in reading.diagnostics:
+        if d.code == "SHELL-SYNTAX" and d.message.startswith("unterminated") and d.origin.path == reading.path \
+                and (d.origin.line or 0) <= last:
+            raise InputError(f"{d.origin.location}: {d.message}")
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:
@@ -351,11 +375,19 @@ class MeshResult:
 
 def mesh(job: Job, path: str = "<sizes>") -> MeshResult:
     """The rank grid of the engine that builds the process groups (the ref when verl builds one)."""
-    from shardcheck.mesh.grid import Grid, build_grid
-    from shardcheck.mesh.placement import rollout_replicas
     from shardcheck.rules.registry import run_rules
 
     findings, _ = run_rules(job)
+    layout, grid, rollout = mesh_grid(job)
+    keep = ("MCORE-PS-", "VALUE-", "MODEL-")
+    return MeshResult(path, job, layout, grid, [f for f in findings if f.rule.startswith(keep)], rollout)
+
+
+def mesh_grid(job: Job):
+    """(the group-building engine's layout, its rank grid or None, the rollout replicas or a reason or None)."""
+    from shardcheck.mesh.grid import Grid, build_grid
+    from shardcheck.mesh.placement import rollout_replicas
+
     layout = job.group_owner
     grid = None
     if layout is not None and job.cluster.world.known and all(
@@ -370,8 +402,7 @@ def mesh(job: Job, path: str = "<sizes>") -> MeshResult:
         engine = ro.engine.value if ro.engine.known else "rollout"
         rollout = rollout_replicas(ro_world.value, str(engine), ro.tp.value, 1 if ro.dp_in_engine else ro.dp.value,
                                    ro.pp.value)
-    keep = ("MCORE-PS-", "VALUE-", "MODEL-")
-    return MeshResult(path, job, layout, grid, [f for f in findings if f.rule.startswith(keep)], rollout)
+    return layout, grid, rollout
 
 
 @dataclass

@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
+from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report
+from shardcheck.cli_review import add_parsers as add_review_parsers
+
 EXAMPLE = Path(__file__).with_name("examples") / "qwen3_235b_256k.sh"
 
 
@@ -55,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                        help="a value the script reads from its environment (repeatable)")
     check.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
-    check.add_argument("--format", "--output-format", dest="format", choices=("text", "json"), default="text")
+    check.add_argument("--format", "--output-format", dest="format", choices=("text", "json", *CI_FORMATS),
+                       default="text")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors (not for bad input)")
     check.add_argument("--select", action="append", metavar="IDS",
                        help="report only these rule ids or prefixes, comma-separated (replaces the settings' select)")
@@ -95,17 +99,25 @@ def _parser() -> argparse.ArgumentParser:
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
     explain.add_argument("rule_id")
+    add_review_parsers(sub, _memory_options, _env_pairs)  # diff, report
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `shardcheck check run.sh -- a=b c=d`: the words after `--` are the script's positional parameters
+    script_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     args = _parser().parse_args(argv)
+    args.script_args = tuple(script_args)
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":
         return _mesh(args)
     if args.command == "memory":
         return _memory(args)
+    if args.command in ("diff", "report"):
+        return run_diff(args) if args.command == "diff" else run_report(args)
     if args.command == "rules":
         from shardcheck.rules.docs import render_rule_list
 
@@ -172,7 +184,8 @@ def _check(args) -> int:
             else:
                 text, display, where = None, _example_display() if builtin else p, Path(p)
             settings = _settings_for(where, load_settings, overrides)
-            r = check(where, env, display=display, text=text, settings=settings, **kwargs)
+            r = check(where, env, display=display, text=text, settings=settings, args=args.script_args,
+                      **kwargs)
             results.append(r)
             if out.streaming:
                 progress.pause()
@@ -182,7 +195,9 @@ def _check(args) -> int:
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports
-    if args.format == "json":
+    if args.format in CI_FORMATS:
+        print(render_check(args.format, results))
+    elif args.format == "json":
         import json
 
         from shardcheck.report.json_report import render_json

@@ -49,6 +49,9 @@ class MegatronLayout:
     layout_string: Traced[str | None]
     sequence_parallel: Traced[bool]
     transformer_overrides: dict[str, Traced] = field(default_factory=dict)
+    # The override word that replaced an inherited override_transformer_config (verl's ref inherits the
+    # actor's through ${oc.select:...}; ``++<ref>.override_transformer_config.k=v`` replaces it)
+    transformer_overrides_replaced: Origin | None = None
     order: str = "tp-cp-ep-dp-pp"  # Megatron-Core's rank order (verl always passes the default)
 
     @property
@@ -67,6 +70,38 @@ class MegatronLayout:
         return tuple(t.value if t.known else ("?", t.unknown) for t in
                      (self.tp, self.pp, self.cp, self.ep, self.etp_setting, self.vpp))
 
+    def judged(self) -> tuple:
+        """Every value a layout, model or memory rule reads from this engine (for "is this engine the
+        same as that one"): the sizes, the pipeline split, sequence parallelism and every
+        ``override_transformer_config`` entry."""
+        return tuple((name, _plain(t)) for name, t in self.fields()) + tuple(
+            sorted((k, repr(_plain(t))) for k, t in self.transformer_overrides.items()))
+
+    def fields(self) -> tuple[tuple[str, Traced], ...]:
+        """The engine's settings by the names the report uses."""
+        return (("TP", self.tp), ("PP", self.pp), ("CP", self.cp), ("EP", self.ep), ("ETP", self.etp_setting),
+                ("VPP", self.vpp), ("first-stage layers", self.first_stage_layers),
+                ("last-stage layers", self.last_stage_layers),
+                ("account_for_embedding_in_pipeline_split", self.account_for_embedding),
+                ("account_for_loss_in_pipeline_split", self.account_for_loss),
+                ("pipeline_model_parallel_layout", self.layout_string), ("sequence_parallel", self.sequence_parallel))
+
+    def differences(self, other: MegatronLayout) -> list[tuple[str, Traced | None, Traced | None]]:
+        """The settings in which ``other`` differs from this engine: (name, this one's, other's); an
+        ``override_transformer_config`` entry only one of them has gives None for the other."""
+        out: list[tuple[str, Traced | None, Traced | None]] = [
+            (name, mine, theirs) for (name, mine), (_, theirs) in zip(self.fields(), other.fields())
+            if _plain(mine) != _plain(theirs)]
+        shown = {"num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                 "pipeline_model_parallel_layout"}
+        for key in sorted(set(self.transformer_overrides) | set(other.transformer_overrides)):
+            mine, theirs = self.transformer_overrides.get(key), other.transformer_overrides.get(key)
+            if key in shown or (mine is not None and theirs is not None and _plain(mine) == _plain(theirs)):
+                continue
+            out.append((f"override_transformer_config.{key}", mine, theirs))
+        return out
+
     def dp(self, world: Traced[int]) -> Traced[int]:
         """DP = world / (TP·PP·CP) (Megatron-Core: data_parallel_size excludes CP)."""
         model = self.tp.value * self.pp.value * self.cp.value if all(t.known for t in (self.tp, self.pp, self.cp)) else None
@@ -79,6 +114,13 @@ class MegatronLayout:
         grid = etp.value * self.ep.value * self.pp.value if all(t.known for t in (etp, self.ep, self.pp)) else None
         value = world.value // grid if world.known and grid and world.value % grid == 0 else None
         return Traced.derived(value, "EDP = world / (ETP·EP·PP)", world, etp, self.ep, self.pp)
+
+
+def _plain(t: Traced | None) -> object:
+    """A traced value for comparison: the value, or the reason it is unknown."""
+    if t is None:
+        return None
+    return t.value if t.known else ("?", t.unknown)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +190,43 @@ class RolloutLayout:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ServerLayout:
+    """An inference server verl starts besides the trainer: the reward model or a distillation teacher.
+
+    Each is a vLLM/SGLang rollout of its own (verl 0.9.1: ``reward.reward_model.rollout`` and
+    ``distillation.teacher_models.<name>.inference`` are RolloutConfig sections) on a resource pool of
+    ``nnodes`` × ``devices_per_node`` (the trainer's when ``pool_key`` is None), in replicas of
+    TP·DP·PP devices.
+    """
+
+    role: str  # "reward model" or "teacher <name>"
+    key_prefix: str  # the RolloutConfig section
+    engine: Traced[str]
+    tp: Traced[int]
+    dp: Traced[int]
+    pp: Traced[int]
+    ep: Traced[int]
+    nnodes: Traced[int]
+    devices_per_node: Traced[int]
+    pool_key: str | None  # the section whose nnodes / n_gpus_per_node give the pool; None: the trainer's
+    num_replicas: Traced[int | None] | None = None  # a teacher's configured replica count (several teachers)
+    switch: Traced | None = None  # the setting that starts this server on its pool (enable_resource_pool, enabled)
+
+    @property
+    def replica_size(self) -> Traced[int]:
+        """Devices per replica: TP·DP·PP (verl: rollout_world_size / per_replica_world_size)."""
+        known = all(t.known for t in (self.tp, self.dp, self.pp))
+        value = self.tp.value * self.dp.value * self.pp.value if known else None
+        return Traced.derived(value, "devices per replica = TP·DP·PP", self.tp, self.dp, self.pp)
+
+    @property
+    def pool(self) -> Traced[int]:
+        n, g = self.nnodes, self.devices_per_node
+        value = n.value * g.value if n.known and g.known else None
+        return Traced.derived(value, "pool = nnodes · n_gpus_per_node", n, g)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelFacts:
     """Architecture facts the rules need, named as in HF config.json (Megatron names in comments)."""
 
@@ -207,7 +286,7 @@ class Job:
     config_source: str
     cluster: Cluster
     strategy: Traced[str]
-    layouts: tuple[MegatronLayout, ...]  # the engines built: actor, then ref when verl builds one
+    layouts: tuple[MegatronLayout, ...]  # the Megatron engines built: actor, ref and critic when verl builds them
     ref_used: Traced[bool]
     critic_used: Traced[bool | None] | None = None  # verl's need_critic (None: the framework has no critic)
     model_path: Traced[str]
@@ -222,6 +301,7 @@ class Job:
     device_choice: str | None = None  # --device NAME for the memory estimate (None: the default for trainer.device)
     host_memory_bytes: int | None = None  # --host-memory per node, for MEM-HOST
     fsdp_layouts: tuple[FsdpLayout, ...] = ()  # FSDP engines built: actor, ref, critic (empty for Megatron)
+    servers: tuple[ServerLayout, ...] = ()  # inference servers built besides the rollout: reward model, teachers
 
     @property
     def cluster_keys(self) -> tuple[str, str, str | None]:
@@ -269,11 +349,13 @@ class Job:
 
     @property
     def group_owner(self) -> MegatronLayout | None:
-        """The engine whose sizes build the process groups: verl builds the ref first, when it builds one.
+        """The engine whose sizes build the actor's and ref's process groups: verl builds the ref first,
+        when it builds one.
 
         verl/workers/engine_workers.py ActorRolloutRefWorker.init_model builds the reference model
         before the actor; verl/workers/engine/megatron/transformer_impl.py _init_device_mesh returns
-        early when ``mpu.is_initialized()``, so the first engine's sizes are the ones used.
+        early when ``mpu.is_initialized()``, so the first engine's sizes are the ones used. A colocated
+        Megatron critic is built earlier still; VERL-MC-ONE-INIT reports when its sizes differ.
         """
         ref = self.layout("ref")
         if ref is not None:

@@ -24,6 +24,7 @@ from shardcheck.origin import Origin
 
 _IFS = " \t\n"
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
+_VAR_REF = re.compile(r"\$\{?#?([A-Za-z_][A-Za-z0-9_]*)")
 _NOT_STATEMENTS = ("comment", "heredoc_body", "file_redirect", "heredoc_redirect", "herestring_redirect")
 
 
@@ -55,8 +56,10 @@ def _parser():
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
-def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None) -> ShellReading:
-    """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``."""
+def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None,
+              args: tuple[str, ...] = ()) -> ShellReading:
+    """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``; ``args`` are its
+    positional parameters (``shardcheck check run.sh -- a=b``: ``$1``, ``"$@"``)."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -66,7 +69,7 @@ def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: s
         raise UnreadableInput(f"{path}: is a directory; give the path of a launch script") from None
     except OSError as exc:
         raise UnreadableInput(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
-    return read_bash_text(raw, display or str(path), env, real_path=p)
+    return read_bash_text(raw, display or str(path), env, real_path=p, args=args)
 
 
 def _tree(raw: bytes, path: str):
@@ -78,11 +81,14 @@ def _tree(raw: bytes, path: str):
 
 
 def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None, *,
-                   real_path: Path | None = None) -> ShellReading:
+                   real_path: Path | None = None, args: tuple[str, ...] = ()) -> ShellReading:
     """Read script text; ``real_path`` is where it lies on disk (for ``source`` and ``$(dirname "$0")``)."""
     src, tree = _tree(raw, path)
     real = Path(os.path.abspath(real_path if real_path is not None else path))
     interp = _Interpreter(src, path, dict(env or {}), real_path=real)
+    if args:
+        origin = Origin(kind="cli", text="an argument after `--` on shardcheck's command line")
+        interp.positional = tuple(Field((Seg(a, origin),), origin) for a in args)
     interp.run_block(tree.root_node.children)
     suppressions, written = _suppressions(tree.root_node, src)
     given = set(env or {})
@@ -205,16 +211,19 @@ class _Interpreter:
             self.run_block(node.children)
         elif kind in _LOOPS:
             self._run_loop(node)
+        elif kind == "list" and self._run_and_or(node):
+            pass
         elif kind in ("compound_statement", "subshell", "do_group", "list", "pipeline", "negated_command"):
             self.run_block(node.children)
         elif kind == "redirected_statement":
+            self._placeholders(node)
             body = node.child_by_field_name("body")
             if body is not None:
                 self.run(body)
         elif kind == "test_command":
             pass
         elif kind in ("case_statement",):
-            self._run_unknown_branches(node, [c for c in node.children if c.type == "case_item"], "case")
+            self._run_case(node)
         else:
             self.consumed_until = max(self.consumed_until, node.end_byte)
 
@@ -397,6 +406,7 @@ class _Interpreter:
 
     def _run_branches(self, branches, node) -> None:
         candidates: list[list] = []
+        undecided = []
         for cond, body in branches:
             verdict = True if cond is None else self.eval_condition(cond)
             if verdict is True:
@@ -404,13 +414,112 @@ class _Interpreter:
                 break
             if verdict is None:
                 candidates.append(body)
+                undecided.append(cond)
         if len(candidates) == 1:
             self.run_block(candidates[0])
         else:
             where = self.origin_at(node.start_byte)
+            names = sorted({n for c in undecided for n in _VAR_REF.findall(self.src[c.start_byte : c.end_byte])})
+            tests = f"the variables it tests ({', '.join('$' + n for n in names)})" if names else "the variables it tests"
             self._merge_runs(candidates, f"depends on the condition at line {where.line}, which is not known "
-                                         "statically (give the variables it tests with --env)")
+                                         f"statically (give {tests} with --env)")
         self.consumed_until = max(self.consumed_until, node.end_byte)
+
+    def _deciding(self, node) -> str:
+        """The variables a condition or case subject reads, for "give them with --env"."""
+        names = sorted(set(_VAR_REF.findall(self.src[node.start_byte : node.end_byte]))) if node is not None else []
+        return f" (it reads {', '.join('$' + n for n in names)})" if names else ""
+
+    def _word_text(self, node) -> str | None:
+        """The value of one word node (quotes removed, variables expanded); None when not known."""
+        try:
+            parts, _ = shell_words.lex_word(self.src, node.start_byte, in_array=True)
+        except WordSyntaxError:
+            return None
+        fields = self.expand(parts, self.origin_at(node.start_byte), split=False)
+        return fields[0].text if fields else ""
+
+    def _run_case(self, node) -> None:
+        """``case WORD in PATTERN) ...;; esac``: the first item whose pattern matches a known subject runs;
+        items before it whose patterns are not known, and every item when the subject is not known, are
+        merged (a variable they set differently becomes unknown, naming what decides it)."""
+        subject_node = node.child_by_field_name("value")
+        items = [c for c in node.children if c.type == "case_item"]
+        subject = self._word_text(subject_node) if subject_node is not None else None
+        where = self.origin_at(node.start_byte)
+        fallthrough = any(c.type in (";&", ";;&") for item in items for c in item.children)
+        if subject is None or fallthrough:
+            why = (f"depends on the case at line {where.line}, whose subject is not known"
+                   f"{self._deciding(subject_node)}; give it with --env" if subject is None else
+                   f"depends on the case at line {where.line}, whose ;& / ;;& fall-through is not evaluated")
+            self._merge_runs([self._case_body(item) for item in items] + [[]], why)
+            self.consumed_until = max(self.consumed_until, node.end_byte)
+            return
+        candidates: list[list] = []
+        for item in items:
+            patterns = [c for i, c in enumerate(item.children) if item.field_name_for_child(i) == "value"]
+            verdicts = [self._case_match(subject, p) for p in patterns]
+            if True in verdicts:
+                candidates.append(self._case_body(item))
+                break
+            if None in verdicts:
+                candidates.append(self._case_body(item))
+        else:
+            candidates.append([])  # no pattern matched: nothing runs
+        if len(candidates) == 1:
+            self.run_block(candidates[0])
+        else:
+            self._merge_runs(candidates, f"depends on the case at line {where.line}, whose patterns are not all "
+                                         "known")
+        self.consumed_until = max(self.consumed_until, node.end_byte)
+
+    def _case_body(self, item) -> list:
+        return [c for i, c in enumerate(item.children) if c.is_named and item.field_name_for_child(i) != "value"]
+
+    def _case_match(self, subject: str, pattern_node) -> bool | None:
+        pattern = self._word_text(pattern_node)
+        if pattern is None:
+            return None
+        return fnmatch.fnmatchcase(subject, pattern)
+
+    def _run_and_or(self, node) -> bool:
+        """``[ c ] && x=a || x=b``: a list holding a test runs each part only when the status before it lets it
+        (known test results and assignments, which succeed); a part behind an unknown status is merged with
+        not running it. Lists without a test are run whole, as before. Returns whether it handled ``node``."""
+        items: list[tuple[str | None, object]] = []
+
+        def flatten(n, op):
+            if n.type == "list":
+                parts = [c for c in n.children if c.is_named and c.type not in _NOT_STATEMENTS]
+                ops = [c.type for c in n.children if not c.is_named and c.type in ("&&", "||")]
+                if len(parts) == 2 and len(ops) == 1:
+                    flatten(parts[0], op)
+                    items.append((ops[0], parts[1]))
+                    return
+            items.append((op, n))
+
+        flatten(node, None)
+        if not any(n.type in ("test_command", "negated_command") for _, n in items):
+            return False
+        status: bool | None = True
+        where = self.origin_at(node.start_byte)
+        for op, part in items:
+            runs = True if op is None else (status if op == "&&" else (None if status is None else not status))
+            if runs is False:
+                continue
+            if part.type in ("test_command", "negated_command"):
+                verdict = self.eval_condition(part)
+                status = verdict if runs is True else None
+                continue
+            if runs is None:
+                self._merge_runs([[part], []], f"depends on the test at line {where.line}, which is not known "
+                                               f"statically{self._deciding(node)}; give it with --env")
+                status = None
+                continue
+            self.run(part)
+            status = True if part.type in ("variable_assignment", "variable_assignments") else None
+        self.consumed_until = max(self.consumed_until, node.end_byte)
+        return True
 
     def _run_unknown_branches(self, node, items, what: str) -> None:
         bodies = [[c for c in item.children if c.is_named] for item in items] + [[]]
@@ -552,8 +661,44 @@ class _Interpreter:
             fields.extend(self._word_fields(c.start_byte))
             i = max(i, self.consumed_until)
         self.consumed_until = max(self.consumed_until, node.end_byte, i)
+        fields.extend(self._escaped_space(node))
+        self._placeholders(node)
         if fields:
             self._dispatch(fields, words[0], tuple(env_prefix))
+
+    def _escaped_space(self, node) -> list[Field]:
+        """``cmd a \\ # note``: the backslash escapes the space, not the newline; bash passes a ``' '`` word
+        and the command ends at the comment (the lines below are commands of their own)."""
+        end = node.end_byte
+        line_end = self.src.find("\n", end)
+        rest = self.src[end : line_end if line_end >= 0 else len(self.src)]
+        m = re.match(r"[ \t]*\\ ", rest)
+        if m is None:
+            return []
+        at = end + m.end() - 2
+        origin = self.origin_at(at, "\\ ")
+        self.diag("SHELL-CONTINUATION", "`\\ ` escapes a space, not the line end: bash passes the word ' ' and ends "
+                                        "the command here; the lines below are not part of it", at)
+        return [Field((Seg(" ", origin),), origin)]
+
+    def _placeholders(self, node) -> None:
+        """``key=<your path>``: bash reads ``<`` and ``>`` as redirections. Before the end of the command that
+        is a syntax error; otherwise the command fails opening the input file, before it starts."""
+        for child in node.children:
+            if child.type != "file_redirect" or not child.children or child.children[0].type != "<":
+                continue
+            line_end = self.src.find("\n", child.start_byte)
+            line = self.src[child.start_byte : line_end if line_end >= 0 else len(self.src)]
+            m = re.match(r"<([^<>|;&()\s](?:[^<>|;&()]*[^<>|;&()\s])?)>", line)
+            if m is None:
+                continue
+            after = self.src[child.start_byte + m.end() :]
+            ends = re.match(r"[ \t]*(\\\n[ \t]*)*(\n|$)", after) is not None and not re.match(
+                r"[ \t]*\\\n[ \t]*\S", after)
+            what = (f"bash: syntax error near unexpected token `newline' (`<{m.group(1)}>` reads as redirections)"
+                    if ends else f"`<{m.group(1)}>` reads as redirections (input from the file "
+                                 f"`{m.group(1).split()[0]}`): bash fails to open it and never runs the command")
+            self.diag("SHELL-SYNTAX", f"{what}; a placeholder left in the script: write the value", child.start_byte)
 
     def _word_fields(self, start: int) -> list[Field]:
         try:
@@ -589,7 +734,31 @@ class _Interpreter:
         if name in self.functions:
             self._call_function(name, fields, origin)
             return
+        if self._command_string(fields):
+            return
         self.commands.append(Command(tuple(fields), origin, env_prefix, self.condition))
+
+    def _command_string(self, fields: list[Field]) -> bool:
+        """``bash -c "$CMD"`` (also behind ``srun``, ``nohup`` ...): the string is read as a script of its own
+        (never run), each of its positions traced to where the string was written. False when ``fields`` is
+        not such a command or the string is not known."""
+        for k in range(len(fields) - 2):
+            text = fields[k].text
+            if text is None:
+                return False
+            if text.rsplit("/", 1)[-1] in ("bash", "sh") and fields[k + 1].text == "-c":
+                body = fields[k + 2]
+                if body.text is None or len(self.sourcing) > 16:
+                    return False
+                at = body.value_origin(0)
+                src, tree = _tree(body.text.encode(), self.path)
+                child = _StringInterpreter(src, at, self)
+                child.vars, child.functions = dict(self.vars), self.functions
+                child.positional = tuple(fields[k + 4 :])  # bash -c STRING NAME ARGS...: $0 = NAME
+                child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
+                child.run_block(tree.root_node.children)
+                return True
+        return False
 
     def _source(self, name: str, fields: list[Field], node, env_prefix, origin: Origin) -> None:
         """Read the sourced file in this shell: its assignments and commands count as the script's."""
@@ -996,6 +1165,17 @@ class _Item:
 
     segs: list
     origin: Origin
+
+
+class _StringInterpreter(_Interpreter):
+    """A command string run by ``bash -c``: read like a script; every position is where the string was written."""
+
+    def __init__(self, src: str, at: Origin, parent: _Interpreter) -> None:
+        super().__init__(src, parent.path, parent.env, real_path=parent.real_path, parent=parent)
+        self.at = at
+
+    def origin_at(self, offset: int, text: str | None = None) -> Origin:
+        return Origin(kind="script", path=self.at.path, line=self.at.line, column=self.at.column, text=text)
 
 
 def _merge_literals(segs: list[Seg], origin: Origin) -> list[Seg]:

@@ -169,10 +169,23 @@ def _suffix_field(field: Field, start: int) -> Field:
     return Field(tuple(segs), field.origin)
 
 
+def _known_file_name(word: Field) -> str | None:
+    """``"${DIR}/train.py"`` with DIR unknown: the file name, when the word's known tail names one."""
+    last = word.segs[-1] if word.segs else None
+    if last is None or last.text is None or "/" not in last.text:
+        return None
+    name = last.text.rsplit("/", 1)[1]
+    return name if name.endswith(".py") else None
+
+
 def _entry(words, i, command, launcher, launcher_args, *, torchrun: bool = False) -> Launch | None:
     while i < len(words):
         text = words[i].text
         if text is None:
+            name = _known_file_name(words[i])
+            if name is not None:  # the directory is unknown, the file name is not: judged by its name
+                return Launch(None, name, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher),
+                              launcher_args or None)
             return None
         if text in ("-m", "--module") or (torchrun and text == "-m"):
             if i + 1 >= len(words) or words[i + 1].text is None:

@@ -15,7 +15,7 @@ from shardcheck.origin import Traced
 JSON_VERSION = 2
 
 
-def _finding_dict(f) -> dict:
+def finding_to_dict(f) -> dict:
     doc = {"rule": f.rule, "severity": f.severity, "message": f.message, "path": f.path, "line": f.line,
            "fix": f.fix, "conditional": f.conditional, "covers": list(f.covers),
            "group": [{"message": m.message, "path": m.path, "line": m.line, "role": m.role, "scope": m.scope}
@@ -69,10 +69,16 @@ def result_to_dict(r: Result) -> dict:
         doc["error"] = r.error
     doc["layout"] = r.layout_summary("actor")
     if job is not None:
-        ref = job.layout("ref")
         actor = job.layout("actor")
-        if ref is not None and actor is not None and ref.sizes() != actor.sizes():
-            doc["ref_layout"] = r.layout_summary("ref")
+        if actor is not None:
+            differences = {}
+            for e in job.layouts:
+                diffs = actor.differences(e) if e is not actor else []
+                if diffs:
+                    doc[f"{e.role}_layout"] = r.layout_summary(e.role)
+                    differences[e.role] = [_difference(name, mine, theirs) for name, mine, theirs in diffs]
+            if differences:
+                doc["engine_differences"] = differences
         fsdp_ref = job.fsdp_layout("ref")
         if fsdp_ref is not None and r.layout_summary("ref") != doc["layout"]:
             doc["ref_layout"] = r.layout_summary("ref")
@@ -91,9 +97,20 @@ def result_to_dict(r: Result) -> dict:
     else:
         doc["model"] = None
     doc["layout_origins"] = layout_origins(r)
-    doc["findings"] = [_finding_dict(f) for f in r.findings]
+    doc["findings"] = [finding_to_dict(f) for f in r.findings]
     doc["skipped"] = list(r.skipped)
     return doc
+
+
+def _difference(name: str, actor, other) -> dict:
+    """One setting in which an engine differs from the actor: both values, and the line that decided it."""
+    def shown(t):
+        return None if t is None or not t.known else t.value
+
+    line = other.origin.first_script_line() if other is not None else None
+    return {"setting": name, "actor": shown(actor), "value": shown(other),
+            "line": line.line if line is not None else None,
+            "source": other.origin.describe() if other is not None else "absent"}
 
 
 def summary(results: list[Result]) -> dict:

@@ -94,6 +94,49 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
     return lines
 
 
+def _engine_lines(job: Job, actor: MegatronLayout) -> list[str]:
+    """The actor's layout, then every other Megatron engine: the same config, or what differs and why."""
+    others = [e for e in job.layouts if e is not actor]
+    same = [e.role for e in others if not actor.differences(e)]
+    owner = job.group_owner
+    notes = []
+    if same:
+        notes.append(f"the {' and '.join(same)} engine{'s' * (len(same) > 1)} resolve{'s' * (len(same) == 1)} "
+                     "to the same config")
+    if job.framework == "verl" and job.layout("ref") is None and job.ref_used.value is False:
+        notes.append("ref not built: use_kl_loss and use_kl_in_reward are off")
+    elif not others:
+        notes.append("no ref")
+    out = [f"  training layout (actor{'; ' + '; '.join(notes) if notes else ''})"]
+    out.extend(_layout_lines(job, actor))
+    for e in others:
+        diffs = actor.differences(e)
+        if not diffs:
+            continue
+        first = "; built first, its sizes create the process groups" if e is owner else ""
+        out.append(f"  training layout ({e.role}{first}): its own section {e.key_prefix} differs from the actor's")
+        replaced = e.transformer_overrides_replaced
+        if replaced is not None:
+            out.append(f"    line {replaced.line}: {replaced.text} replaced the {e.key_prefix}.override_transformer_config "
+                       "inherited from the actor with a new dict: none of the actor's entries apply")
+        for name, mine, theirs in diffs:
+            if theirs is None:
+                why = f"not inherited (line {replaced.line})" if replaced is not None else "not set"
+            elif not theirs.known:
+                why = theirs.unknown
+            elif replaced is not None and theirs.origin.kind == "default":
+                why = f"megatron-core's default; not inherited (line {replaced.line})"
+            else:
+                why = _where(theirs.origin)
+            out.append(f"    {name}: actor {_shown(mine)}, {e.role} {_shown(theirs)}   {why}")
+        out.extend(_layout_lines(job, e))
+    return out
+
+
+def _shown(t: Traced | None) -> str:
+    return "absent" if t is None else _value(t)
+
+
 def _rollout_line(ro) -> str:
     """A rollout on GPUs of its own (slime): its engines, each of TP GPUs."""
     gpus, tp = ro.gpus, ro.tp
@@ -120,6 +163,20 @@ def _rollout_lines(job: Job) -> list[str]:
         count = f"{world.value // size}" if world.value % size == 0 else f"{world.value / size:.2f} (does not tile)"
         text += f"; {count} replica{'s' * (count != '1')} of {size} devices"
     return [f"  rollout    {_value(r.engine)}: {text}"]
+
+
+def _server_lines(job: Job) -> list[str]:
+    """The reward model and distillation teachers: their own rollout layout and pool."""
+    out = []
+    for s in job.servers:
+        size, pool = s.replica_size, s.pool
+        where = f"its own pool {s.pool_key}.nnodes × n_gpus_per_node" if s.pool_key else "the trainer's pool"
+        replicas = ""
+        if size.known and pool.known and size.value:
+            replicas = f"; {pool.value // size.value} replica(s) of {size.value} devices"
+        out.append(f"  {s.role:<10} {_value(s.engine)} ({s.key_prefix}): TP {_value(s.tp)}, DP {_value(s.dp)}, "
+                   f"PP {_value(s.pp)}, EP {_value(s.ep)} on {where} = {_value(pool)}{replicas}")
+    return out
 
 
 def _line_of(origin: Origin) -> str:
@@ -208,23 +265,12 @@ def _full_report(r: Result, builtin: bool) -> list:
         out.append(f"  model      not found: {job.model_problem}")
     out.append(f"  strategy   {_value(job.strategy)}")
     actor = job.layout("actor")
-    ref = job.layout("ref")
     if actor is not None:
-        if ref is None:
-            note = ("ref not built: use_kl_loss and use_kl_in_reward are off"
-                    if job.framework == "verl" and job.ref_used.value is False else "no ref")
-        elif ref.sizes() == actor.sizes():
-            note = "the ref engine has the same sizes"
-        else:
-            note = "the ref engine differs, see below"
-        out.append(f"  training layout (actor; {note})")
-        out.extend(_layout_lines(job, actor))
-        if ref is not None and ref.sizes() != actor.sizes():
-            out.append("  training layout (ref; built first, its sizes create the process groups)")
-            out.extend(_layout_lines(job, ref))
+        out.extend(_engine_lines(job, actor))
     if job.rollout is not None and job.rollout.gpus is not None:
         out.append(f"  rollout    {_rollout_line(job.rollout)}")
     out.extend(_rollout_lines(job))
+    out.extend(_server_lines(job))
     for lay in job.fsdp_layouts:
         out.extend(_fsdp_lines(job, lay))
     if r.skipped:

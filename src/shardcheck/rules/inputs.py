@@ -47,7 +47,9 @@ _note_rule("SHELL-PARSE", "warning", "A script line the shell parser does not un
     shardcheck's reader (tree-sitter-bash 0.25).
 """)
 _note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
-    An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching.
+    An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching. A
+    `<placeholder>` left in a script reads as redirections: a syntax error at the end of the command,
+    else an input file that does not exist; either way the command never runs.
 
     Why:
     The script never reaches the launch command.
@@ -63,6 +65,26 @@ _note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
 
     Source:
     bash(1), QUOTING and EXPANSION.
+""")
+_note_rule("SHELL-CONTINUATION", "warning", "A backslash that escapes a space instead of the line end", """
+    `\\ ` followed by a comment (`  key=v \\ # note`) escapes the space: bash passes the word `' '` to
+    the command and the command ends at the comment, so the lines below it become commands of their own.
+
+    Why:
+    Hydra rejects the `' '` word (`LexerNoViableAltException`) and every override on the lines below
+    is lost (bash runs them as commands that do not exist).
+
+    Bad:
+    `  trainer.nnodes=1 \\ # one node`
+
+    Good:
+    `  trainer.nnodes=1 \\` with the comment on a line of its own above.
+
+    Fix:
+    Move the comment off the continued line; nothing may follow the backslash.
+
+    Source:
+    bash(1), QUOTING (a backslash preserves the literal value of the next character) and COMMENTS.
 """)
 _note_rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", """
     shardcheck reads `source FILE` / `. FILE` when FILE is known statically (literal, variables,

@@ -208,13 +208,29 @@ def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
             facts += f", VPP {e.vpp.value}"
         quoted = (f"megatron-core: \"{result.message}\"" if rule_id != "MCORE-BUILD-NEGATIVE-STAGE"
                   else f"{result.message} (megatron-core does not check this)")
+        lost = _lost_split(job, e)
         yield finding(
             rule_id,
-            f"[{e.role}] {facts}: {quoted}",
-            where(e.first_stage_layers, e.last_stage_layers, e.pp, e.vpp) if uneven else where(e.pp, e.vpp),
+            f"[{e.role}] {facts}: {quoted}{lost}",
+            where(e.first_stage_layers, e.last_stage_layers, e.pp, e.vpp) if uneven or lost else where(e.pp, e.vpp),
             fix=_split_fix(e, layers),
             role=e.role,
         )
+
+
+def _lost_split(job: Job, e: MegatronLayout) -> str:
+    """Why an engine lacks the actor's uneven split, when an override replaced the inherited dict."""
+    actor = job.layout("actor")
+    if actor is None or e is actor or e.first_stage_layers.origin.first_script_line() is None:
+        return ""
+    if e.first_stage_layers.known and e.first_stage_layers.value is not None:
+        return ""
+    had = [t.value for t in (actor.first_stage_layers, actor.last_stage_layers) if t.known and t.value is not None]
+    if not had:
+        return ""
+    word = e.first_stage_layers.origin.first_script_line()
+    return (f" (the actor's first/last stage layers are not inherited: line {word.line} replaced the "
+            f"inherited {e.key_prefix}.override_transformer_config with a new dict)")
 
 
 def _split_fix(e: MegatronLayout, layers: int) -> str:

@@ -15,13 +15,14 @@ from shardcheck.rules.registry import Finding, finding, need, rule
 
 
 def engines(job: Job) -> list[MegatronLayout]:
-    """The engines to judge: the actor, and the ref too when verl builds one with other sizes."""
-    actor = job.layout("actor")
-    ref = job.layout("ref")
-    engines = [e for e in (actor,) if e is not None]
-    if ref is not None and (actor is None or ref.sizes() != actor.sizes()):
-        engines.append(ref)
-    return engines
+    """The engines to judge: the actor, then every other engine the framework builds (verl's ref and
+    critic) whose own resolved settings differ from those of an engine already judged (the same
+    settings give the same findings)."""
+    out: list[MegatronLayout] = []
+    for e in sorted(job.layouts, key=lambda lay: lay.role != "actor"):
+        if all(e.judged() != seen.judged() for seen in out):
+            out.append(e)
+    return out
 
 
 def where(*values: Traced) -> Origin | None:

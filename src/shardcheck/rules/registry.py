@@ -122,6 +122,7 @@ def all_rules() -> dict[str, Rule]:
         verl_engines,
         verl_fsdp,
         verl_rollout,
+        verl_servers,
         vllm_engine,
     )
 

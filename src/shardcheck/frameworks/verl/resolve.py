@@ -24,11 +24,16 @@ from shardcheck.frameworks.verl.config_tree import (
 )
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
-from shardcheck.job import Cluster, ConfigNote, FsdpLayout, Job, MegatronLayout, RolloutLayout
+from shardcheck.job import Cluster, ConfigNote, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
 from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
 
-ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref"}
+# The Megatron engines verl 0.9.1 builds and the section each is built from (its ``megatron`` engine
+# config): ActorRolloutRefWorker.init_model builds the ref from ``actor_rollout_ref.ref`` and the actor
+# from ``actor_rollout_ref.actor``; the critic's TrainingWorker from ``critic`` (CriticConfig.engine =
+# its ``megatron`` section; verl/workers/engine_workers.py, verl/workers/config/critic.py). The reward
+# model and a distillation teacher are rollout servers (RolloutConfig), not Megatron engines.
+ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref", "critic": "critic"}
 # The keys the batch and rollout rules read (verl 0.9.1 names).
 VALUE_KEYS = tuple(
     f"{prefix}.{key}" for prefix, keys in (
@@ -184,21 +189,39 @@ def _bool(traced: Traced) -> Traced:
 
 
 def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronLayout:
+    """One Megatron engine resolved from its own section, ``override_transformer_config`` included
+    (verl/workers/engine/megatron/transformer_impl.py _build_tf_config reads
+    ``self.engine_config.override_transformer_config``, verl 0.9.1)."""
     base = f"{ROLES[role]}.megatron"
 
-    def size(name: str, *, allow_none: bool = False) -> Traced:
-        return _int(config.get(f"{base}.{name}"), f"{base}.{name}", notes, allow_none=allow_none)
+    def field_value(name: str) -> Traced:
+        key = f"{base}.{name}"
+        traced = config.get(key)
+        if not traced.known and config.custom is None and name in MCORE_FIELD_DEFAULTS and config._missing(key):
+            # deleted from the section (``~key``): the engine dataclass's field default applies
+            value = MCORE_FIELD_DEFAULTS[name]
+            return Traced(value, Origin(kind="default", text=f"default of verl {config.version} McoreEngineConfig: "
+                                                             f"{name} = {value} ({key} is deleted)"))
+        return traced
 
-    otc = config.get(f"{base}.{_OTC}")
+    def size(name: str, *, allow_none: bool = False) -> Traced:
+        return _int(field_value(name), f"{base}.{name}", notes, allow_none=allow_none)
+
+    otc = field_value(_OTC)
     overrides: dict[str, Traced] = {}
     if otc.known and isinstance(otc.value, dict):
         for k in otc.value:
             overrides[k] = config.get(f"{base}.{_OTC}.{k}")
+    replaced = config.replaced_inheritance(f"{base}.{_OTC}")
 
     def otc_get(name: str, default):
         if name in overrides:
             return overrides[name]
-        return Traced(default, Origin(kind="default", text=f"default of megatron-core TransformerConfig: {name} = {default}"))
+        text = f"default of megatron-core TransformerConfig: {name} = {default}"
+        if replaced is not None:
+            text += f", not the actor's: this override replaced the inherited {_OTC} with a new dict"
+            return Traced(default, Origin(kind="default", text=text, via=(replaced.word,)))
+        return Traced(default, Origin(kind="default", text=text))
 
     return MegatronLayout(
         role=role,
@@ -218,8 +241,9 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
         account_for_embedding=_bool(otc_get("account_for_embedding_in_pipeline_split", False)),
         account_for_loss=_bool(otc_get("account_for_loss_in_pipeline_split", False)),
         layout_string=otc_get("pipeline_model_parallel_layout", None),
-        sequence_parallel=_bool(config.get(f"{base}.sequence_parallel")),
+        sequence_parallel=_bool(field_value("sequence_parallel")),
         transformer_overrides=overrides,
+        transformer_overrides_replaced=replaced.word if replaced is not None else None,
     )
 
 
@@ -278,6 +302,74 @@ def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
         if built[role].value is False or not (strategy.known and strategy.value in FSDP_STRATEGIES):
             continue
         out.append(_fsdp_layout(config, role, section, engine, propagates, notes))
+    return tuple(out)
+
+
+# verl/workers/config/engine.py McoreEngineConfig field defaults (verl 0.9.1)
+MCORE_FIELD_DEFAULTS = {"tensor_model_parallel_size": 1, "expert_model_parallel_size": 1,
+                        "expert_tensor_parallel_size": None, "pipeline_model_parallel_size": 1,
+                        "virtual_pipeline_model_parallel_size": None, "context_parallel_size": 1,
+                        "sequence_parallel": True, _OTC: {}}
+RM = "reward.reward_model"
+# verl/workers/config/rollout.py RolloutConfig field defaults (verl 0.9.1)
+ROLLOUT_FIELD_DEFAULTS = {"tensor_model_parallel_size": 2, "data_parallel_size": 1, "pipeline_model_parallel_size": 1,
+                          "expert_parallel_size": 1}
+DISTILL = "distillation"
+
+
+def _server(config: VerlConfig, role: str, section: str, cluster: Cluster, pool_key: str | None,
+            notes: list[ConfigNote], switch: Traced, num_replicas: Traced | None = None) -> ServerLayout:
+    def size(name: str) -> Traced:
+        key = f"{section}.{name}"
+        traced = config.get(key)
+        if not traced.known and config._missing(key) and name in ROLLOUT_FIELD_DEFAULTS:
+            # a key the section leaves out (the teacher's has no pipeline size; an added teacher may lack
+            # any): the dataclass field's default
+            value = ROLLOUT_FIELD_DEFAULTS[name]
+            return Traced(value, Origin(kind="default", text=f"default of verl {config.version} RolloutConfig: "
+                                                             f"{name} = {value}"))
+        return _int(traced, key, notes)
+
+    if pool_key is None:
+        nnodes, devices = cluster.nnodes, cluster.devices_per_node
+    else:
+        nnodes = _int(config.get(f"{pool_key}.nnodes"), f"{pool_key}.nnodes", notes, positive=False)
+        devices = _int(config.get(f"{pool_key}.n_gpus_per_node"), f"{pool_key}.n_gpus_per_node", notes, positive=False)
+    return ServerLayout(role=role, key_prefix=section, engine=config.get(f"{section}.name"),
+                        tp=size("tensor_model_parallel_size"), dp=size("data_parallel_size"),
+                        pp=size("pipeline_model_parallel_size"), ep=size("expert_parallel_size"),
+                        nnodes=nnodes, devices_per_node=devices, pool_key=pool_key, num_replicas=num_replicas,
+                        switch=switch)
+
+
+def _servers(config: VerlConfig, cluster: Cluster, notes: list[ConfigNote]) -> tuple[ServerLayout, ...]:
+    """The reward model (``reward.reward_model.enable``) and the distillation teachers
+    (``distillation.enabled``) verl 0.9.1 starts, each on its pool (verl/trainer/ppo/v1/trainer_base.py
+    init_resource_pool_mgr; verl/experimental/reward_loop/reward_model.py; verl/workers/config/distillation.py)."""
+    out: list[ServerLayout] = []
+    if config.custom is not None:
+        return ()
+    enable = config.get(f"{RM}.enable")
+    if enable.known and enable.value:
+        own = config.get(f"{RM}.enable_resource_pool")
+        pool = RM if own.known and own.value else None
+        out.append(_server(config, "reward model", f"{RM}.rollout", cluster, pool, notes, own if pool else enable))
+    enabled = config.get(f"{DISTILL}.enabled")
+    if enabled.known and enabled.value:
+        teachers = config.get(f"{DISTILL}.teacher_models")
+        names = list(teachers.value) if teachers.known and isinstance(teachers.value, dict) else []
+        if len(names) > 1:  # several teachers: the default single-teacher entry is dropped (_resolve_teacher_models)
+            names = [n for n in names if n != "teacher_model"]
+        for name in names:
+            base = f"{DISTILL}.teacher_models.{name}"
+            replicas = None
+            if len(names) > 1 or name != "teacher_model":  # one teacher's count is derived from the pool
+                replicas = config.get(f"{base}.num_replicas")
+                if not replicas.known and config._missing(f"{base}.num_replicas"):
+                    replicas = Traced(0, Origin(kind="default", text=f"default of verl {config.version} "
+                                                                     "DistillationTeacherModelConfig: num_replicas = 0"))
+            out.append(_server(config, f"teacher {name}", f"{base}.inference", cluster, DISTILL, notes, enabled,
+                               replicas))
     return tuple(out)
 
 
@@ -379,7 +471,11 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         pp=_int(config.get(f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
     )
     critic_used = _critic_used(config)
+    critic_strategy = config.get("critic.strategy")
+    if layouts and critic_used.value is not False and critic_strategy.known and critic_strategy.value == "megatron":
+        layouts.append(_layout(config, "critic", notes))
     fsdp_layouts = _fsdp_layouts(config, ref_used, critic_used, notes)
+    servers = _servers(config, cluster, notes)
     model_path = config.get("actor_rollout_ref.model.path")
     raw_path = config.select("actor_rollout_ref.model.path")
     base = Path(path).parent
@@ -405,4 +501,5 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         rollout=rollout,
         values={key: _value(config, key) for key in VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS},
         fsdp_layouts=fsdp_layouts,
+        servers=servers,
     )

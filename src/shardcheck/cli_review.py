@@ -1,0 +1,150 @@
+"""The review commands under ``shardcheck``: ``diff`` and ``report``, and the CI formats of ``check``
+(SARIF, GitHub workflow commands, JUnit). cli.py adds their parsers and hands them the parsed arguments."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+CI_FORMATS = ("sarif", "github", "junit")
+DIFF_FORMATS = ("text", "json", "markdown", *CI_FORMATS, "html")
+
+
+def add_parsers(sub, memory_options, env_pairs) -> None:
+    """The ``diff`` and ``report`` subcommands (``memory_options``: cli's --device / --host-memory)."""
+    diff = sub.add_parser("diff", help="what a change to launch scripts changes: verdict, layout, placement, memory",
+                          description="shardcheck diff BEFORE AFTER, or shardcheck diff --git [REV | A..B] [PATH ...]: "
+                                      "without --git two scripts on disk; with it, scripts as git holds them (REV "
+                                      "against the work tree, default HEAD; A..B between two revisions; only the "
+                                      "given paths, else every changed *.sh that holds a launch)")
+    diff.add_argument("paths", nargs="*", help="BEFORE AFTER, or with --git the scripts to compare")
+    diff.add_argument("--git", nargs="?", const="HEAD", default=None, metavar="REV",
+                      help="read the before side from git (REV, default HEAD; A..B for two revisions)")
+    diff.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    diff.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
+    diff.add_argument("--format", choices=DIFF_FORMATS, default="text")
+    diff.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of standard output")
+    diff.add_argument("--exit-zero", action="store_true", help="exit 0 even when the after side has errors")
+    diff.add_argument("--jobs", type=int, default=0, metavar="N",
+                      help="worker processes for the checks (default: one per CPU, at most 8, for 8 or more sides)")
+    memory_options(diff)
+    report = sub.add_parser("report", help="a self-contained HTML report of launch scripts")
+    report.add_argument("paths", nargs="+", help="launch scripts")
+    report.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    report.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
+    report.add_argument("-o", "--output", metavar="FILE", default="shardcheck-report.html",
+                        help="the HTML file to write (default: shardcheck-report.html)")
+    memory_options(report)
+    diff.set_defaults(review_env=env_pairs)
+    report.set_defaults(review_env=env_pairs)
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    else:
+        print(text)
+
+
+def render_check(fmt: str, results) -> str:
+    """``check --format sarif|github|junit``."""
+    from shardcheck.report.findings_source import check_items
+
+    items = check_items(results)
+    scripts = [r.path for r in results]
+    if fmt == "sarif":
+        from shardcheck.report.sarif import render_sarif
+
+        return render_sarif(items, scripts=scripts, command="check")
+    if fmt == "github":
+        from shardcheck.report.github import render_github
+
+        return render_github(items)
+    from shardcheck.report.junit import render_junit
+
+    return render_junit(items, scripts)
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    from shardcheck.errors import InputError
+    from shardcheck.review.diff import DiffOptions, diff_files, diff_git
+
+    options = DiffOptions(env=args.review_env(args.env), model_config=args.model_config, device=args.device,
+                          host_memory=args.host_memory, jobs=args.jobs)
+    try:
+        if args.device is not None:
+            from shardcheck.memory.devices import find_device
+
+            find_device(args.device)
+        if args.git is not None:
+            rev, paths = args.git, list(args.paths)
+            if Path(rev).exists() and rev != "HEAD":  # `diff --git run.sh`: a path, the revision HEAD
+                rev, paths = "HEAD", [rev, *paths]
+            diffs = diff_git(rev, paths, options)
+        elif len(args.paths) == 2:
+            diffs = diff_files(args.paths[0], args.paths[1], options)
+        else:
+            print("shardcheck diff: give BEFORE AFTER (two scripts), or --git [REV] [PATH ...]", file=sys.stderr)
+            return 2
+    except InputError as exc:
+        print(f"shardcheck diff: {exc}", file=sys.stderr)
+        return 2
+    _emit(render_diff(args.format, diffs), args.output)
+    code = max((d.exit_code for d in diffs), default=0)
+    return 0 if args.exit_zero and code == 1 else code
+
+
+def render_diff(fmt: str, diffs) -> str:
+    if fmt == "json":
+        from shardcheck.report.diff_report import render_diff_json
+
+        return render_diff_json(diffs)
+    if fmt == "markdown":
+        from shardcheck.report.markdown import render_diff_markdown
+
+        return render_diff_markdown(diffs)
+    if fmt == "html":
+        from shardcheck.report.html import render_diff_html
+
+        return render_diff_html(diffs)
+    if fmt in CI_FORMATS:
+        from shardcheck.report.findings_source import diff_items
+
+        items = diff_items(diffs)
+        scripts = [d.path for d in diffs if not d.skipped and d.after.result is not None]
+        if fmt == "sarif":
+            from shardcheck.report.sarif import render_sarif
+
+            return render_sarif(items, scripts=scripts, command="diff")
+        if fmt == "github":
+            from shardcheck.report.github import render_github
+
+            return render_github(items, [f"{d.path}: {d.summary}" for d in diffs if not d.skipped])
+        from shardcheck.report.junit import render_junit
+
+        return render_junit(items, scripts, suite="shardcheck diff", summaries={d.path: d.summary for d in diffs})
+    from shardcheck.report.diff_report import render_diff_text
+
+    return render_diff_text(diffs)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from shardcheck.errors import InputError
+    from shardcheck.report.html import render_check_html
+    from shardcheck.review.diff import judge
+
+    env = args.review_env(args.env)
+    try:
+        if args.device is not None:
+            from shardcheck.memory.devices import find_device
+
+            find_device(args.device)
+    except InputError as exc:
+        print(f"shardcheck report: {exc}", file=sys.stderr)
+        return 2
+    sides = [judge(p, p, p, env=env, model_config=args.model_config, device=args.device,
+                   host_memory=args.host_memory) for p in args.paths]
+    Path(args.output).write_text(render_check_html(sides), encoding="utf-8")
+    print(f"wrote {args.output}")
+    return max(s.result.exit_code for s in sides)
