@@ -69,6 +69,8 @@ def _list(inner: str) -> object:
     """The elements of a flat list (BRACKET_OPEN '[' WS?, COMMA WS? ',' WS?, BRACKET_CLOSE WS? ']')."""
     if not inner:
         return []
+    if ":" in inner and any(ch in inner for ch in _WS):
+        return _NO  # VALUE_COLON (WS? ':' WS?) keeps the blanks around a colon in the element's text
     out = []
     for part in inner.split(","):
         item = _element(part.strip(_WS))
