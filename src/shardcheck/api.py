@@ -22,6 +22,7 @@ class Result:
     error: str | None = None  # the one-line reason when the input cannot be used at all
     settings: Settings = field(default_factory=Settings)
     error_kind: str | None = None  # with error: "unreadable", "no-launch", "unusable" or "usage"
+    suppressed: list = field(default_factory=list)  # findings a disable comment or the settings hide
 
     @property
     def status(self) -> str:
@@ -50,7 +51,9 @@ class Result:
         config key; None when the input could not be used."""
         if self.job is None:
             return None
-        layout_errors = [f for f in self.findings if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
+        # a suppressed layout error still means the engine cannot build the layout
+        layout_errors = [f for f in self.findings + self.suppressed
+                         if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
         if any(not f.conditional for f in layout_errors):
             return False
         return None if layout_errors or any(f.rule == "VALUE-UNKNOWN" for f in self.findings) else True
@@ -184,10 +187,11 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
                          "unusable", settings)
     from shardcheck.rules.grouping import group_findings
 
+    hidden = [f for f in findings if not settings.reports(f.rule, path) or _suppressed(f, job)]
     findings = [f for f in findings if settings.reports(f.rule, path) and not _suppressed(f, job)]
     findings += _id_findings(job, settings, path)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
-    return Result(shown, job, group_findings(findings), skipped, settings=settings)
+    return Result(shown, job, group_findings(findings), skipped, settings=settings, suppressed=hidden)
 
 
 _KIND_RULE = {"no-launch": "INPUT-NO-LAUNCH", "unreadable": "INPUT-UNREADABLE", "unusable": "INPUT-UNUSABLE",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardcheck.api import Result, summarize_layout
+from shardcheck.api import LAYOUT_RULES, Result, summarize_layout
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Origin, Traced
 
@@ -287,6 +287,11 @@ def _full_report(r: Result, builtin: bool) -> list:
         verdict = f"will not start as read; {verdict}"
     if r.valid is False and r.layout_valid:
         verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
+    elif r.valid is not True and r.layout_valid is False and not any(
+            f.severity == "error" and f.rule.startswith(LAYOUT_RULES) for f in r.findings):
+        verdict += "; the layout itself is not valid (its errors are suppressed)"
+    if r.suppressed:
+        verdict += f"; {_plural(len(r.suppressed), 'finding')} suppressed"
     style = {True: "good", False: "bad", None: "warning"}[r.valid]
     out.append([("  verdict: ", None), (verdict, style),
                 (f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})", None)])
