@@ -17,7 +17,7 @@ import re
 
 MISSING = "???"
 _REF = re.compile(r"\$\{\s*(\.*[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)\s*\}")
-_SELECT = re.compile(r"\$\{oc\.select:\s*(\.*[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)\s*,(.*)\}", re.S)
+_SELECT = re.compile(r"\$\{oc\.select:\s*(\.*[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)\s*,(.*)\}", re.DOTALL)
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
 
