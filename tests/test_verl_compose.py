@@ -483,7 +483,8 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
 def test_synthetic_overrides_match_compose(hydra_ctx, case: Case, config_name: str) -> None:
     hydra = _overrides_from_words(case.words)
     words = shlex.split(case.words)  # bash's word splitting and quote removal, independently
-    assert [o.hydra_override().input_line for o in hydra.overrides] == words, "shardcheck's bash reading differs from shlex"
+    lines = [o.hydra_override().input_line for o in hydra.overrides]
+    assert lines == words, "shardcheck's bash reading differs from shlex"
     expect = {**case.expect.get("*", {}), **case.expect.get(config_name, {})}
     _compare(case.name, config_name, hydra, words, expect, case.rejects.get(config_name))
 

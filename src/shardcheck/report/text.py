@@ -218,7 +218,8 @@ def _finding_lines(f, fallback: str) -> list[Line]:
         from shardcheck.rules.grouping import join_labels
 
         covers = join_labels(list(f.covers)) if f.covers else ""
-        what = f"{covers} ({len(f.members)} findings of one cause)" if covers else f"{len(f.members)} findings of one cause"
+        count = f"{len(f.members)} findings of one cause"
+        what = f"{covers} ({count})" if covers else count
         lines.append([("  covers: ", "dim"), (what, None)])
     if f.fix:
         lines.append([("  fix: ", "fix"), (f.fix, None)])
@@ -255,7 +256,8 @@ def _full_report(r: Result, builtin: bool) -> list:
         f"{_value(c.nnodes)} nodes"
     out.append(f"  cluster    {nodes} × {_value(c.devices_per_node)} devices ({_value(c.device)}) = {_value(c.world)}")
     out.append(f"    nodes     {_where(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
-    out.append(f"    devices   {_where(c.devices_per_node.origin) if c.devices_per_node.known else c.devices_per_node.unknown}")
+    devices = c.devices_per_node
+    out.append(f"    devices   {_where(devices.origin) if devices.known else devices.unknown}")
     if job.model is not None:
         m = job.model
         moe = f", {m.num_experts} experts (top-{m.num_experts_per_tok})" if m.is_moe else ""
@@ -286,7 +288,8 @@ def _full_report(r: Result, builtin: bool) -> list:
     if r.valid is None and errors:
         verdict = f"will not start as read; {verdict}"
     if r.valid is False and r.layout_valid:
-        verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
+        verdict += ("; the FSDP layout itself is valid" if job.fsdp_layouts
+                    else "; the Megatron-Core layout itself is valid")
     elif r.valid is not True and r.layout_valid is False and not any(
             f.severity == "error" and f.rule.startswith(LAYOUT_RULES) for f in r.findings):
         verdict += "; the layout itself is not valid (its errors are suppressed)"
