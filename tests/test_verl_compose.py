@@ -358,9 +358,10 @@ def _shardcheck(config_name: str, hydra):
     assert unread is None, f"{unread.text}: a group option shardcheck treats as a custom config; not a case here"
     defaults = load_defaults(resolve.MODEL_ENGINES[engine] if engine else config_name)
     with _whole_tree():
-        whole = apply_overrides(defaults, overrides)
-    pruned = apply_overrides(defaults, overrides)
-    return whole, pruned, overrides
+        whole = apply_overrides(defaults, overrides, fast=False)
+    pruned = apply_overrides(defaults, overrides, fast=False)
+    plain = apply_overrides(defaults, overrides)  # the plain tree where it decides, OmegaConf otherwise
+    return whole, pruned, overrides, plain
 
 
 def _keys(node, prefix: str = "") -> list[str]:
@@ -424,7 +425,7 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
     assert not hydra.errors, [e.message for e in hydra.errors]
     assert [o.hydra_override().input_line for o in hydra.overrides] == compose_overrides
     composed, rejected = _hydra_outcome(config_name, compose_overrides)
-    whole, pruned, applied = _shardcheck(config_name, hydra)
+    whole, pruned, applied, plain = _shardcheck(config_name, hydra)
     problems: list[str] = []
 
     # 0. the case's own expectations pin the oracle (and, below, shardcheck)
@@ -437,7 +438,7 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
             f"oracle: compose gives {key} = {_shown(want)}, the case expects {_shown(value)}")
 
     # 1. the overrides compose rejects are the ones shardcheck records a Hydra-side issue for
-    for label, config in (("", whole), ("[pruned tree] ", pruned)):
+    for label, config in (("", whole), ("[pruned tree] ", pruned), ("[plain tree] ", plain)):
         index = {id(item): i for i, item in enumerate(hydra.overrides)}
         flagged: dict[int, list] = {}
         for issue in config.issues:
@@ -471,6 +472,8 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
         problems.append(f"[pruned tree] section {section} is needed (read or overridden) but left out")
     kept_keys = [k for k in composed_keys + extra if k.split(".")[0] in kept]
     problems += _value_problems(wants, pruned, kept_keys, "[pruned tree] ")
+    # 4. the plain tree (what a plain script is read with): every value compose has
+    problems += _value_problems(wants, plain, composed_keys + extra, "[plain tree] ")
 
     assert not problems, f"{case_id} [{config_name}]: {len(problems)} disagreement(s):\n  " + "\n  ".join(problems)
 
