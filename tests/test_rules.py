@@ -168,6 +168,10 @@ CASES: dict[str, tuple[str, str]] = {
     "VERL-RO-MNBT": (script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=8192"),
                      script(f"{RO}.enable_chunked_prefill=False {RO}.max_num_batched_tokens=40960")),
     "SHELL-CONTINUATION": (script().rstrip("\n") + " \\ # one node\n", script() + "# one node\n"),
+    "MCORE-TC-MOE-CAPACITY": (megatron_lm("--moe-expert-capacity-factor 1.0 --moe-router-load-balancing-type sinkhorn"),
+                              megatron_lm("--moe-expert-capacity-factor 1.0 --moe-router-load-balancing-type aux_loss")),
+    "MCORE-PS-DISTOPT-INSTANCES": (megatron_lm("--expert-model-parallel-size 4 --num-distributed-optimizer-instances 8"),
+                                   megatron_lm("--expert-model-parallel-size 4 --num-distributed-optimizer-instances 2")),
     "VERL-SRV-POOL": (script(f"{RM}.enable=True {RM}.enable_resource_pool=True {RM}.rollout.name=vllm"),
                       script(f"{RM}.enable=True {RM}.enable_resource_pool=True {RM}.rollout.name=vllm "
                              f"{RM}.nnodes=1 {RM}.n_gpus_per_node=8")),

@@ -114,7 +114,8 @@ def _engine_lines(job: Job, actor: MegatronLayout) -> list[str]:
         if not diffs:
             continue
         first = "; built first, its sizes create the process groups" if e is owner else ""
-        out.append(f"  training layout ({e.role}{first}): its own section {e.key_prefix} differs from the actor's")
+        own = f"its own section {e.key_prefix}" if job.framework == "verl" else "its own settings"
+        out.append(f"  training layout ({e.role}{first}): {own} differ{'s' * (job.framework == 'verl')} from the actor's")
         replaced = e.transformer_overrides_replaced
         if replaced is not None:
             out.append(f"    line {replaced.line}: {replaced.text} replaced the {e.key_prefix}.override_transformer_config "

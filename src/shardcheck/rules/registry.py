@@ -114,6 +114,7 @@ def all_rules() -> dict[str, Rule]:
         inputs,
         megatron_lm,
         megatron_model,
+        megatron_moe,
         megatron_parallel_state,
         memory,
         slime,

@@ -86,7 +86,7 @@ def server_replicas(job: Job) -> Iterator[Finding]:
     verl/workers/config/distillation.py DistillationConfig.__post_init__ / _resolve_teacher_models
     (verl 0.9.1).
     """
-    teachers = [s for s in job.servers if s.role.startswith("teacher")]
+    teachers = [s for s in job.servers if s.role.startswith("teacher") and s.num_replicas is not None]  # several
     for s in job.servers:
         nnodes, devices = _pool_sizes(s)
         pool = nnodes * devices
@@ -98,12 +98,12 @@ def server_replicas(job: Job) -> Iterator[Finding]:
                                               f"asserts \"Not enough GPUs to run the reward model. world_size ({pool}) "
                                               f"< rollout_world_size ({size}).\"", at,
                           fix=f"a TP·DP·PP of at most {pool}, or more GPUs for the reward model", role=s.role)
-        elif s.role.startswith("teacher") and len(teachers) == 1 and pool > 0 and pool % size:
+        elif s.role.startswith("teacher") and s.num_replicas is None and pool > 0 and pool % size:
             yield finding("VERL-SRV-REPLICA", f"[{s.role}] {sizes} does not divide the distillation pool of {pool}: "
                                               f"verl raises \"Single teacher's per_replica_world_size ({size}) must "
                                               "divide the distillation resource pool size\"", at,
                           fix=f"a TP·DP·PP dividing {pool}", role=s.role)
-    if len(teachers) > 1:
+    if teachers:
         total = 0
         for s in teachers:
             replicas = need(s.num_replicas, f"{s.key_prefix.rsplit('.', 1)[0]}.num_replicas")

@@ -13,6 +13,7 @@ the default rank order (verl/workers/engine/megatron/transformer_impl.py ``_init
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from shardcheck.frameworks.verl.config_tree import (
@@ -68,6 +69,7 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload")),
         ("critic", ("megatron.param_offload", "megatron.optimizer_offload")),  # critic.model.path: FSDP_VALUE_KEYS
+        ("critic", ("ppo_max_token_len_per_gpu",)),  # the critic's own update phase (dynamic batch size)
     ) for key in keys
 )
 # More keys the rollout-engine and critic rules read.
@@ -243,7 +245,8 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
         layout_string=otc_get("pipeline_model_parallel_layout", None),
         sequence_parallel=_bool(field_value("sequence_parallel")),
         transformer_overrides=overrides,
-        transformer_overrides_replaced=replaced.word if replaced is not None else None,
+        transformer_overrides_replaced=(replace(replaced.word, text=_clean(replaced.text))
+                                        if replaced is not None else None),
     )
 
 
