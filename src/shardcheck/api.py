@@ -261,8 +261,12 @@ def _script_lines(origin, path: str) -> set[int]:
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
                    display: str | None = None, text: bytes | None = None,
-                   args: tuple[str, ...] = ()) -> Job:
-    """The resolved Job of the script's (first) verl launch; InputError when there is none."""
+                   args: tuple[str, ...] = (), extra_args: tuple[str, ...] = ()) -> Job:
+    """The resolved Job of the script's (first) verl launch; InputError when there is none.
+
+    ``extra_args``: words added at the end of the launch command (``shardcheck plan`` proves its override
+    lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
+    """
     from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
     from shardcheck.inputs.hydra_overrides import parse_hydra_args
@@ -274,6 +278,8 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     else:
         reading = read_bash(path, env, display=shown, args=args)
     found = find_launches(reading.commands)
+    if extra_args:
+        found = [_with_args(launch, extra_args) for launch in found]
     launches = [launch for launch in found if is_verl_entry(launch)]
     from dataclasses import replace
 
@@ -340,6 +346,20 @@ def _stop_at_unterminated(reading, found) -> None:
         if d.code == "SHELL-SYNTAX" and d.message.startswith("unterminated") and d.origin.path == reading.path \
                 and (d.origin.line or 0) <= last:
             raise InputError(f"{d.origin.location}: {d.message}")
+
+
+def _with_args(launch, words: tuple[str, ...]):
+    """The launch with ``words`` appended to its arguments (origin: shardcheck plan)."""
+    from dataclasses import replace
+
+    from shardcheck.inputs.shell_values import Field, Seg
+    from shardcheck.origin import Origin
+
+    fields = []
+    for word in words:
+        origin = Origin(kind="default", text=f"shardcheck plan: {word}")
+        fields.append(Field(segs=(Seg(text=word, origin=origin),), origin=origin))
+    return replace(launch, args=launch.args + tuple(fields))
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:
@@ -417,6 +437,7 @@ class MemoryResult:
     estimate: object | None = None  # shardcheck.memory.estimate.MemoryEstimate
     findings: list = field(default_factory=list)
     error: str | None = None
+    step: object | None = None  # shardcheck.estimate.step_time.StepTime: the model's seconds per step
 
     @property
     def exit_code(self) -> int:
@@ -435,5 +456,10 @@ def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config:
                    sample_tokens=sample_tokens)
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
-    return MemoryResult(result.path, estimate(result.job, device),
-                        [f for f in result.findings if f.rule.startswith("MEM-")])
+    est = estimate(result.job, device)
+    step = None
+    if est.train is not None and result.job.layout("actor") is not None:
+        from shardcheck.estimate.step_time import predict
+
+        step, _ = predict(result.job)
+    return MemoryResult(result.path, est, [f for f in result.findings if f.rule.startswith("MEM-")], step=step)

@@ -166,6 +166,18 @@ def _rollout_lines(job: Job) -> list[str]:
     return [f"  rollout    {_value(r.engine)}: {text}"]
 
 
+def _step_lines(job: Job) -> list[str]:
+    """The step-time model's prediction for the script's own layout (docs/step_time.md)."""
+    if job.layout("actor") is None:
+        return []
+    from shardcheck.estimate.step_time import describe, predict
+
+    step, why = predict(job)
+    if step is None:
+        return [f"  step time  not predicted: {why}"]
+    return [f"  step time  {describe(step)} — model, docs/step_time.md"]
+
+
 def _server_lines(job: Job) -> list[str]:
     """The reward model and distillation teachers: their own rollout layout and pool."""
     out = []
@@ -274,6 +286,7 @@ def _full_report(r: Result, builtin: bool) -> list:
         out.append(f"  rollout    {_rollout_line(job.rollout)}")
     out.extend(_rollout_lines(job))
     out.extend(_server_lines(job))
+    out.extend(_step_lines(job))
     for lay in job.fsdp_layouts:
         out.extend(_fsdp_lines(job, lay))
     if r.skipped:
