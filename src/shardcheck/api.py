@@ -26,6 +26,7 @@ class Result:
     error: str | None = None  # the one-line reason when the input cannot be used at all
     settings: Settings = field(default_factory=Settings)
     error_kind: str | None = None  # with error: "unreadable", "no-launch", "unusable" or "usage"
+    suppressed: list = field(default_factory=list)  # findings a disable comment or the settings hide
 
     @property
     def status(self) -> str:
@@ -54,7 +55,9 @@ class Result:
         config key; None when the input could not be used."""
         if self.job is None:
             return None
-        layout_errors = [f for f in self.findings if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
+        # a suppressed layout error still means the engine cannot build the layout
+        layout_errors = [f for f in self.findings + self.suppressed
+                         if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
         if any(not f.conditional for f in layout_errors):
             return False
         return None if layout_errors or any(f.rule == "VALUE-UNKNOWN" for f in self.findings) else True
@@ -198,10 +201,11 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
                          "unusable", settings)
     from shardcheck.rules.grouping import group_findings
 
+    hidden = [f for f in findings if not settings.reports(f.rule, path) or _suppressed(f, job)]
     findings = [f for f in findings if settings.reports(f.rule, path) and not _suppressed(f, job)]
     findings += _id_findings(job, settings, path)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
-    return Result(shown, job, group_findings(findings), skipped, settings=settings)
+    return Result(shown, job, group_findings(findings), skipped, settings=settings, suppressed=hidden)
 
 
 _KIND_RULE = {"no-launch": "INPUT-NO-LAUNCH", "unreadable": "INPUT-UNREADABLE", "unusable": "INPUT-UNUSABLE",
@@ -329,14 +333,16 @@ def _requested_verl(flag: str | None, settings: Settings) -> tuple[str, str] | N
 
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
                    display: str | None = None, text: bytes | None = None, args: tuple[str, ...] = (),
-                   verl_version: tuple[str, str] | None = None, megatron_core_version: str | None = None,
-                   memo: dict | None = None) -> Job:
+                   extra_args: tuple[str, ...] = (), verl_version: tuple[str, str] | None = None,
+                   megatron_core_version: str | None = None, memo: dict | None = None) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none.
 
+    ``extra_args``: words added at the end of the launch command (``shardcheck plan`` proves its override
+    lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment."""
     job = _resolve_script(path, env, model_config=model_config, display=display, text=text, args=args,
-                          verl_version=verl_version, memo={} if memo is None else memo)
+                          extra_args=extra_args, verl_version=verl_version, memo={} if memo is None else memo)
     from dataclasses import replace
 
     from shardcheck.frameworks.megatron.versions import choose
@@ -346,7 +352,7 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
 
 
 def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_config: str | None,
-                    display: str | None, text: bytes | None, args: tuple[str, ...],
+                    display: str | None, text: bytes | None, args: tuple[str, ...], extra_args: tuple[str, ...],
                     verl_version: tuple[str, str] | None, memo: dict) -> Job:
     from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
@@ -361,6 +367,8 @@ def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_confi
             memo["reading"] = read_bash(path, env, display=shown, args=args)
     reading = memo["reading"]
     found = find_launches(reading.commands)
+    if extra_args:
+        found = [_with_args(launch, extra_args) for launch in found]
     launches = [launch for launch in found if is_verl_entry(launch)]
     from dataclasses import replace
 
@@ -432,6 +440,20 @@ def _stop_at_unterminated(reading, found) -> None:
         if d.code == "SHELL-SYNTAX" and d.message.startswith("unterminated") and d.origin.path == reading.path \
                 and (d.origin.line or 0) <= last:
             raise InputError(f"{d.origin.location}: {d.message}")
+
+
+def _with_args(launch, words: tuple[str, ...]):
+    """The launch with ``words`` appended to its arguments (origin: shardcheck plan)."""
+    from dataclasses import replace
+
+    from shardcheck.inputs.shell_values import Field, Seg
+    from shardcheck.origin import Origin
+
+    fields = []
+    for word in words:
+        origin = Origin(kind="default", text=f"shardcheck plan: {word}")
+        fields.append(Field(segs=(Seg(text=word, origin=origin),), origin=origin))
+    return replace(launch, args=launch.args + tuple(fields))
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:
@@ -583,6 +605,7 @@ class MemoryResult:
     estimate: object | None = None  # shardcheck.memory.estimate.MemoryEstimate
     findings: list = field(default_factory=list)
     error: str | None = None
+    step: object | None = None  # shardcheck.estimate.step_time.StepTime: the model's seconds per step
 
     @property
     def exit_code(self) -> int:
@@ -601,5 +624,10 @@ def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config:
                    sample_tokens=sample_tokens)
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
-    return MemoryResult(result.path, estimate(result.job, device),
-                        [f for f in result.findings if f.rule.startswith("MEM-")])
+    est = estimate(result.job, device)
+    step = None
+    if est.train is not None and result.job.layout("actor") is not None:
+        from shardcheck.estimate.step_time import predict
+
+        step, _ = predict(result.job)
+    return MemoryResult(result.path, est, [f for f in result.findings if f.rule.startswith("MEM-")], step=step)

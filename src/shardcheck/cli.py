@@ -124,6 +124,20 @@ def _parser() -> argparse.ArgumentParser:
     mesh.add_argument("--format", choices=("text", "json"), default="text")
     mesh.add_argument("--verify", action="store_true",
                       help="also initialise the real megatron-core and compare its groups (needs shardcheck[verify])")
+    plan = sub.add_parser("plan", help="the layouts that start, fit and run fastest, with the lines to paste")
+    plan.add_argument("path", nargs="?", help="a launch script (or give --model and the cluster)")
+    plan.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    plan.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
+    plan.add_argument("--model", metavar="NAME|config.json", help="plan a verl GRPO job for this model")
+    plan.add_argument("--world", type=int)
+    plan.add_argument("--devices-per-node", type=int)
+    plan.add_argument("--seq-len", type=int, help="prompt + response tokens (with --model)")
+    plan.add_argument("--global-batch", type=int, default=64, help="sequences per step (with --model)")
+    plan.add_argument("--framework", default="verl", choices=("verl", "megatron-lm", "slime"))
+    plan.add_argument("--device", metavar="NAME", help="device preset (h200, a100-80, 910c, ...)")
+    plan.add_argument("--top", type=int, default=5, help="how many layouts to show (default 5)")
+    plan.add_argument("--margin", type=float, default=0.10, help="memory kept free, a share of the device (0.10)")
+    plan.add_argument("--format", choices=("text", "json"), default="text")
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
@@ -152,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         return _mesh(args)
     if args.command == "memory":
         return _memory(args)
+    if args.command == "plan":
+        return _plan(args)
     if args.command in ("diff", "report"):
         return run_diff(args) if args.command == "diff" else run_report(args)
     if args.command == "rules":
@@ -167,6 +183,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(page)
     return 0
+
+
+def _plan(args) -> int:
+    from shardcheck.errors import InputError
+    from shardcheck.plan import PlanError, plan_model, plan_script
+    from shardcheck.report.plan_report import render_plan_json, render_plan_text
+
+    try:
+        if args.path is not None:
+            result = plan_script(args.path, _env_pairs(args.env), model_config=args.model_config, device=args.device,
+                                 top=args.top, margin=args.margin)
+        elif args.model and args.world and args.devices_per_node and args.device and args.seq_len:
+            result = plan_model(args.model, world=args.world, devices_per_node=args.devices_per_node,
+                                device=args.device, seq_len=args.seq_len, global_batch=args.global_batch,
+                                framework=args.framework, top=args.top, margin=args.margin)
+        else:
+            print("shardcheck plan: give a launch script, or --model, --world, --devices-per-node, --device and "
+                  "--seq-len", file=sys.stderr)
+            return 2
+    except (InputError, PlanError) as exc:
+        print(f"shardcheck plan: {exc}", file=sys.stderr)
+        return 2
+    print(render_plan_json(result) if args.format == "json" else render_plan_text(result))
+    return 0 if result.plans else 1
 
 
 def _example_display() -> str:

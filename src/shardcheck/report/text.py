@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardcheck.api import Result, summarize_layout
+from shardcheck.api import LAYOUT_RULES, Result, summarize_layout
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Origin, Traced
 
@@ -166,6 +166,18 @@ def _rollout_lines(job: Job) -> list[str]:
     return [f"  rollout    {_value(r.engine)}: {text}"]
 
 
+def _step_lines(job: Job) -> list[str]:
+    """The step-time model's prediction for the script's own layout (docs/step_time.md)."""
+    if job.layout("actor") is None:
+        return []
+    from shardcheck.estimate.step_time import describe, predict
+
+    step, why = predict(job)
+    if step is None:
+        return [f"  step time  not predicted: {why}"]
+    return [f"  step time  {describe(step)} — model, docs/step_time.md"]
+
+
 def _server_lines(job: Job) -> list[str]:
     """The reward model and distillation teachers: their own rollout layout and pool."""
     out = []
@@ -219,7 +231,8 @@ def _finding_lines(f, fallback: str) -> list[Line]:
         from shardcheck.rules.grouping import join_labels
 
         covers = join_labels(list(f.covers)) if f.covers else ""
-        what = f"{covers} ({len(f.members)} findings of one cause)" if covers else f"{len(f.members)} findings of one cause"
+        count = f"{len(f.members)} findings of one cause"
+        what = f"{covers} ({count})" if covers else count
         lines.append([("  covers: ", "dim"), (what, None)])
     if f.fix:
         lines.append([("  fix: ", "fix"), (f.fix, None)])
@@ -261,7 +274,8 @@ def _full_report(r: Result, builtin: bool) -> list:
         f"{_value(c.nnodes)} nodes"
     out.append(f"  cluster    {nodes} × {_value(c.devices_per_node)} devices ({_value(c.device)}) = {_value(c.world)}")
     out.append(f"    nodes     {_where(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
-    out.append(f"    devices   {_where(c.devices_per_node.origin) if c.devices_per_node.known else c.devices_per_node.unknown}")
+    devices = c.devices_per_node
+    out.append(f"    devices   {_where(devices.origin) if devices.known else devices.unknown}")
     if job.model is not None:
         m = job.model
         moe = f", {m.num_experts} experts (top-{m.num_experts_per_tok})" if m.is_moe else ""
@@ -277,6 +291,7 @@ def _full_report(r: Result, builtin: bool) -> list:
         out.append(f"  rollout    {_rollout_line(job.rollout)}")
     out.extend(_rollout_lines(job))
     out.extend(_server_lines(job))
+    out.extend(_step_lines(job))
     for lay in job.fsdp_layouts:
         out.extend(_fsdp_lines(job, lay))
     if r.skipped:
@@ -292,7 +307,13 @@ def _full_report(r: Result, builtin: bool) -> list:
     if r.valid is None and errors:
         verdict = f"will not start as read; {verdict}"
     if r.valid is False and r.layout_valid:
-        verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
+        verdict += ("; the FSDP layout itself is valid" if job.fsdp_layouts
+                    else "; the Megatron-Core layout itself is valid")
+    elif r.valid is not True and r.layout_valid is False and not any(
+            f.severity == "error" and f.rule.startswith(LAYOUT_RULES) for f in r.findings):
+        verdict += "; the layout itself is not valid (its errors are suppressed)"
+    if r.suppressed:
+        verdict += f"; {_plural(len(r.suppressed), 'finding')} suppressed"
     style = {True: "good", False: "bad", None: "warning"}[r.valid]
     out.append([("  verdict: ", None), (verdict, style),
                 (f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})", None)])

@@ -101,6 +101,11 @@ KEYS = {
 _LAST: list = [None, None]  # the last job and its estimate: the four MEM rules judge one estimate
 
 
+def job_estimate(job: Job) -> MemoryEstimate | None:
+    """The estimate the MEM rules judge for ``job`` (computed once per job; the planner shares it)."""
+    return _estimate(job)
+
+
 def _estimate(job: Job) -> MemoryEstimate | None:
     if job.framework not in ADAPTERS or (job.layout("actor") is None and job.fsdp_layout("actor") is None):
         return None

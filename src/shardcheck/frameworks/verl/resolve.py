@@ -522,9 +522,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     fsdp_layouts = _fsdp_layouts(config, ref_used, critic_used, notes)
     servers = _servers(config, cluster, notes)
     model_path = config.get("actor_rollout_ref.model.path")
-    from omegaconf import OmegaConf
-
-    raw_path = OmegaConf.select(config.cfg, "actor_rollout_ref.model.path", throw_on_missing=False)
+    raw_path = config.select("actor_rollout_ref.model.path")
     base = Path(path).parent
     model, problem = load_model(str(raw_path) if raw_path is not None else None, model_path.known,
                                 model_config, base=base)
