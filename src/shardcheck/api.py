@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shardcheck.errors import InputError, NoLaunchError
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Traced
 from shardcheck.problems import Kind, Problem
 from shardcheck.settings import SEVERITY_RANK, Settings, load_settings
+
+if TYPE_CHECKING:
+    from shardcheck.rules.registry import Finding
 
 
 @dataclass
@@ -23,6 +27,7 @@ class Result:
     error: str | None = None  # the one-line reason when the input cannot be used at all
     settings: Settings = field(default_factory=Settings)
     error_kind: str | None = None  # with error: "unreadable", "no-launch", "unusable" or "usage"
+    suppressed: list = field(default_factory=list)  # findings a disable comment or the settings hide
 
     @property
     def status(self) -> str:
@@ -51,7 +56,9 @@ class Result:
         config key; None when the input could not be used."""
         if self.job is None:
             return None
-        layout_errors = [f for f in self.findings if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
+        # a suppressed layout error still means the engine cannot build the layout
+        layout_errors = [f for f in self.findings + self.suppressed
+                         if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
         if any(not f.conditional for f in layout_errors):
             return False
         return None if layout_errors or any(f.rule == "VALUE-UNKNOWN" for f in self.findings) else True
@@ -145,14 +152,19 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
           host_memory: int | None = None, text: bytes | None = None,
-          args: tuple[str, ...] = (), sample_tokens: tuple[int, int | None] | None = None) -> Result:
+          args: tuple[str, ...] = (), sample_tokens: tuple[int, int | None] | None = None,
+          verl_version: str | None = None, megatron_core_version: str | None = None) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
-    ``text``: the script's contents when they do not come from ``path``, e.g. standard input).
+    ``text``: the script's contents when they do not come from ``path``, e.g. standard input;
+    ``verl_version`` / ``megatron_core_version``: the versions to judge against, else chosen as
+    frameworks/verl/versions.py and frameworks/megatron/versions.py say).
 
     ``settings``: the project settings to use; default those of the nearest ``pyproject.toml`` above
     the script. A file without a launch command gives a Result with status ``skipped`` and one
     INPUT-NO-LAUNCH finding; an unusable input one INPUT-UNREADABLE or INPUT-UNUSABLE error."""
+    from dataclasses import replace
+
     from shardcheck.errors import SettingsError, UnreadableInput, UsageError
 
     shown = display or str(path)
@@ -161,17 +173,22 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
     except SettingsError as exc:
         return _unusable(shown, str(exc), "usage", Settings())
     try:
-        job = resolve_script(path, env, model_config=model_config, display=shown, text=text, args=args)
+        job = resolve_script(path, env, model_config=model_config, display=shown, text=text, args=args,
+                             verl_version=_requested_verl(verl_version, settings),
+                             megatron_core_version=megatron_core_version)
         if device is not None:
             from shardcheck.memory.devices import find_device
 
             find_device(device)  # an unknown name is bad input, reported before any rule runs
-        from dataclasses import replace
-
         job = replace(job, device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens)
         from shardcheck.rules.registry import run_rules
 
         findings, skipped = run_rules(job)
+        if job.framework == "verl" and job.version_source == "inferred" and len(job.accepted_versions) > 1:
+            findings = _across_versions(job, findings, lambda v: replace(resolve_script(
+                path, env, model_config=model_config, display=shown, text=text, args=args,
+                verl_version=(v, "the accepted versions"), megatron_core_version=megatron_core_version),
+                device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens))
     except NoLaunchError as exc:
         return _unusable(shown, str(exc), "no-launch", settings)
     except UnreadableInput as exc:
@@ -185,10 +202,11 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
                          "unusable", settings)
     from shardcheck.rules.grouping import group_findings
 
+    hidden = [f for f in findings if not settings.reports(f.rule, path) or _suppressed(f, job)]
     findings = [f for f in findings if settings.reports(f.rule, path) and not _suppressed(f, job)]
     findings += _id_findings(job, settings, path)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
-    return Result(shown, job, group_findings(findings), skipped, settings=settings)
+    return Result(shown, job, group_findings(findings), skipped, settings=settings, suppressed=hidden)
 
 
 _KIND_PROBLEM = {"no-launch": Kind.INPUT_NO_LAUNCH, "unreadable": Kind.INPUT_UNREADABLE,
@@ -255,24 +273,101 @@ def _script_lines(origin, path: str) -> set[int]:
     return lines
 
 
+def _across_versions(job: Job, findings: list, judge) -> list:
+    """Under an inferred verl version, an error that does not hold for every version accepting the script is a
+    warning naming those it holds for; an error of another accepted version is added as such a warning.
+
+    Versions that read the same defaults and behave alike (versions.behaviour) are judged once."""
+    from dataclasses import replace
+
+    from shardcheck.frameworks.verl.versions import behaviour, span
+    from shardcheck.rules.registry import run_rules
+
+    groups: dict[tuple, list[str]] = {}
+    for version in job.accepted_versions:
+        groups.setdefault(behaviour(version, job.config_name, job.defaults_read), []).append(version)
+    if len(groups) == 1:
+        return findings
+
+    def key(f) -> tuple:
+        return f.rule, f.line, f.role
+
+    mine = behaviour(job.framework_version, job.config_name, job.defaults_read)
+    errors: dict[tuple, dict[tuple, object]] = {mine: {key(f): f for f in findings if f.severity == "error"}}
+    for sig, versions in groups.items():
+        if sig != mine:
+            errors[sig] = {key(f): f for f in run_rules(judge(versions[-1]))[0] if f.severity == "error"}
+    out = []
+    for f in findings:
+        if f.severity == "error":
+            holds = [v for sig, vs in groups.items() if key(f) in errors[sig] for v in vs]
+            if len(holds) < len(job.accepted_versions):
+                others = [v for v in job.accepted_versions if v not in holds]
+                f = replace(f, severity="warning", message=f"{f.message} [holds for verl {span(holds)}, not for "
+                                                           f"{span(others)}; give --verl-version to decide]")
+        out.append(f)
+    seen = set(errors[mine])
+    for sig, versions in groups.items():
+        for k, f in errors[sig].items():
+            if k in seen:
+                continue
+            seen.add(k)
+            holds = [v for s2, vs in groups.items() if k in errors[s2] for v in vs]
+            out.append(replace(f, severity="warning", message=f"under verl {span(holds)}: {f.message} [not for "
+                               f"verl {job.framework_version}, the version judged; give --verl-version to decide]",
+                               fix=f"on verl {span(holds)}: {f.fix}" if f.fix else None))
+    return out
+
+
+def _requested_verl(flag: str | None, settings: Settings) -> tuple[str, str] | None:
+    if flag is not None:
+        return flag, "--verl-version"
+    import os
+
+    if os.environ.get("SHARDCHECK_VERL_VERSION"):
+        return os.environ["SHARDCHECK_VERL_VERSION"], "SHARDCHECK_VERL_VERSION"
+    if settings.verl_version is not None:
+        return settings.verl_version, f"verl-version in {settings.source}"
+    return None
+
+
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None, text: bytes | None = None,
-                   args: tuple[str, ...] = (), extra_args: tuple[str, ...] = ()) -> Job:
+                   display: str | None = None, text: bytes | None = None, args: tuple[str, ...] = (),
+                   extra_args: tuple[str, ...] = (), verl_version: tuple[str, str] | None = None,
+                   megatron_core_version: str | None = None, memo: dict | None = None) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none.
 
     ``extra_args``: words added at the end of the launch command (``shardcheck plan`` proves its override
     lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
-    """
+    ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
+    ``memo``: a dict that keeps the script's reading between calls on the same script and environment."""
+    job = _resolve_script(path, env, model_config=model_config, display=display, text=text, args=args,
+                          extra_args=extra_args, verl_version=verl_version, memo={} if memo is None else memo)
+    from dataclasses import replace
+
+    from shardcheck.frameworks.megatron.versions import choose
+    from shardcheck.frameworks.verl.versions import implied_megatron_core
+
+    mcore = choose(megatron_core_version, implied_megatron_core(job.framework_version) if job.framework == "verl"
+                   else None)
+    return replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
+
+
+def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_config: str | None,
+                    display: str | None, text: bytes | None, args: tuple[str, ...], extra_args: tuple[str, ...],
+                    verl_version: tuple[str, str] | None, memo: dict) -> Job:
     from shardcheck.frameworks.interface import detect, resolve
     from shardcheck.frameworks.verl.resolve import unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
     from shardcheck.inputs.launch import find_launches
 
     shown = display or str(path)
-    if text is not None:
-        reading = read_bash_text(text, shown, env, real_path=Path(path), args=args)
-    else:
-        reading = read_bash(path, env, display=shown, args=args)
+    if "reading" not in memo:
+        if text is not None:
+            memo["reading"] = read_bash_text(text, shown, env, real_path=Path(path), args=args)
+        else:
+            memo["reading"] = read_bash(path, env, display=shown, args=args)
+    reading = memo["reading"]
     found = find_launches(reading.commands)
     if extra_args:
         found = [_with_args(launch, extra_args) for launch in found]
@@ -307,7 +402,11 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
             f"{shown}:1: no launch command; skipped (shardcheck reads verl's python3 -m verl.trainer.main_ppo, "
             "Megatron-LM's torchrun pretrain_gpt.py and slime's python3 train.py launches)"
         )
-    job = resolve("verl", launches[0], reading, shown, model_config=model_config)
+    from shardcheck.frameworks.verl.versions import find_pin
+
+    pinned = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None
+    job = resolve("verl", launches[0], reading, shown, model_config=model_config, verl_version=verl_version,
+                  pinned=pinned, memo=memo)
     return replace(job, notes=_shell_notes(reading) + job.notes, suppressions=reading.suppressions,
                    suppression_ids=reading.suppression_ids)
 
@@ -372,6 +471,80 @@ def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -
         if is_megatron_lm_entry(launch):
             return resolve_megatron_lm(launch, shown, exported_values(reading, launch), model_config=model_config)
     return None
+
+
+@dataclass
+class VersionRow:
+    """One version's verdict in ``check --versions``."""
+
+    framework: str  # verl | megatron-core
+    versions: tuple[str, ...]  # one verl version; megatron-core: a run of minors with the same verdict
+    accepted: bool | None  # verl: whether its config accepts every override (None for megatron-core rows)
+    valid: bool | None
+    first: Finding | None  # the first error (None when valid)
+
+
+@dataclass
+class VersionMatrix:
+    path: str
+    rows: list[VersionRow] = field(default_factory=list)
+    chosen: str | None = None  # the verl version plain `check` judges with, and why
+    reason: str = ""
+    megatron_core_verl: str | None = None  # the verl version the megatron-core rows are judged with
+    error: str | None = None
+
+
+def version_matrix(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
+                   display: str | None = None, megatron_core_version: str | None = None) -> VersionMatrix:
+    """The script judged against every bundled verl version, and, under the verl version plain ``check`` picks,
+    against every megatron-core minor (runs of minors with the same layout verdict merged)."""
+    from dataclasses import replace
+
+    from shardcheck.frameworks.megatron.versions import MINORS
+    from shardcheck.frameworks.verl.versions import catalogue
+    from shardcheck.rules.registry import run_rules
+
+    shown = display or str(path)
+    memo: dict = {}
+
+    def judged(job: Job) -> tuple[bool | None, Finding | None]:
+        findings, _ = run_rules(job)
+        findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            return (None if all(f.conditional for f in errors) else False), errors[0]
+        return True, None
+
+    try:
+        base = resolve_script(path, env, model_config=model_config, display=shown,
+                              megatron_core_version=megatron_core_version, memo=memo)
+    except InputError as exc:
+        return VersionMatrix(shown, error=str(exc))
+    matrix = VersionMatrix(shown, chosen=base.framework_version, reason=base.version_reason)
+    if base.framework == "verl":
+        for version in catalogue().versions:
+            job = resolve_script(path, env, model_config=model_config, display=shown,
+                                 verl_version=(version, "--versions"), megatron_core_version=megatron_core_version,
+                                 memo=memo)
+            valid, first = judged(job)
+            matrix.rows.append(VersionRow("verl", (version,), version in base.accepted_versions, valid, first))
+    matrix.megatron_core_verl = base.framework_version
+    if base.layouts:
+        for minor in MINORS:
+            job = replace(base, megatron_core_version=minor)
+            layout_errors = [f for f in run_rules(job)[0] if f.rule.startswith("MCORE-PS-") and f.severity == "error"]
+            row = VersionRow("megatron-core", (minor,), None, not layout_errors, layout_errors[0] if layout_errors
+                             else None)
+            last = matrix.rows[-1] if matrix.rows and matrix.rows[-1].framework == "megatron-core" else None
+            if last is not None and last.valid == row.valid and _same(last.first, row.first):
+                last.versions += (minor,)
+            else:
+                matrix.rows.append(row)
+    return matrix
+
+
+def _same(a: Finding | None, b: Finding | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and a.rule == b.rule)
 
 
 @dataclass

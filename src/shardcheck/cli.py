@@ -60,6 +60,14 @@ def _sample_tokens(text: str) -> tuple[int, int | None]:
     return values[0], values[1] if len(values) == 2 else None
 
 
+def _version_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verl-version", metavar="X", help="the verl release to judge against (default: the setting "
+                   "verl-version, an installed verl, a pin near the script, else the newest release that accepts "
+                   "every key of the script)")
+    p.add_argument("--megatron-core-version", metavar="X", help="the megatron-core minor the layout rules follow "
+                   "(default: the installed one, else the one the verl release runs with)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardcheck",
@@ -91,6 +99,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--verify", action="store_true",
                        help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
     _memory_options(check)
+    _version_options(check)
+    check.add_argument("--versions", action="store_true",
+                       help="judge the script against every bundled verl release (and megatron-core minor where the "
+                            "layout verdict changes): one row each")
     memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
     memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
     memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -240,6 +252,12 @@ def _check(args) -> int:
     if paths.count("-") > 1:
         print("shardcheck: - (standard input) can be given once", file=sys.stderr)
         return 2
+    bad = _bad_version(args)
+    if bad is not None:
+        print(f"shardcheck: {bad}", file=sys.stderr)
+        return 2
+    if args.versions:
+        return _versions(args, env, paths)
     out = _Output(sys.stdout, args.format == "text" and not args.statistics)
     progress = _Progress(len(paths))
     results = []
@@ -248,7 +266,8 @@ def _check(args) -> int:
         for p in paths:
             progress.advance(p)
             kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory,
-                      "sample_tokens": args.sample_tokens}
+                      "sample_tokens": args.sample_tokens, "verl_version": args.verl_version,
+                      "megatron_core_version": args.megatron_core_version}
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
                 text = sys.stdin.buffer.read()
@@ -410,6 +429,34 @@ def _no_progress() -> bool:
     import os
 
     return os.environ.get("TERM") == "dumb"
+
+
+def _bad_version(args) -> str | None:
+    """An unknown --verl-version / --megatron-core-version: one line naming the bundled ones (exit 2)."""
+    from shardcheck.errors import InputError
+    from shardcheck.frameworks.megatron import versions as mcore
+    from shardcheck.frameworks.verl import versions as verl
+
+    try:
+        if args.verl_version is not None:
+            verl.normalize(args.verl_version)
+        if args.megatron_core_version is not None:
+            mcore.normalize(args.megatron_core_version)
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+def _versions(args, env: dict[str, str], paths: list[str]) -> int:
+    """--versions: one row per bundled verl release (and megatron-core minor where the layout verdict changes)."""
+    from shardcheck.api import version_matrix
+    from shardcheck.report.versions_report import render_versions_json, render_versions_text
+
+    matrices = [version_matrix(p, env, model_config=args.model_config,
+                               display=p if args.paths else _example_display(),
+                               megatron_core_version=args.megatron_core_version) for p in paths]
+    print(render_versions_json(matrices) if args.format == "json" else render_versions_text(matrices))
+    return 2 if any(m.error for m in matrices) else 0
 
 
 def _memory(args) -> int:

@@ -4,11 +4,13 @@
     select = ["MCORE-", "VERL-"]   # rule ids or prefixes to report (default: all)
     ignore = ["VERL-MC-ETP-MISMATCH"]
     fail-on = "error"              # the lowest severity that makes the exit status 1: error | warning | info
+    verl-version = "0.9.0"         # the verl to judge against (default: inferred from the script's keys)
 
     [tool.shardcheck.per-file-ignores]
     "recipes/*.sh" = ["MEM-"]      # glob (relative to the pyproject.toml's folder, or a file name) -> ids
 
 The command line's ``--select`` / ``--ignore`` / ``--fail-on`` replace the file's values.
+
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 from shardcheck.errors import SettingsError
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-_KEYS = ("select", "ignore", "fail-on", "per-file-ignores")
+_KEYS = ("select", "ignore", "fail-on", "verl-version", "per-file-ignores")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,7 +30,9 @@ class Settings:
     select: tuple[str, ...] = ()  # empty: every rule
     ignore: tuple[str, ...] = ()
     fail_on: str = "error"
+    verl_version: str | None = None  # verl-version: the verl to judge against (frameworks/verl/versions.py)
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, ids)
+
     source: str | None = None  # the pyproject.toml they came from
     lines: tuple[tuple[str, int], ...] = ()  # (id as written, line in source), to anchor warnings about ids
 
@@ -132,6 +136,10 @@ def load_settings(start: Path) -> Settings:
         fail_on = table.get("fail-on", "error")
         if fail_on not in SEVERITY_RANK:
             raise SettingsError(f"{candidate}:1: [tool.shardcheck] fail-on = {fail_on!r}; use error, warning or info")
+        verl_version = table.get("verl-version")
+        if verl_version is not None and not isinstance(verl_version, str):
+            raise SettingsError(f"{candidate}:1: [tool.shardcheck] verl-version = {verl_version!r}; give a string "
+                                "such as \"0.9.0\"")
         for key in ("select", "ignore"):
             if not isinstance(table.get(key, []), list):
                 raise SettingsError(f"{candidate}:1: [tool.shardcheck] {key} must be a list of rule ids")
@@ -141,6 +149,6 @@ def load_settings(start: Path) -> Settings:
         select, ignore = _ids(table.get("select", ())), _ids(table.get("ignore", ()))
         pfi = tuple((str(pattern), _ids(ids)) for pattern, ids in per_file.items())
         every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
-        return Settings(select=select, ignore=ignore, fail_on=fail_on, per_file_ignores=pfi,
+        return Settings(select=select, ignore=ignore, fail_on=fail_on, per_file_ignores=pfi, verl_version=verl_version,
                         source=str(candidate), lines=_lines(text, every))
     return Settings()

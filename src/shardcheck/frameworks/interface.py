@@ -40,9 +40,11 @@ def detect(launch) -> str | None:
     return next((name for name in PACKAGES if framework_module(name, "resolve").detect(launch)), None)
 
 
-def resolve(framework: str, launch, reading, path: str, *, model_config: str | None = None):
-    """The Job ``framework`` would build from ``launch`` (``reading``: the script as read, for its exports)."""
-    return framework_module(framework, "resolve").resolve(launch, reading, path, model_config=model_config)
+def resolve(framework: str, launch, reading, path: str, *, model_config: str | None = None, **options):
+    """The Job ``framework`` would build from ``launch`` (``reading``: the script as read, for its exports).
+
+    ``options``: what only that framework reads (verl: ``verl_version``, ``pinned``, ``memo``)."""
+    return framework_module(framework, "resolve").resolve(launch, reading, path, model_config=model_config, **options)
 
 
 def memory_fix_keys(job):

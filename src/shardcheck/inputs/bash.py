@@ -98,6 +98,8 @@ def _suppressions(root, src: str) -> tuple[dict[int, frozenset[str]], tuple[tupl
     Also every (line, id) as written, so that unknown ids can be reported."""
     out: dict[int, set[str]] = {}
     written: list[tuple[int, str]] = []
+    if not _DISABLE.search(src):
+        return {}, ()  # no disable comment anywhere: nothing to walk the tree for
     stack = [root]
     while stack:
         node = stack.pop()
@@ -156,10 +158,7 @@ class _Interpreter:
         self.diagnostics: list[Problem] = []
         self.consumed_until = 0
         self.condition: str | None = None
-        self._line_starts = [0]
-        for i, ch in enumerate(src):
-            if ch == "\n":
-                self._line_starts.append(i + 1)
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", src)]
 
     # -- positions -------------------------------------------------------------------------
     def origin_at(self, offset: int, text: str | None = None) -> Origin:

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from shardcheck.errors import ShardcheckError
+from shardcheck.frameworks.megatron.versions import DEFAULT as MCORE_DEFAULT
+from shardcheck.frameworks.megatron.versions import FOLDING_SINCE, as_tuple
+from shardcheck.frameworks.megatron.versions import expert_error as _expert_error
 from shardcheck.problems import Kind
 
 TOKENS = ("tp", "pp", "dp", "ep", "cp")  # RankGenerator.__init__ checks them in this order
@@ -171,16 +174,19 @@ def vpp_error(vpp: int | None, pp: int) -> str | None:
     return None
 
 
-def expert_error(world: int, etp: int, ep: int, pp: int) -> str | None:
-    """The expert grid ETP·EP·PP must divide the world (MoE parallel folding, core >= 0.10)."""
-    grid = etp * ep * pp
-    if grid > 0 and world % grid == 0:
-        return None
-    return f"world_size ({world}) is not divisible by expert_tensor_model_pipeline_parallel size ({grid})"
+def expert_error(world: int, etp: int, ep: int, pp: int, dp: int | None = None, version: str = MCORE_DEFAULT
+                 ) -> str | None:
+    """The expert grid ETP·EP·PP must divide the world (MoE parallel folding, core >= 0.10); before 0.10 EP
+    must divide DP (frameworks/megatron/versions.py)."""
+    return _expert_error(world, etp, ep, pp, world // (etp * pp) if dp is None else dp, version)
+
+
+def _folding(mcore: str) -> bool:
+    return as_tuple(mcore) >= FOLDING_SINCE
 
 
 def build_grid(*, world: int, tp: int, pp: int, cp: int, ep: int, etp: int | None, vpp: int | None = None,
-               order: str = DEFAULT_ORDER) -> Grid | GridError:
+               order: str = DEFAULT_ORDER, mcore: str = MCORE_DEFAULT) -> Grid | GridError:
     """The grid ``initialize_model_parallel`` builds, or the first check it fails, in its order."""
     if message := world_error(world, tp, pp, cp):
         return GridError(Kind.GRID_WORLD, message)
@@ -191,8 +197,16 @@ def build_grid(*, world: int, tp: int, pp: int, cp: int, ep: int, etp: int | Non
         dense = Generator.build(order, {"tp": tp, "ep": 1, "dp": dp, "pp": pp, "cp": cp})
     except OrderError as exc:
         return GridError(Kind.GRID_ORDER_TOKEN, str(exc))
+    if not _folding(mcore):  # before 0.10: EP inside DP, expert tensor parallel = TP, no further checks
+        if message := expert_error(world, tp, ep, pp, dp, mcore):
+            return GridError(Kind.GRID_EXPERT_FOLD, message)
+        try:
+            expert = Generator.build(order, {"tp": tp, "ep": ep, "dp": dp // ep, "pp": pp, "cp": cp})
+        except OrderError as exc:
+            return GridError(Kind.GRID_ORDER_TOKEN, str(exc))
+        return Grid(world, tp, pp, cp, ep, tp, order, dense, expert)
     etp_v = tp if etp is None else etp
-    if message := expert_error(world, etp_v, ep, pp):
+    if message := expert_error(world, etp_v, ep, pp, dp, mcore):
         return GridError(Kind.GRID_EXPERT_FOLD, message)
     edp = world // (etp_v * ep * pp)
     try:

@@ -86,6 +86,9 @@ def result_to_dict(r: Result) -> dict:
             doc["critic_layout"] = r.layout_summary("critic")
         doc["step_seconds"] = _step(job)
         doc["framework_version"] = job.framework_version
+        doc["version_source"] = job.version_source
+        doc["accepted_versions"] = list(job.accepted_versions)
+        doc["megatron_core_version"] = job.megatron_core_version if job.layouts else None
         m = job.model
         doc["model"] = None if m is None else {
             "name": m.name,

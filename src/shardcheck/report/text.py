@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardcheck.api import Result, summarize_layout
+from shardcheck.api import LAYOUT_RULES, Result, summarize_layout
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Origin, Traced
 
@@ -231,7 +231,8 @@ def _finding_lines(f, fallback: str) -> list[Line]:
         from shardcheck.rules.grouping import join_labels
 
         covers = join_labels(list(f.covers)) if f.covers else ""
-        what = f"{covers} ({len(f.members)} findings of one cause)" if covers else f"{len(f.members)} findings of one cause"
+        count = f"{len(f.members)} findings of one cause"
+        what = f"{covers} ({count})" if covers else count
         lines.append([("  covers: ", "dim"), (what, None)])
     if f.fix:
         lines.append([("  fix: ", "fix"), (f.fix, None)])
@@ -242,6 +243,7 @@ def result_lines(r: Result, *, quiet: bool = False, builtin: bool = False) -> li
     """The report of one result as styled lines; ``quiet``: the findings alone, one per line (plus fixes)."""
     if quiet or r.job is None:
         out: list[Line] = []
+
         for f in r.findings:
             if quiet and f.severity == "info" and r.job is None:
                 continue  # a skipped file is not worth a line in quiet mode
@@ -263,12 +265,17 @@ def _full_report(r: Result, builtin: bool) -> list:
     job = r.job
     out.append(f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "
                f"defaults from {job.config_source})")
+    if job.version_reason:
+        out.append(f"    version   {job.version_reason}")
+    if job.layouts and job.megatron_core_reason:
+        out.append(f"    layout    rules of {job.megatron_core_reason}")
     c = job.cluster
     nodes = _plural(c.nnodes.value, "node") if c.nnodes.known and isinstance(c.nnodes.value, int) else \
         f"{_value(c.nnodes)} nodes"
     out.append(f"  cluster    {nodes} × {_value(c.devices_per_node)} devices ({_value(c.device)}) = {_value(c.world)}")
     out.append(f"    nodes     {origin_text(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
-    out.append(f"    devices   {origin_text(c.devices_per_node.origin) if c.devices_per_node.known else c.devices_per_node.unknown}")
+    devices = c.devices_per_node
+    out.append(f"    devices   {origin_text(devices.origin) if devices.known else devices.unknown}")
     if job.model is not None:
         m = job.model
         moe = f", {m.num_experts} experts (top-{m.num_experts_per_tok})" if m.is_moe else ""
@@ -300,7 +307,13 @@ def _full_report(r: Result, builtin: bool) -> list:
     if r.valid is None and errors:
         verdict = f"will not start as read; {verdict}"
     if r.valid is False and r.layout_valid:
-        verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
+        verdict += ("; the FSDP layout itself is valid" if job.fsdp_layouts
+                    else "; the Megatron-Core layout itself is valid")
+    elif r.valid is not True and r.layout_valid is False and not any(
+            f.severity == "error" and f.rule.startswith(LAYOUT_RULES) for f in r.findings):
+        verdict += "; the layout itself is not valid (its errors are suppressed)"
+    if r.suppressed:
+        verdict += f"; {_plural(len(r.suppressed), 'finding')} suppressed"
     style = {True: "good", False: "bad", None: "warning"}[r.valid]
     out.append([("  verdict: ", None), (verdict, style),
                 (f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})", None)])

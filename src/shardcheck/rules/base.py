@@ -109,7 +109,7 @@ def _sections(doc: str) -> dict[str, str]:
     current = "what"
     for line in doc.splitlines():
         head = line.strip().rstrip(":").lower()
-        if line.strip().endswith(":") and head in ("why", "bad", "good", "fix", "source"):
+        if line.strip().endswith(":") and head in ("why", "versions", "bad", "good", "fix", "source"):
             current = head
             out[current] = []
             continue

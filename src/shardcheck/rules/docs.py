@@ -18,7 +18,7 @@ def render_rule_list(fmt: str = "text") -> str:
 
 
 def rule_page(r: Rule) -> str:
-    """The Markdown page of one rule: what, why, its bad and good cases (rules/cases/<ID>.yml, run by the
+    """The Markdown page of one rule: what, why, versions, its bad and good cases (rules/cases/<ID>.yml, run by the
     tests), fix, source."""
     from shardcheck.rules.examples import rule_cases
 
@@ -26,8 +26,8 @@ def rule_page(r: Rule) -> str:
     lines = [f"# {r.id}: {r.title}", "", f"Severity: **{r.severity}**"
              + (" · needs the model's architecture" if r.needs_model else ""), "", f"Applies to: {scope(r)}", "",
              r.section("what"), ""]
-    for name, heading in (("why", "Why it fails"), ("bad", "Bad"), ("good", "Good"), ("fix", "Fix"),
-                          ("source", "Source")):
+    for name, heading in (("why", "Why it fails"), ("versions", "Versions"), ("bad", "Bad"), ("good", "Good"),
+                          ("fix", "Fix"), ("source", "Source")):
         if name in ("bad", "good") and cases is not None:
             case = cases[0] if name == "bad" else cases[1]
             body = case.shown()

@@ -172,11 +172,18 @@ def unknown_key(p: Problem) -> Message:
     Source:
     hydra/_internal/config_loader_impl.py (struct mode); verl/trainer/config/_generated_*.yaml (verl 0.9.1).
     """
+    message = f"{p['text']}: {p['reason']}"
     if p["megatron_section_missing"]:
         fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
+    elif p.args.get("elsewhere"):
+        fix = f"run on a verl that has it ({p['having']}), or remove it for verl {p['version']}"
+        if p.args.get("suggestion"):
+            fix += f"; or {_did_you_mean(p)}"
     else:
         fix = _did_you_mean(p) or f"prefix it with `+` only if verl reads `{p['key']}`; otherwise remove it"
-    return f"{p['text']}: {p['reason']}", fix
+    if p.args.get("elsewhere"):
+        message += f" (absent from verl {p['version']}{p['elsewhere']})"
+    return message, fix
 
 
 @rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a key verl has",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardcheck.frameworks.megatron.versions import FOLDING_SINCE, as_tuple
 from shardcheck.job import Job
 from shardcheck.mesh.grid import expert_error, vpp_error, world_error
 from shardcheck.problems import Kind
@@ -66,11 +67,18 @@ def expert_grid(job: Job) -> Iterator[Finding]:
     Set `actor_rollout_ref.actor.megatron.expert_tensor_parallel_size` (usually 1) or lower EP so
     that ETP·EP·PP divides the world.
 
+    Versions:
+    megatron-core 0.10 and later as above (0.10-0.13 word it "decoder world_size (W) ...").
+    Before 0.10 there is no expert grid: EP is carved out of DP, so DP = world / (TP·PP·CP) must be
+    a multiple of EP ("data_parallel_size (DP) is not divisible by expert_model_parallel_size").
+    With CP 8 on 256 devices at TP 2 · PP 16, DP is 1: any EP > 1 fails there and starts on ≥ 0.10.
+
     Source:
     megatron/core/parallel_state.py, initialize_model_parallel (megatron-core 0.16.1;
-    since core_v0.10.0).
+    since core_v0.10.0; core_v0.9.0 for the check before folding).
     """
     world = job.cluster.world
+    mcore = job.megatron_core_version
     for e in engines(job):
         w = need(world, job.world_name)
         etp = e.etp
@@ -78,8 +86,23 @@ def expert_grid(job: Job) -> Iterator[Finding]:
         ep = need(e.ep, f"{e.key_prefix}.expert_model_parallel_size")
         pp = need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size")
         grid = etp_v * ep * pp
-        message = expert_error(w, etp_v, ep, pp)
+        dp = e.dp(world)
+        folding = as_tuple(mcore) >= FOLDING_SINCE
+        if not folding and not dp.known:
+            continue  # the dense grid does not tile the world: MCORE-PS-WORLD fails first
+        message = expert_error(w, etp_v, ep, pp, dp.value, mcore)
         if message is None:
+            continue
+        if not folding:
+            yield finding(
+                "MCORE-PS-EXPERT-FOLD",
+                f"[{e.role}] DP {dp.value} is not a multiple of EP {ep}: megatron-core {mcore} has no MoE parallel "
+                f"folding (it arrived in 0.10), so EP must divide DP = world / (TP·PP·CP) "
+                f"(megatron-core {mcore}: \"{message}\")",
+                where(e.ep, e.tp, e.pp, e.cp, world),
+                fix=f"run on megatron-core ≥ 0.10 (--megatron-core-version), or an EP dividing {dp.value}",
+                role=e.role,
+            )
             continue
         unset = e.etp_setting.known and e.etp_setting.value is None
         etp_text = f"ETP {etp_v} (= TP: expert_tensor_parallel_size is unset)" if unset else f"ETP {etp_v}"
@@ -148,7 +171,7 @@ def _grid_error(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
                      ep=need(e.ep, f"{e.key_prefix}.expert_model_parallel_size"),
                      etp=need(e.etp_setting, f"{e.key_prefix}.expert_tensor_parallel_size"),
                      vpp=need(e.vpp, f"{e.key_prefix}.virtual_pipeline_model_parallel_size"))
-        result = build_grid(world=w, order=e.order, **sizes)
+        result = build_grid(world=w, order=e.order, mcore=job.megatron_core_version, **sizes)
         if isinstance(result, GridError) and result.kind is kind:
             yield finding(rule_id, f"[{e.role}] order {e.order}: megatron-core: \"{result.message}\"",
                           where(e.tp, e.pp, e.cp, e.ep), fix="use the default order tp-cp-ep-dp-pp", role=e.role)

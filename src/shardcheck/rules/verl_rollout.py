@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardcheck.frameworks.verl.versions import MNBT_RAISED_BY_VERL, SYNC_ROLLOUT_REMOVED, at_least
 from shardcheck.job import Job
 from shardcheck.rules.base import Finding, finding, need, rule, where
 
@@ -235,38 +236,49 @@ def rollout_mode(job: Job) -> Iterator[Finding]:
     `RolloutConfig.__post_init__` raises `ValueError: Rollout mode 'sync' has been removed.` at
     worker init.
 
+    Versions:
+    verl 0.7.0 and later (the check arrived with 0.7.0; 0.6.x defaults to and runs `mode: sync`).
+
     Fix:
     Remove `actor_rollout_ref.rollout.mode=sync`.
 
     Source:
-    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.9.1).
+    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.7.0 … 0.9.1).
     """
     if job.rollout is None:
         return
     mode_t = job.value(f"{RO}.mode")
+    if not at_least(job.framework_version, SYNC_ROLLOUT_REMOVED):
+        return  # verl < 0.7.0 still runs the synchronous rollout
     if need(mode_t, f"{RO}.mode") == "sync":
         yield finding("VERL-RO-MODE", "Rollout mode 'sync' has been removed. Please set "
                                       "`actor_rollout_ref.rollout.mode=async` or remove the mode setting entirely.",
                       where(mode_t), fix=f"remove {RO}.mode=sync")
 
 
-@rule("VERL-RO-MNBT", "warning", "Without chunked prefill verl raises max_num_batched_tokens to max_model_len",
+@rule("VERL-RO-MNBT", "warning", "Without chunked prefill max_num_batched_tokens must reach max_model_len",
       needs_model=True, frameworks=("verl",))
 def batched_tokens(job: Job) -> Iterator[Finding]:
     """
     With `enable_chunked_prefill=False` a whole prompt must fit one scheduler step, so vLLM needs
-    `max_num_batched_tokens ≥ max_model_len`. verl does not fail: it raises
+    `max_num_batched_tokens ≥ max_model_len`. verl 0.9.1 does not fail: it raises
     `max_num_batched_tokens` to `max_model_len` (default: the model's max_position_embeddings)
-    with a log warning, which can cost much more activation memory per step than configured.
+    with a log warning (a warning here). Other verl versions hand the value to vLLM unchanged, and
+    vLLM's `SchedulerConfig` refuses to start (an error here).
+
+    Versions:
+    verl 0.9.1: warning (raised by verl). Every other bundled version (≤ 0.9.0, main): error, with
+    vLLM's text "max_num_batched_tokens (N) is smaller than max_model_len (M)".
 
     Why:
-    A silent change of a memory-relevant setting.
+    A silent change of a memory-relevant setting (0.9.1), or an engine that does not start (others).
 
     Fix:
     Turn chunked prefill back on, or set the token budget explicitly.
 
     Source:
-    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1).
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1);
+    vllm/config/scheduler.py SchedulerConfig._verify_args (vLLM).
     """
     if need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
         return
@@ -277,6 +289,14 @@ def batched_tokens(job: Job) -> Iterator[Finding]:
     mnbt_t = job.value(f"{RO}.max_num_batched_tokens")
     mnbt = need(mnbt_t, f"{RO}.max_num_batched_tokens")
     if mml and mnbt is not None and mnbt < mml:
-        yield finding("VERL-RO-MNBT", f"enable_chunked_prefill=False requires max_num_batched_tokens >= max_model_len "
-                                      f"({mml}); verl raises max_num_batched_tokens from {mnbt} to {mml}",
-                      where(chunked_t, mnbt_t), fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on")
+        if job.framework_version in MNBT_RAISED_BY_VERL:
+            yield finding("VERL-RO-MNBT", f"enable_chunked_prefill=False requires max_num_batched_tokens >= "
+                                          f"max_model_len ({mml}); verl raises max_num_batched_tokens from {mnbt} to "
+                                          f"{mml}", where(chunked_t, mnbt_t),
+                          fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on")
+        else:
+            yield finding("VERL-RO-MNBT", f"this verl hands max_num_batched_tokens to vLLM "
+                                          f"unchanged, and vLLM refuses to start: \"max_num_batched_tokens ({mnbt}) is "
+                                          f"smaller than max_model_len ({mml})\" (chunked prefill is off)",
+                          where(chunked_t, mnbt_t), fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on",
+                          severity="error")

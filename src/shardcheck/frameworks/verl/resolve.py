@@ -21,8 +21,10 @@ from shardcheck.frameworks.verl.config_tree import (
     MODEL_ENGINES,
     VerlConfig,
     apply_overrides,
-    load_defaults,
+    bundled_defaults,
+    installed_defaults,
 )
+from shardcheck.frameworks.verl.versions import VersionChoice, catalogue, choose, span
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
@@ -305,6 +307,31 @@ def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
     return tuple(out)
 
 
+def _choose_defaults(name: str, overrides: tuple[OverrideItem, ...], engine: str | None, custom: str | None,
+                     requested: tuple[str, str] | None, pinned: tuple[str, str] | None):
+    """The verl version to judge with (see versions.py) and its config ``name``."""
+    if requested is None:
+        installed = installed_defaults(name)
+        if installed is not None:
+            return VersionChoice(installed.version, "installed", (), f"verl {installed.version} installed in this "
+                                 "environment"), installed
+    if custom is not None and requested is None:  # a config of its own: its keys are not verl's to judge
+        newest = catalogue().releases[-1]
+        choice = VersionChoice(newest, "default", (), f"verl {newest}, the newest release (the script's own config "
+                               "is not read, so its keys cannot tell the version)")
+    else:
+        choice = choose(name, overrides, requested=requested, pinned=pinned, engine=engine)
+    return choice, bundled_defaults(name, choice.version)
+
+
+def _versions_having(config: VerlConfig, key: str) -> str:
+    """``; present in verl 0.6.0 … 0.9.0`` for a key the judged version lacks but others have."""
+    having = catalogue().having(config.defaults.config_name, key)
+    if not having:
+        return ""
+    return f"; present in verl {span(having)}"
+
+
 # verl/workers/config/engine.py McoreEngineConfig field defaults (verl 0.9.1)
 MCORE_FIELD_DEFAULTS = {"tensor_model_parallel_size": 1, "expert_model_parallel_size": 1,
                         "expert_tensor_parallel_size": None, "pipeline_model_parallel_size": 1,
@@ -381,10 +408,15 @@ def _issue_notes(config: VerlConfig) -> list[Problem]:
                 "hydra": Kind.HYDRA_REJECTED}[issue.kind]
         missing_megatron = (issue.kind == "unknown_key" and ".megatron." in item.key
                             and config.defaults.config_name == "ppo_trainer")
+        elsewhere = _versions_having(config, item.key) if issue.kind == "unknown_key" else ""
+        suggestion = issue.suggestion if issue.suggestion not in config.set_by else None  # never one already set
         notes.append(Problem(kind, item.word, {
             "text": _clean(item.text), "reason": _clean(issue.message), "key": _clean(item.key),
-            "suggestion": _clean(issue.suggestion) if issue.suggestion else None,
-            "megatron_section_missing": missing_megatron}))
+            "suggestion": _clean(suggestion) if suggestion else None,
+            "megatron_section_missing": missing_megatron, "version": config.version,
+            # the releases whose config has the key, when the chosen one lacks it
+            "elsewhere": elsewhere,
+            "having": span(catalogue().having(config.defaults.config_name, item.key)) if elsewhere else ""}))
     return notes
 
 
@@ -398,8 +430,13 @@ def _value(config: VerlConfig, key: str) -> Traced:
     return traced
 
 
-def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None) -> Job:
-    """The Job verl would build from this launch's command line."""
+def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None,
+                 verl_version: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None) -> Job:
+    """The Job verl would build from this launch's command line.
+
+    ``verl_version``: (version, where it was given) — a flag or a setting; ``pinned``: (version, file:line) of a
+    pin found near the script. Without either, an installed verl, else the version is inferred (versions.py).
+    """
     notes: list[Problem] = []
     name, name_origin = _config_name(hydra)
     for error in hydra.errors:
@@ -422,7 +459,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         name = "ppo_trainer"  # only its key tree is used, in non-struct mode, to apply the overrides
     elif engine is not None:
         name = MODEL_ENGINES[engine]
-    defaults = load_defaults(name)
+    choice, defaults = _choose_defaults(name, overrides, engine, custom, verl_version, pinned)
     config = apply_overrides(defaults, overrides, custom=custom)
     notes.extend(_issue_notes(config))
 
@@ -460,9 +497,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     fsdp_layouts = _fsdp_layouts(config, ref_used, critic_used, notes)
     servers = _servers(config, cluster, notes)
     model_path = config.get("actor_rollout_ref.model.path")
-    from omegaconf import OmegaConf
-
-    raw_path = OmegaConf.select(config.cfg, "actor_rollout_ref.model.path", throw_on_missing=False)
+    raw_path = config.select("actor_rollout_ref.model.path")
     base = Path(path).parent
     model, problem = load_model(str(raw_path) if raw_path is not None else None, model_path.known,
                                 model_config, base=base)
@@ -470,6 +505,10 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         path=path,
         framework="verl",
         framework_version=config.version,
+        version_source=choice.source,
+        accepted_versions=choice.accepted,
+        version_reason=choice.reason,
+        defaults_read=frozenset(k for k in config.read if config.setter(k) is None),
         entry=launch.entry,
         config_name=name,
         config_source=defaults.source,
@@ -498,8 +537,15 @@ def detect(launch: Launch) -> bool:
     return is_verl_entry(launch)
 
 
-def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None) -> Job:
-    """The Job verl would build from ``launch`` (its words read as Hydra overrides)."""
+def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None,
+            verl_version: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None,
+            memo: dict | None = None) -> Job:
+    """The Job verl would build from ``launch`` (its words read as Hydra overrides); ``memo`` keeps the parsed
+    overrides between calls on the same launch (``check --versions`` resolves it once per version)."""
     from shardcheck.inputs.hydra_overrides import parse_hydra_args
 
-    return resolve_verl(launch, parse_hydra_args(launch.args), path, model_config=model_config)
+    memo = {} if memo is None else memo
+    if "hydra" not in memo:
+        memo["hydra"] = parse_hydra_args(launch.args)
+    return resolve_verl(launch, memo["hydra"], path, model_config=model_config, verl_version=verl_version,
+                        pinned=pinned)
