@@ -307,7 +307,7 @@ def _across_versions(job: Job, findings: list, judge) -> list:
                                                            f"{span(others)}; give --verl-version to decide]")
         out.append(f)
     seen = set(errors[mine])
-    for sig, versions in groups.items():
+    for sig in groups:
         for k, f in errors[sig].items():
             if k in seen:
                 continue

@@ -16,11 +16,10 @@ import inspect
 import json
 import sys
 
-import torch.distributed as dist
-from torch.testing._internal.distributed.fake_pg import FakeStore
-
 import megatron.core
+import torch.distributed as dist
 from megatron.core import parallel_state
+from torch.testing._internal.distributed.fake_pg import FakeStore
 
 _new_group = dist.new_group
 

@@ -115,7 +115,7 @@ class PlainTree:
         names, as ``OmegaConf.select`` does."""
         node: object = self.root
         path: list[str] = []
-        for i, part in enumerate(parts):
+        for part in parts:
             if isinstance(node, str) and "${" in node and depth < 16:
                 found, node, path = self._follow(node, path[:-1], depth + 1)
                 if not found:

@@ -409,7 +409,8 @@ def _issue_notes(config: VerlConfig) -> list[Problem]:
         missing_megatron = (issue.kind == "unknown_key" and ".megatron." in item.key
                             and config.defaults.config_name == "ppo_trainer")
         elsewhere = _versions_having(config, item.key) if issue.kind == "unknown_key" else ""
-        suggestion = issue.suggestion if issue.suggestion not in config.set_by else None  # never one already set
+        # an unknown key's suggestion is never one the script sets already (renaming would not help)
+        suggestion = None if issue.kind == "unknown_key" and issue.suggestion in config.set_by else issue.suggestion
         notes.append(Problem(kind, item.word, {
             "text": _clean(item.text), "reason": _clean(issue.message), "key": _clean(item.key),
             "suggestion": _clean(suggestion) if suggestion else None,
