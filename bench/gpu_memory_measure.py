@@ -78,12 +78,13 @@ LAYOUTS = [
 
 
 def predict(layout: Layout) -> int | None:
+    from shardcheck.api import resolve_script
     from shardcheck.memory.validation import predict as shardcheck_predict
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{layout.name}.sh"
         path.write_text("torchrun --nnodes 1 --nproc-per-node 1 pretrain_gpt.py " + " ".join(layout.flags()) + "\n")
-        return shardcheck_predict(path, "h200")
+        return shardcheck_predict(resolve_script(path), "h200")
 
 
 def _config(layout: Layout):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_rules import FITS, A, M, script
 
 from shardcheck.api import check, memory, resolve_script
 from shardcheck.cli import main
@@ -18,14 +19,12 @@ from shardcheck.memory.activations import (
     attention_bytes,
     korthikanti_layer_bytes,
     layer_bytes,
-    mlp_bytes,
 )
 from shardcheck.memory.devices import GIB, device_for, find_device
 from shardcheck.memory.estimate import estimate, kv_bytes_per_token
 from shardcheck.memory.params import Sharding, stage_params
 from shardcheck.models.architecture import NotModelled, architecture
 from shardcheck.models.facts import load_model
-from test_rules import A, FITS, M, script
 
 CASE = str(Path(__file__).parent / "data" / "cases" / "qwen3_235b_256k_after.sh")
 

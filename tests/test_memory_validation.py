@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from shardcheck.api import resolve_script
 from shardcheck.memory.validation import predict
 
 DATA = Path(__file__).parent / "data" / "memory_validation"
@@ -23,7 +24,7 @@ GIB = 2**30
 
 @pytest.mark.parametrize("row", ROWS, ids=[r["case"] for r in ROWS])
 def test_row_ratio_has_not_drifted(row):
-    predicted = predict(DATA / f"{row['case']}.sh", row["device"])
+    predicted = predict(resolve_script(DATA / f"{row['case']}.sh"), row["device"])
     assert predicted is not None, row["case"]
     ratio = predicted / row["measured_allocated"]
     assert abs(ratio - row["ratio"]) <= DRIFT, (

@@ -135,10 +135,11 @@ def main() -> int:
                      "measured_allocated": int(max(values))})
     if a.record:
         sys.path.insert(0, str(ROOT / "src"))
+        from shardcheck.api import resolve_script
         from shardcheck.memory.validation import predict
 
         for row in rows:
-            predicted = predict(OUT / f"{row['case']}.sh", row["device"])
+            predicted = predict(resolve_script(OUT / f"{row['case']}.sh"), row["device"])
             row["predicted_allocated"] = predicted
             row["ratio"] = round(predicted / row["measured_allocated"], 4) if predicted else None
     (OUT / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")

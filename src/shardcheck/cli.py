@@ -64,6 +64,8 @@ def _size(text: str) -> int:
 def _memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", metavar="NAME", help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
                    "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)")
+    p.add_argument("--device-memory", type=_size, metavar="SIZE",
+                   help="memory of one device, for a card without a preset (e.g. 96GiB); instead of --device")
     p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
     p.add_argument("--sample-tokens", type=_sample_tokens, metavar="MEAN[,MAX]",
                    help="dynamic batch size: size the update at this mean (and longest) sample length instead of "
@@ -80,6 +82,14 @@ def _sample_tokens(text: str) -> tuple[int, int | None]:
     if len(parts) > 2 or not values or min(values) < 1 or (len(values) == 2 and values[1] < values[0]):
         raise argparse.ArgumentTypeError(f"{text!r}: expected MEAN or MEAN,MAX tokens (whole numbers, MAX ≥ MEAN)")
     return values[0], values[1] if len(values) == 2 else None
+
+
+def _version_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verl-version", metavar="X", help="the verl release to judge against (default: the setting "
+                   "verl-version, an installed verl, a pin near the script, else the newest release that accepts "
+                   "every key of the script)")
+    p.add_argument("--megatron-core-version", metavar="X", help="the megatron-core minor the layout rules follow "
+                   "(default: the installed one, else the one the verl release runs with)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -115,6 +125,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--verbose", action="store_true", help="also say which settings file was used")
     _memory_options(check)
     _input_options(check)
+    _version_options(check)
+    check.add_argument("--versions", action="store_true",
+                       help="judge the script against every bundled verl release (and megatron-core minor where the "
+                            "layout verdict changes): one row each")
     memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
     memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
     memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -138,6 +152,21 @@ def _parser() -> argparse.ArgumentParser:
     mesh.add_argument("--verify", action="store_true",
                       help="also initialise the real megatron-core and compare its groups (needs shardcheck[verify])")
     _input_options(mesh, settings=False)
+    plan = sub.add_parser("plan", help="the layouts that start, fit and run fastest, with the lines to paste")
+    plan.add_argument("path", nargs="?", help="a launch script (or give --model and the cluster)")
+    plan.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    plan.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
+    plan.add_argument("--model", metavar="NAME|config.json", help="plan a verl GRPO job for this model")
+    plan.add_argument("--world", type=int)
+    plan.add_argument("--devices-per-node", type=int)
+    plan.add_argument("--seq-len", type=int, help="prompt + response tokens (with --model)")
+    plan.add_argument("--global-batch", type=int, default=64, help="sequences per step (with --model)")
+    plan.add_argument("--framework", default="verl", choices=("verl", "megatron-lm", "slime"))
+    plan.add_argument("--device", metavar="NAME", help="device preset (h200, a100-80, 910c, ...)")
+    plan.add_argument("--top", type=int, default=5, help="how many layouts to show (default 5)")
+    plan.add_argument("--margin", type=float, default=0.10, help="memory kept free, a share of the device (0.10)")
+    plan.add_argument("--format", choices=("text", "json"), default="text")
+    _input_options(plan, settings=False)
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
@@ -192,12 +221,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args) -> int:
+    if getattr(args, "device_memory", None) is not None:
+        if args.device:
+            print("shardcheck: give --device or --device-memory, not both", file=sys.stderr)
+            return 2
+        from shardcheck.memory.devices import MEMORY_CHOICE
+
+        args.device = f"{MEMORY_CHOICE}{args.device_memory}"
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":
         return _mesh(args)
     if args.command == "memory":
         return _memory(args)
+    if args.command == "plan":
+        return _plan(args)
     if args.command in ("diff", "report"):
         return run_diff(args) if args.command == "diff" else run_report(args)
     if args.command == "rules":
@@ -209,10 +247,42 @@ def _dispatch(args) -> int:
 
     page = render_rule_page(args.rule_id)
     if page is None:
-        print(f"shardcheck: no rule {args.rule_id!r}; `shardcheck rules` lists them", file=sys.stderr)
-        return 2
+        from shardcheck.rules.registry import check_id
+
+        status = check_id(args.rule_id, prefix_ok=False)
+        if status.kind == "renamed":
+            page = render_rule_page(status.target)
+            print(f"shardcheck: {args.rule_id} was renamed to {status.target}", file=sys.stderr)
+        else:
+            said = f" ({status.note})" if status.kind == "removed" else ""
+            print(f"shardcheck: no rule {args.rule_id!r}{said}; `shardcheck rules` lists them", file=sys.stderr)
+            return 2
     print(page)
     return 0
+
+
+def _plan(args) -> int:
+    from shardcheck.errors import InputError
+    from shardcheck.plan import PlanError, plan_model, plan_script
+    from shardcheck.report.plan_report import render_plan_json, render_plan_text
+
+    try:
+        if args.path is not None:
+            result = plan_script(args.path, _env_pairs(args.env), model_config=args.model_config, device=args.device,
+                                 top=args.top, margin=args.margin, allow_source=tuple(args.allow_source))
+        elif args.model and args.world and args.devices_per_node and args.device and args.seq_len:
+            result = plan_model(args.model, world=args.world, devices_per_node=args.devices_per_node,
+                                device=args.device, seq_len=args.seq_len, global_batch=args.global_batch,
+                                framework=args.framework, top=args.top, margin=args.margin)
+        else:
+            print("shardcheck plan: give a launch script, or --model, --world, --devices-per-node, --device and "
+                  "--seq-len", file=sys.stderr)
+            return 2
+    except (InputError, PlanError) as exc:
+        print(f"shardcheck plan: {exc}", file=sys.stderr)
+        return 2
+    print(render_plan_json(result) if args.format == "json" else render_plan_text(result))
+    return 0 if result.plans else 1
 
 
 def _example_display() -> str:
@@ -251,6 +321,12 @@ def _check(args) -> int:
     if paths.count("-") > 1:
         print("shardcheck: - (standard input) can be given once", file=sys.stderr)
         return 2
+    bad = _bad_version(args)
+    if bad is not None:
+        print(f"shardcheck: {bad}", file=sys.stderr)
+        return 2
+    if args.versions:
+        return _versions(args, env, paths)
     out = _Output(sys.stdout, args.format == "text" and not args.statistics)
     progress = _Progress(len(paths))
     results = []
@@ -259,7 +335,8 @@ def _check(args) -> int:
         for p in paths:
             progress.advance(p)
             kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory,
-                      "sample_tokens": args.sample_tokens, "allow_source": tuple(args.allow_source)}
+                      "sample_tokens": args.sample_tokens, "allow_source": tuple(args.allow_source),
+                      "verl_version": args.verl_version, "megatron_core_version": args.megatron_core_version}
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
                 text = sys.stdin.buffer.read()
@@ -435,6 +512,35 @@ def _no_progress() -> bool:
     import os
 
     return os.environ.get("TERM") == "dumb"
+
+
+def _bad_version(args) -> str | None:
+    """An unknown --verl-version / --megatron-core-version: one line naming the bundled ones (exit 2)."""
+    from shardcheck.errors import InputError
+    from shardcheck.frameworks.megatron import versions as mcore
+    from shardcheck.frameworks.verl import versions as verl
+
+    try:
+        if args.verl_version is not None:
+            verl.normalize(args.verl_version)
+        if args.megatron_core_version is not None:
+            mcore.normalize(args.megatron_core_version)
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+def _versions(args, env: dict[str, str], paths: list[str]) -> int:
+    """--versions: one row per bundled verl release (and megatron-core minor where the layout verdict changes)."""
+    from shardcheck.api import version_matrix
+    from shardcheck.report.versions_report import render_versions_json, render_versions_text
+
+    matrices = [version_matrix(p, env, model_config=args.model_config,
+                               display=p if args.paths else _example_display(),
+                               megatron_core_version=args.megatron_core_version,
+                               allow_source=tuple(getattr(args, "allow_source", ()) or ())) for p in paths]
+    print(render_versions_json(matrices) if args.format == "json" else render_versions_text(matrices))
+    return 2 if any(m.error for m in matrices) else 0
 
 
 def _memory(args) -> int:

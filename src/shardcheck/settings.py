@@ -6,11 +6,13 @@ the file given with ``--config``.
     select = ["MCORE-", "VERL-"]   # rule ids or prefixes to report (default: all)
     ignore = ["VERL-MC-ETP-MISMATCH"]
     fail-on = "error"              # the lowest severity that makes the exit status 1: error | warning | info
+    verl-version = "0.9.0"         # the verl to judge against (default: inferred from the script's keys)
 
     [tool.shardcheck.per-file-ignores]
     "recipes/*.sh" = ["MEM-"]      # glob (relative to the pyproject.toml's folder, or a file name) -> ids
 
 The command line's ``--select`` / ``--ignore`` / ``--fail-on`` replace the file's values.
+
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from shardcheck.errors import SettingsError
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-_KEYS = ("select", "ignore", "fail-on", "per-file-ignores")
+_KEYS = ("select", "ignore", "fail-on", "verl-version", "per-file-ignores")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,7 +32,9 @@ class Settings:
     select: tuple[str, ...] = ()  # empty: every rule
     ignore: tuple[str, ...] = ()
     fail_on: str = "error"
+    verl_version: str | None = None  # verl-version: the verl to judge against (frameworks/verl/versions.py)
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, ids)
+
     source: str | None = None  # the pyproject.toml they came from
     lines: tuple[tuple[str, int], ...] = ()  # (id as written, line in source), to anchor warnings about ids
 
@@ -187,8 +191,12 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
         raise SettingsError(f"{candidate}:1: [tool.shardcheck.per-file-ignores] maps globs to lists of rule ids")
     pfi = tuple((str(pattern), _id_list(ids, f"per-file-ignores {pattern!r}", f"{candidate}:1"))
                 for pattern, ids in per_file.items())
+    verl_version = table.get("verl-version")
+    if verl_version is not None and not isinstance(verl_version, str):
+        raise SettingsError(f"{candidate}:{_line_of(text, 'verl-version')}: [tool.shardcheck] verl-version = "
+                            f"{str(verl_version)[:60]}; give a string such as \"0.9.0\"")
     every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
-    return Settings(select=select, ignore=ignore, fail_on=fail_on, per_file_ignores=pfi,
+    return Settings(select=select, ignore=ignore, fail_on=fail_on, per_file_ignores=pfi, verl_version=verl_version,
                     source=str(candidate), lines=_lines(text, every))
 
 

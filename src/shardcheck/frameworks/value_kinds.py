@@ -12,14 +12,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shardcheck.job import ConfigNote
 from shardcheck.origin import Traced
+from shardcheck.problems import Kind as ProblemKind
+from shardcheck.problems import Problem
 
 # Larger counts than any cluster, batch or sequence has; past it products and float conversions of
 # several such values could overflow, so a larger value is out of range.
 MAX_INT = 1 << 40
 # The start of an unknown-reason that says the value was rejected (and reported) as invalid.
 INVALID = "invalid value: "
+BAD_TYPE, BAD_RANGE = ProblemKind.VALUE_BAD_TYPE, ProblemKind.VALUE_BAD_RANGE
 
 
 def is_invalid(reason: str | None) -> bool:
@@ -28,7 +30,7 @@ def is_invalid(reason: str | None) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
+class ValueKind:
     """A value's type and range: ``type`` is ``int``, ``real``, ``bool``, ``text``, ``texts`` (a list of
     strings) or ``any``; ``low`` / ``high`` bound numbers (inclusive); ``none``: null is allowed."""
 
@@ -48,28 +50,28 @@ class Kind:
                 base += f" ≥ {_num(self.low)}"
         return base + (" (or null)" if self.none else "")
 
-    def problem(self, value: object) -> str | None:
-        """The rule id of what is wrong with ``value`` (VALUE-BAD-TYPE / VALUE-BAD-RANGE), or None."""
+    def problem(self, value: object) -> ProblemKind | None:
+        """What is wrong with ``value`` (a bad type or a bad range), or None."""
         if value is None:
-            return None if self.none or self.type == "any" else "VALUE-BAD-TYPE"
+            return None if self.none or self.type == "any" else BAD_TYPE
         if self.type == "any":
             return None
         if self.type == "bool":
-            return None if isinstance(value, bool) or (type(value) is int and value in (0, 1)) else "VALUE-BAD-TYPE"
+            return None if isinstance(value, bool) or (type(value) is int and value in (0, 1)) else BAD_TYPE
         if self.type == "text":
-            return None if isinstance(value, str) else "VALUE-BAD-TYPE"
+            return None if isinstance(value, str) else BAD_TYPE
         if self.type == "texts":
             ok = isinstance(value, list) and all(isinstance(x, str) for x in value)
-            return None if ok else "VALUE-BAD-TYPE"
+            return None if ok else BAD_TYPE
         if isinstance(value, float) and not math.isfinite(value):
-            return "VALUE-BAD-RANGE"  # 1e400 is inf: out of any range, whichever number it should be
+            return BAD_RANGE  # 1e400 is inf: out of any range, whichever number it should be
         number = (int,) if self.type == "int" else (int, float)
         if isinstance(value, bool) or not isinstance(value, number):
-            return "VALUE-BAD-TYPE"
+            return BAD_TYPE
         if abs(value) > MAX_INT:
-            return "VALUE-BAD-RANGE"
+            return BAD_RANGE
         if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
-            return "VALUE-BAD-RANGE"
+            return BAD_RANGE
         return None
 
 
@@ -85,29 +87,29 @@ def shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-COUNT = Kind("int", low=1)  # sizes, batch sizes, lengths, token budgets
-COUNT_OR_NULL = Kind("int", low=1, none=True)
-FLAG = Kind("bool")
-FLAG_OR_NULL = Kind("bool", none=True)
-NAME = Kind("text")
-NAME_OR_NULL = Kind("text", none=True)
-FRACTION = Kind("real", low=0, high=1)
-FRACTION_OR_NULL = Kind("real", low=0, high=1, none=True)
-NUMBER = Kind("real")
-ANY = Kind("any")
+COUNT = ValueKind("int", low=1)  # sizes, batch sizes, lengths, token budgets
+COUNT_OR_NULL = ValueKind("int", low=1, none=True)
+FLAG = ValueKind("bool")
+FLAG_OR_NULL = ValueKind("bool", none=True)
+NAME = ValueKind("text")
+NAME_OR_NULL = ValueKind("text", none=True)
+FRACTION = ValueKind("real", low=0, high=1)
+FRACTION_OR_NULL = ValueKind("real", low=0, high=1, none=True)
+NUMBER = ValueKind("real")
+ANY = ValueKind("any")
 
 
-def checked(key: str, traced: Traced, kind: Kind, notes: list[ConfigNote]) -> Traced:
-    """``traced`` when its value is of ``kind``; else a VALUE-BAD-* note at its line and an unknown value."""
+def checked(key: str, traced: Traced, kind: ValueKind, notes: list[Problem]) -> Traced:
+    """``traced`` when its value is of ``kind``; else a bad-value problem at its line and an unknown value."""
     if not traced.known:
         return traced
-    rule = kind.problem(traced.value)
-    if rule is None:
+    problem = kind.problem(traced.value)
+    if problem is None:
         return traced
     where = traced.origin.first_script_line() or traced.origin
     value = shown(traced.value)
-    note = ConfigNote(rule=rule, origin=where, message=f"{key} = {value}: must be {kind.what}",
-                      fix=f"set {key} to {kind.what}")
-    if note not in notes:  # a key read in two places is reported once
+    note = Problem(problem, where, {"key": key, "value": value, "what": kind.what})
+    # a key read in two places is reported once
+    if not any(n.kind is problem and n.origin == where and n.args.get("key") == key for n in notes):
         notes.append(note)
     return Traced(None, traced.origin, f"{INVALID}{key} = {value} is not {kind.what}")

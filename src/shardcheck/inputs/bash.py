@@ -1,6 +1,6 @@
 """Read a bash launch script statically: evaluate its variables and find the commands it would run.
 
-tree-sitter-bash (chosen by measurement, ../shared/reference/parsers.md: 278/285 real verl scripts
+tree-sitter-bash (chosen by measurement: 278/285 real verl scripts
 error-free, ~0.6 ms a script, local error recovery) gives the statements; every word is re-lexed
 from its raw text by :mod:`shell_words` and expanded here. Nothing from the script is executed:
 command substitution, ``eval``, loops and the like yield values marked *unknown*. ``source FILE``
@@ -16,11 +16,12 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from shardcheck.errors import InputError, UnreadableInput
+from shardcheck.errors import InputError, ShardcheckError, UnreadableInput
 from shardcheck.inputs import shell_arith, shell_source, shell_words
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
 from shardcheck.origin import Origin
+from shardcheck.problems import Kind, Problem
 
 _IFS = " \t\n"
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
@@ -29,19 +30,10 @@ _NOT_STATEMENTS = ("comment", "heredoc_body", "file_redirect", "heredoc_redirect
 
 
 @dataclass(frozen=True, slots=True)
-class Diagnostic:
-    """Something about the script itself: a line not understood, a construct not followed."""
-
-    code: str
-    message: str
-    origin: Origin
-
-
-@dataclass(frozen=True, slots=True)
 class ShellReading:
     path: str
     commands: tuple[Command, ...]
-    diagnostics: tuple[Diagnostic, ...]
+    diagnostics: tuple[Problem, ...]  # about the script itself: a line not understood, ...
     variables: dict[str, Var]
     suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # line -> rule ids ("ALL")
     suppression_ids: tuple[tuple[int, str], ...] = ()  # (comment line, id as written), to check the ids
@@ -77,7 +69,7 @@ def _tree(raw: bytes, path: str):
     if b"\0" in raw[:4096]:
         raise InputError(f"{path}:1: not a text file; give the path of a bash launch script")
     # Byte offsets and character offsets agree on latin-1 text; literal text is re-decoded as UTF-8.
-    src = raw.decode("latin-1") + "\n\n"  # "\n\n": tree-sitter-bash quirk 1 (parsers.md)
+    src = raw.decode("latin-1") + "\n\n"  # "\n\n": tree-sitter-bash misreads a script ending without a blank line
     return src, _parser().parse(src.encode("latin-1"))
 
 
@@ -109,6 +101,8 @@ def _suppressions(root, src: str) -> tuple[dict[int, frozenset[str]], tuple[tupl
     Also every (line, id) as written, so that unknown ids can be reported."""
     out: dict[int, set[str]] = {}
     written: list[tuple[int, str]] = []
+    if not _DISABLE.search(src):
+        return {}, ()  # no disable comment anywhere: nothing to walk the tree for
     stack = [root]
     while stack:
         node = stack.pop()
@@ -145,7 +139,7 @@ def _utf8(text: str) -> str:
         return text
 
 
-class _Unset(Exception):
+class _Unset(ShardcheckError):
     pass
 
 
@@ -165,13 +159,10 @@ class _Interpreter:
         self.positional: tuple[Field, ...] = ()
         self.functions: dict[str, object] = {}
         self.commands: list[Command] = []
-        self.diagnostics: list[Diagnostic] = []
+        self.diagnostics: list[Problem] = []
         self.consumed_until = 0
         self.condition: str | None = None
-        self._line_starts = [0]
-        for i, ch in enumerate(src):
-            if ch == "\n":
-                self._line_starts.append(i + 1)
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", src)]
 
     # -- positions -------------------------------------------------------------------------
     def origin_at(self, offset: int, text: str | None = None) -> Origin:
@@ -189,8 +180,8 @@ class _Interpreter:
         end = self.src.find("\n", start)
         return _utf8(self.src[start:end]).strip()
 
-    def diag(self, code: str, message: str, offset: int) -> None:
-        self.diagnostics.append(Diagnostic(code, message, self.origin_at(offset)))
+    def diag(self, kind: Kind, offset: int, **args) -> None:
+        self.diagnostics.append(Problem(kind, self.origin_at(offset), args))
 
     # -- statements ------------------------------------------------------------------------
     def run_block(self, nodes) -> None:
@@ -207,12 +198,7 @@ class _Interpreter:
         if handler is not None:
             handler(node)
         elif kind == "ERROR":
-            self.diag(
-                "SHELL-PARSE",
-                f"line not understood by the shell parser: {self.line_text(node.start_byte)[:80]!r}; "
-                "values set there are unknown",
-                node.start_byte,
-            )
+            self.diag(Kind.SHELL_PARSE, node.start_byte, line=self.line_text(node.start_byte)[:80])
             self.run_block(node.children)
         elif kind in _LOOPS:
             self._run_loop(node)
@@ -319,7 +305,7 @@ class _Interpreter:
             origin = self.origin_at(i, _utf8(src[i:end])[:80])
             items.extend(self.expand(parts, origin))
             i = end
-        self.diag("SHELL-SYNTAX", "array `(` is never closed; bash would reject this line", start)
+        self.diag(Kind.SHELL_SYNTAX, start, reason="array `(` is never closed")
         return tuple(items), n
 
     def _unknown_var(self, name: str, origin: Origin, reason: str) -> Var:
@@ -682,8 +668,7 @@ class _Interpreter:
             return []
         at = end + m.end() - 2
         origin = self.origin_at(at, "\\ ")
-        self.diag("SHELL-CONTINUATION", "`\\ ` escapes a space, not the line end: bash passes the word ' ' and ends "
-                                        "the command here; the lines below are not part of it", at)
+        self.diag(Kind.SHELL_CONTINUATION, at)
         return [Field((Seg(" ", origin),), origin)]
 
     def _placeholders(self, node) -> None:
@@ -703,7 +688,7 @@ class _Interpreter:
             what = (f"bash: syntax error near unexpected token `newline' (`<{m.group(1)}>` reads as redirections)"
                     if ends else f"`<{m.group(1)}>` reads as redirections (input from the file "
                                  f"`{m.group(1).split()[0]}`): bash fails to open it and never runs the command")
-            self.diag("SHELL-SYNTAX", f"{what}; a placeholder left in the script: write the value", child.start_byte)
+            self.diag(Kind.SHELL_PLACEHOLDER, child.start_byte, what=what)
 
     def _word_fields(self, start: int) -> list[Field]:
         try:
@@ -722,7 +707,7 @@ class _Interpreter:
             self._source(name, fields, node, env_prefix, origin)
             return
         if name == "eval":
-            self.diag("SHELL-EVAL", "`eval` is never run; what it would set is unknown", node.start_byte)
+            self.diag(Kind.SHELL_EVAL, node.start_byte)
             return
         if name in ("read", "mapfile", "readarray", "getopts", "printf", "let"):
             self._unknown_targets(name, fields, origin)
@@ -791,8 +776,7 @@ class _Interpreter:
                 why = f"it cannot be read ({exc.strerror})"
         if why is not None:
             self.unfollowed.append(f"`{name} {shown}` at {origin.location}")
-            self.diag("SHELL-SOURCE", f"`{name} {shown}` is not followed: {why}; variables it would set are "
-                                      "unknown", node.start_byte)
+            self.diag(Kind.SHELL_SOURCE, node.start_byte, command=name, target=shown, why=why)
             return
         path = shell_source.shown_path(real, self.main.real_path, self.main.path)
         src, tree = _tree(raw, path)
@@ -860,7 +844,7 @@ class _Interpreter:
         self.consumed_until = saved_consumed
 
     def _syntax(self, exc: WordSyntaxError) -> None:
-        self.diag("SHELL-SYNTAX", f"{exc}; bash would reject this line", exc.offset)
+        self.diag(Kind.SHELL_SYNTAX, exc.offset, reason=str(exc))
 
     # -- expansion --------------------------------------------------------------------------
     def expand_scalar(self, parts: tuple, origin: Origin) -> Field:
@@ -978,7 +962,7 @@ class _Interpreter:
                       else f"${name} is not set in the script; pass --env {name}=...")
             return Seg(None, origin, reason)
         except shell_arith.ArithError as exc:
-            self.diag("SHELL-ARITH", f"$(({body.text})): {exc}", part.offset)
+            self.diag(Kind.SHELL_ARITH, part.offset, expression=body.text, reason=str(exc))
             return Seg(None, origin, f"$(({body.text})) is not valid arithmetic")
         return Seg(str(value), origin.with_via(*seg_origins, *used))
 
@@ -1071,8 +1055,7 @@ class _Interpreter:
                 if part.quoted or assignment:
                     yield list(default.segs), False, part.quoted
                 else:
-                    for piece in self._pieces(part.arg or (), origin, assignment=False):
-                        yield piece
+                    yield from self._pieces(part.arg or (), origin, assignment=False)
                 return
         elif op in (":+", "+"):
             use_alt = is_set and not (op == ":+" and null)

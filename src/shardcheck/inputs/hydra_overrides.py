@@ -14,6 +14,7 @@ its value is unknown with its line.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -48,7 +49,34 @@ class OverrideItem:
     origin: Origin  # where the value was written (the variable's line when it came from one)
     word: Origin  # where the whole override word is
     text: str  # the word as Hydra saw it (unknown pieces shown as ⟨?⟩)
-    hydra: object = None  # hydra's Override object, for applying it to a config
+    hydra: object = None  # hydra's Override object, for applying it to a config (None: read by the fast path)
+    source: str = ""  # the exact text parsed (unknown pieces as placeholders), to parse it with Hydra later
+
+    def hydra_override(self):
+        """Hydra's Override object for this item (parsed now when the fast path read it)."""
+        if self.hydra is not None:
+            return self.hydra
+        if self.kind in ("change", "add", "force_add"):
+            # read by the fast path: the Override Hydra's parser would build (the differential test shows the
+            # kind, key and value agree; Override.value() of a parsed plain element is that value)
+            hydra_parser()  # Hydra's modules, deferred as hydra_import does
+            from hydra.core.override_parser.types import Override, OverrideType, ValueType
+
+            kind = {"change": OverrideType.CHANGE, "add": OverrideType.ADD, "force_add": OverrideType.FORCE_ADD}
+            return Override(type=kind[self.kind], key_or_group=self.key, value_type=ValueType.ELEMENT,
+                            _value=self.value, input_line=self.source)
+        (parsed,) = hydra_parser()[0].parse_overrides([self.source])
+        return parsed
+
+
+@functools.lru_cache(maxsize=1)
+def hydra_parser():
+    """(Hydra's OverridesParser, HydraException), made once: creating the parser registers Hydra's sweep
+    functions, ~0.15 ms each time, which a batch of scripts would otherwise pay per override."""
+    from shardcheck.inputs.hydra_import import load_hydra
+
+    OverridesParser, _, _, HydraException = load_hydra()
+    return OverridesParser.create(), HydraException
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +189,13 @@ def _contains(value: object, tokens: dict[str, str]) -> str | None:
     return None
 
 
-def parse_hydra_args(args: tuple[Field, ...], env: dict[str, str] | None = None) -> HydraCommandLine:
-    """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides
-    (``env``: the ``--env`` values, the only environment ``${oc.env:...}`` may read)."""
-    from shardcheck.inputs.hydra_import import load_hydra
+def parse_hydra_args(args: tuple[Field, ...], env: dict[str, str] | None = None, *, fast: bool = True
+                     ) -> HydraCommandLine:
+    """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides (plain
+    ``key=value`` ones by :mod:`hydra_fast` unless ``fast`` is False, the rest by Hydra's own parser).
+    ``env``: the ``--env`` values, the only environment ``${oc.env:...}`` may read."""
+    from shardcheck.inputs.hydra_fast import fast_override
 
-    OverridesParser, _, _, HydraException = load_hydra()
-    parser = OverridesParser.create()
     overrides: list[OverrideItem] = []
     errors: list[OverrideError] = []
     config_path: Field | None = None
@@ -183,9 +211,9 @@ def parse_hydra_args(args: tuple[Field, ...], env: dict[str, str] | None = None)
             takes_value = _HYDRA_FLAGS[flag]
             value_field = None
             if takes_value and eq:
-                from shardcheck.inputs.launch import _suffix_field
+                from shardcheck.inputs.launch import suffix_field
 
-                value_field = _suffix_field(field, len(flag) + 1)
+                value_field = suffix_field(field, len(flag) + 1)
             elif takes_value and i + 1 < len(args):
                 i += 1
                 value_field = args[i]
@@ -206,23 +234,26 @@ def parse_hydra_args(args: tuple[Field, ...], env: dict[str, str] | None = None)
             i += 1
             continue
         text = _outside_resolvers(text, env or {}, tokens)
-        try:
-            (parsed,) = parser.parse_overrides([text])
-        except HydraException as exc:
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            errors.append(OverrideError(message, field.origin, shown))
-            i += 1
-            continue
-        kind = {"CHANGE": "change", "ADD": "add", "FORCE_ADD": "force_add", "DEL": "delete"}[parsed.type.name]
-        key = parsed.key_or_group
-        if kind == "delete":
-            value, unknown = None, None
+        quick = fast_override(text) if fast else None
+        if quick is not None:
+            kind, key, value = quick
+            parsed = None
         else:
-            value = parsed.value()
-            unknown = _contains(value, tokens) or _contains(key, tokens)
+            parser, HydraException = hydra_parser()
+            try:
+                (parsed,) = parser.parse_overrides([text])
+            except HydraException as exc:
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                errors.append(OverrideError(message, field.origin, shown))
+                i += 1
+                continue
+            kind = {"CHANGE": "change", "ADD": "add", "FORCE_ADD": "force_add", "DEL": "delete"}[parsed.type.name]
+            key = parsed.key_or_group
+            value = None if kind == "delete" else parsed.value()
+        unknown = None if kind == "delete" else _contains(value, tokens) or _contains(key, tokens)
         start = len(key_part) + 1 if "=" in plain else len(plain)
         overrides.append(
-            OverrideItem(key, kind, value, unknown, field.value_origin(start), field.origin, shown, parsed)
+            OverrideItem(key, kind, value, unknown, field.value_origin(start), field.origin, shown, parsed, text)
         )
         i += 1
     return HydraCommandLine(tuple(overrides), tuple(errors), config_path, config_name, tuple(flags),

@@ -11,6 +11,8 @@ import os
 import re
 from pathlib import Path
 
+from shardcheck.errors import ShardcheckError
+
 # `$(dirname "$0")`, `$(dirname -- "${BASH_SOURCE[0]}")`, `$(cd -- "$(dirname ...)" &>/dev/null && pwd)`,
 # `$(cd $(dirname $0); pwd -P)`, `$(realpath "$(dirname "$0")")`, `$(dirname "$(realpath "$0")")` and
 # the backtick forms: each is the directory of the file being read (of the main script for $0).
@@ -112,5 +114,5 @@ def printf_format(fmt: str, args: list[str]) -> str | None:
             return "".join(out)
 
 
-class _NotANumber(Exception):
+class _NotANumber(ShardcheckError):
     pass

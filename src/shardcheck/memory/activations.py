@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shardcheck.frameworks.memory_settings import Kernels, Recompute
 from shardcheck.models.architecture import Architecture
 
 
@@ -55,26 +56,7 @@ class Parallel:
     etp: int = 1
 
 
-@dataclass(frozen=True, slots=True)
-class Kernels:
-    """How a layer computes: flash/fused attention or the unfused core attention, and which dropouts run."""
-
-    flash: bool = True
-    hidden_dropout: bool = False  # a 1-byte mask after attention and after the MLP
-    attention_dropout: bool = False  # a 1-byte mask and the 2-byte dropped softmax (unfused attention only)
-
-
-@dataclass(frozen=True, slots=True)
-class Recompute:
-    """verl's ``override_transformer_config.recompute_*`` as Megatron-Core reads them."""
-
-    granularity: str | None = None  # None | "selective" | "full"
-    method: str | None = None  # "uniform" | "block" (full only)
-    num_layers: int | None = None
-    modules: frozenset[str] = frozenset({"core_attn"})
-
-
-def _split(tokens_bytes: float, p: Parallel, *, sharded_by_tp: bool) -> float:
+def per_device(tokens_bytes: float, p: Parallel, *, sharded_by_tp: bool) -> float:
     """Bytes of a per-token tensor on one device: CP splits the sequence; TP splits hidden-sharded
     tensors, and sequence parallel splits the replicated ones (LN inputs, residual) too."""
     tp_div = p.tp if sharded_by_tp or p.sequence_parallel else 1
@@ -99,7 +81,7 @@ def attention_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, k: K
         sharded += 4 * a  # fp32 softmax log-sum-exp per head
     else:
         sharded += (2 + (1 + 2 if k.attention_dropout else 0)) * a * seq  # softmax output (+ dropout mask, output)
-    return tokens * (_split(replicated + latent, p, sharded_by_tp=False) + _split(sharded, p, sharded_by_tp=True))
+    return tokens * (per_device(replicated + latent, p, sharded_by_tp=False) + per_device(sharded, p, sharded_by_tp=True))
 
 
 def mlp_bytes(h: int, ffn: int, tokens: float, p: Parallel, *, gated: bool = True, dropout: bool = False,
@@ -109,7 +91,7 @@ def mlp_bytes(h: int, ffn: int, tokens: float, p: Parallel, *, gated: bool = Tru
     split = ffn_split or p.tp
     act_in = 2 * (2 * ffn if gated else ffn)
     inner = (act_in + 2 * ffn) * tokens / p.cp / split
-    return tokens * _split(replicated, p, sharded_by_tp=False) + inner
+    return tokens * per_device(replicated, p, sharded_by_tp=False) + inner
 
 
 def moe_bytes(arch: Architecture, tokens: int, p: Parallel, k: Kernels = Kernels()) -> float:
@@ -123,7 +105,7 @@ def moe_bytes(arch: Architecture, tokens: int, p: Parallel, k: Kernels = Kernels
     out += routed * (2 * (2 if arch.gated else 1) * arch.moe_ffn + 2 * arch.moe_ffn) / p.etp
     if arch.shared_ffn:
         out += (mlp_bytes(h, arch.shared_ffn, tokens, p, gated=arch.gated, with_ln=False)
-                - tokens * _split(2 * h, p, sharded_by_tp=False))
+                - tokens * per_device(2 * h, p, sharded_by_tp=False))
     return out
 
 
@@ -135,7 +117,7 @@ def layer_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parall
     drops the unfused attention's s-wide tensors; ``mla_up_proj`` drops MLA's up-projected Q, K, V (recomputed
     from the kept latents); ``layernorm`` drops both norms' outputs; ``mlp`` / ``moe`` keep only the block's
     input; ``moe_act`` drops the experts' activation output."""
-    hidden_in = tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)
+    hidden_in = tokens * per_device(2 * arch.hidden, p, sharded_by_tp=False)
     if recompute.granularity == "full":
         return hidden_in  # only the layer's input
     selective = recompute.modules if recompute.granularity == "selective" else frozenset()
@@ -145,7 +127,7 @@ def layer_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parall
     if "mla_up_proj" in selective and arch.mla is not None:
         m = arch.mla
         qk = arch.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
-        attention -= tokens * _split(2 * qk + 2 * qk + 2 * arch.heads * m.v_head_dim, p, sharded_by_tp=True)
+        attention -= tokens * per_device(2 * qk + 2 * qk + 2 * arch.heads * m.v_head_dim, p, sharded_by_tp=True)
     if arch.is_moe_layer(index):
         mlp = moe_bytes(arch, tokens, p, k)
         if "moe" in selective:
@@ -191,8 +173,8 @@ def offloaded_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Pa
     replicated = {"attn_norm": 2 * h, "qkv_linear": 0 if "layernorm" in selective else 2 * h, "mlp_norm": 2 * h}
     core = (4 * a if k.flash else (2 + (3 if k.attention_dropout else 0)) * a * seq)  # as attention_bytes
     sharded = {"core_attn": qkv + core, "attn_proj": 2 * out_dim}
-    out = tokens * (_split(sum(v for k, v in replicated.items() if k in modules), p, sharded_by_tp=False)
-                    + _split(sum(v for k, v in sharded.items() if k in modules), p, sharded_by_tp=True))
+    out = tokens * (per_device(sum(v for k, v in replicated.items() if k in modules), p, sharded_by_tp=False)
+                    + per_device(sum(v for k, v in sharded.items() if k in modules), p, sharded_by_tp=True))
     if arch.is_moe_layer(index):
         routed = arch.topk * tokens / p.cp / (p.tp if p.sequence_parallel else 1) * p.etp
         if "expert_fc1" in modules:
@@ -207,5 +189,5 @@ def mtp_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, recompute:
     2h-wide concatenation eh_proj reads, one transformer layer of the last decoder layer's kind, the final
     norm's input."""
     h = arch.hidden
-    own = tokens * _split(2 * h + 2 * h + 2 * 2 * h + 2 * h, p, sharded_by_tp=False)
+    own = tokens * per_device(2 * h + 2 * h + 2 * 2 * h + 2 * h, p, sharded_by_tp=False)
     return own + layer_bytes(arch, arch.num_layers - 1, tokens, seq, p, recompute, k)

@@ -1,6 +1,6 @@
 """Per-device memory of a Megatron job (verl, Megatron-LM, slime): each pipeline stage's training peak,
-the rollout, the host. Each framework's settings come from its adapter (``ADAPTERS``:
-memory/verl_settings.py, megatron_lm_settings.py, slime_settings.py); the terms below are verl's, and
+the rollout, the host. Each framework's settings come from its adapter
+(frameworks/<name>/memory_settings.py); the terms below are verl's, and
 the adapters' docstrings say where Megatron-LM and slime differ (dtype flags, one fp32 logits buffer,
 slime's offload and SGLang's ``mem_fraction_static``, which already leaves out activations).
 
@@ -32,15 +32,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shardcheck.frameworks.interface import MEMORY_FRAMEWORKS, framework_module
 from shardcheck.frameworks.megatron.layout_string import LayoutStringError, RankLayout, parse_layout
 from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_chunk_layer_indices
+from shardcheck.frameworks.memory_settings import RolloutSettings, TrainSettings, known
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
 from shardcheck.memory.overhead import device_total, transient_bytes
 from shardcheck.memory.params import Sharding, StageParams, layer_params, padded_vocab, stage_params
-from shardcheck.memory.settings import RolloutSettings, TrainSettings, Unknown, known
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
+from shardcheck.origin import UnknownValue
 
 ROLLOUT_RESERVE_BYTES = 1 * GIB  # vLLM's CUDA graphs and NCCL, outside its profiled activations
 FP8_WEIGHT_BYTES = 1  # Transformer Engine Float8Tensor data
@@ -130,17 +132,13 @@ class MemoryEstimate:
     critic_train: TrainMemory | None = None  # the colocated critic's own update phase (verl)
 
 
-ADAPTERS = {"verl": "verl_settings", "megatron-lm": "megatron_lm_settings", "slime": "slime_settings"}
-
-
-def _settings(job: Job):
-    """The framework adapter that reads this job's settings (memory/<framework>_settings.py)."""
-    import importlib
-
-    name = ADAPTERS.get(job.framework)
-    if name is None:
-        raise Unknown(f"the memory estimate reads {', '.join(ADAPTERS)} jobs; {job.framework} settings are not read")
-    return importlib.import_module(f"shardcheck.memory.{name}")
+def adapter_for(job: Job):
+    """The framework adapter that reads this job's settings (frameworks/<name>/memory_settings.py)."""
+    adapter = framework_module(job.framework, "memory_settings")
+    if adapter is None:
+        raise UnknownValue(f"the memory estimate reads {', '.join(MEMORY_FRAMEWORKS)} jobs; {job.framework} settings "
+                           "are not read")
+    return adapter
 
 
 def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
@@ -153,8 +151,8 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         return out
     try:
         arch = architecture(job.model)
-        adapter = _settings(job)
-    except (NotModelled, Unknown) as exc:
+        adapter = adapter_for(job)
+    except (NotModelled, UnknownValue) as exc:
         out.problems.append(f"parameter counts unknown: {exc}" if isinstance(exc, NotModelled) else str(exc))
         return out
     layout = job.layout("actor")
@@ -167,7 +165,7 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
             out.train, settings = _train_fsdp(job, arch, fsdp, adapter)
         else:
             out.problems.append("no training engine shardcheck models (Megatron or FSDP)")
-    except Unknown as exc:
+    except UnknownValue as exc:
         out.problems.append(f"train: {exc}")
     if out.train is not None and out.train.batch_bound and job.sample_tokens is not None:
         from dataclasses import replace
@@ -176,12 +174,12 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         try:
             out.train_at_budget = (_train(bound_job, arch, layout, adapter) if layout is not None
                                    else _train_fsdp(bound_job, arch, fsdp, adapter))[0]
-        except Unknown:
+        except UnknownValue:
             pass
     try:
         rollout = adapter.rollout_settings(job, bool(arch.experts), job.model.max_position_embeddings)
         out.rollout = _rollout(arch, rollout, device) if rollout is not None else None  # None: no rollout engine
-    except Unknown as exc:
+    except UnknownValue as exc:
         out.problems.append(f"rollout: {exc}")
     if out.train is not None:
         _add_critic(job, arch, out, adapter, settings)
@@ -204,7 +202,7 @@ def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
         splits.append(("FFN", arch.ffn, s.tp))
     bad = [f"{name} {n} over {k}" for name, n, k in splits if not k or n % k]
     if bad:
-        raise Unknown(f"the {what} layout does not split the model evenly ({', '.join(bad)}); fix the layout first")
+        raise UnknownValue(f"the {what} layout does not split the model evenly ({', '.join(bad)}); fix the layout first")
 
 
 def _split(layout: MegatronLayout, arch: Architecture, mtp: int) -> list[RankLayout]:
@@ -215,9 +213,9 @@ def _split(layout: MegatronLayout, arch: Architecture, mtp: int) -> list[RankLay
         try:
             ranks = parse_layout(str(text), pp, arch.num_layers)
         except LayoutStringError as exc:
-            raise Unknown(f"pipeline_model_parallel_layout {text!r}: {exc}") from None
+            raise UnknownValue(f"pipeline_model_parallel_layout {text!r}: {exc}") from None
         if sum(r.mtp_layers for r in ranks) != mtp:
-            raise Unknown(f"pipeline_model_parallel_layout {text!r} places {sum(r.mtp_layers for r in ranks)} MTP "
+            raise UnknownValue(f"pipeline_model_parallel_layout {text!r} places {sum(r.mtp_layers for r in ranks)} MTP "
                           f"layers, --mtp-num-layers is {mtp}")
         return ranks
     vpp = known(layout.vpp, "VPP")
@@ -226,7 +224,7 @@ def _split(layout: MegatronLayout, arch: Architecture, mtp: int) -> list[RankLay
                          last=known(layout.last_stage_layers, "last stage layers"), vpp=vpp, account_for_embedding=emb,
                          account_for_loss=loss)
     if not isinstance(split, Split):
-        raise Unknown(f"the layer split fails ({split.rule}); fix the layout first")
+        raise UnknownValue(f"the layer split fails (megatron-core: \"{split.message}\"); fix the layout first")
     chunks = stage_chunk_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb,
                                        account_for_loss=loss)
     # MTP sits after the decoder on the last stage (its last chunk)
@@ -326,7 +324,7 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter, sett
         return
     try:
         critic = adapter.critic_settings(job)
-    except Unknown as exc:
+    except UnknownValue as exc:
         out.problems.append(f"critic: {exc}")
         return
     if critic is None:
@@ -401,7 +399,7 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
     dp = known(layout.dp(job.cluster.world), "DP")
     edp = known(layout.edp(job.cluster.world), "EDP")
     if not dp or not edp:
-        raise Unknown("the layout does not tile the world (see the MCORE-PS findings); fix the layout first")
+        raise UnknownValue("the layout does not tile the world (see the MCORE-PS findings); fix the layout first")
     cp = known(layout.cp, "CP")
     settings = adapter.train_settings(job, layout, dp)
     if settings.vocab_divisible_by:
@@ -491,7 +489,7 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
     dp = known(layout.dp(job.cluster.world), "DP (world / Ulysses SP)")
     shard = known(layout.shard(job.cluster.world), "FSDP shard group")
     if not dp or not shard:
-        raise Unknown("the FSDP layout does not tile the world (see the VERL-FSDP findings); fix it first")
+        raise UnknownValue("the FSDP layout does not tile the world (see the VERL-FSDP findings); fix it first")
     settings = adapter.fsdp_train_settings(job, layout, dp)
     full = Sharding(1, 1, 1, 1)
     layers = tuple(range(arch.num_layers))

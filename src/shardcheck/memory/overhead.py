@@ -28,7 +28,7 @@ Two figures per pipeline stage:
 
 from __future__ import annotations
 
-from shardcheck.memory.activations import Parallel, _split
+from shardcheck.memory.activations import Parallel, per_device
 from shardcheck.memory.devices import GIB
 
 CUBLAS_WORKSPACE = 32 * 2**20
@@ -41,7 +41,7 @@ STATIC_TERMS = ("weights", "grads", "optimizer", "ref_weights", "critic_state", 
 def transient_bytes(arch, tokens: int, p: Parallel, settings) -> int:
     """The step's working tensors beyond saved activations, at its busiest layer (see the module doc)."""
     h = arch.hidden
-    flowing = 2 * tokens * _split(2 * h, p, sharded_by_tp=False)
+    flowing = 2 * tokens * per_device(2 * h, p, sharded_by_tp=False)
     local = tokens / p.cp
     widest = local * 2 * (2 if arch.gated else 1) * (arch.ffn or 0) / p.tp
     if arch.experts:

@@ -6,15 +6,13 @@ last pipeline stage; the comparable prediction is that stage's ``allocated`` fig
 
 from __future__ import annotations
 
-from pathlib import Path
+from shardcheck.job import Job
+from shardcheck.memory.estimate import estimate
 
 
-def predict(path: str | Path, device: str, env: dict[str, str] | None = None) -> int | None:
-    """The predicted ``allocated`` bytes of the last pipeline stage of the launch at ``path`` (None: unknown)."""
-    from shardcheck.api import resolve_script
-    from shardcheck.memory.estimate import estimate
-
-    est = estimate(resolve_script(path, env or {}), device)
+def predict(job: Job, device: str) -> int | None:
+    """The predicted ``allocated`` bytes of the job's last pipeline stage on ``device`` (None: unknown)."""
+    est = estimate(job, device)
     if est.train is None:
         return None
     last = max(r for s in est.train.stages for r in s.ranks)

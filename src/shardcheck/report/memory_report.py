@@ -107,6 +107,10 @@ def render_memory_text(results, *, explain: bool = False) -> str:
                        + (f"; max_num_seqs {ro.max_num_seqs}" if ro.max_num_seqs else "")
                        + (f"; each engine gets {ro.requests_per_engine} per step" if ro.requests_per_engine else ""))
             out.append(f"    training state left on the device during rollout: {ro.training_resident_bytes / GIB:.2f} GiB")
+        if r.step is not None:
+            from shardcheck.estimate.step_time import describe
+
+            out.append(f"  step time {describe(r.step)} — model, docs/step_time.md")
         if e.host is not None:
             h = e.host
             where = f", {_g(h.bytes_per_node)} GiB per node of {h.devices_per_node}" if h.bytes_per_node else ""
@@ -168,6 +172,8 @@ def render_memory_json(results) -> str:
                                             "devices_per_node": h.devices_per_node, "bytes_per_node": h.bytes_per_node,
                                             "terms": h.terms},
             "problems": e.problems,
+            "step_seconds": None if r.step is None else {"total": r.step.total, "rollout": r.step.rollout,
+                                                         "train": r.step.train, "phases": dict(r.step.phases)},
             "findings": [{"rule": f.rule, "severity": f.severity, "message": f.message, "line": f.line, "fix": f.fix}
                          for f in r.findings],
         })

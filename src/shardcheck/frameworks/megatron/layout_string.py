@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shardcheck.errors import ShardcheckError
+
 MAX_EXPANDED = 200_000  # characters of the unrolled string shardcheck accepts (hostile-input bound)
 _KINDS = frozenset("EtmL")
 
 
-class LayoutStringError(ValueError):
+class LayoutStringError(ShardcheckError, ValueError):
     """The layout string is not one Megatron-Core accepts (the message says why)."""
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from shardcheck.frameworks.value_kinds import INVALID, Kind, shown
+from shardcheck.frameworks.value_kinds import INVALID, ValueKind, shown
 from shardcheck.inputs.shell_values import Field
-from shardcheck.job import ConfigNote
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Kind, Problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,11 +30,11 @@ class Flag:
     high: float | None = None
 
     @property
-    def value_kind(self) -> Kind:
+    def value_kind(self) -> ValueKind:
         """What a value of this flag must be (checked where it is read, ``_typed``)."""
         if self.kind == "int":
-            return Kind("int", low=1 if self.low is None else self.low, high=self.high)
-        return Kind("real", low=self.low, high=self.high)
+            return ValueKind("int", low=1 if self.low is None else self.low, high=self.high)
+        return ValueKind("real", low=self.low, high=self.high)
 
 
 def _table(kind: str, default, *names: str) -> list[Flag]:
@@ -99,6 +99,12 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
     Flag("--microbatch-group-size-per-virtual-pipeline-stage", "int", None),
     *_table("true", False, "--fine-grained-activation-offloading", "--use-megatron-fsdp", "--fp8-param-gather",
             "--use-flash-attn", "--cross-entropy-loss-fusion"),
+    # TransformerConfig MoE fields (megatron-core 0.16.1 defaults) and DistributedDataParallelConfig's
+    # num_distributed_optimizer_instances (megatron/core/distributed/distributed_data_parallel_config.py).
+    Flag("--moe-expert-capacity-factor", "float", None),
+    Flag("--moe-router-load-balancing-type", "list", ["aux_loss"]),
+    Flag("--moe-pad-expert-input-to-capacity", "true", False),
+    Flag("--num-distributed-optimizer-instances", "int", 1),
 ]}
 # Layer counts are expanded per layer (the MoE layer pattern, the pipeline split): bounded far above any model.
 MAX_LAYERS = 100_000
@@ -115,7 +121,7 @@ class FlagReading:
 
     values: dict[str, Traced] = field(default_factory=dict)
     given: set[str] = field(default_factory=set)
-    notes: list[ConfigNote] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)
     open_arguments: list[Origin] = field(default_factory=list)  # words of unknown content in flag position
     unknown_flags: list[tuple[str, Origin]] = field(default_factory=list)
 
@@ -139,17 +145,13 @@ def _typed(flag: Flag, text: str | None, word: Field, start: int, unknown: str |
         try:
             value = kind(text)
         except ValueError:
-            notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=origin,
-                                    message=f"{flag.name} {text}: argparse rejects it (\"argument {flag.name}: "
-                                            f"invalid {flag.kind} value: '{text}'\")",
-                                    fix=f"give {flag.name} a {'whole number' if flag.kind == 'int' else 'number'}"))
+            notes.append(Problem(Kind.FLAG_NOT_A_NUMBER, origin, {"flag": flag.name, "text": text, "type": flag.kind}))
             return Traced(None, origin, f"{flag.name} {text!r} is not {'an integer' if flag.kind == 'int' else 'a number'}")
         expected = flag.value_kind
-        rule = expected.problem(value)
-        if rule is not None:  # argparse takes it; Megatron-LM or slime would divide by it or fail later
-            notes.append(ConfigNote(rule=rule, origin=origin, message=f"{flag.name} {shown(value)}: must be "
-                                                                      f"{expected.what}",
-                                    fix=f"give {flag.name} {expected.what}"))
+        bad = expected.problem(value)
+        if bad is not None:  # argparse takes it; Megatron-LM or slime would divide by it or fail later
+            notes.append(Problem(bad, origin, {"key": flag.name, "value": shown(value), "what": expected.what,
+                                               "flag": True}))
             return Traced(None, origin, f"{INVALID}{flag.name} {shown(value)} is not {expected.what}")
         return Traced(value, origin)
     return Traced(text, origin)
@@ -199,9 +201,7 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
             i += 1
             continue
         if i + 1 >= n or (words[i + 1].text or "").startswith("--"):
-            out.notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=_where(word),
-                                        message=f"{name}: argparse stops (\"argument {name}: expected one argument\")",
-                                        fix=f"give {name} a value"))
+            out.notes.append(Problem(Kind.FLAG_WITHOUT_VALUE, _where(word), {"flag": name}))
             out.values[name] = Traced(None, _where(word), f"{name} has no value")
             i += 1
             continue
@@ -211,9 +211,7 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
                 j += 1
             items = words[i + 1 : j]
             if not items:  # the next word is an option (or of unknown content): argparse's nargs='+' stops
-                out.notes.append(ConfigNote(rule="VALUE-BAD-TYPE", origin=_where(word),
-                                            message=f"{name}: argparse stops (\"argument {name}: expected at least "
-                                                    "one argument\")", fix=f"give {name} its values"))
+                out.notes.append(Problem(Kind.FLAG_WITHOUT_VALUES, _where(word), {"flag": name}))
                 out.values[name] = Traced(None, _where(word), f"{INVALID}{name} has no values")
                 i += 1
                 continue
@@ -231,13 +229,10 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
 def _unknown_flag(name: str, word: Field, table: dict[str, Flag], out: FlagReading) -> None:
     out.unknown_flags.append((name, _where(word)))
     meant = NOT_FLAGS.get(name)
-    if meant is None:
-        close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.92)
-        meant = close[0] if close and abs(len(close[0]) - len(name)) <= 2 else None
+    close = meant is None
+    if close:
+        found = difflib.get_close_matches(name, list(table), n=1, cutoff=0.92)
+        meant = found[0] if found and abs(len(found[0]) - len(name)) <= 2 else None
         if meant is None:
             return
-        message = f"{name} is not a flag shardcheck knows; it is close to {meant}"
-    else:
-        message = f"{name} is not a Megatron-LM flag (its arguments.py has no such option)"
-    out.notes.append(ConfigNote(rule="MLM-FLAG-UNKNOWN", origin=_where(word), message=message,
-                                fix=f"did you mean `{meant}`?"))
+    out.notes.append(Problem(Kind.FLAG_UNKNOWN, _where(word), {"flag": name, "meant": meant, "close": close}))

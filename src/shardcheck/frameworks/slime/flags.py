@@ -35,6 +35,7 @@ _SLIME = [
     Flag("--no-offload-train", "false", None, dest="offload_train"),
     Flag("--release-train", "true", False),
     Flag("--advantage-estimator", "str", "grpo"),
+    Flag("--megatron-config-path", "str", None),
     Flag("--entropy-coef", "float", 0.0),
     Flag("--log-probs-chunk-size", "int", -1, low=-1),  # -1: no chunking
 ]

@@ -13,6 +13,7 @@ the default rank order (verl/workers/engine/megatron/transformer_impl.py ``_init
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from shardcheck.frameworks.value_kinds import (
@@ -27,7 +28,7 @@ from shardcheck.frameworks.value_kinds import (
     NAME,
     NAME_OR_NULL,
     NUMBER,
-    Kind,
+    ValueKind,
     checked,
     shown,
 )
@@ -36,13 +37,16 @@ from shardcheck.frameworks.verl.config_tree import (
     MODEL_ENGINES,
     VerlConfig,
     apply_overrides,
-    load_defaults,
+    bundled_defaults,
+    installed_defaults,
 )
+from shardcheck.frameworks.verl.versions import VersionChoice, catalogue, choose, span
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
-from shardcheck.job import Cluster, ConfigNote, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
+from shardcheck.job import Cluster, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
 from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Kind, Problem
 
 # The Megatron engines verl 0.9.1 builds and the section each is built from (its ``megatron`` engine
 # config): ActorRolloutRefWorker.init_model builds the ref from ``actor_rollout_ref.ref`` and the actor
@@ -121,7 +125,7 @@ _OTC_KEY = f"{_A}.megatron.override_transformer_config"
 # What each key read must be (verl 0.9.1's dataclasses: verl/workers/config/actor.py, rollout.py, critic.py,
 # engine.py, optimizer.py; verl/trainer/config/data). Checked where read (``resolve_verl``); a test keeps this
 # in step with VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS.
-VALUE_KINDS: dict[str, Kind] = {
+VALUE_KINDS: dict[str, ValueKind] = {
     "data.train_batch_size": COUNT, "data.max_prompt_length": COUNT, "data.max_response_length": COUNT,
     f"{_A}.ppo_mini_batch_size": COUNT, f"{_A}.ppo_micro_batch_size": COUNT_OR_NULL,
     f"{_A}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL, f"{_A}.use_dynamic_bsz": FLAG,
@@ -154,7 +158,7 @@ VALUE_KINDS: dict[str, Kind] = {
     f"{_A}.optim.override_optimizer_config.optimizer_cpu_offload": FLAG_OR_NULL,
     f"{_A}.optim.override_optimizer_config.optimizer_offload_fraction": FRACTION_OR_NULL,
     f"{_OTC_KEY}.recompute_granularity": NAME_OR_NULL, f"{_OTC_KEY}.recompute_method": NAME_OR_NULL,
-    f"{_OTC_KEY}.recompute_num_layers": COUNT_OR_NULL, f"{_OTC_KEY}.recompute_modules": Kind("texts", none=True),
+    f"{_OTC_KEY}.recompute_num_layers": COUNT_OR_NULL, f"{_OTC_KEY}.recompute_modules": ValueKind("texts", none=True),
     f"{_A}.calculate_entropy": FLAG, f"{_A}.entropy_coeff": NUMBER,
     f"{_A}.entropy_from_logits_with_chunking": FLAG, f"{_A}.entropy_from_logits_chunk_size": COUNT,
     f"{_A}.use_fused_kernels": FLAG, f"{_R}.megatron.param_offload": FLAG, f"{_RO}.dtype": NAME,
@@ -231,7 +235,7 @@ def split_group_choices(items: tuple[OverrideItem, ...]
     return tuple(overrides), engine, unread
 
 
-def _int(traced: Traced, key: str, notes: list[ConfigNote], *, allow_none: bool = False,
+def _int(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = False,
          positive: bool = True) -> Traced:
     """An integer size; a value of another type becomes unknown with a note naming its line."""
     if not traced.known:
@@ -241,16 +245,12 @@ def _int(traced: Traced, key: str, notes: list[ConfigNote], *, allow_none: bool 
         return traced
     if isinstance(value, bool) or not isinstance(value, int) or (positive and value < 1) or abs(value) > MAX_INT:
         where = traced.origin.first_script_line() or traced.origin
-        notes.append(ConfigNote(
-            rule="VALUE-BAD-SIZE", origin=where,
-            message=f"{key} must be a positive integer (at most 2^40), got {shown(value)}",
-            fix=f"set {key} to a whole number ≥ 1",
-        ))
+        notes.append(Problem(Kind.NOT_POSITIVE, where, {"name": key, "value": shown(value), "at_most": "2^40"}))
         return Traced(None, traced.origin, f"{key} is not a positive integer ({shown(value)})")
     return traced
 
 
-def _read(config: VerlConfig, key: str, kind: Kind, notes: list[ConfigNote]) -> Traced:
+def _read(config: VerlConfig, key: str, kind: ValueKind, notes: list[Problem]) -> Traced:
     """``config.get(key)``, checked to be of ``kind`` where it is read (else VALUE-BAD-* and unknown)."""
     return checked(key, config.get(key), kind, notes)
 
@@ -261,7 +261,7 @@ def _bool(traced: Traced) -> Traced:
     return traced
 
 
-def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronLayout:
+def _layout(config: VerlConfig, role: str, notes: list[Problem]) -> MegatronLayout:
     """One Megatron engine resolved from its own section, ``override_transformer_config`` included
     (verl/workers/engine/megatron/transformer_impl.py _build_tf_config reads
     ``self.engine_config.override_transformer_config``, verl 0.9.1)."""
@@ -270,7 +270,7 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
     def field_value(name: str) -> Traced:
         key = f"{base}.{name}"
         traced = config.get(key)
-        if not traced.known and config.custom is None and name in MCORE_FIELD_DEFAULTS and config._missing(key):
+        if not traced.known and config.custom is None and name in MCORE_FIELD_DEFAULTS and config.is_missing(key):
             # deleted from the section (``~key``): the engine dataclass's field default applies
             value = MCORE_FIELD_DEFAULTS[name]
             return Traced(value, Origin(kind="default", text=f"default of verl {config.version} McoreEngineConfig: "
@@ -319,12 +319,13 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
                               otc_get("pipeline_model_parallel_layout", None), NAME_OR_NULL, notes),
         sequence_parallel=_bool(checked(f"{base}.sequence_parallel", field_value("sequence_parallel"), FLAG, notes)),
         transformer_overrides=overrides,
-        transformer_overrides_replaced=replaced.word if replaced is not None else None,
+        transformer_overrides_replaced=(replace(replaced.word, text=_clean(replaced.text))
+                                        if replaced is not None else None),
     )
 
 
 def _ulysses_size(config: VerlConfig, section: str, engine: str, propagates: bool,
-                  notes: list[ConfigNote]) -> tuple[Traced, str]:
+                  notes: list[Problem]) -> tuple[Traced, str]:
     """The Ulysses SP size an FSDP engine uses, and the key that decides it (FSDPActorConfig.__post_init__,
     verl 0.9.1: ``if self.ulysses_sequence_parallel_size > 1: self.fsdp_config.ulysses_sequence_parallel_size = ...``)."""
     engine_key, role_key = f"{engine}.ulysses_sequence_parallel_size", f"{section}.ulysses_sequence_parallel_size"
@@ -342,7 +343,7 @@ def _ulysses_size(config: VerlConfig, section: str, engine: str, propagates: boo
 
 
 def _fsdp_layout(config: VerlConfig, role: str, section: str, engine: str, propagates: bool,
-                 notes: list[ConfigNote]) -> FsdpLayout:
+                 notes: list[Problem]) -> FsdpLayout:
     sp, sp_key = _ulysses_size(config, section, engine, propagates, notes)
     return FsdpLayout(
         role=role,
@@ -358,7 +359,7 @@ def _fsdp_layout(config: VerlConfig, role: str, section: str, engine: str, propa
     )
 
 
-def _critic_used(config: VerlConfig, notes: list[ConfigNote]) -> Traced:
+def _critic_used(config: VerlConfig, notes: list[Problem]) -> Traced:
     """verl/trainer/ppo/utils.py need_critic: ``critic.enable`` when set, else adv_estimator == gae."""
     enable = _read(config, "critic.enable", FLAG_OR_NULL, notes)
     estimator = _read(config, "algorithm.adv_estimator", NAME, notes)
@@ -369,7 +370,7 @@ def _critic_used(config: VerlConfig, notes: list[ConfigNote]) -> Traced:
 
 
 def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
-                  notes: list[ConfigNote]) -> tuple[FsdpLayout, ...]:
+                  notes: list[Problem]) -> tuple[FsdpLayout, ...]:
     """The FSDP engines verl builds: the actor, the ref when it is used, the critic when it is used."""
     built = {"actor": Traced(True, Origin(kind="default", text="the actor is always built")),
              "ref": ref_used, "critic": critic_used}
@@ -380,6 +381,31 @@ def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
             continue
         out.append(_fsdp_layout(config, role, section, engine, propagates, notes))
     return tuple(out)
+
+
+def _choose_defaults(name: str, overrides: tuple[OverrideItem, ...], engine: str | None, custom: str | None,
+                     requested: tuple[str, str] | None, pinned: tuple[str, str] | None):
+    """The verl version to judge with (see versions.py) and its config ``name``."""
+    if requested is None:
+        installed = installed_defaults(name)
+        if installed is not None:
+            return VersionChoice(installed.version, "installed", (), f"verl {installed.version} installed in this "
+                                 "environment"), installed
+    if custom is not None and requested is None:  # a config of its own: its keys are not verl's to judge
+        newest = catalogue().releases[-1]
+        choice = VersionChoice(newest, "default", (), f"verl {newest}, the newest release (the script's own config "
+                               "is not read, so its keys cannot tell the version)")
+    else:
+        choice = choose(name, overrides, requested=requested, pinned=pinned, engine=engine)
+    return choice, bundled_defaults(name, choice.version)
+
+
+def _versions_having(config: VerlConfig, key: str) -> str:
+    """``; present in verl 0.6.0 … 0.9.0`` for a key the judged version lacks but others have."""
+    having = catalogue().having(config.defaults.config_name, key)
+    if not having:
+        return ""
+    return f"; present in verl {span(having)}"
 
 
 # verl/workers/config/engine.py McoreEngineConfig field defaults (verl 0.9.1)
@@ -395,11 +421,11 @@ DISTILL = "distillation"
 
 
 def _server(config: VerlConfig, role: str, section: str, cluster: Cluster, pool_key: str | None,
-            notes: list[ConfigNote], switch: Traced, num_replicas: Traced | None = None) -> ServerLayout:
+            notes: list[Problem], switch: Traced, num_replicas: Traced | None = None) -> ServerLayout:
     def size(name: str) -> Traced:
         key = f"{section}.{name}"
         traced = config.get(key)
-        if not traced.known and config._missing(key) and name in ROLLOUT_FIELD_DEFAULTS:
+        if not traced.known and config.is_missing(key) and name in ROLLOUT_FIELD_DEFAULTS:
             # a key the section leaves out (the teacher's has no pipeline size; an added teacher may lack
             # any): the dataclass field's default
             value = ROLLOUT_FIELD_DEFAULTS[name]
@@ -419,7 +445,7 @@ def _server(config: VerlConfig, role: str, section: str, cluster: Cluster, pool_
                         switch=switch)
 
 
-def _servers(config: VerlConfig, cluster: Cluster, notes: list[ConfigNote]) -> tuple[ServerLayout, ...]:
+def _servers(config: VerlConfig, cluster: Cluster, notes: list[Problem]) -> tuple[ServerLayout, ...]:
     """The reward model (``reward.reward_model.enable``) and the distillation teachers
     (``distillation.enabled``) verl 0.9.1 starts, each on its pool (verl/trainer/ppo/v1/trainer_base.py
     init_resource_pool_mgr; verl/experimental/reward_loop/reward_model.py; verl/workers/config/distillation.py)."""
@@ -441,8 +467,8 @@ def _servers(config: VerlConfig, cluster: Cluster, notes: list[ConfigNote]) -> t
             base = f"{DISTILL}.teacher_models.{name}"
             replicas = None
             if len(names) > 1 or name != "teacher_model":  # one teacher's count is derived from the pool
-                replicas = _read(config, f"{base}.num_replicas", Kind("int", low=0), notes)
-                if not replicas.known and config._missing(f"{base}.num_replicas"):
+                replicas = _read(config, f"{base}.num_replicas", ValueKind("int", low=0), notes)
+                if not replicas.known and config.is_missing(f"{base}.num_replicas"):
                     replicas = Traced(0, Origin(kind="default", text=f"default of verl {config.version} "
                                                                      "DistillationTeacherModelConfig: num_replicas = 0"))
             out.append(_server(config, f"teacher {name}", f"{base}.inference", cluster, DISTILL, notes, enabled,
@@ -450,73 +476,67 @@ def _servers(config: VerlConfig, cluster: Cluster, notes: list[ConfigNote]) -> t
     return tuple(out)
 
 
-def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
-    notes: list[ConfigNote] = []
+def _issue_notes(config: VerlConfig) -> list[Problem]:
+    notes: list[Problem] = []
     for issue in config.issues:
         item = issue.override
-        rule = {"unknown_key": "VERL-CFG-UNKNOWN-KEY", "added_key": "VERL-CFG-ADDED-KEY",
-                "hydra": "HYDRA-OVERRIDE"}[issue.kind]
-        fix = None
-        if issue.kind == "unknown_key" and ".megatron." in item.key and config.defaults.config_name == "ppo_trainer":
-            fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
-        elif issue.suggestion:
-            fix = f"did you mean `{issue.suggestion}`?"
-        elif issue.kind == "unknown_key":
-            fix = f"prefix it with `+` only if verl reads `{item.key}`; otherwise remove it"
-        notes.append(ConfigNote(rule=rule, message=_clean(f"{item.text}: {issue.message}"), origin=item.word,
-                                fix=_clean(fix) if fix else None))
+        kind = {"unknown_key": Kind.CONFIG_UNKNOWN_KEY, "added_key": Kind.CONFIG_ADDED_KEY,
+                "hydra": Kind.HYDRA_REJECTED}[issue.kind]
+        missing_megatron = (issue.kind == "unknown_key" and ".megatron." in item.key
+                            and config.defaults.config_name == "ppo_trainer")
+        elsewhere = _versions_having(config, item.key) if issue.kind == "unknown_key" else ""
+        # an unknown key's suggestion is never one the script sets already (renaming would not help)
+        suggestion = None if issue.kind == "unknown_key" and issue.suggestion in config.set_by else issue.suggestion
+        notes.append(Problem(kind, item.word, {
+            "text": _clean(item.text), "reason": _clean(issue.message), "key": _clean(item.key),
+            "suggestion": _clean(suggestion) if suggestion else None,
+            "megatron_section_missing": missing_megatron, "version": config.version,
+            # the releases whose config has the key, when the chosen one lacks it
+            "elsewhere": elsewhere,
+            "having": span(catalogue().having(config.defaults.config_name, item.key)) if elsewhere else ""}))
     return notes
 
 
 def _value(config: VerlConfig, key: str) -> Traced:
     """``config.get(key)``; a key verl's YAML leaves out takes its documented default (ABSENT_DEFAULTS)."""
     traced = config.get(key)
-    if key in ABSENT_DEFAULTS and not traced.known and config.custom is None and config._setter(key) is None \
-            and config._missing(key):
+    if key in ABSENT_DEFAULTS and not traced.known and config.custom is None and config.setter(key) is None \
+            and config.is_missing(key):
         value, text = ABSENT_DEFAULTS[key]
         return Traced(value, Origin(kind="default", text=text))
     return traced
 
 
-def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None) -> Job:
-    """The Job verl would build from this launch's command line."""
-    notes: list[ConfigNote] = []
+def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None,
+                 verl_version: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None) -> Job:
+    """The Job verl would build from this launch's command line.
+
+    ``verl_version``: (version, where it was given) — a flag or a setting; ``pinned``: (version, file:line) of a
+    pin found near the script. Without either, an installed verl, else the version is inferred (versions.py).
+    """
+    notes: list[Problem] = []
     name, name_origin = _config_name(hydra)
     for error in hydra.errors:
-        notes.append(ConfigNote(rule="HYDRA-OVERRIDE", origin=error.word,
-                                message=f"{error.text}: Hydra cannot parse this override ({error.message})",
-                                fix="quote the value for Hydra, e.g. key='\"value\"'"))
+        notes.append(Problem(Kind.HYDRA_PARSE, error.word, {"text": error.text, "reason": error.message}))
     for word in hydra.unknown_words:
-        notes.append(ConfigNote(
-            rule="VALUE-UNKNOWN", origin=word.word,
-            message=f"argument {word.text} is unknown ({word.reason}); it may set any key, so the verdict is undecided",
-            fix="give the values it is built from with --env NAME=VALUE",
-        ))
+        notes.append(Problem(Kind.UNKNOWN_ARGUMENT, word.word, {"text": word.text, "reason": word.reason}))
     overrides, engine, unread_group = split_group_choices(hydra.overrides)
     custom: str | None = None
     path_text = (hydra.config_path.text or "?").rstrip("/") if hydra.config_path is not None else "config"
     if unread_group is not None:
         custom = f"{name} with the group option {unread_group.text}"
-        notes.append(ConfigNote(
-            rule="VERL-CONFIG-CUSTOM", origin=unread_group.word,
-            message=f"{unread_group.text} selects a config group option shardcheck does not read (it reads "
-                    f"{', '.join(f'model_engine={k}' for k in MODEL_ENGINES)}); only the keys set on the command "
-                    "line are known, the rest are unknown, and keys are not checked",
-        ))
+        notes.append(Problem(Kind.CONFIG_CUSTOM_GROUP, unread_group.word, {
+            "option": unread_group.text, "readable": [f"model_engine={k}" for k in MODEL_ENGINES]}))
     elif launch.module != PPO_ENTRY or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
         custom = f"{name} ({launch.module}, --config-path {path_text})"
         origin = (hydra.config_path.origin if hydra.config_path is not None and path_text not in ("config", "")
                   else name_origin or launch.origin)
-        notes.append(ConfigNote(
-            rule="VERL-CONFIG-CUSTOM", origin=origin,
-            message=f"config {custom} is not one of verl {PPO_ENTRY}'s own configs; only the keys set on the "
-                    "command line are known, the rest are unknown, and keys are not checked",
-        ))
+        notes.append(Problem(Kind.CONFIG_CUSTOM, origin, {"config": custom, "entry": PPO_ENTRY}))
     if custom is not None:
         name = "ppo_trainer"  # only its key tree is used, in non-struct mode, to apply the overrides
     elif engine is not None:
         name = MODEL_ENGINES[engine]
-    defaults = load_defaults(name)
+    choice, defaults = _choose_defaults(name, overrides, engine, custom, verl_version, pinned)
     config = apply_overrides(defaults, overrides, custom=custom)
     notes.extend(_issue_notes(config))
 
@@ -554,9 +574,7 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     fsdp_layouts = _fsdp_layouts(config, ref_used, critic_used, notes)
     servers = _servers(config, cluster, notes)
     model_path = _read(config, "actor_rollout_ref.model.path", NAME_OR_NULL, notes)
-    from omegaconf import OmegaConf
-
-    raw_path = OmegaConf.select(config.cfg, "actor_rollout_ref.model.path", throw_on_missing=False)
+    raw_path = config.select("actor_rollout_ref.model.path")
     base = Path(path).parent
     model, problem = load_model(str(raw_path) if raw_path is not None else None, model_path.known,
                                 model_config, base=base)
@@ -566,6 +584,10 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         path=path,
         framework="verl",
         framework_version=config.version,
+        version_source=choice.source,
+        accepted_versions=choice.accepted,
+        version_reason=choice.reason,
+        defaults_read=frozenset(k for k in config.read if config.setter(k) is None),
         entry=launch.entry,
         config_name=name,
         config_source=defaults.source,
@@ -584,3 +606,26 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         fsdp_layouts=fsdp_layouts,
         servers=servers,
     )
+
+
+# -- the framework interface (frameworks/interface.py) ------------------------------------------
+
+
+def detect(launch: Launch) -> bool:
+    """Whether ``launch`` is a verl launch shardcheck resolves (``python3 -m verl.trainer.main_ppo`` and recipes)."""
+    return is_verl_entry(launch)
+
+
+def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None,
+            verl_version: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None,
+            memo: dict | None = None, env: dict[str, str] | None = None) -> Job:
+    """The Job verl would build from ``launch`` (its words read as Hydra overrides); ``memo`` keeps the parsed
+    overrides between calls on the same launch (``check --versions`` resolves it once per version); ``env``:
+    the ``--env`` values, the only environment ``${oc.env:...}`` may read."""
+    from shardcheck.inputs.hydra_overrides import parse_hydra_args
+
+    memo = {} if memo is None else memo
+    if "hydra" not in memo:
+        memo["hydra"] = parse_hydra_args(launch.args, env)
+    return resolve_verl(launch, memo["hydra"], path, model_config=model_config, verl_version=verl_version,
+                        pinned=pinned)
