@@ -7,6 +7,9 @@ Prints CPU seconds (user + sys of the child process, median of N runs) for
 and an in-process breakdown of shardcheck's own stages: imports, bash parse, Hydra overrides,
 verl resolution, rules, report.
 
+The two are run alternately, so that both see the same machine load; the ratio is the figure to watch
+(issue 16: at most 5x). Bytecode is compiled first, as an installed package has it.
+
 Usage: python bench/bench_check.py [--runs N] [--script PATH]
 """
 
@@ -55,38 +58,34 @@ def median_cpu(cmd: list[str], runs: int) -> tuple[float, float, float]:
 def stages(script: str) -> list[tuple[str, float]]:
     """In-process wall seconds per stage, in a fresh interpreter (so imports are cold)."""
     code = f"""
-import time, json
+import time, json, sys
 t0 = time.perf_counter()
 import tree_sitter, tree_sitter_bash
 t1 = time.perf_counter()
-from shardcheck.inputs.hydra_import import load_hydra
-load_hydra()
-t2 = time.perf_counter()
-import omegaconf
-t3 = time.perf_counter()
 from shardcheck.inputs.bash import read_bash
 from shardcheck.inputs.launch import find_launches
 from shardcheck.inputs.hydra_overrides import parse_hydra_args
 from shardcheck.frameworks.verl.resolve import resolve_verl
-from shardcheck.rules.registry import run_rules
+from shardcheck.rules.registry import all_rules, run_rules
+all_rules()
 from shardcheck.api import Result
 from shardcheck.report.text import render_text
-t4 = time.perf_counter()
+t2 = time.perf_counter()
 reading = read_bash({script!r})
 launch = find_launches(reading.commands)[0]
-t5 = time.perf_counter()
+t3 = time.perf_counter()
 hydra = parse_hydra_args(launch.args)
-t6 = time.perf_counter()
+t4 = time.perf_counter()
 job = resolve_verl(launch, hydra, {script!r})
-t7 = time.perf_counter()
+t5 = time.perf_counter()
 findings, skipped = run_rules(job)
-t8 = time.perf_counter()
+t6 = time.perf_counter()
 render_text([Result({script!r}, job, findings, skipped)])
-t9 = time.perf_counter()
-print(json.dumps([["import tree-sitter + bash grammar", t1-t0], ["import Hydra grammar + config loader + omegaconf", t2-t1],
-    ["(omegaconf, already imported)", t3-t2], ["import shardcheck modules", t4-t3],
-    ["parse + evaluate bash", t5-t4], ["parse Hydra overrides", t6-t5], ["resolve verl config + model", t7-t6],
-    ["rules", t8-t7], ["report", t9-t8]]))
+t7 = time.perf_counter()
+heavy = ", ".join(m for m in ("hydra", "omegaconf", "antlr4", "rich", "yaml") if m in sys.modules) or "none"
+print(json.dumps([["import tree-sitter + bash grammar", t1-t0], ["import shardcheck modules (all rules)", t2-t1],
+    ["parse + evaluate bash", t3-t2], ["parse Hydra overrides", t4-t3], ["resolve verl config + model", t5-t4],
+    ["rules", t6-t5], ["report", t7-t6], ["heavy modules imported: " + heavy, 0.0]]))
 """
     import json
 
@@ -94,16 +93,33 @@ print(json.dumps([["import tree-sitter + bash grammar", t1-t0], ["import Hydra g
     return json.loads(out)
 
 
+def side_by_side(commands: list[list[str]], runs: int) -> list[tuple[float, float, float]]:
+    """(minimum CPU, median CPU, median wall) of each command, run alternately so that both see the same load."""
+    samples: list[list[tuple[float, float]]] = [[] for _ in commands]
+    for _ in range(runs):
+        for i, cmd in enumerate(commands):
+            samples[i].append(child_cpu(cmd))
+    return [(min(c for c, _ in s), statistics.median(c for c, _ in s), statistics.median(w for _, w in s))
+            for s in samples]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--script", default=str(ROOT / "src/shardcheck/examples/qwen3_235b_256k.sh"))
     args = parser.parse_args()
-    floor = median_cpu([sys.executable, "-c", "pass"], args.runs)
-    cli = median_cpu([sys.executable, "-m", "shardcheck", "check", args.script], args.runs)
-    print("CPU seconds of the whole process (user + sys): minimum and median of the runs")
+    # As installed packages are: with bytecode (pip writes it; PYTHONDONTWRITEBYTECODE would make every run
+    # compile shardcheck's sources again).
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "src" / "shardcheck"), quiet=1)
+    floor, cli = side_by_side([[sys.executable, "-c", "pass"],
+                               [sys.executable, "-m", "shardcheck", "check", args.script]], args.runs)
+    print("CPU seconds of the whole process (user + sys), run alternately: minimum and median of the runs")
     print(f"python -c pass                      min {floor[0]:.3f}  median {floor[1]:.3f}")
     print(f"shardcheck check (example)          min {cli[0]:.3f}  median {cli[1]:.3f}   wall {cli[2]:.3f}")
+    print(f"shardcheck / python -c pass         {cli[0] / floor[0]:.1f}x (minimum)  {cli[1] / floor[1]:.1f}x (median)"
+          "   target <= 5x")
     have_megatron = importlib.util.find_spec("megatron") and importlib.util.find_spec("torch")
     if have_megatron:
         code = MEGATRON_INIT.format(world=256, tp=2, pp=16, cp=8, ep=16, etp=1, dp=1)

@@ -1,12 +1,21 @@
-"""Every JSON report `shardcheck check` renders during the tests is validated against the documented schema
-(docs/schema/check-report.schema.json); a report that does not match fails the test that produced it."""
+"""Test-wide set-up.
+
+- Every JSON report `shardcheck check` renders during the tests is validated against the documented schema
+  (docs/schema/check-report.schema.json); a report that does not match fails the test that produced it.
+- The suite's tests were written against verl 0.9.1 (the release shardcheck's rules were verified on): they
+  judge with it unless a test unsets ``SHARDCHECK_VERL_VERSION`` (tests/test_verl_versions.py does, to test
+  the choice of version itself).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+
+os.environ.setdefault("SHARDCHECK_VERL_VERSION", "0.9.1")
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "schema" / "check-report.schema.json"
 _VALIDATOR = []

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from shardcheck.errors import InputError
 from shardcheck.inputs.bash import read_bash, read_bash_text
 from shardcheck.inputs.launch import find_launches
+from shardcheck.rules.registry import rule_id
 
 
 def read(src: str, env=None):
@@ -243,7 +244,7 @@ def test_unparsable_line_is_reported_rest_still_read():
         X=$(( 1 +
         python3 -m verl.trainer.main_ppo tp=$TP
     """)
-    codes = {d.code for d in reading.diagnostics}
+    codes = {rule_id(d.kind) for d in reading.diagnostics}
     assert codes & {"SHELL-PARSE", "SHELL-SYNTAX"}
 
 

@@ -142,14 +142,22 @@ def test_config_cache_gives_the_same_result(tmp_path):
     """The cached verl config (a pickle in the user's cache) resolves exactly like a fresh build."""
     import os
 
+    # a deletion (~key) is applied by Hydra on OmegaConf, not by the plain tree: the cached tree is used
+    deleting = tmp_path / "scripts" / "run.sh"
+    deleting.parent.mkdir()
+    deleting.write_text(EXAMPLE.read_text().replace("    trainer.device=npu \\\n",
+                                                    "    trainer.device=npu \\\n    ~trainer.val_before_train \\\n"))
+    assert "~trainer.val_before_train" in deleting.read_text()
     outputs = []
     for cache in ("0", "1", "1"):  # no cache, cold cache, warm cache
         env = dict(os.environ, SHARDCHECK_CACHE=cache, XDG_CACHE_HOME=str(tmp_path))
         proc = subprocess.run([sys.executable, "-m", "shardcheck", "check", "--format", "json", str(EXAMPLE),
-                               str(CASES / "qwen3_235b_256k_etp_unset.sh")], capture_output=True, text=True, env=env)
+                               str(CASES / "qwen3_235b_256k_etp_unset.sh"), str(deleting)], capture_output=True,
+                              text=True, env=env)
         outputs.append(proc.stdout)
+    assert json.loads(outputs[0])["results"][2]["status"] == "judged"
     assert outputs[0] == outputs[1] == outputs[2]
-    assert list((tmp_path / "shardcheck").glob("verl-config-*.pickle"))
+    assert list((tmp_path / "shardcheck").glob("verl-config-*.signed-pickle"))
 
 
 def test_suppression_comments(tmp_path):

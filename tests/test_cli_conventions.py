@@ -258,6 +258,7 @@ def test_per_file_ignores(tmp_path):
     from shardcheck import check
 
     d = folder(tmp_path, **{"recipes/run.sh": TP3, "run.sh": TP3})
+    (d / ".git").mkdir()  # settings above a script's folder apply inside its git work tree only
     (d / "pyproject.toml").write_text('[tool.shardcheck.per-file-ignores]\n"recipes/*.sh" = ["MCORE-PS-"]\n')
     assert "MCORE-PS-WORLD" not in {f.rule for f in check(d / "recipes" / "run.sh").findings}
     assert "MCORE-PS-WORLD" in {f.rule for f in check(d / "run.sh").findings}
@@ -336,3 +337,16 @@ def test_json_layout_origins(capsys):
     assert tp["value"] == 2 and tp["kind"] == "script" and tp["line"] == 25 and "train_tp=2" in tp["origin"]
     assert etp["kind"] == "default" and "ETP = TP" in etp["origin"]
     assert origins["cluster"]["nnodes"]["line"] == 7
+
+
+def test_a_suppressed_layout_error_does_not_make_the_layout_valid(tmp_path, capsys):
+    from shardcheck import check
+
+    path = folder(tmp_path, **{"run.sh": "# shardcheck: disable=MCORE-PS-WORLD,MCORE-PS-EXPERT-FOLD\n" + TP3}) / "run.sh"
+    r = check(path)
+    assert not {f.rule for f in r.findings} & {"MCORE-PS-WORLD", "MCORE-PS-EXPERT-FOLD"}
+    assert r.layout_valid is False and len(r.suppressed) == 2
+    main(["check", str(path)])
+    verdict = next(line for line in capsys.readouterr().out.splitlines() if "verdict:" in line)
+    assert "layout itself is valid" not in verdict and "its errors are suppressed" in verdict
+    assert "2 findings suppressed" in verdict

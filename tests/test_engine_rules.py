@@ -10,7 +10,7 @@ from test_rules import OTC, RO, SGL, A, M, rule_findings, script
 from shardcheck.api import check
 from shardcheck.report.text import render_text
 
-CASES_DIR = Path("/work/shared/cases")
+CASES_DIR = Path(__file__).parent / "data" / "cases"
 
 
 def test_sglang_heads_use_attention_tp_with_dp_attention(tmp_path):

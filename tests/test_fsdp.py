@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_rules import FSDP, script
 
 from shardcheck.api import check
 from shardcheck.report.json_report import result_to_dict
-from test_rules import FSDP, script
 
 A = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"
@@ -31,7 +31,7 @@ def rules(result, rule_id: str):
 def qwen14(tmp_path, nodes: int, sp: int):
     """The issue's example: Qwen2.5-14B (40 heads, 8 KV heads) at 64K context under FSDP."""
     text = (f"python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo "
-            f"actor_rollout_ref.model.path=/models/Qwen2.5-14B-Instruct trainer.nnodes={nodes} "
+            f"actor_rollout_ref.model.path=/models/Qwen2.5-14B trainer.nnodes={nodes} "
             f"trainer.n_gpus_per_node=8 data.max_prompt_length=2048 data.max_response_length=63488 "
             f"data.train_batch_size=32 {A}.ppo_mini_batch_size=16 {A}.use_dynamic_bsz=True "
             f"{A}.ppo_max_token_len_per_gpu=16384 {A}.ulysses_sequence_parallel_size={sp} "

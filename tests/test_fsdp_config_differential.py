@@ -2,7 +2,7 @@
 and config dataclasses (FSDPActorConfig, FSDPCriticConfig), on random launches.
 
 verl 0.9.1's ``verl.workers.config`` imports ray, transformers and tensordict, so this runs only where they
-can be imported: set VERL_SRC to a verl source tree (default: the unpacked 0.9.1 wheel) and, when its
+can be imported: set VERL_SRC to a verl source tree (the unpacked 0.9.1 wheel; skipped without it) and, when its
 dependencies live outside the environment, VERL_DEPS to a folder of them. On a CPU machine with this
 project's venv (torch, numpy, omegaconf, hydra present) that is::
 
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-VERL_SRC = Path(os.environ.get("VERL_SRC", "/work/dl/verl091"))
-for extra in (os.environ.get("VERL_DEPS"), str(VERL_SRC)):
+VERL_SRC = Path(os.environ.get("VERL_SRC", ""))  # the verl 0.9.1 source; skipped when not given
+for extra in (os.environ.get("VERL_DEPS"), os.environ.get("VERL_SRC")):
     if extra and Path(extra).is_dir() and extra not in sys.path:
         sys.path.append(extra)  # after the project: a dependency folder may hold a `tests` package
 pytest.importorskip("verl.workers.config", reason="verl's config dataclasses cannot be imported here")

@@ -40,7 +40,7 @@ pytest.importorskip("megatron.core")
 
 from shardcheck.frameworks.megatron.direct import job_from_sizes
 from shardcheck.mesh.grid import Grid, GridError, build_grid
-from shardcheck.rules.registry import run_rules
+from shardcheck.rules.registry import rule_id, run_rules
 
 ORACLE = Path(__file__).parent / "oracle" / "megatron_oracle.py"
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # megatron-core's default; verl does not change it
@@ -240,7 +240,7 @@ def _key(rule: str, text: str) -> str:
 
 def _show_grid(grid) -> str:
     if isinstance(grid, GridError):
-        return f"GridError({grid.rule}: {grid.message!r})"
+        return f"GridError({rule_id(grid.kind)}: {grid.message!r})"
     if isinstance(grid, Grid):
         return f"Grid(dp={grid.dp}, edp={grid.edp}, etp={grid.etp})"
     return repr(grid)
@@ -277,7 +277,7 @@ def compare(case: dict, oracle: dict, mine: dict) -> tuple[str | None, int]:
     if rule is None:
         return f"megatron-core raised a check shardcheck has no rule for: {oracle['error']!r}", 0
     problems = []
-    if grid.rule != rule or grid.message != _key(rule, text):
+    if rule_id(grid.kind) != rule or grid.message != _key(rule, text):
         problems.append(f"build_grid {_show_grid(grid)}")
     quoted = [q for rid, msg in mine["errors"] if rid == rule for q in QUOTED.findall(msg)]
     if _key(rule, text) not in quoted:
@@ -295,7 +295,7 @@ def _fmt(case: dict) -> str:
     return "W={world} TP{tp} PP{pp} CP{cp} EP{ep} ETP{etp} VPP{vpp} order={order}".format(**case)
 
 
-# Fixed cases from ../shared/cases (Qwen3-235B-A22B at 256K context, 16 nodes x 16 devices),
+# Fixed cases from tests/data/cases (Qwen3-235B-A22B at 256K context, 16 nodes x 16 devices),
 # verdicts confirmed on megatron-core 0.16.1.
 NAMED = [
     pytest.param({"world": 256, "tp": 2, "pp": 16, "cp": 8, "ep": 16, "etp": 1, "vpp": None},

@@ -12,6 +12,7 @@ from shardcheck.api import check, mesh
 from shardcheck.frameworks.megatron_lm.flags import MEGATRON_LM_FLAGS, read_flags
 from shardcheck.inputs.bash import read_bash, read_bash_text
 from shardcheck.inputs.launch import find_launches
+from shardcheck.rules.registry import render, rule_id
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -42,8 +43,8 @@ def test_unknown_flag_values_are_skipped_and_typos_reported():
     f = _flags("python3 pretrain_gpt.py --some-list 1 2 $(seq 3 4) --tensor-model-paralel-size 4 --num-layers 8")
     assert f.get("--num-layers").value == 8
     assert not f.open_arguments  # the $(...) is a value of --some-list
-    assert [n.rule for n in f.notes] == ["MLM-FLAG-UNKNOWN"]
-    assert "--tensor-model-parallel-size" in f.notes[0].fix
+    assert [rule_id(n.kind) for n in f.notes] == ["MLM-FLAG-UNKNOWN"]
+    assert "--tensor-model-parallel-size" in render(f.notes[0]).fix
 
 
 def test_unknown_word_in_flag_position_is_an_open_argument():
@@ -71,7 +72,7 @@ def test_source_follows_files_with_their_own_origins(tmp_path):
     origin = launch.args[0].value_origin(0).first_script_line()
     assert (origin.path, origin.line) == ("models/m.sh", 2)
     assert "NL" not in reading.variables  # `NL=30 source f` holds only while f runs
-    messages = [d.message for d in reading.diagnostics if d.code == "SHELL-SOURCE"]
+    messages = [render(d).message for d in reading.diagnostics if rule_id(d.kind) == "SHELL-SOURCE"]
     assert len(messages) == 2
     assert "does not exist" in messages[0] and "already being read" in messages[1]
 

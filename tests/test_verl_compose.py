@@ -358,9 +358,10 @@ def _shardcheck(config_name: str, hydra):
     assert unread is None, f"{unread.text}: a group option shardcheck treats as a custom config; not a case here"
     defaults = load_defaults(resolve.MODEL_ENGINES[engine] if engine else config_name)
     with _whole_tree():
-        whole = apply_overrides(defaults, overrides)
-    pruned = apply_overrides(defaults, overrides)
-    return whole, pruned, overrides
+        whole = apply_overrides(defaults, overrides, fast=False)
+    pruned = apply_overrides(defaults, overrides, fast=False)
+    plain = apply_overrides(defaults, overrides)  # the plain tree where it decides, OmegaConf otherwise
+    return whole, pruned, overrides, plain
 
 
 def _keys(node, prefix: str = "") -> list[str]:
@@ -422,9 +423,9 @@ def _value_problems(wants: dict, config, keys, label: str) -> list[str]:
 def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str], expect: dict,
              rejects: tuple | None) -> None:
     assert not hydra.errors, [e.message for e in hydra.errors]
-    assert [o.hydra.input_line for o in hydra.overrides] == compose_overrides
+    assert [o.hydra_override().input_line for o in hydra.overrides] == compose_overrides
     composed, rejected = _hydra_outcome(config_name, compose_overrides)
-    whole, pruned, applied = _shardcheck(config_name, hydra)
+    whole, pruned, applied, plain = _shardcheck(config_name, hydra)
     problems: list[str] = []
 
     # 0. the case's own expectations pin the oracle (and, below, shardcheck)
@@ -437,7 +438,7 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
             f"oracle: compose gives {key} = {_shown(want)}, the case expects {_shown(value)}")
 
     # 1. the overrides compose rejects are the ones shardcheck records a Hydra-side issue for
-    for label, config in (("", whole), ("[pruned tree] ", pruned)):
+    for label, config in (("", whole), ("[pruned tree] ", pruned), ("[plain tree] ", plain)):
         index = {id(item): i for i, item in enumerate(hydra.overrides)}
         flagged: dict[int, list] = {}
         for issue in config.issues:
@@ -471,6 +472,8 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
         problems.append(f"[pruned tree] section {section} is needed (read or overridden) but left out")
     kept_keys = [k for k in composed_keys + extra if k.split(".")[0] in kept]
     problems += _value_problems(wants, pruned, kept_keys, "[pruned tree] ")
+    # 4. the plain tree (what a plain script is read with): every value compose has
+    problems += _value_problems(wants, plain, composed_keys + extra, "[plain tree] ")
 
     assert not problems, f"{case_id} [{config_name}]: {len(problems)} disagreement(s):\n  " + "\n  ".join(problems)
 
@@ -483,7 +486,8 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
 def test_synthetic_overrides_match_compose(hydra_ctx, case: Case, config_name: str) -> None:
     hydra = _overrides_from_words(case.words)
     words = shlex.split(case.words)  # bash's word splitting and quote removal, independently
-    assert [o.hydra.input_line for o in hydra.overrides] == words, "shardcheck's bash reading differs from shlex"
+    lines = [o.hydra_override().input_line for o in hydra.overrides]
+    assert lines == words, "shardcheck's bash reading differs from shlex"
     expect = {**case.expect.get("*", {}), **case.expect.get(config_name, {})}
     _compare(case.name, config_name, hydra, words, expect, case.rejects.get(config_name))
 
@@ -496,7 +500,7 @@ def test_script_overrides_match_compose(hydra_ctx, script: Path, config_name: st
     hydra = _overrides_from_script(script)
     assert hydra.config_name is not None and hydra.config_name.text.removesuffix(".yaml") == M
     assert all(o.unknown is None for o in hydra.overrides), [o.text for o in hydra.overrides if o.unknown]
-    overrides = [o.hydra.input_line for o in hydra.overrides]
+    overrides = [o.hydra_override().input_line for o in hydra.overrides]
     _compare(script.stem, config_name, hydra, overrides, {}, SCRIPT_REJECTS.get(config_name))
 
 
@@ -507,8 +511,8 @@ def test_script_rejected_override_is_an_error(hydra_ctx, script: Path) -> None:
     hydra = _overrides_from_script(script)
     (bad,) = [o for o in hydra.overrides if o.key == f"{A}.megatron.grad_offload"]
     with pytest.raises(ConfigCompositionException, match="grad_offload"):
-        compose(M, overrides=[o.hydra.input_line for o in hydra.overrides])
-    compose(M, overrides=[o.hydra.input_line for o in hydra.overrides if o is not bad])
+        compose(M, overrides=[o.hydra_override().input_line for o in hydra.overrides])
+    compose(M, overrides=[o.hydra_override().input_line for o in hydra.overrides if o is not bad])
     config = apply_overrides(load_defaults(M), hydra.overrides)
     issues = [x for x in config.issues if x.override is bad]
     assert [x.kind for x in issues] == ["unknown_key"], issues
@@ -529,7 +533,7 @@ def test_unquoted_tilde_deletion(word: str) -> None:
     """bash leaves ``~name.with.dots`` as it is when no such user exists; it is a Hydra deletion."""
     hydra = _overrides_from_words(word)
     assert not hydra.errors, [(e.text, e.message) for e in hydra.errors]
-    assert [(o.kind, o.key, o.hydra.input_line) for o in hydra.overrides] == [("delete", word[1:], word)]
+    assert [(o.kind, o.key, o.hydra_override().input_line) for o in hydra.overrides] == [("delete", word[1:], word)]
 
 
 def test_hydra_parse_error(hydra_ctx) -> None:

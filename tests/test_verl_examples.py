@@ -110,3 +110,19 @@ def test_every_fsdp_example_reads():
     for (severity, rule), n in sorted(rules.items()):
         print(f"    {severity:8} {rule:28} {n}")
     assert fsdp, "no FSDP example was read"
+
+
+def test_fast_paths_change_nothing_on_the_examples(monkeypatch):
+    """Every example judged with the plain override and config fast paths gives the same findings, layout
+    and verdict as with Hydra's parser and OmegaConf throughout."""
+    from shardcheck.api import check
+    from shardcheck.frameworks.verl import config_tree
+    from shardcheck.inputs import hydra_fast
+    from shardcheck.report.json_report import result_to_dict
+
+    fast = {shown: result_to_dict(r) for shown, r in _results()[0]}
+    monkeypatch.setattr(hydra_fast, "fast_override", lambda text: None)
+    monkeypatch.setattr(config_tree, "_apply_plain", lambda defaults, overrides: None)
+    for path in _scripts():
+        shown = str(path.relative_to(EXAMPLES.parent))
+        assert result_to_dict(check(path, env={}, display=shown)) == fast[shown], shown

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shardcheck.errors import InputError, NoLaunchError
-from shardcheck.job import ConfigNote, FsdpLayout, Job, MegatronLayout
+from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Traced
+from shardcheck.problems import Kind, Problem
 from shardcheck.settings import SEVERITY_RANK, Settings, load_settings
+
+if TYPE_CHECKING:
+    from shardcheck.rules.registry import Finding
 
 
 @dataclass
@@ -22,6 +27,7 @@ class Result:
     error: str | None = None  # the one-line reason when the input cannot be used at all
     settings: Settings = field(default_factory=Settings)
     error_kind: str | None = None  # with error: "unreadable", "no-launch", "unusable" or "usage"
+    suppressed: list = field(default_factory=list)  # findings a disable comment or the settings hide
 
     @property
     def status(self) -> str:
@@ -50,7 +56,9 @@ class Result:
         config key; None when the input could not be used."""
         if self.job is None:
             return None
-        layout_errors = [f for f in self.findings if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
+        # a suppressed layout error still means the engine cannot build the layout
+        layout_errors = [f for f in self.findings + self.suppressed
+                         if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
         if any(not f.conditional for f in layout_errors):
             return False
         return None if layout_errors or any(f.rule == "VALUE-UNKNOWN" for f in self.findings) else True
@@ -144,14 +152,21 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
           host_memory: int | None = None, text: bytes | None = None,
-          args: tuple[str, ...] = ()) -> Result:
+          args: tuple[str, ...] = (), sample_tokens: tuple[int, int | None] | None = None,
+          verl_version: str | None = None, megatron_core_version: str | None = None,
+          allow_source: tuple[str | Path, ...] = ()) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
-    ``text``: the script's contents when they do not come from ``path``, e.g. standard input).
+    ``text``: the script's contents when they do not come from ``path``, e.g. standard input;
+    ``verl_version`` / ``megatron_core_version``: the versions to judge against, else chosen as
+    frameworks/verl/versions.py and frameworks/megatron/versions.py say).
 
-    ``settings``: the project settings to use; default those of the nearest ``pyproject.toml`` above
-    the script. A file without a launch command gives a Result with status ``skipped`` and one
+    ``settings``: the project settings to use (``--config``); default those of the nearest ``pyproject.toml``
+    from the script up to the top of its git work tree. ``allow_source``: directories ``source`` may read
+    besides the script's own tree. A file without a launch command gives a Result with status ``skipped`` and one
     INPUT-NO-LAUNCH finding; an unusable input one INPUT-UNREADABLE or INPUT-UNUSABLE error."""
+    from dataclasses import replace
+
     from shardcheck.errors import SettingsError, UnreadableInput, UsageError
 
     shown = display or str(path)
@@ -160,17 +175,23 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
     except SettingsError as exc:
         return _unusable(shown, str(exc), "usage", Settings())
     try:
-        job = resolve_script(path, env, model_config=model_config, display=shown, text=text, args=args)
+        job = resolve_script(path, env, model_config=model_config, display=shown, text=text, args=args,
+                             verl_version=_requested_verl(verl_version, settings),
+                             megatron_core_version=megatron_core_version, allow_source=allow_source)
         if device is not None:
             from shardcheck.memory.devices import find_device
 
             find_device(device)  # an unknown name is bad input, reported before any rule runs
-        from dataclasses import replace
-
-        job = replace(job, device_choice=device, host_memory_bytes=host_memory)
+        job = replace(job, device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens)
         from shardcheck.rules.registry import run_rules
 
         findings, skipped = run_rules(job)
+        if job.framework == "verl" and job.version_source == "inferred" and len(job.accepted_versions) > 1:
+            findings = _across_versions(job, findings, lambda v: replace(resolve_script(
+                path, env, model_config=model_config, display=shown, text=text, args=args,
+                verl_version=(v, "the accepted versions"), megatron_core_version=megatron_core_version,
+                allow_source=allow_source),
+                device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens))
     except NoLaunchError as exc:
         return _unusable(shown, str(exc), "no-launch", settings)
     except UnreadableInput as exc:
@@ -184,14 +205,15 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
                          "unusable", settings)
     from shardcheck.rules.grouping import group_findings
 
+    hidden = [f for f in findings if not settings.reports(f.rule, path) or _suppressed(f, job)]
     findings = [f for f in findings if settings.reports(f.rule, path) and not _suppressed(f, job)]
     findings += _id_findings(job, settings, path)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
-    return Result(shown, job, group_findings(findings), skipped, settings=settings)
+    return Result(shown, job, group_findings(findings), skipped, settings=settings, suppressed=hidden)
 
 
-_KIND_RULE = {"no-launch": "INPUT-NO-LAUNCH", "unreadable": "INPUT-UNREADABLE", "unusable": "INPUT-UNUSABLE",
-              "usage": "INPUT-UNUSABLE"}
+_KIND_PROBLEM = {"no-launch": Kind.INPUT_NO_LAUNCH, "unreadable": Kind.INPUT_UNREADABLE,
+                 "unusable": Kind.INPUT_UNUSABLE, "usage": Kind.INPUT_UNUSABLE}
 
 
 def _unusable(shown: str, message: str, kind: str, settings: Settings) -> Result:
@@ -199,33 +221,32 @@ def _unusable(shown: str, message: str, kind: str, settings: Settings) -> Result
     import re
 
     from shardcheck.origin import Origin
-    from shardcheck.rules.registry import all_rules, finding
+    from shardcheck.rules.registry import render
 
-    all_rules()  # registers the INPUT-* rules
     m = re.match(r"^(.+?):(\d+): ", message)
     origin = Origin(kind="script", path=m.group(1), line=int(m.group(2))) if m else Origin(kind="cli", path=shown)
     text = message[m.end():] if m else message.removeprefix(f"{shown}: ")
-    rule_id = _KIND_RULE[kind]
-    found = [finding(rule_id, text, origin)] if settings.reports(rule_id) else []
+    said = render(Problem(_KIND_PROBLEM[kind], origin, {"message": text}))
+    found = [said] if settings.reports(said.rule) else []
     return Result(shown, None, found, error=message, settings=settings, error_kind=kind)
 
 
 def _id_findings(job: Job, settings: Settings, path) -> list:
     """SUPPRESS-UNKNOWN-ID warnings: ids in the script's disable comments and in the settings that name no rule."""
     from shardcheck.origin import Origin
-    from shardcheck.rules.registry import finding, id_problem
+    from shardcheck.rules.registry import id_problem, render, rule_id
 
-    if not settings.reports("SUPPRESS-UNKNOWN-ID", path):
+    if not settings.reports(rule_id(Kind.UNKNOWN_RULE_ID), path):
         return []
     out = []
     for line, written in job.suppression_ids:
         problem = id_problem(written, "`# shardcheck: disable=`", prefix_ok=False)
         if problem is not None:
-            out.append(finding("SUPPRESS-UNKNOWN-ID", problem[0], Origin(kind="script", path=job.path, line=line),
-                               fix=problem[1]))
+            out.append(render(Problem(Kind.UNKNOWN_RULE_ID, Origin(kind="script", path=job.path, line=line),
+                                      {"message": problem[0], "fix": problem[1]})))
     for message, fix, source, line in settings.id_problems():
         origin = Origin(kind="script", path=source, line=line or 1) if source else Origin(kind="cli", text=message)
-        out.append(finding("SUPPRESS-UNKNOWN-ID", message, origin, fix=fix))
+        out.append(render(Problem(Kind.UNKNOWN_RULE_ID, origin, {"message": message, "fix": fix})))
     return out
 
 
@@ -255,26 +276,118 @@ def _script_lines(origin, path: str) -> set[int]:
     return lines
 
 
+def _across_versions(job: Job, findings: list, judge) -> list:
+    """Under an inferred verl version, an error that does not hold for every version accepting the script is a
+    warning naming those it holds for; an error of another accepted version is added as such a warning.
+
+    Versions that read the same defaults and behave alike (versions.behaviour) are judged once."""
+    from dataclasses import replace
+
+    from shardcheck.frameworks.verl.versions import behaviour, span
+    from shardcheck.rules.registry import run_rules
+
+    groups: dict[tuple, list[str]] = {}
+    for version in job.accepted_versions:
+        groups.setdefault(behaviour(version, job.config_name, job.defaults_read), []).append(version)
+    if len(groups) == 1:
+        return findings
+
+    def key(f) -> tuple:
+        return f.rule, f.line, f.role
+
+    mine = behaviour(job.framework_version, job.config_name, job.defaults_read)
+    errors: dict[tuple, dict[tuple, object]] = {mine: {key(f): f for f in findings if f.severity == "error"}}
+    for sig, versions in groups.items():
+        if sig != mine:
+            errors[sig] = {key(f): f for f in run_rules(judge(versions[-1]))[0] if f.severity == "error"}
+    out = []
+    for f in findings:
+        if f.severity == "error":
+            holds = [v for sig, vs in groups.items() if key(f) in errors[sig] for v in vs]
+            if len(holds) < len(job.accepted_versions):
+                others = [v for v in job.accepted_versions if v not in holds]
+                f = replace(f, severity="warning", message=f"{f.message} [holds for verl {span(holds)}, not for "
+                                                           f"{span(others)}; give --verl-version to decide]")
+        out.append(f)
+    seen = set(errors[mine])
+    for sig in groups:
+        for k, f in errors[sig].items():
+            if k in seen:
+                continue
+            seen.add(k)
+            holds = [v for s2, vs in groups.items() if k in errors[s2] for v in vs]
+            out.append(replace(f, severity="warning", message=f"under verl {span(holds)}: {f.message} [not for "
+                               f"verl {job.framework_version}, the version judged; give --verl-version to decide]",
+                               fix=f"on verl {span(holds)}: {f.fix}" if f.fix else None))
+    return out
+
+
+def _requested_verl(flag: str | None, settings: Settings) -> tuple[str, str] | None:
+    if flag is not None:
+        return flag, "--verl-version"
+    import os
+
+    if os.environ.get("SHARDCHECK_VERL_VERSION"):
+        return os.environ["SHARDCHECK_VERL_VERSION"], "SHARDCHECK_VERL_VERSION"
+    if settings.verl_version is not None:
+        return settings.verl_version, f"verl-version in {settings.source}"
+    return None
+
+
 def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None, text: bytes | None = None,
-                   args: tuple[str, ...] = ()) -> Job:
-    """The resolved Job of the script's (first) verl launch; InputError when there is none."""
-    from shardcheck.frameworks.verl.resolve import is_verl_entry, resolve_verl, unmodelled_verl_entry
+                   display: str | None = None, text: bytes | None = None, args: tuple[str, ...] = (),
+                   extra_args: tuple[str, ...] = (), verl_version: tuple[str, str] | None = None,
+                   megatron_core_version: str | None = None, memo: dict | None = None,
+                   allow_source: tuple[str | Path, ...] = ()) -> Job:
+    """The resolved Job of the script's (first) verl launch; InputError when there is none.
+
+    ``extra_args``: words added at the end of the launch command (``shardcheck plan`` proves its override
+    lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
+    ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
+    ``memo``: a dict that keeps the script's reading between calls on the same script and environment;
+    ``allow_source``: directories ``source`` may read besides the script's own tree."""
+    job = _resolve_script(path, env, model_config=model_config, display=display, text=text, args=args,
+                          extra_args=extra_args, verl_version=verl_version, memo={} if memo is None else memo,
+                          allow_source=allow_source)
+    from dataclasses import replace
+
+    from shardcheck.frameworks.megatron.versions import choose
+    from shardcheck.frameworks.verl.versions import implied_megatron_core
+
+    mcore = choose(megatron_core_version, implied_megatron_core(job.framework_version) if job.framework == "verl"
+                   else None)
+    return replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
+
+
+def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_config: str | None,
+                    display: str | None, text: bytes | None, args: tuple[str, ...], extra_args: tuple[str, ...],
+                    verl_version: tuple[str, str] | None, memo: dict,
+                    allow_source: tuple[str | Path, ...]) -> Job:
+    from shardcheck.frameworks.interface import detect, resolve
+    from shardcheck.frameworks.verl.resolve import unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
-    from shardcheck.inputs.hydra_overrides import parse_hydra_args
     from shardcheck.inputs.launch import find_launches
 
     shown = display or str(path)
-    if text is not None:
-        reading = read_bash_text(text, shown, env, real_path=Path(path), args=args)
-    else:
-        reading = read_bash(path, env, display=shown, args=args)
+    if "reading" not in memo:
+        if text is not None:
+            memo["reading"] = read_bash_text(text, shown, env, real_path=Path(path), args=args,
+                                             allow_source=allow_source)
+        else:
+            memo["reading"] = read_bash(path, env, display=shown, args=args, allow_source=allow_source)
+    reading = memo["reading"]
     found = find_launches(reading.commands)
-    launches = [launch for launch in found if is_verl_entry(launch)]
+    if extra_args:
+        found = [_with_args(launch, extra_args) for launch in found]
+    detected = [(launch, detect(launch)) for launch in found]
+    # verl's launch first, wherever it stands; else the first Megatron-LM or slime launch
+    launches = [launch for launch, framework in detected if framework == "verl"]
     from dataclasses import replace
 
     _stop_at_unterminated(reading, found)
-    flag_job = _resolve_flag_launch(found, reading, shown, model_config) if not launches else None
+    flag_launch = next(((launch, framework) for launch, framework in detected if framework is not None), None)
+    flag_job = (resolve(flag_launch[1], flag_launch[0], reading, shown, model_config=model_config)
+                if not launches and flag_launch is not None else None)
     if flag_job is not None:
         return replace(flag_job, notes=_shell_notes(reading) + flag_job.notes, suppressions=reading.suppressions,
                        suppression_ids=reading.suppression_ids)
@@ -283,9 +396,11 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
         if other is not None:
             raise NoLaunchError(f"{other.origin.location}: {other.module} is not modelled yet; skipped (shardcheck "
                                 "reads verl.trainer.main_ppo launches)")
-        syntax = next((d for d in reading.diagnostics if d.code in ("SHELL-SYNTAX", "SHELL-ARITH")), None)
+        syntax = next((d for d in reading.diagnostics if d.kind in _BASH_REJECTS), None)
         if syntax is not None:
-            raise InputError(f"{syntax.origin.location}: {syntax.message}")
+            from shardcheck.rules.registry import render
+
+            raise InputError(f"{syntax.origin.location}: {render(syntax).message}")
         modules = [launch for launch in found if launch.module and launch.module.split(".")[0] not in _TOOL_MODULES]
         if modules:
             names = ", ".join(dict.fromkeys(launch.module for launch in modules))
@@ -295,33 +410,33 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
             f"{shown}:1: no launch command; skipped (shardcheck reads verl's python3 -m verl.trainer.main_ppo, "
             "Megatron-LM's torchrun pretrain_gpt.py and slime's python3 train.py launches)"
         )
-    launch = launches[0]
-    hydra = parse_hydra_args(launch.args)
-    job = resolve_verl(launch, hydra, shown, model_config=model_config)
+    from shardcheck.frameworks.verl.versions import find_pin
+
+    pinned = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None
+    job = resolve("verl", launches[0], reading, shown, model_config=model_config, verl_version=verl_version,
+                  pinned=pinned, memo=memo, env=env)
     return replace(job, notes=_shell_notes(reading) + job.notes, suppressions=reading.suppressions,
                    suppression_ids=reading.suppression_ids)
 
 
-def _shell_notes(reading) -> tuple[ConfigNote, ...]:
+def _shell_notes(reading) -> tuple[Problem, ...]:
     """The reader's diagnostics, and a SHELL-ENV-UNUSED note for each ``--env`` name the script never reads."""
     import difflib
 
     from shardcheck.origin import Origin
 
-    notes = [ConfigNote(rule=d.code, message=d.message, origin=d.origin) for d in reading.diagnostics]
+    notes = list(reading.diagnostics)
     wanted = {name.upper(): name for name in reading.env_wanted}
     for name in reading.env_unread:
         close = wanted.get(name.upper()) or next(iter(difflib.get_close_matches(name, list(wanted.values()), 1, 0.7)),
                                                  None)
-        read = f"; it reads {', '.join('$' + n for n in reading.env_wanted[:6])}" if reading.env_wanted else \
-            "; it reads no environment variable"
-        notes.append(ConfigNote(
-            rule="SHELL-ENV-UNUSED", origin=Origin(kind="cli", path=reading.path, text=f"--env {name}"),
-            message=f"--env {name}: {reading.path} never reads ${name}, so the value changes nothing{read}",
-            fix=f"did you mean --env {close}=...?" if close else "remove it, or use the name the script reads"))
+        notes.append(Problem(Kind.ENV_UNUSED, Origin(kind="cli", path=reading.path, text=f"--env {name}"),
+                             {"name": name, "path": reading.path, "wanted": list(reading.env_wanted), "close": close}))
     return tuple(notes)
 
 
+# What bash itself rejects before the launch: the script cannot be judged as a whole.
+_BASH_REJECTS = (Kind.SHELL_SYNTAX, Kind.SHELL_PLACEHOLDER, Kind.SHELL_ARITH)
 # ``python -m`` modules that are tools, not training launches: never named as "not modelled".
 _TOOL_MODULES = frozenset({"pip", "venv", "ensurepip", "http", "json", "site", "uv", "pytest", "torch"})
 
@@ -333,9 +448,24 @@ def _stop_at_unterminated(reading, found) -> None:
         return
     last = max((f.origin.line or 0 for f in found[0].command.fields), default=0)
     for d in reading.diagnostics:
-        if d.code == "SHELL-SYNTAX" and d.message.startswith("unterminated") and d.origin.path == reading.path \
+        if d.kind is Kind.SHELL_SYNTAX and d["reason"].startswith("unterminated") and d.origin.path == reading.path \
                 and (d.origin.line or 0) <= last:
-            raise InputError(f"{d.origin.location}: {d.message}")
+            from shardcheck.rules.registry import render
+
+            raise InputError(f"{d.origin.location}: {render(d).message}")
+
+def _with_args(launch, words: tuple[str, ...]):
+    """The launch with ``words`` appended to its arguments (origin: shardcheck plan)."""
+    from dataclasses import replace
+
+    from shardcheck.inputs.shell_values import Field, Seg
+    from shardcheck.origin import Origin
+
+    fields = []
+    for word in words:
+        origin = Origin(kind="default", text=f"shardcheck plan: {word}")
+        fields.append(Field(segs=(Seg(text=word, origin=origin),), origin=origin))
+    return replace(launch, args=launch.args + tuple(fields))
 
 
 def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:
@@ -349,6 +479,81 @@ def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -
         if is_megatron_lm_entry(launch):
             return resolve_megatron_lm(launch, shown, exported_values(reading, launch), model_config=model_config)
     return None
+
+
+@dataclass
+class VersionRow:
+    """One version's verdict in ``check --versions``."""
+
+    framework: str  # verl | megatron-core
+    versions: tuple[str, ...]  # one verl version; megatron-core: a run of minors with the same verdict
+    accepted: bool | None  # verl: whether its config accepts every override (None for megatron-core rows)
+    valid: bool | None
+    first: Finding | None  # the first error (None when valid)
+
+
+@dataclass
+class VersionMatrix:
+    path: str
+    rows: list[VersionRow] = field(default_factory=list)
+    chosen: str | None = None  # the verl version plain `check` judges with, and why
+    reason: str = ""
+    megatron_core_verl: str | None = None  # the verl version the megatron-core rows are judged with
+    error: str | None = None
+
+
+def version_matrix(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
+                   display: str | None = None, megatron_core_version: str | None = None,
+                   allow_source: tuple[str | Path, ...] = ()) -> VersionMatrix:
+    """The script judged against every bundled verl version, and, under the verl version plain ``check`` picks,
+    against every megatron-core minor (runs of minors with the same layout verdict merged)."""
+    from dataclasses import replace
+
+    from shardcheck.frameworks.megatron.versions import MINORS
+    from shardcheck.frameworks.verl.versions import catalogue
+    from shardcheck.rules.registry import run_rules
+
+    shown = display or str(path)
+    memo: dict = {}
+
+    def judged(job: Job) -> tuple[bool | None, Finding | None]:
+        findings, _ = run_rules(job)
+        findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            return (None if all(f.conditional for f in errors) else False), errors[0]
+        return True, None
+
+    try:
+        base = resolve_script(path, env, model_config=model_config, display=shown,
+                              megatron_core_version=megatron_core_version, memo=memo, allow_source=allow_source)
+    except InputError as exc:
+        return VersionMatrix(shown, error=str(exc))
+    matrix = VersionMatrix(shown, chosen=base.framework_version, reason=base.version_reason)
+    if base.framework == "verl":
+        for version in catalogue().versions:
+            job = resolve_script(path, env, model_config=model_config, display=shown,
+                                 verl_version=(version, "--versions"), megatron_core_version=megatron_core_version,
+                                 memo=memo, allow_source=allow_source)
+            valid, first = judged(job)
+            matrix.rows.append(VersionRow("verl", (version,), version in base.accepted_versions, valid, first))
+    matrix.megatron_core_verl = base.framework_version
+    if base.layouts:
+        for minor in MINORS:
+            job = replace(base, megatron_core_version=minor)
+            layout_errors = [f for f in run_rules(job)[0] if f.rule.startswith("MCORE-PS-") and f.severity == "error"]
+            row = VersionRow("megatron-core", (minor,), None, not layout_errors, layout_errors[0] if layout_errors
+                             else None)
+            last = matrix.rows[-1] if matrix.rows and matrix.rows[-1].framework == "megatron-core" else None
+            if last is not None and last.valid == row.valid and _same(last.first, row.first):
+                last.versions += (minor,)
+            else:
+                matrix.rows.append(row)
+    return matrix
+
+
+def _same(a: Finding | None, b: Finding | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and a.rule == b.rule)
 
 
 @dataclass
@@ -413,6 +618,7 @@ class MemoryResult:
     estimate: object | None = None  # shardcheck.memory.estimate.MemoryEstimate
     findings: list = field(default_factory=list)
     error: str | None = None
+    step: object | None = None  # shardcheck.estimate.step_time.StepTime: the model's seconds per step
 
     @property
     def exit_code(self) -> int:
@@ -422,12 +628,21 @@ class MemoryResult:
 
 
 def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-           display: str | None = None, device: str | None = None, host_memory: int | None = None) -> MemoryResult:
+           display: str | None = None, device: str | None = None, host_memory: int | None = None,
+           sample_tokens: tuple[int, int | None] | None = None, settings: Settings | None = None,
+           allow_source: tuple[str | Path, ...] = ()) -> MemoryResult:
     """What each device holds for the script's job: training stages, rollout, host."""
     from shardcheck.memory.estimate import estimate
 
-    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
+    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory,
+                   sample_tokens=sample_tokens, settings=settings, allow_source=allow_source)
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
-    return MemoryResult(result.path, estimate(result.job, device),
-                        [f for f in result.findings if f.rule.startswith("MEM-")])
+    est = estimate(result.job, device)
+    step = None
+    if est.train is not None and result.job.layout("actor") is not None:
+        from shardcheck.estimate.step_time import predict
+
+        step, _ = predict(result.job)
+    return MemoryResult(result.path, est, [f for f in result.findings if f.rule.startswith(("MEM-", "VALUE-BAD-"))],
+                        step=step)

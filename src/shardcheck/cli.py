@@ -1,4 +1,9 @@
-"""The ``shardcheck`` command: a thin ``main(argv) -> int`` over the Python API."""
+"""The ``shardcheck`` command: a thin ``main(argv) -> int`` over the Python API.
+
+Exit status: 0 no error, 1 an error finding, 2 unusable input or arguments, 3 ``--verify`` disagrees
+with megatron-core, 4 an internal error of shardcheck itself (a bug: one line, the traceback only
+with ``--debug``).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,17 @@ from typing import ClassVar
 
 from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report
 from shardcheck.cli_review import add_parsers as add_review_parsers
+from shardcheck.errors import UsageError
 
 EXAMPLE = Path(__file__).with_name("examples") / "qwen3_235b_256k.sh"
+EXIT_INTERNAL = 4
+REPORT_HINT = "this is a bug in shardcheck, not a verdict on the input: please report it with the input " \
+              "(rerun with --debug for the traceback)"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and exit 2 itself, never as JSON
+        raise UsageError(f"{self.prog}: {message}")
 
 
 def _env_pairs(values: list[str]) -> dict[str, str]:
@@ -19,9 +33,19 @@ def _env_pairs(values: list[str]) -> dict[str, str]:
     for item in values:
         name, eq, value = item.partition("=")
         if not eq or not name.isidentifier():
-            raise SystemExit(f"shardcheck: --env {item!r}: expected NAME=VALUE")
+            raise UsageError(f"shardcheck: --env {item!r}: expected NAME=VALUE")
         env[name] = value
     return env
+
+
+def _input_options(p: argparse.ArgumentParser, *, settings: bool = True) -> None:
+    p.add_argument("--allow-source", action="append", default=[], metavar="DIR",
+                   help="let `source FILE` read files in DIR (default: only world-readable files in the script's "
+                        "own directory tree)")
+    if settings:
+        p.add_argument("--config", metavar="FILE", help="settings file ([tool.shardcheck]); default: the nearest "
+                       "pyproject.toml from the script up to the top of its git work tree")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
@@ -71,11 +95,36 @@ def _guarded(args, shown: str, fn):
 def _memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", metavar="NAME", help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
                    "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)")
+    p.add_argument("--device-memory", type=_size, metavar="SIZE",
+                   help="memory of one device, for a card without a preset (e.g. 96GiB); instead of --device")
     p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
+    p.add_argument("--sample-tokens", type=_sample_tokens, metavar="MEAN[,MAX]",
+                   help="dynamic batch size: size the update at this mean (and longest) sample length instead of "
+                        "the token budget")
+
+
+def _sample_tokens(text: str) -> tuple[int, int | None]:
+    """``--sample-tokens 3000`` / ``3000,16000`` → (mean, max)."""
+    parts = text.split(",")
+    try:
+        values = [int(x) for x in parts]
+    except ValueError:
+        values = []
+    if len(parts) > 2 or not values or min(values) < 1 or (len(values) == 2 and values[1] < values[0]):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected MEAN or MEAN,MAX tokens (whole numbers, MAX ≥ MEAN)")
+    return values[0], values[1] if len(values) == 2 else None
+
+
+def _version_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verl-version", metavar="X", help="the verl release to judge against (default: the setting "
+                   "verl-version, an installed verl, a pin near the script, else the newest release that accepts "
+                   "every key of the script)")
+    p.add_argument("--megatron-core-version", metavar="X", help="the megatron-core minor the layout rules follow "
+                   "(default: the installed one, else the one the verl release runs with)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="shardcheck",
         description="Judge a large-model training launch before it runs: layout, sizes, and what to change.",
     )
@@ -104,8 +153,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="the name (and folder, for settings and `source`) of the script read from -")
     check.add_argument("--verify", action="store_true",
                        help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
+    check.add_argument("--verbose", action="store_true", help="also say which settings file was used")
     _memory_options(check)
+    _input_options(check)
     _limit_options(check)
+    _version_options(check)
+    check.add_argument("--versions", action="store_true",
+                       help="judge the script against every bundled verl release (and megatron-core minor where the "
+                            "layout verdict changes): one row each")
     memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
     memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
     memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -113,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_argument("--format", choices=("text", "json"), default="text")
     memory.add_argument("--explain", action="store_true", help="say what each term is and where its formula comes from")
     _memory_options(memory)
+    _input_options(memory)
     _limit_options(memory)
     mesh = sub.add_parser("mesh", help="show which ranks form each parallel group, and on which node")
     mesh.add_argument("path", nargs="?", help="a launch script (or give the sizes below)")
@@ -128,7 +184,23 @@ def _parser() -> argparse.ArgumentParser:
     mesh.add_argument("--format", choices=("text", "json"), default="text")
     mesh.add_argument("--verify", action="store_true",
                       help="also initialise the real megatron-core and compare its groups (needs shardcheck[verify])")
+    _input_options(mesh, settings=False)
     _limit_options(mesh)
+    plan = sub.add_parser("plan", help="the layouts that start, fit and run fastest, with the lines to paste")
+    plan.add_argument("path", nargs="?", help="a launch script (or give --model and the cluster)")
+    plan.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    plan.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
+    plan.add_argument("--model", metavar="NAME|config.json", help="plan a verl GRPO job for this model")
+    plan.add_argument("--world", type=int)
+    plan.add_argument("--devices-per-node", type=int)
+    plan.add_argument("--seq-len", type=int, help="prompt + response tokens (with --model)")
+    plan.add_argument("--global-batch", type=int, default=64, help="sequences per step (with --model)")
+    plan.add_argument("--framework", default="verl", choices=("verl", "megatron-lm", "slime"))
+    plan.add_argument("--device", metavar="NAME", help="device preset (h200, a100-80, 910c, ...)")
+    plan.add_argument("--top", type=int, default=5, help="how many layouts to show (default 5)")
+    plan.add_argument("--margin", type=float, default=0.10, help="memory kept free, a share of the device (0.10)")
+    plan.add_argument("--format", choices=("text", "json"), default="text")
+    _input_options(plan, settings=False)
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
@@ -137,19 +209,67 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _wants_json(argv: list[str]) -> bool:
+    from itertools import pairwise
+
+    return any(a in ("--format=json", "--output-format=json") for a in argv) or any(
+        a in ("--format", "--output-format") and b == "json" for a, b in pairwise(argv))
+
+
+def _print_error(message: str, as_json: bool, path: str | None = None) -> None:
+    """One line on stderr; in JSON mode a JSON document on stdout too, so JSON readers always get JSON."""
+    if as_json:
+        import json
+
+        print(json.dumps({"version": 1, "path": path, "valid": None, "error": message}, indent=2))
+    print(message, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `shardcheck check run.sh -- a=b c=d`: the words after `--` are the script's positional parameters
     script_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
-    args = _parser().parse_args(argv)
-    args.script_args = tuple(script_args)
+    as_json = _wants_json(argv)
+    try:
+        args = _parser().parse_args(argv)
+        args.script_args = tuple(script_args)
+        return _dispatch(args)
+    except UsageError as exc:
+        _print_error(str(exc), as_json)
+        return 2
+    except (KeyboardInterrupt, BrokenPipeError, SystemExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 — the crash contract: one line and a reserved exit status
+        if "--debug" in argv:
+            import traceback
+
+            traceback.print_exc()
+        where = exc.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        at = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where is not None else ""
+        _print_error(f"shardcheck: internal error ({type(exc).__name__}: {str(exc)[:200]}{at}); {REPORT_HINT}",
+                     as_json)
+        return EXIT_INTERNAL
+
+
+def _dispatch(args) -> int:
+    if getattr(args, "device_memory", None) is not None:
+        if args.device:
+            print("shardcheck: give --device or --device-memory, not both", file=sys.stderr)
+            return 2
+        from shardcheck.memory.devices import MEMORY_CHOICE
+
+        args.device = f"{MEMORY_CHOICE}{args.device_memory}"
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":
         return _mesh(args)
     if args.command == "memory":
         return _memory(args)
+    if args.command == "plan":
+        return _plan(args)
     if args.command in ("diff", "report"):
         return run_diff(args) if args.command == "diff" else run_report(args)
     if args.command == "rules":
@@ -161,10 +281,42 @@ def main(argv: list[str] | None = None) -> int:
 
     page = render_rule_page(args.rule_id)
     if page is None:
-        print(f"shardcheck: no rule {args.rule_id!r}; `shardcheck rules` lists them", file=sys.stderr)
-        return 2
+        from shardcheck.rules.registry import check_id
+
+        status = check_id(args.rule_id, prefix_ok=False)
+        if status.kind == "renamed":
+            page = render_rule_page(status.target)
+            print(f"shardcheck: {args.rule_id} was renamed to {status.target}", file=sys.stderr)
+        else:
+            said = f" ({status.note})" if status.kind == "removed" else ""
+            print(f"shardcheck: no rule {args.rule_id!r}{said}; `shardcheck rules` lists them", file=sys.stderr)
+            return 2
     print(page)
     return 0
+
+
+def _plan(args) -> int:
+    from shardcheck.errors import InputError
+    from shardcheck.plan import PlanError, plan_model, plan_script
+    from shardcheck.report.plan_report import render_plan_json, render_plan_text
+
+    try:
+        if args.path is not None:
+            result = plan_script(args.path, _env_pairs(args.env), model_config=args.model_config, device=args.device,
+                                 top=args.top, margin=args.margin, allow_source=tuple(args.allow_source))
+        elif args.model and args.world and args.devices_per_node and args.device and args.seq_len:
+            result = plan_model(args.model, world=args.world, devices_per_node=args.devices_per_node,
+                                device=args.device, seq_len=args.seq_len, global_batch=args.global_batch,
+                                framework=args.framework, top=args.top, margin=args.margin)
+        else:
+            print("shardcheck plan: give a launch script, or --model, --world, --devices-per-node, --device and "
+                  "--seq-len", file=sys.stderr)
+            return 2
+    except (InputError, PlanError) as exc:
+        print(f"shardcheck plan: {exc}", file=sys.stderr)
+        return 2
+    print(render_plan_json(result) if args.format == "json" else render_plan_text(result))
+    return 0 if result.plans else 1
 
 
 def _example_display() -> str:
@@ -197,11 +349,18 @@ def _check(args) -> int:
     from shardcheck.settings import load_settings
 
     env = _env_pairs(args.env)
+    given = _config_settings(args)
     builtin = not args.paths
     paths = expand_paths(args.paths) if args.paths else [str(EXAMPLE)]
     if paths.count("-") > 1:
         print("shardcheck: - (standard input) can be given once", file=sys.stderr)
         return 2
+    bad = _bad_version(args)
+    if bad is not None:
+        print(f"shardcheck: {bad}", file=sys.stderr)
+        return 2
+    if args.versions:
+        return _versions(args, env, paths)
     out = _Output(sys.stdout, args.format == "text" and not args.statistics)
     progress = _Progress(len(paths))
     results = []
@@ -209,7 +368,9 @@ def _check(args) -> int:
     try:
         for p in paths:
             progress.advance(p)
-            kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory}
+            kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory,
+                      "sample_tokens": args.sample_tokens, "allow_source": tuple(args.allow_source),
+                      "verl_version": args.verl_version, "megatron_core_version": args.megatron_core_version}
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
                 text = sys.stdin.buffer.read()
@@ -217,7 +378,8 @@ def _check(args) -> int:
                 where = name
             else:
                 text, display, where = None, _example_display() if builtin else p, Path(p)
-            settings = _settings_for(where, load_settings, overrides)
+            settings = given.overridden(**overrides) if given is not None else \
+                _settings_for(where, load_settings, overrides)
             r, why = _guarded(args, display, functools.partial(check, where, env, display=display, text=text,
                                                                settings=settings, args=args.script_args, **kwargs))
             if why is not None:
@@ -225,7 +387,7 @@ def _check(args) -> int:
             results.append(r)
             if out.streaming:
                 progress.pause()
-                out.lines(_result_lines(r, args.quiet, builtin))
+                out.lines(_result_lines(r, args.quiet, builtin, args.verbose))
     finally:
         progress.stop()
     reports = _verify(results) if args.verify else None
@@ -259,6 +421,19 @@ def _check(args) -> int:
     return _exit_status(results, args.exit_zero)
 
 
+def _config_settings(args):
+    """The ``--config`` settings (None: each script's own work tree decides)."""
+    if not getattr(args, "config", None):
+        return None
+    from shardcheck.errors import SettingsError
+    from shardcheck.settings import load_settings
+
+    try:
+        return load_settings(Path("."), Path(args.config))
+    except SettingsError as exc:
+        raise UsageError(f"shardcheck: --config: {exc}") from None
+
+
 def _settings_for(where: Path, load, overrides: dict):
     """The settings of the script's project with the command line's values in their place; a broken
     settings file is left to ``check`` to report."""
@@ -280,10 +455,10 @@ def _exit_status(results, exit_zero: bool) -> int:
     return 0 if exit_zero else code
 
 
-def _result_lines(r, quiet: bool, builtin: bool):
+def _result_lines(r, quiet: bool, builtin: bool, verbose: bool = False):
     from shardcheck.report.text import result_lines
 
-    lines = result_lines(r, quiet=quiet, builtin=builtin)
+    lines = result_lines(r, quiet=quiet, builtin=builtin, verbose=verbose)
     if not quiet and r.job is not None:
         lines.append([])
     return lines
@@ -375,18 +550,49 @@ def _no_progress() -> bool:
     return os.environ.get("TERM") == "dumb"
 
 
+def _bad_version(args) -> str | None:
+    """An unknown --verl-version / --megatron-core-version: one line naming the bundled ones (exit 2)."""
+    from shardcheck.errors import InputError
+    from shardcheck.frameworks.megatron import versions as mcore
+    from shardcheck.frameworks.verl import versions as verl
+
+    try:
+        if args.verl_version is not None:
+            verl.normalize(args.verl_version)
+        if args.megatron_core_version is not None:
+            mcore.normalize(args.megatron_core_version)
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+def _versions(args, env: dict[str, str], paths: list[str]) -> int:
+    """--versions: one row per bundled verl release (and megatron-core minor where the layout verdict changes)."""
+    from shardcheck.api import version_matrix
+    from shardcheck.report.versions_report import render_versions_json, render_versions_text
+
+    matrices = [version_matrix(p, env, model_config=args.model_config,
+                               display=p if args.paths else _example_display(),
+                               megatron_core_version=args.megatron_core_version,
+                               allow_source=tuple(getattr(args, "allow_source", ()) or ())) for p in paths]
+    print(render_versions_json(matrices) if args.format == "json" else render_versions_text(matrices))
+    return 2 if any(m.error for m in matrices) else 0
+
+
 def _memory(args) -> int:
     from shardcheck.api import MemoryResult, memory
     from shardcheck.report.memory_report import render_memory_json, render_memory_text
 
     env = _env_pairs(args.env)
+    settings = _config_settings(args)
     paths = args.paths or [str(EXAMPLE)]
     results = []
     for p in paths:
         display = p if args.paths else f"{_example_display()} (built-in example)"
-        result, why = _guarded(args, display, functools.partial(memory, p, env, model_config=args.model_config,
-                                                                device=args.device, host_memory=args.host_memory,
-                                                                display=display))
+        result, why = _guarded(args, display, functools.partial(
+            memory, p, env, model_config=args.model_config, device=args.device, host_memory=args.host_memory,
+            sample_tokens=args.sample_tokens, settings=settings, allow_source=tuple(args.allow_source),
+            display=display))
         results.append(result if why is None else MemoryResult(display, error=why))
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)
@@ -409,6 +615,17 @@ def _verify(results) -> dict | int:
     return {id(r): rep for r, rep in zip(judged, reports)}
 
 
+def _mesh_sizes(args) -> None:
+    """The sizes given as options: each a whole number ≥ 1 (ETP and VPP may be left out)."""
+    given = {"--world": args.world, "--devices-per-node": args.devices_per_node, "--tp": args.tp, "--pp": args.pp,
+             "--cp": args.cp, "--ep": args.ep, "--etp": args.etp, "--vpp": args.vpp}
+    for name, value in given.items():
+        if value is not None and value < 1:
+            raise UsageError(f"shardcheck mesh: {name} {value}: a parallel size is a whole number ≥ 1")
+    if args.rank is not None and args.rank < 0:
+        raise UsageError(f"shardcheck mesh: --rank {args.rank}: ranks count from 0")
+
+
 def _mesh(args) -> int:
     from shardcheck.api import mesh, resolve_script
     from shardcheck.errors import InputError
@@ -418,41 +635,39 @@ def _mesh(args) -> int:
     if args.path:
         env = _env_pairs(args.env)
         try:
-            job, why = _guarded(args, args.path, lambda: resolve_script(args.path, env))
+            job, why = _guarded(args, args.path, lambda: resolve_script(args.path, env,
+                                                                        allow_source=tuple(args.allow_source)))
         except InputError as exc:
-            print(f"error: {exc}")
+            _print_error(f"error: {exc}", args.format == "json", args.path)
             return 2
         if why is not None:
-            print(f"error: {why}")
+            _print_error(f"error: {why}", args.format == "json", args.path)
             return 2
         shown = args.path
-    elif args.world:
+    elif args.world is not None:
+        _mesh_sizes(args)
         job = job_from_sizes(world=args.world, devices_per_node=args.devices_per_node, tp=args.tp, pp=args.pp,
                              cp=args.cp, ep=args.ep, etp=args.etp, vpp=args.vpp, order=args.order)
         shown = "<sizes>"
     else:
-        print("shardcheck mesh: give a launch script or --world (and the sizes)", file=sys.stderr)
-        return 2
+        raise UsageError("shardcheck mesh: give a launch script or --world (and the sizes)")
     result, why = _guarded(args, shown, lambda: mesh(job, shown))
     if why is not None:
-        print(f"error: {why}")
+        _print_error(f"error: {why}", args.format == "json", shown)
         return 2
     if args.rank is not None and result.grid is not None and not 0 <= args.rank < result.grid.world:
-        print(f"shardcheck mesh: --rank {args.rank} is outside 0..{result.grid.world - 1}", file=sys.stderr)
-        return 2
+        raise UsageError(f"shardcheck mesh: --rank {args.rank} is outside 0..{result.grid.world - 1}")
     report = None
     if args.verify:
         from shardcheck.verify import VerifyError, verify_available, verify_job
 
         hint = verify_available()
         if hint is not None:
-            print(f"shardcheck: {hint}", file=sys.stderr)
-            return 2
+            raise UsageError(f"shardcheck: {hint}")
         try:
             report = verify_job(job)
         except VerifyError as exc:
-            print(f"shardcheck: --verify: {exc}", file=sys.stderr)
-            return 2
+            raise UsageError(f"shardcheck: --verify: {exc}") from None
     if args.format == "json":
         import json
 

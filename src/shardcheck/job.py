@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Problem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,17 +255,6 @@ class ModelFacts:
         return bool(self.num_experts)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConfigNote:
-    """A finding the resolution produced about an input (a key, a line): carried to its rule."""
-
-    rule: str
-    message: str
-    origin: Origin
-    fix: str | None = None
-    severity: str | None = None  # overrides the rule's default severity when set
-
-
 # Where each framework takes the node count, devices per node and device kind from (None: not a setting).
 CLUSTER_KEYS = {
     "verl": ("trainer.nnodes", "trainer.n_gpus_per_node", "trainer.device"),
@@ -282,6 +272,13 @@ class Job:
     framework: str
     framework_version: str
     entry: str
+    version_source: str = "default"  # how framework_version was chosen: flag | config | installed | pinned |
+    #                                  inferred | default (frameworks/verl/versions.py)
+    accepted_versions: tuple[str, ...] = ()  # bundled versions whose config accepts every override
+    version_reason: str = ""  # one line: why this version
+    defaults_read: frozenset[str] = frozenset()  # framework keys read at their defaults (not set by the script)
+    megatron_core_version: str = "0.16"  # the megatron-core minor the layout rules follow
+    megatron_core_reason: str = ""  # why that minor (frameworks/megatron/versions.py)
     config_name: str
     config_source: str
     cluster: Cluster
@@ -292,7 +289,7 @@ class Job:
     model_path: Traced[str]
     model: ModelFacts | None
     model_problem: str | None
-    notes: tuple[ConfigNote, ...] = ()
+    notes: tuple[Problem, ...] = ()  # problems found reading and resolving the input
     open_arguments: tuple[Origin, ...] = ()  # arguments of unknown content: they may set any key
     rollout: RolloutLayout | None = None
     suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # script line -> disabled rule ids
@@ -300,7 +297,11 @@ class Job:
     values: dict[str, Traced] = field(default_factory=dict)  # framework keys the batch/rollout rules read
     device_choice: str | None = None  # --device NAME for the memory estimate (None: the default for trainer.device)
     host_memory_bytes: int | None = None  # --host-memory per node, for MEM-HOST
+    sample_tokens: tuple[int, int | None] | None = None  # --sample-tokens MEAN[,MAX] for dynamic batch size
     fsdp_layouts: tuple[FsdpLayout, ...] = ()  # FSDP engines built: actor, ref, critic (empty for Megatron)
+    # Values the rules compute once per run and share (the memory estimate): run_rules gives each run a
+    # fresh dict, so nothing is kept between runs.
+    run_cache: dict = field(default_factory=dict, compare=False, repr=False)
     servers: tuple[ServerLayout, ...] = ()  # inference servers built besides the rollout: reward model, teachers
 
     @property

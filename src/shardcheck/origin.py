@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from shardcheck.errors import ShardcheckError
+
 T = TypeVar("T")
 
 
@@ -92,3 +94,22 @@ class Traced(Generic[T]):
         if unknown is not None:
             return Traced(None, origin, unknown.unknown)
         return Traced(value, origin)
+
+
+class UnknownValue(ShardcheckError):
+    """A value that is needed is not known statically: the one way to stop on an unknown (see :func:`need`).
+
+    A rule that stops so is reported as VALUE-UNKNOWN naming ``name`` and the value's line; the
+    memory estimate says it is partial and why."""
+
+    def __init__(self, name: str, traced: Traced | None = None) -> None:
+        super().__init__(f"{name} is unknown ({traced.unknown})" if traced is not None else name)
+        self.name = name  # the value's name (a key, a flag), or a phrase saying what is unknown and why
+        self.traced = traced
+
+
+def need(traced: Traced, name: str):
+    """The value of ``traced``; raises :class:`UnknownValue` (naming ``name``) when it is unknown."""
+    if not traced.known:
+        raise UnknownValue(name, traced)
+    return traced.value

@@ -1,14 +1,18 @@
-"""Project settings: ``[tool.shardcheck]`` in the nearest ``pyproject.toml`` above a script.
+"""Project settings: ``[tool.shardcheck]`` in the nearest ``pyproject.toml`` at or above a script, inside
+its git work tree (never above it: a file in a shared parent directory must not silence the checks), or
+the file given with ``--config``.
 
     [tool.shardcheck]
     select = ["MCORE-", "VERL-"]   # rule ids or prefixes to report (default: all)
     ignore = ["VERL-MC-ETP-MISMATCH"]
     fail-on = "error"              # the lowest severity that makes the exit status 1: error | warning | info
+    verl-version = "0.9.0"         # the verl to judge against (default: inferred from the script's keys)
 
     [tool.shardcheck.per-file-ignores]
     "recipes/*.sh" = ["MEM-"]      # glob (relative to the pyproject.toml's folder, or a file name) -> ids
 
 The command line's ``--select`` / ``--ignore`` / ``--fail-on`` replace the file's values.
+
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 from shardcheck.errors import SettingsError
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-_KEYS = ("select", "ignore", "fail-on", "per-file-ignores")
+_KEYS = ("select", "ignore", "fail-on", "verl-version", "per-file-ignores")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,7 +32,9 @@ class Settings:
     select: tuple[str, ...] = ()  # empty: every rule
     ignore: tuple[str, ...] = ()
     fail_on: str = "error"
+    verl_version: str | None = None  # verl-version: the verl to judge against (frameworks/verl/versions.py)
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, ids)
+
     source: str | None = None  # the pyproject.toml they came from
     lines: tuple[tuple[str, int], ...] = ()  # (id as written, line in source), to anchor warnings about ids
 
@@ -107,40 +113,100 @@ def _lines(text: str, ids: list[str]) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def load_settings(start: Path) -> Settings:
-    """The settings of the nearest pyproject.toml with a [tool.shardcheck] table, at or above ``start``."""
+MAX_SETTINGS_BYTES = 1 << 20
+
+
+def work_tree_root(start: Path) -> Path | None:
+    """The top of the git work tree holding ``start`` (the directory with ``.git``), or None."""
+    for directory in [start, *start.parents]:
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+def settings_candidates(start: Path) -> list[Path]:
+    """Where settings may come from for a script in ``start``: each directory from ``start`` up to the top
+    of its git work tree, never above it; outside a work tree, ``start`` alone."""
+    root = work_tree_root(start)
+    if root is None:
+        return [start]
+    out = [start]
+    for directory in start.parents:
+        if not directory.is_relative_to(root):
+            break
+        out.append(directory)
+    return out
+
+
+def _line_of(text: str, name: str) -> int:
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip().startswith((f"{name} ", f"{name}=", f'"{name}"')):
+            return number
+    return 1
+
+
+def _id_list(value, what: str, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
+        raise SettingsError(f"{where}: [tool.shardcheck] {what} = {str(value)[:60]}: expected a list of rule ids or "
+                            'prefixes such as ["MCORE-", "VERL-CFG-UNKNOWN-KEY"] (an empty prefix would match every '
+                            "rule)")
+    return _ids(value)
+
+
+def read_settings(candidate: Path, *, required: bool = False) -> Settings | None:
+    """The ``[tool.shardcheck]`` settings of one TOML file; None when it has none (unless ``required``)."""
     import tomllib
 
-    for directory in [start, *start.parents]:
-        candidate = directory / "pyproject.toml"
+    try:
         if not candidate.is_file():
-            continue
-        try:
-            text = candidate.read_text()
-            doc = tomllib.loads(text)
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise SettingsError(f"{candidate}:1: cannot be read as TOML ({exc}); fix or remove it") from None
-        table = doc.get("tool", {}).get("shardcheck")
-        if table is None:
-            continue
-        if not isinstance(table, dict):
-            raise SettingsError(f"{candidate}:1: [tool.shardcheck] must be a table")
-        unknown = set(table) - set(_KEYS)
-        if unknown:
-            raise SettingsError(f"{candidate}:1: [tool.shardcheck] has no setting {sorted(unknown)[0]!r}; "
-                                f"use {', '.join(_KEYS[:-1])} or {_KEYS[-1]}")
-        fail_on = table.get("fail-on", "error")
-        if fail_on not in SEVERITY_RANK:
-            raise SettingsError(f"{candidate}:1: [tool.shardcheck] fail-on = {fail_on!r}; use error, warning or info")
-        for key in ("select", "ignore"):
-            if not isinstance(table.get(key, []), list):
-                raise SettingsError(f"{candidate}:1: [tool.shardcheck] {key} must be a list of rule ids")
-        per_file = table.get("per-file-ignores", {})
-        if not isinstance(per_file, dict) or not all(isinstance(v, list) for v in per_file.values()):
-            raise SettingsError(f"{candidate}:1: [tool.shardcheck.per-file-ignores] maps globs to lists of rule ids")
-        select, ignore = _ids(table.get("select", ())), _ids(table.get("ignore", ()))
-        pfi = tuple((str(pattern), _ids(ids)) for pattern, ids in per_file.items())
-        every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
-        return Settings(select=select, ignore=ignore, fail_on=fail_on, per_file_ignores=pfi,
-                        source=str(candidate), lines=_lines(text, every))
+            if required:
+                raise SettingsError(f"{candidate}: no such file; --config takes a pyproject.toml")
+            return None
+        if candidate.stat().st_size > MAX_SETTINGS_BYTES:
+            raise SettingsError(f"{candidate}:1: larger than {MAX_SETTINGS_BYTES >> 20} MiB; not a settings file")
+        text = candidate.read_bytes().decode("utf-8")
+        doc = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{candidate}:1: cannot be read as TOML ({exc}); fix or remove it") from None
+    tool = doc.get("tool", {})
+    table = tool.get("shardcheck") if isinstance(tool, dict) else None
+    if table is None:
+        if required:
+            raise SettingsError(f"{candidate}:1: has no [tool.shardcheck] table; add one or drop --config")
+        return None
+    if not isinstance(table, dict):
+        raise SettingsError(f"{candidate}:1: [tool.shardcheck] must be a table")
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise SettingsError(f"{candidate}:{_line_of(text, unknown[0])}: [tool.shardcheck] has no setting "
+                            f"{unknown[0]!r}; use {', '.join(_KEYS[:-1])} or {_KEYS[-1]}")
+    fail_on = table.get("fail-on", "error")
+    if not isinstance(fail_on, str) or fail_on not in SEVERITY_RANK:
+        raise SettingsError(f"{candidate}:{_line_of(text, 'fail-on')}: [tool.shardcheck] fail-on = "
+                            f"{str(fail_on)[:60]}; use error, warning or info")
+    select = _id_list(table.get("select", []), "select", f"{candidate}:{_line_of(text, 'select')}")
+    ignore = _id_list(table.get("ignore", []), "ignore", f"{candidate}:{_line_of(text, 'ignore')}")
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise SettingsError(f"{candidate}:1: [tool.shardcheck.per-file-ignores] maps globs to lists of rule ids")
+    pfi = tuple((str(pattern), _id_list(ids, f"per-file-ignores {pattern!r}", f"{candidate}:1"))
+                for pattern, ids in per_file.items())
+    verl_version = table.get("verl-version")
+    if verl_version is not None and not isinstance(verl_version, str):
+        raise SettingsError(f"{candidate}:{_line_of(text, 'verl-version')}: [tool.shardcheck] verl-version = "
+                            f"{str(verl_version)[:60]}; give a string such as \"0.9.0\"")
+    every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
+    return Settings(select=select, ignore=ignore, fail_on=fail_on, per_file_ignores=pfi, verl_version=verl_version,
+                    source=str(candidate), lines=_lines(text, every))
+
+
+def load_settings(start: Path, config: Path | None = None) -> Settings:
+    """``config`` when given, else the settings of the nearest pyproject.toml with a [tool.shardcheck]
+    table from ``start`` up to the top of its git work tree (``settings_candidates``)."""
+    if config is not None:
+        return read_settings(config, required=True)  # type: ignore[return-value]
+    for directory in settings_candidates(start):
+        found = read_settings(directory / "pyproject.toml")
+        if found is not None:
+            return found
     return Settings()

@@ -1,6 +1,6 @@
 """Read a bash launch script statically: evaluate its variables and find the commands it would run.
 
-tree-sitter-bash (chosen by measurement, ../shared/reference/parsers.md: 278/285 real verl scripts
+tree-sitter-bash (chosen by measurement: 278/285 real verl scripts
 error-free, ~0.6 ms a script, local error recovery) gives the statements; every word is re-lexed
 from its raw text by :mod:`shell_words` and expanded here. Nothing from the script is executed:
 command substitution, ``eval``, loops and the like yield values marked *unknown*. ``source FILE``
@@ -16,11 +16,12 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from shardcheck.errors import InputError
+from shardcheck.errors import InputError, ShardcheckError
 from shardcheck.inputs import bounds, files, shell_arith, shell_source, shell_words
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
 from shardcheck.origin import Origin
+from shardcheck.problems import Kind, Problem
 
 _IFS = " \t\n"
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
@@ -29,19 +30,10 @@ _NOT_STATEMENTS = ("comment", "heredoc_body", "file_redirect", "heredoc_redirect
 
 
 @dataclass(frozen=True, slots=True)
-class Diagnostic:
-    """Something about the script itself: a line not understood, a construct not followed."""
-
-    code: str
-    message: str
-    origin: Origin
-
-
-@dataclass(frozen=True, slots=True)
 class ShellReading:
     path: str
     commands: tuple[Command, ...]
-    diagnostics: tuple[Diagnostic, ...]
+    diagnostics: tuple[Problem, ...]  # about the script itself: a line not understood, ...
     variables: dict[str, Var]
     suppressions: dict[int, frozenset[str]] = field(default_factory=dict)  # line -> rule ids ("ALL")
     suppression_ids: tuple[tuple[int, str], ...] = ()  # (comment line, id as written), to check the ids
@@ -57,12 +49,13 @@ def _parser():
 
 
 def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None,
-              args: tuple[str, ...] = ()) -> ShellReading:
+              args: tuple[str, ...] = (), allow_source: tuple[str | Path, ...] = ()) -> ShellReading:
     """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``; ``args`` are its
-    positional parameters (``shardcheck check run.sh -- a=b``: ``$1``, ``"$@"``)."""
+    positional parameters (``shardcheck check run.sh -- a=b``: ``$1``, ``"$@"``); ``allow_source`` names
+    directories whose files ``source`` may read besides the script's own tree (``--allow-source``)."""
     p = Path(path)
     raw = files.read_regular(p, limit=files.SCRIPT_LIMIT, what="give the path of a launch script")
-    return read_bash_text(raw, display or str(path), env, real_path=p, args=args)
+    return read_bash_text(raw, display or str(path), env, real_path=p, args=args, allow_source=allow_source)
 
 
 def _tree(raw: bytes, path: str):
@@ -71,16 +64,18 @@ def _tree(raw: bytes, path: str):
         line = raw.count(b"\n", 0, nul) + 1
         raise InputError(f"{path}:{line}: not a text file (a NUL byte); give the path of a bash launch script")
     # Byte offsets and character offsets agree on latin-1 text; literal text is re-decoded as UTF-8.
-    src = raw.decode("latin-1") + "\n\n"  # "\n\n": tree-sitter-bash quirk 1 (parsers.md)
+    src = raw.decode("latin-1") + "\n\n"  # "\n\n": tree-sitter-bash misreads a script ending without a blank line
     return src, _parser().parse(src.encode("latin-1"))
 
 
 def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None, *,
-                   real_path: Path | None = None, args: tuple[str, ...] = ()) -> ShellReading:
+                   real_path: Path | None = None, args: tuple[str, ...] = (),
+                   allow_source: tuple[str | Path, ...] = ()) -> ShellReading:
     """Read script text; ``real_path`` is where it lies on disk (for ``source`` and ``$(dirname "$0")``)."""
     src, tree = _tree(raw, path)
     real = Path(os.path.abspath(real_path if real_path is not None else path))
     interp = _Interpreter(src, path, dict(env or {}), real_path=real)
+    interp.allow_source = tuple(Path(d) for d in allow_source)
     if args:
         origin = Origin(kind="cli", text="an argument after `--` on shardcheck's command line")
         interp.positional = tuple(Field((Seg(a, origin),), origin) for a in args)
@@ -104,6 +99,8 @@ def _suppressions(root, src: str) -> tuple[dict[int, frozenset[str]], tuple[tupl
     Also every (line, id) as written, so that unknown ids can be reported."""
     out: dict[int, set[str]] = {}
     written: list[tuple[int, str]] = []
+    if not _DISABLE.search(src):
+        return {}, ()  # no disable comment anywhere: nothing to walk the tree for
     stack = [root]
     while stack:
         node = stack.pop()
@@ -140,7 +137,7 @@ def _utf8(text: str) -> str:
         return text
 
 
-class _Unset(Exception):
+class _Unset(ShardcheckError):
     pass
 
 
@@ -155,18 +152,16 @@ class _Interpreter:
         self.sourcing: tuple[Path, ...] = (parent.sourcing if parent is not None else ()) + (real_path,)
         self.unfollowed: list[str] = parent.unfollowed if parent is not None else []
         self.budget: bounds.Budget = parent.budget if parent is not None else bounds.Budget()
+        self.allow_source: tuple[Path, ...] = parent.allow_source if parent is not None else ()
         self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
         self.functions: dict[str, object] = {}
         self.commands: list[Command] = []
-        self.diagnostics: list[Diagnostic] = []
+        self.diagnostics: list[Problem] = []
         self.consumed_until = 0
         self.condition: str | None = None
-        self._line_starts = [0]
-        for i, ch in enumerate(src):
-            if ch == "\n":
-                self._line_starts.append(i + 1)
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", src)]
 
     # -- positions -------------------------------------------------------------------------
     def origin_at(self, offset: int, text: str | None = None) -> Origin:
@@ -184,8 +179,8 @@ class _Interpreter:
         end = self.src.find("\n", start, start + 400)
         return _utf8(self.src[start : end if end >= 0 else start + 400]).strip()
 
-    def diag(self, code: str, message: str, offset: int) -> None:
-        self.diagnostics.append(Diagnostic(code, message, self.origin_at(offset)))
+    def diag(self, kind: Kind, offset: int, **args) -> None:
+        self.diagnostics.append(Problem(kind, self.origin_at(offset), args))
 
     # -- statements ------------------------------------------------------------------------
     def run_block(self, nodes) -> None:
@@ -220,7 +215,8 @@ class _Interpreter:
     def not_followed(self, node, why: str, what: str = "this statement") -> None:
         """A statement past a bound: not run; every variable it could set becomes unknown (never a guess)."""
         line = self.origin_at(node.start_byte).line
-        self.diag("SHELL-BOUND", f"{what} is not followed: {why}; variables it sets are unknown", node.start_byte)
+        self.diag(Kind.SHELL_BOUND, node.start_byte,
+                  text=f"{what} is not followed: {why}; variables it sets are unknown")
         reason = f"is set at line {line}, which is not followed ({why})"
         for name in self._assigned_names(node):
             old = self.vars.get(name)
@@ -267,12 +263,7 @@ class _Interpreter:
         if handler is not None:
             handler(node)
         elif kind == "ERROR":
-            self.diag(
-                "SHELL-PARSE",
-                f"line not understood by the shell parser: {self.line_text(node.start_byte)[:80]!r}; "
-                "values set there are unknown",
-                node.start_byte,
-            )
+            self.diag(Kind.SHELL_PARSE, node.start_byte, line=self.line_text(node.start_byte)[:80])
             self.run_block(node.children)
         elif kind in _LOOPS:
             self._run_loop(node)
@@ -325,7 +316,7 @@ class _Interpreter:
                 prev = old.items if old.items is not None else ((old.value,) if old.value else ())
                 items = prev + items
             if (why := _array_too_large(items)) is not None:
-                self.diag("SHELL-BOUND", f"${bounds.short(name, 60)}: {why}; its value is unknown", start)
+                self.diag(Kind.SHELL_BOUND, start, text=f"${bounds.short(name, 60)}: {why}; its value is unknown")
                 items = (Field((Seg(None, origin, f"${bounds.short(name, 60)} {why}"),), origin),)
             self.vars[name] = Var(name, origin, items=items, exported=exported or bool(old and old.exported))
             return name
@@ -345,8 +336,8 @@ class _Interpreter:
                 items = [old.value] if old is not None and old.value is not None else []
             k = self._index(index, origin, len(items), start)
             if isinstance(k, str):
-                self.diag("SHELL-BOUND", f"{bounds.short(name, 60)}[{bounds.short(index, 60)}]: {k}; "
-                                         "the array is unknown", start)
+                self.diag(Kind.SHELL_BOUND, start,
+                          text=f"{bounds.short(name, 60)}[{bounds.short(index, 60)}]: {k}; the array is unknown")
                 self.vars[name] = self._unknown_var(name, origin, f"${{{bounds.short(name, 60)}[…]}}: {k}")
                 return name
             while len(items) <= k:
@@ -409,7 +400,7 @@ class _Interpreter:
             if len(items) <= bounds.ARRAY_ITEMS:
                 items.extend(self.expand(parts, origin))
             i = end
-        self.diag("SHELL-SYNTAX", "array `(` is never closed; bash would reject this line", start)
+        self.diag(Kind.SHELL_SYNTAX, start, reason="array `(` is never closed")
         return tuple(items), n
 
     def _unknown_var(self, name: str, origin: Origin, reason: str) -> Var:
@@ -772,8 +763,7 @@ class _Interpreter:
             return []
         at = end + m.end() - 2
         origin = self.origin_at(at, "\\ ")
-        self.diag("SHELL-CONTINUATION", "`\\ ` escapes a space, not the line end: bash passes the word ' ' and ends "
-                                        "the command here; the lines below are not part of it", at)
+        self.diag(Kind.SHELL_CONTINUATION, at)
         return [Field((Seg(" ", origin),), origin)]
 
     def _placeholders(self, node) -> None:
@@ -793,7 +783,7 @@ class _Interpreter:
             what = (f"bash: syntax error near unexpected token `newline' (`<{m.group(1)}>` reads as redirections)"
                     if ends else f"`<{m.group(1)}>` reads as redirections (input from the file "
                                  f"`{m.group(1).split()[0]}`): bash fails to open it and never runs the command")
-            self.diag("SHELL-SYNTAX", f"{what}; a placeholder left in the script: write the value", child.start_byte)
+            self.diag(Kind.SHELL_PLACEHOLDER, child.start_byte, what=what)
 
     def _word_fields(self, start: int) -> list[Field]:
         try:
@@ -813,7 +803,7 @@ class _Interpreter:
             self._source(name, fields, node, env_prefix, origin)
             return
         if name == "eval":
-            self.diag("SHELL-EVAL", "`eval` is never run; what it would set is unknown", node.start_byte)
+            self.diag(Kind.SHELL_EVAL, node.start_byte)
             return
         if name in ("read", "mapfile", "readarray", "getopts", "printf", "let"):
             self._unknown_targets(name, fields, origin)
@@ -872,6 +862,8 @@ class _Interpreter:
                 why = f"sources are nested more than {bounds.SOURCE_DEPTH} deep"
             elif self.budget.sources >= bounds.SOURCE_FILES:
                 why = f"more than {bounds.SOURCE_FILES} files were sourced already"
+            elif files.is_regular(real):  # anything else: read_regular below says what it is
+                why = shell_source.source_refusal(real, self.main.real_path, self.allow_source)
         raw = None
         if why is None:
             try:
@@ -889,8 +881,7 @@ class _Interpreter:
                 why = "it holds a NUL byte: not a text file"
         if why is not None:
             self.unfollowed.append(f"`{name} {shown}` at {origin.location}")
-            self.diag("SHELL-SOURCE", f"`{name} {shown}` is not followed: {why}; variables it would set are "
-                                      "unknown", node.start_byte)
+            self.diag(Kind.SHELL_SOURCE, node.start_byte, command=name, target=shown, why=why)
             return
         child = _Interpreter(src, path, self.env, real_path=real, parent=self)
         child.vars, child.functions, child.positional = self.vars, self.functions, self.positional
@@ -912,8 +903,8 @@ class _Interpreter:
             values = fields[4:]  # fields: printf -v NAME FORMAT ARGS...
             text = None
             if (why := shell_source.printf_bound(texts[2], bounds.PRINTF_WIDTH)) is not None:
-                self.diagnostics.append(Diagnostic("SHELL-BOUND", f"{why}; ${texts[1]} is unknown",
-                                                   replace(origin, text=None)))
+                self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None),
+                                                {"text": f"{why}; ${texts[1]} is unknown"}))
                 self.vars[texts[1]] = self._unknown_var(texts[1], origin, f"{why} (line {origin.line})")
                 return
             if fields[3].known and all(f.known for f in values):
@@ -959,9 +950,9 @@ class _Interpreter:
             saved_consumed = self.consumed_until
             if (name, why) not in budget.said:  # once per function and reason, not at every call past the bound
                 budget.said.add((name, why))
-                self.diagnostics.append(Diagnostic(
-                    "SHELL-BOUND", f"the call of {bounds.short(name, 60)}() is not followed: {why}; variables it "
-                                   "sets are unknown", replace(origin, text=None)))
+                self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None), {
+                    "text": f"the call of {bounds.short(name, 60)}() is not followed: {why}; variables it sets are "
+                            "unknown"}))
             for var_name in names:
                 old = self.vars.get(var_name)
                 self.vars[var_name] = self._unknown_var(var_name, old.origin if old else origin,
@@ -997,9 +988,9 @@ class _Interpreter:
 
     def _syntax(self, exc: WordSyntaxError) -> None:
         if isinstance(exc, shell_words.WordTooDeep):
-            self.diag("SHELL-BOUND", f"a word with {exc}; its value is unknown", exc.offset)
+            self.diag(Kind.SHELL_BOUND, exc.offset, text=f"a word with {exc}; its value is unknown")
             return
-        self.diag("SHELL-SYNTAX", f"{exc}; bash would reject this line", exc.offset)
+        self.diag(Kind.SHELL_SYNTAX, exc.offset, reason=str(exc))
 
     # -- expansion --------------------------------------------------------------------------
     def _too_large(self, chars: int, origin: Origin) -> Field | None:
@@ -1013,7 +1004,8 @@ class _Interpreter:
             self.budget.exhausted = True
         else:
             return None
-        self.diagnostics.append(Diagnostic("SHELL-BOUND", f"{why}; the value here is unknown", replace(origin, text=None)))
+        self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None),
+                                        {"text": f"{why}; the value here is unknown"}))
         return Field((Seg(None, origin, f"{why} (line {origin.line})"),), origin)
 
     def expand_scalar(self, parts: tuple, origin: Origin) -> Field:
@@ -1142,11 +1134,12 @@ class _Interpreter:
                       else f"${name} is not set in the script; pass --env {name}=...")
             return Seg(None, origin, reason)
         except shell_arith.ArithError as exc:
-            self.diag("SHELL-ARITH", f"$(({bounds.short(body.text or '', 80)})): {exc}", part.offset)
+            self.diag(Kind.SHELL_ARITH, part.offset, expression=bounds.short(body.text or '', 80), reason=str(exc))
             return Seg(None, origin, f"$(({bounds.short(body.text or '', 80)})) is not valid arithmetic")
         except shell_arith.ArithBound as exc:
             why = f"$(({bounds.short(body.text or '', 80)})): {exc}"
-            self.diagnostics.append(Diagnostic("SHELL-BOUND", f"{why}; its value is unknown", replace(origin, text=None)))
+            self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None),
+                                            {"text": f"{why}; its value is unknown"}))
             return Seg(None, origin, f"{why} (line {origin.line})")
         return Seg(str(value), origin.with_via(*seg_origins, *used))
 
@@ -1244,8 +1237,7 @@ class _Interpreter:
                 if part.quoted or assignment:
                     yield list(default.segs), False, part.quoted
                 else:
-                    for piece in self._pieces(part.arg or (), origin, assignment=False):
-                        yield piece
+                    yield from self._pieces(part.arg or (), origin, assignment=False)
                 return
         elif op in (":+", "+"):
             use_alt = is_set and not (op == ":+" and null)
@@ -1293,8 +1285,8 @@ class _Interpreter:
             if cut is None:
                 why = (f"${{{bounds.short(part.name, 60)}{op}…}} on a value of {len(text):,} characters is past "
                        "shardcheck's bound for pattern matching")
-                self.diagnostics.append(Diagnostic("SHELL-BOUND", f"{why}; its value is unknown",
-                                                   replace(origin, text=None)))
+                self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None),
+                                                {"text": f"{why}; its value is unknown"}))
                 return [Seg(None, origin, why)]
             return [Seg(cut, new_origin)]
         if op in ("/", "//") and "/" not in pattern and not any(ch in pattern for ch in "*?["):

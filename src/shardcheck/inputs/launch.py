@@ -140,7 +140,7 @@ def _torchrun_options(words: list[Field], i: int, launcher_args: dict[str, Field
         key, eq, _ = text.partition("=")
         norm = key.replace("_", "-")
         if eq:
-            launcher_args[norm] = _suffix_field(words[i], len(key) + 1)
+            launcher_args[norm] = suffix_field(words[i], len(key) + 1)
             i += 1
         elif key in _TORCHRUN_OPTS_WITH_ARG and i + 1 < len(words):
             launcher_args[norm] = words[i + 1]
@@ -150,7 +150,7 @@ def _torchrun_options(words: list[Field], i: int, launcher_args: dict[str, Field
     return i
 
 
-def _suffix_field(field: Field, start: int) -> Field:
+def suffix_field(field: Field, start: int) -> Field:
     """The part of ``field`` from character ``start`` on, keeping each segment's origin."""
     from shardcheck.inputs.shell_values import Seg
 

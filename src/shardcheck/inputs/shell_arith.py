@@ -15,17 +15,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from shardcheck.errors import ShardcheckError
+
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+#[0-9a-zA-Z@_]+|\d+)|(?P<name>[A-Za-z_][A-Za-z_0-9]*)"
     r"|(?P<op>\*\*|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()<>!~&|^?:,]))"
 )
 
 
-class ArithUnknown(Exception):
+class ArithUnknown(ShardcheckError):
     """The expression depends on a value that is not known statically."""
 
 
-class ArithError(ValueError):
+class ArithError(ShardcheckError, ValueError):
     """The expression is not valid bash arithmetic (bash would fail here)."""
 
 

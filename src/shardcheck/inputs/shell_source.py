@@ -11,6 +11,8 @@ import os
 import re
 from pathlib import Path
 
+from shardcheck.errors import ShardcheckError
+
 # `$(dirname "$0")`, `$(dirname -- "${BASH_SOURCE[0]}")`, `$(cd -- "$(dirname ...)" &>/dev/null && pwd)`,
 # `$(cd $(dirname $0); pwd -P)`, `$(realpath "$(dirname "$0")")`, `$(dirname "$(realpath "$0")")` and
 # the backtick forms: each is the directory of the file being read (of the main script for $0).
@@ -41,6 +43,29 @@ def resolve_source(target: str, current_file: Path) -> Path:
     if not path.is_absolute():
         path = current_file.parent / path
     return Path(os.path.normpath(path))
+
+
+def source_refusal(real: Path, main_script: Path, allowed: tuple[Path, ...] = ()) -> str | None:
+    """Why ``source`` must not read ``real`` (None: it may). A launch reads what its own tree holds for
+    everyone; anything else (a file outside the main script's directory tree, reached by path or symlink,
+    or one not readable by everyone, such as a mode-0600 credentials file) is read only inside a
+    directory the user names with ``--allow-source DIR``: a script someone else wrote must not make
+    shardcheck print the contents of the caller's private files."""
+    try:
+        resolved = Path(os.path.realpath(real))
+        if any(resolved.is_relative_to(os.path.realpath(d)) for d in allowed):
+            return None
+        tree = Path(os.path.realpath(main_script.parent))
+        if not resolved.is_relative_to(tree):
+            return (f"{resolved} lies outside the script's directory {tree}; pass --allow-source "
+                    f"{resolved.parent} to read it")
+        mode = os.stat(resolved).st_mode
+    except (OSError, ValueError) as exc:
+        return f"it cannot be checked ({exc})"
+    if not mode & 0o004:
+        return (f"{resolved} is not readable by everyone (mode {mode & 0o777:04o}); pass --allow-source "
+                f"{resolved.parent} to read it")
+    return None
 
 
 def shown_path(real: Path, main_real: Path, main_shown: str) -> str:
@@ -98,5 +123,5 @@ def printf_format(fmt: str, args: list[str]) -> str | None:
             return "".join(out)
 
 
-class _NotANumber(Exception):
+class _NotANumber(ShardcheckError):
     pass

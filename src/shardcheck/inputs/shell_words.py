@@ -3,7 +3,7 @@
 tree-sitter-bash gives the statement structure; inside and between words it has long-standing bugs
 (tree-sitter-bash #315, #53, #280: ``$A/$B`` split into two words, ``${X:-$((a+b))}`` read as a
 subshell, ``${X:-1e-6}`` mis-split). So shardcheck re-lexes each word from its raw source text here
-(see ../shared/reference/parsers.md). Nothing is executed: command substitutions are kept as
+Nothing is executed: command substitutions are kept as
 opaque parts that evaluate to *unknown*.
 """
 
@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shardcheck.errors import ShardcheckError
+
 # Characters that end an unquoted word (bash "metacharacters" plus newline).
 _WORD_END = frozenset(" \t\n;&|<>()")
 _SPECIAL_PARAMS = frozenset("@*#?$!-0123456789")
 
 
-class WordSyntaxError(ValueError):
+class WordSyntaxError(ShardcheckError, ValueError):
     """A word that bash itself would reject (unterminated quote or expansion)."""
 
     def __init__(self, message: str, offset: int) -> None:

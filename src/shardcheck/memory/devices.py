@@ -41,19 +41,50 @@ def _device(name: str, note: str | None = None) -> Device:
     return Device(name, row["kind"], int(row["memory_gib"] * GIB), row["source"], note)
 
 
+def _token_match(fragment: str, token: str) -> bool:
+    """A fragment token names a preset token: equal, or a prefix that does not stop inside a number
+    (``80`` matches ``80gb``; ``h20`` does not match ``h200``)."""
+    if fragment == token:
+        return True
+    if not token.startswith(fragment):
+        return False
+    return not (fragment[-1].isdigit() and token[len(fragment)].isdigit())
+
+
+MEMORY_CHOICE = "memory="  # a --device-memory SIZE choice, carried as the device choice "memory=<bytes>"
+
+
 def find_device(text: str) -> Device:
-    """A preset by name, case-insensitive, matched on any unambiguous fragment ("h200", "910c", "a100-80")."""
+    """``memory=<bytes>`` (``--device-memory``): a device of that size. Else a preset by name, case-insensitive, or by fragments that each name one token of exactly one preset
+    ("h200", "910c", "a100-80"); a fragment matching a preset only by part of a number (``h20`` of H200)
+    names nothing, and one matching several presets is ambiguous: never a silent guess."""
+    if text.startswith(MEMORY_CHOICE):
+        return custom_device(int(text[len(MEMORY_CHOICE):]))
     key = text.lower().replace("_", "-")
     table = {n.lower(): n for n in _table()}
     if key in table:
         return _device(table[key])
-    hits = [n for low, n in table.items() if key in low or all(part in low for part in key.split("-"))]
+    parts = [p for p in key.split("-") if p]
+    hits = [n for low, n in table.items()
+            if parts and all(any(_token_match(p, t) for t in low.split("-")) for p in parts)]
     if len(hits) == 1:
         return _device(hits[0])
     shown = ", ".join(names())
     if not hits:
-        raise UsageError(f"--device {text}: not a known device; use one of {shown}")
+        raise UsageError(f"--device {text}: not a known device; use one of {shown}, or give --device-memory "
+                         "SIZE (e.g. 96GiB) for any other")
     raise UsageError(f"--device {text}: ambiguous ({', '.join(hits)}); use one of {shown}")
+
+
+def largest_of_kind(kind: str) -> Device:
+    """The preset with the most memory among devices of ``kind`` (cuda | npu)."""
+    rows = [(row["memory_gib"], name) for name, row in _table().items() if row["kind"] == kind]
+    return _device(max(rows)[1])
+
+
+def custom_device(memory_bytes: int, kind: str = "cuda") -> Device:
+    """``--device-memory SIZE``: a device of that memory, for cards without a preset."""
+    return Device(f"{memory_bytes / GIB:g} GiB device", kind, memory_bytes, "--device-memory")
 
 
 def device_for(choice: str | None, kind: str | None, setting: str | None = "trainer.device") -> Device:

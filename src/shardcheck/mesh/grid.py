@@ -14,6 +14,12 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from shardcheck.errors import ShardcheckError
+from shardcheck.frameworks.megatron.versions import DEFAULT as MCORE_DEFAULT
+from shardcheck.frameworks.megatron.versions import FOLDING_SINCE, as_tuple
+from shardcheck.frameworks.megatron.versions import expert_error as _expert_error
+from shardcheck.problems import Kind
+
 TOKENS = ("tp", "pp", "dp", "ep", "cp")  # RankGenerator.__init__ checks them in this order
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 # Past this many ranks no list of every group or node is built: counts, sizes and single groups come
@@ -27,7 +33,7 @@ GROUPS = {
 }
 
 
-class OrderError(ValueError):
+class OrderError(ShardcheckError, ValueError):
     """The order string Megatron-Core rejects, with its error text."""
 
 
@@ -225,10 +231,10 @@ class Grid:
 
 @dataclass(frozen=True, slots=True)
 class GridError:
-    """The check Megatron-Core fails first, as the rule that mirrors it and Megatron's text."""
+    """The check Megatron-Core fails first: its kind (the rules map it to an id) and Megatron's text."""
 
-    rule: str
-    message: str
+    kind: Kind
+    message: str  # megatron-core's own text
 
 
 def world_error(world: int, tp: int, pp: int, cp: int) -> str | None:
@@ -243,39 +249,50 @@ def vpp_error(vpp: int | None, pp: int) -> str | None:
     return None
 
 
-def expert_error(world: int, etp: int, ep: int, pp: int) -> str | None:
-    """The expert grid ETP·EP·PP must divide the world (MoE parallel folding, core >= 0.10)."""
-    grid = etp * ep * pp
-    if grid > 0 and world % grid == 0:
-        return None
-    return f"world_size ({world}) is not divisible by expert_tensor_model_pipeline_parallel size ({grid})"
+def expert_error(world: int, etp: int, ep: int, pp: int, dp: int | None = None, version: str = MCORE_DEFAULT
+                 ) -> str | None:
+    """The expert grid ETP·EP·PP must divide the world (MoE parallel folding, core >= 0.10); before 0.10 EP
+    must divide DP (frameworks/megatron/versions.py)."""
+    return _expert_error(world, etp, ep, pp, world // (etp * pp) if dp is None else dp, version)
+
+
+def _folding(mcore: str) -> bool:
+    return as_tuple(mcore) >= FOLDING_SINCE
 
 
 def build_grid(*, world: int, tp: int, pp: int, cp: int, ep: int, etp: int | None, vpp: int | None = None,
-               order: str = DEFAULT_ORDER) -> Grid | GridError:
+               order: str = DEFAULT_ORDER, mcore: str = MCORE_DEFAULT) -> Grid | GridError:
     """The grid ``initialize_model_parallel`` builds, or the first check it fails, in its order."""
     if message := world_error(world, tp, pp, cp):
-        return GridError("MCORE-PS-WORLD", message)
+        return GridError(Kind.GRID_WORLD, message)
     if message := vpp_error(vpp, pp):
-        return GridError("MCORE-PS-VPP-PP", message)
+        return GridError(Kind.GRID_VPP_PP, message)
     dp = world // (tp * pp * cp)
     try:
         dense = Generator.build(order, {"tp": tp, "ep": 1, "dp": dp, "pp": pp, "cp": cp})
     except OrderError as exc:
-        return GridError("MCORE-PS-ORDER-TOKEN", str(exc))
+        return GridError(Kind.GRID_ORDER_TOKEN, str(exc))
+    if not _folding(mcore):  # before 0.10: EP inside DP, expert tensor parallel = TP, no further checks
+        if message := expert_error(world, tp, ep, pp, dp, mcore):
+            return GridError(Kind.GRID_EXPERT_FOLD, message)
+        try:
+            expert = Generator.build(order, {"tp": tp, "ep": ep, "dp": dp // ep, "pp": pp, "cp": cp})
+        except OrderError as exc:
+            return GridError(Kind.GRID_ORDER_TOKEN, str(exc))
+        return Grid(world, tp, pp, cp, ep, tp, order, dense, expert)
     etp_v = tp if etp is None else etp
-    if message := expert_error(world, etp_v, ep, pp):
-        return GridError("MCORE-PS-EXPERT-FOLD", message)
+    if message := expert_error(world, etp_v, ep, pp, dp, mcore):
+        return GridError(Kind.GRID_EXPERT_FOLD, message)
     edp = world // (etp_v * ep * pp)
     try:
         expert = Generator.build(order, {"tp": etp_v, "ep": ep, "dp": edp, "pp": pp, "cp": 1})
     except OrderError as exc:
-        return GridError("MCORE-PS-ORDER-TOKEN", str(exc))
+        return GridError(Kind.GRID_ORDER_TOKEN, str(exc))
     if not (order.endswith("pp") or pp == 1 or edp == dp):
-        return GridError("MCORE-PS-ORDER-PPLAST", "When not using pp-last rank ordering, the data parallel size of "
+        return GridError(Kind.GRID_ORDER_PPLAST, "When not using pp-last rank ordering, the data parallel size of "
                                                   "the attention and moe layers must be the same")
     result = Grid(world, tp, pp, cp, ep, etp_v, order, dense, expert)
     if not result.pp_groups_agree:
-        return GridError("MCORE-PS-PP-GROUPS", "Pipeline parallel groups are expected to be the same for Non-Expert "
+        return GridError(Kind.GRID_PP_GROUPS, "Pipeline parallel groups are expected to be the same for Non-Expert "
                                                "and Expert part")
     return result

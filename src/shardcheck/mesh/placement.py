@@ -1,7 +1,7 @@
 """Where groups sit on nodes, and the rollout engine's replicas.
 
 Megatron assumes node = rank // devices_per_node (torchrun's layout; verl sorts its Ray placement
-groups by node and fills nodes in turn: ../shared/reference/constraints.md §1.2). Nothing checks
+groups by node and fills nodes in turn). Nothing checks
 locality; a TP or EP group that spans nodes simply runs over the slower network.
 """
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shardcheck.errors import ShardcheckError
 from shardcheck.job import ModelFacts
 from shardcheck.models.flag_architecture import MARKER, FlagsNotModelled, architecture_values
 
@@ -78,7 +79,7 @@ class Architecture:
         return index in self.moe_layers
 
 
-class NotModelled(Exception):
+class NotModelled(ShardcheckError):
     """The model's layers are not ones shardcheck can count exactly (its reason is the message)."""
 
 

@@ -118,13 +118,20 @@ def _check_types(config: dict, text: str, path: Path) -> None:
 
 
 def match_preset(component: str) -> str | None:
-    """The preset named by a path's last component: exact (case-insensitive), else the longest prefix."""
-    table = {k.lower(): k for k in presets()}
+    """The preset named by a path's last component: its exact name or a declared alias (case-insensitive),
+    never a prefix: an Instruct or Base model's config differs from the one a prefix would pick."""
     key = component.lower()
-    if key in table:
-        return table[key]
-    prefixes = [k for k in table if key.startswith(k + "-") or key.startswith(k + "_")]
-    return table[max(prefixes, key=len)] if prefixes else None
+    for name, entry in presets().items():
+        if key == name.lower() or key in (a.lower() for a in entry.get("aliases", ())):
+            return name
+    return None
+
+
+def nearest_preset(component: str) -> str | None:
+    """The longest preset name that prefixes ``component`` (for the "not this one" hint only)."""
+    key = component.lower()
+    hits = [n for n in presets() if key.startswith((n.lower() + "-", n.lower() + "_"))]
+    return max(hits, key=len) if hits else None
 
 
 def load_model(path_text: str | None, path_known: bool, model_config: str | None = None, *,
@@ -152,9 +159,11 @@ def load_model(path_text: str | None, path_known: bool, model_config: str | None
     component = text.rstrip("/").rsplit("/", 1)[-1]
     preset = match_preset(component)
     if preset is None:
-        return None, (f"no config.json at {text} and no built-in preset named like {component!r}; "
+        near = nearest_preset(component)
+        hint = f" ({near} is a different model: its config may differ)" if near else ""
+        return None, (f"no config.json at {text} and no built-in preset named {component!r}{hint}; "
                       "pass --model-config config.json")
     entry = presets()[preset]
-    how = "named" if preset.lower() == component.lower() else f"matched by the prefix of {component!r}"
+    how = "named" if preset.lower() == component.lower() else f"the declared alias {component!r}"
     origin = Origin(kind="model", text=f"built-in preset {preset} ({how}; source {entry.get('source', '?')})")
     return facts_from_config(entry, preset, f"built-in preset {preset}", origin), None

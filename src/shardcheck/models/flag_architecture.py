@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import ast
 
+from shardcheck.errors import ShardcheckError
 from shardcheck.origin import Traced
 
 MARKER = "megatron_lm_flags"  # ModelFacts.config key holding the flags' Traced values
 
 
-class FlagsNotModelled(Exception):
+class FlagsNotModelled(ShardcheckError):
     """The flags' model cannot be counted exactly (the message says why)."""
 
 

@@ -25,12 +25,12 @@ def finding_to_dict(f) -> dict:
 
 def origin_dict(t: Traced) -> dict:
     """A value and where it came from: the text report's phrase, and the file and line to edit."""
-    from shardcheck.report.text import _where
+    from shardcheck.report.text import origin_text
 
     line = t.origin.first_script_line()
     return {"value": t.value if t.known else None, "known": t.known, "unknown": t.unknown, "kind": t.origin.kind,
             "path": line.path if line else None, "line": line.line if line else None,
-            "origin": _where(t.origin) if t.known else t.unknown}
+            "origin": origin_text(t.origin) if t.known else t.unknown}
 
 
 def layout_origins(r: Result) -> dict:
@@ -67,6 +67,7 @@ def result_to_dict(r: Result) -> dict:
                  "layout_valid": r.layout_valid}
     if r.error is not None:
         doc["error"] = r.error
+    doc["settings"] = r.settings.source  # the pyproject.toml (or --config file) whose [tool.shardcheck] applied
     doc["layout"] = r.layout_summary("actor")
     if job is not None:
         actor = job.layout("actor")
@@ -84,7 +85,11 @@ def result_to_dict(r: Result) -> dict:
             doc["ref_layout"] = r.layout_summary("ref")
         if job.fsdp_layout("critic") is not None:
             doc["critic_layout"] = r.layout_summary("critic")
+        doc["step_seconds"] = _step(job)
         doc["framework_version"] = job.framework_version
+        doc["version_source"] = job.version_source
+        doc["accepted_versions"] = list(job.accepted_versions)
+        doc["megatron_core_version"] = job.megatron_core_version if job.layouts else None
         m = job.model
         doc["model"] = None if m is None else {
             "name": m.name,
@@ -100,6 +105,20 @@ def result_to_dict(r: Result) -> dict:
     doc["findings"] = [finding_to_dict(f) for f in r.findings]
     doc["skipped"] = list(r.skipped)
     return doc
+
+
+def _step(job) -> dict | None:
+    """The step-time model's prediction for the script's layout (docs/step_time.md); None when not timed."""
+    if job.layout("actor") is None:
+        return None
+    from shardcheck.estimate.step_time import predict
+
+    step, _ = predict(job)
+    if step is None:
+        return None
+    return {"total": round(step.total, 3), "rollout": round(step.rollout, 3), "train": round(step.train, 3),
+            "phases": {k: round(v, 3) for k, v in step.phases.items()}, "device": step.device,
+            "tflops_per_device": round(step.tflops_per_device, 1)}
 
 
 def _difference(name: str, actor, other) -> dict:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from shardcheck.api import Result, summarize_layout
+from shardcheck.api import LAYOUT_RULES, Result, summarize_layout
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Origin, Traced
 
 
-def _where(origin: Origin) -> str:
+def origin_text(origin: Origin) -> str:
     """Where a value came from, for people: the script line (and what it says), or the default."""
     line = origin.first_script_line()
     if origin.kind == "derived":
@@ -71,7 +71,7 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
     rows = [("TP", layout.tp), ("PP", layout.pp), ("CP", layout.cp), ("EP", layout.ep), ("ETP", layout.etp),
             ("VPP", layout.vpp)]
     for name, t in rows:
-        lines.append(f"    {name:<4}{_value(t):>6}   {_where(t.origin) if t.known else t.unknown}")
+        lines.append(f"    {name:<4}{_value(t):>6}   {origin_text(t.origin) if t.known else t.unknown}")
 
     def num(x):
         return "?" if x is None else str(x)
@@ -82,7 +82,7 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
                  f"PP {num(s['pp'])})")
     split_from = ""
     if layout.first_stage_layers.known and layout.first_stage_layers.value is not None:
-        split_from = f"   first stage {_where(layout.first_stage_layers.origin)}"
+        split_from = f"   first stage {origin_text(layout.first_stage_layers.origin)}"
     lines.append(f"    layers per stage: {_stages(s['layers_per_stage'])}{split_from}")
     if all(s[k] for k in ("tp", "cp", "dp", "ep", "etp", "edp", "pp")) and s["ep"] > 1:
         tcd = s["tp"] * s["cp"] * s["dp"]
@@ -114,7 +114,8 @@ def _engine_lines(job: Job, actor: MegatronLayout) -> list[str]:
         if not diffs:
             continue
         first = "; built first, its sizes create the process groups" if e is owner else ""
-        out.append(f"  training layout ({e.role}{first}): its own section {e.key_prefix} differs from the actor's")
+        own = f"its own section {e.key_prefix}" if job.framework == "verl" else "its own settings"
+        out.append(f"  training layout ({e.role}{first}): {own} differ{'s' * (job.framework == 'verl')} from the actor's")
         replaced = e.transformer_overrides_replaced
         if replaced is not None:
             out.append(f"    line {replaced.line}: {replaced.text} replaced the {e.key_prefix}.override_transformer_config "
@@ -127,7 +128,7 @@ def _engine_lines(job: Job, actor: MegatronLayout) -> list[str]:
             elif replaced is not None and theirs.origin.kind == "default":
                 why = f"megatron-core's default; not inherited (line {replaced.line})"
             else:
-                why = _where(theirs.origin)
+                why = origin_text(theirs.origin)
             out.append(f"    {name}: actor {_shown(mine)}, {e.role} {_shown(theirs)}   {why}")
         out.extend(_layout_lines(job, e))
     return out
@@ -146,7 +147,7 @@ def _rollout_line(ro) -> str:
         f"DP {_value(ro.dp)}" + (" (DP attention)" if ro.dp_in_engine else ""),
         f"EP {_value(ro.ep)}" if ro.ep is not None else "") if part)
     return (f"{_value(ro.engine)}: {gpus.value // tp.value} engine{'s' * (gpus.value // tp.value != 1)} of "
-            f"{tp.value} GPUs ({extra}) on {gpus.value} GPUs   {_where(tp.origin)}")
+            f"{tp.value} GPUs ({extra}) on {gpus.value} GPUs   {origin_text(tp.origin)}")
 
 
 def _rollout_lines(job: Job) -> list[str]:
@@ -163,6 +164,18 @@ def _rollout_lines(job: Job) -> list[str]:
         count = f"{world.value // size}" if world.value % size == 0 else f"{world.value / size:.2f} (does not tile)"
         text += f"; {count} replica{'s' * (count != '1')} of {size} devices"
     return [f"  rollout    {_value(r.engine)}: {text}"]
+
+
+def _step_lines(job: Job) -> list[str]:
+    """The step-time model's prediction for the script's own layout (docs/step_time.md)."""
+    if job.layout("actor") is None:
+        return []
+    from shardcheck.estimate.step_time import describe, predict
+
+    step, why = predict(job)
+    if step is None:
+        return [f"  step time  not predicted: {why}"]
+    return [f"  step time  {describe(step)} — model, docs/step_time.md"]
 
 
 def _server_lines(job: Job) -> list[str]:
@@ -196,8 +209,8 @@ def _fsdp_lines(job: Job, layout: FsdpLayout) -> list[str]:
             f"model_dtype {_value(layout.model_dtype)}, offload {', '.join(offload) or 'none'}")
     return [
         head,
-        f"    SP        {_where(layout.sp.origin)}{_line_of(layout.sp.origin)}",
-        f"    fsdp_size {_value(layout.fsdp_size)} ({_where(layout.fsdp_size.origin)})",
+        f"    SP        {origin_text(layout.sp.origin)}{_line_of(layout.sp.origin)}",
+        f"    fsdp_size {_value(layout.fsdp_size)} ({origin_text(layout.fsdp_size.origin)})",
     ]
 
 
@@ -218,17 +231,20 @@ def _finding_lines(f, fallback: str) -> list[Line]:
         from shardcheck.rules.grouping import join_labels
 
         covers = join_labels(list(f.covers)) if f.covers else ""
-        what = f"{covers} ({len(f.members)} findings of one cause)" if covers else f"{len(f.members)} findings of one cause"
+        count = f"{len(f.members)} findings of one cause"
+        what = f"{covers} ({count})" if covers else count
         lines.append([("  covers: ", "dim"), (what, None)])
     if f.fix:
         lines.append([("  fix: ", "fix"), (f.fix, None)])
     return lines
 
 
-def result_lines(r: Result, *, quiet: bool = False, builtin: bool = False) -> list[Line]:
-    """The report of one result as styled lines; ``quiet``: the findings alone, one per line (plus fixes)."""
+def result_lines(r: Result, *, quiet: bool = False, builtin: bool = False, verbose: bool = False) -> list[Line]:
+    """The report of one result as styled lines; ``quiet``: the findings alone, one per line (plus fixes);
+    ``verbose``: also the settings file used."""
     if quiet or r.job is None:
         out: list[Line] = []
+
         for f in r.findings:
             if quiet and f.severity == "info" and r.job is None:
                 continue  # a skipped file is not worth a line in quiet mode
@@ -237,25 +253,32 @@ def result_lines(r: Result, *, quiet: bool = False, builtin: bool = False) -> li
             out.append([(f"{r.path}: ", "path"), (r.status, "dim")])
         return out
     return [[(line, _style_of(line))] if not isinstance(line, list) else line
-            for line in _full_report(r, builtin)]
+            for line in _full_report(r, builtin, verbose)]
 
 
 def _style_of(line: str) -> str | None:
     return "heading" if line and not line.startswith(" ") else None
 
 
-def _full_report(r: Result, builtin: bool) -> list:
+def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     out: list = []
     out.append(r.path + (" (built-in example)" if builtin else ""))
+    if verbose:
+        out.append(f"  settings   {r.settings.source or 'none (no [tool.shardcheck] in the work tree)'}")
     job = r.job
     out.append(f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "
                f"defaults from {job.config_source})")
+    if job.version_reason:
+        out.append(f"    version   {job.version_reason}")
+    if job.layouts and job.megatron_core_reason:
+        out.append(f"    layout    rules of {job.megatron_core_reason}")
     c = job.cluster
     nodes = _plural(c.nnodes.value, "node") if c.nnodes.known and isinstance(c.nnodes.value, int) else \
         f"{_value(c.nnodes)} nodes"
     out.append(f"  cluster    {nodes} × {_value(c.devices_per_node)} devices ({_value(c.device)}) = {_value(c.world)}")
-    out.append(f"    nodes     {_where(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
-    out.append(f"    devices   {_where(c.devices_per_node.origin) if c.devices_per_node.known else c.devices_per_node.unknown}")
+    out.append(f"    nodes     {origin_text(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
+    devices = c.devices_per_node
+    out.append(f"    devices   {origin_text(devices.origin) if devices.known else devices.unknown}")
     if job.model is not None:
         m = job.model
         moe = f", {m.num_experts} experts (top-{m.num_experts_per_tok})" if m.is_moe else ""
@@ -271,6 +294,7 @@ def _full_report(r: Result, builtin: bool) -> list:
         out.append(f"  rollout    {_rollout_line(job.rollout)}")
     out.extend(_rollout_lines(job))
     out.extend(_server_lines(job))
+    out.extend(_step_lines(job))
     for lay in job.fsdp_layouts:
         out.extend(_fsdp_lines(job, lay))
     if r.skipped:
@@ -286,7 +310,13 @@ def _full_report(r: Result, builtin: bool) -> list:
     if r.valid is None and errors:
         verdict = f"will not start as read; {verdict}"
     if r.valid is False and r.layout_valid:
-        verdict += "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
+        verdict += ("; the FSDP layout itself is valid" if job.fsdp_layouts
+                    else "; the Megatron-Core layout itself is valid")
+    elif r.valid is not True and r.layout_valid is False and not any(
+            f.severity == "error" and f.rule.startswith(LAYOUT_RULES) for f in r.findings):
+        verdict += "; the layout itself is not valid (its errors are suppressed)"
+    if r.suppressed:
+        verdict += f"; {_plural(len(r.suppressed), 'finding')} suppressed"
     style = {True: "good", False: "bad", None: "warning"}[r.valid]
     out.append([("  verdict: ", None), (verdict, style),
                 (f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})", None)])

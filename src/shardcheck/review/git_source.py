@@ -74,6 +74,9 @@ class RevisionTree:
     def __post_init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="shardcheck-git-")
         self.root = Path(self._tmp.name)
+        # the revision's copy is the top of a work tree, as the repository is: settings are looked for up to
+        # here and never above (shardcheck.settings.work_tree_root looks for `.git`)
+        (self.root / ".git").mkdir()
 
     def close(self) -> None:
         if self._tmp is not None:

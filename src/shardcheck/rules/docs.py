@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from shardcheck.rules.registry import Rule, all_rules
+from shardcheck.rules.base import Rule
+from shardcheck.rules.registry import all_rules
 
 
 def render_rule_list(fmt: str = "text") -> str:
@@ -17,15 +18,30 @@ def render_rule_list(fmt: str = "text") -> str:
 
 
 def rule_page(r: Rule) -> str:
-    """The Markdown page of one rule (what, why, bad, good, fix, source)."""
+    """The Markdown page of one rule: what, why, versions, its bad and good cases (rules/cases/<ID>.yml, run by the
+    tests), fix, source."""
+    from shardcheck.rules.examples import rule_cases
+
+    cases = rule_cases().get(r.id)
     lines = [f"# {r.id}: {r.title}", "", f"Severity: **{r.severity}**"
-             + (" · needs the model's architecture" if r.needs_model else ""), "", r.section("what"), ""]
-    for name, heading in (("why", "Why it fails"), ("bad", "Bad"), ("good", "Good"), ("fix", "Fix"),
-                          ("source", "Source")):
-        body = r.section(name)
+             + (" · needs the model's architecture" if r.needs_model else ""), "", f"Applies to: {scope(r)}", "",
+             r.section("what"), ""]
+    for name, heading in (("why", "Why it fails"), ("versions", "Versions"), ("bad", "Bad"), ("good", "Good"),
+                          ("fix", "Fix"), ("source", "Source")):
+        if name in ("bad", "good") and cases is not None:
+            case = cases[0] if name == "bad" else cases[1]
+            body = case.shown()
+        else:
+            body = r.section(name)
         if body:
             lines += [f"## {heading}", "", body, ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def scope(r: Rule) -> str:
+    """Which launches a rule judges, as its declaration says (``frameworks=``, ``engine=``)."""
+    frameworks = ", ".join(r.frameworks) if r.frameworks else "every framework"
+    return frameworks + (f"; engine {' or '.join(r.engines)}" if r.engines else "")
 
 
 def render_rule_page(rule_id: str) -> str | None:
@@ -38,8 +54,8 @@ def docs_files() -> dict[str, str]:
     rules = all_rules()
     files = {f"{r.id}.md": rule_page(r) for r in rules.values()}
     index = ["# shardcheck rules", "", "Generated from the rule definitions (`python -m shardcheck.rules.docs`).", "",
-             "| id | severity | title |", "|---|---|---|"]
-    index += [f"| [{r.id}]({r.id}.md) | {r.severity} | {r.title} |" for r in rules.values()]
+             "| id | severity | applies to | title |", "|---|---|---|---|"]
+    index += [f"| [{r.id}]({r.id}.md) | {r.severity} | {scope(r)} | {r.title} |" for r in rules.values()]
     files["README.md"] = "\n".join(index) + "\n"
     return files
 

@@ -1,52 +1,47 @@
 """Rules about the inputs themselves: script lines, Hydra overrides, verl keys, values, the model.
 
-Their evidence is gathered while reading and resolving (``Job.notes``); each rule here owns its id,
-severity and documentation and reports the notes that carry its id.
+Their evidence is gathered while reading and resolving: typed problems in ``Job.notes``
+(:mod:`shardcheck.problems`). Each rule here names the kinds it reports (``notes=``) and renders
+one problem as its message and fix.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.job import Job
-from shardcheck.rules.registry import Finding, finding, rule
+from shardcheck.problems import Kind, Problem
+from shardcheck.rules.base import Finding, Message, finding, rule
 
 
-def _notes(job: Job, rule_id: str) -> Iterator[Finding]:
-    for note in job.notes:
-        if note.rule == rule_id:
-            yield finding(rule_id, note.message, note.origin, fix=note.fix, severity=note.severity)
+def _did_you_mean(p: Problem) -> str | None:
+    return f"did you mean `{p['suggestion']}`?" if p.args.get("suggestion") else None
 
 
-def _note_rule(rule_id: str, severity: str, title: str, doc: str) -> None:
-    def check(job: Job) -> Iterator[Finding]:
-        return _notes(job, rule_id)
-
-    check.__doc__ = doc
-    check.__name__ = rule_id.lower().replace("-", "_")
-    rule(rule_id, severity, title)(check)
-
-
-_note_rule("SHELL-PARSE", "warning", "A script line the shell parser does not understand", """
+@rule("SHELL-PARSE", "warning", "A script line the shell parser does not understand",
+      notes=(Kind.SHELL_PARSE,), certain=True)
+def shell_parse(p: Problem) -> Message:
+    """
     tree-sitter-bash could not parse a line. shardcheck reads the rest of the script; values set
     on that line are unknown rather than guessed.
 
     Why:
     A value that silently came from a misread line would make every later verdict wrong.
 
-    Bad:
-    `X=${Y:-$(((a + b) * 2))` (an unbalanced expansion).
-
-    Good:
-    `X=$(( (a + b) * 2 ))`.
-
     Fix:
     Check the line with `bash -n script.sh`; simplify it if bash accepts it.
 
     Source:
     shardcheck's reader (tree-sitter-bash 0.25).
-""")
-_note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
+    """
+    return f"line not understood by the shell parser: {p['line']!r}; values set there are unknown", None
+
+
+@rule("SHELL-SYNTAX", "error", "A word bash itself would reject", notes=(Kind.SHELL_SYNTAX, Kind.SHELL_PLACEHOLDER),
+      certain=True)
+def shell_syntax(p: Problem) -> Message:
+    """
     An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching. A
     `<placeholder>` left in a script reads as redirections: a syntax error at the end of the command,
     else an input file that does not exist; either way the command never runs.
@@ -54,19 +49,21 @@ _note_rule("SHELL-SYNTAX", "error", "A word bash itself would reject", """
     Why:
     The script never reaches the launch command.
 
-    Bad:
-    `MODEL="/models/qwen`
-
-    Good:
-    `MODEL="/models/qwen"`
-
     Fix:
     Close the quote or expansion; `bash -n script.sh` shows the same error.
 
     Source:
     bash(1), QUOTING and EXPANSION.
-""")
-_note_rule("SHELL-CONTINUATION", "warning", "A backslash that escapes a space instead of the line end", """
+    """
+    if p.kind is Kind.SHELL_PLACEHOLDER:
+        return f"{p['what']}; a placeholder left in the script: write the value", None
+    return f"{p['reason']}; bash would reject this line", None
+
+
+@rule("SHELL-CONTINUATION", "warning", "A backslash that escapes a space instead of the line end",
+      notes=(Kind.SHELL_CONTINUATION,), certain=True)
+def shell_continuation(p: Problem) -> Message:
+    """
     `\\ ` followed by a comment (`  key=v \\ # note`) escapes the space: bash passes the word `' '` to
     the command and the command ends at the comment, so the lines below it become commands of their own.
 
@@ -74,19 +71,19 @@ _note_rule("SHELL-CONTINUATION", "warning", "A backslash that escapes a space in
     Hydra rejects the `' '` word (`LexerNoViableAltException`) and every override on the lines below
     is lost (bash runs them as commands that do not exist).
 
-    Bad:
-    `  trainer.nnodes=1 \\ # one node`
-
-    Good:
-    `  trainer.nnodes=1 \\` with the comment on a line of its own above.
-
     Fix:
     Move the comment off the continued line; nothing may follow the backslash.
 
     Source:
     bash(1), QUOTING (a backslash preserves the literal value of the next character) and COMMENTS.
-""")
-_note_rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", """
+    """
+    return ("`\\ ` escapes a space, not the line end: bash passes the word ' ' and ends the command here; the lines "
+            "below are not part of it", None)
+
+
+@rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", notes=(Kind.SHELL_SOURCE,), certain=True)
+def shell_source(p: Problem) -> Message:
+    """
     shardcheck reads `source FILE` / `. FILE` when FILE is known statically (literal, variables,
     `$(dirname "$0")`-style directories) and exists, relative to the sourcing file. When the path is
     unknown, the file is missing, or it sources itself, the file is not read: variables it would set
@@ -95,55 +92,52 @@ _note_rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", "
     Why:
     A value from a file that was not read cannot be known.
 
-    Bad:
-    `source "$CONFIG_DIR/model.sh"` with `$CONFIG_DIR` unknown, and then `--num-layers $NUM_LAYERS`.
-
-    Good:
-    `source "$(dirname "$0")/model.sh"` with the file next to the script.
-
     Fix:
     Give the variables the path is built from with `--env`, or the values the launch needs.
 
     Source:
     bash(1), `source`.
-""")
-_note_rule("SHELL-EVAL", "info", "`eval` is never run", """
+    """
+    return f"`{p['command']} {p['target']}` is not followed: {p['why']}; variables it would set are unknown", None
+
+
+@rule("SHELL-EVAL", "info", "`eval` is never run", notes=(Kind.SHELL_EVAL,), certain=True)
+def shell_eval(p: Problem) -> Message:
+    """
     `eval` would run text as code; shardcheck never executes anything from its input.
 
     Why:
     Whatever the eval'd text sets is unknown.
-
-    Bad:
-    `eval "export $SETTINGS"`
-
-    Good:
-    Plain assignments.
 
     Fix:
     Replace `eval` with assignments, or give values with `--env`.
 
     Source:
     bash(1), `eval`.
-""")
-_note_rule("SHELL-ARITH", "error", "Invalid bash arithmetic", """
+    """
+    return "`eval` is never run; what it would set is unknown", None
+
+
+@rule("SHELL-ARITH", "error", "Invalid bash arithmetic", notes=(Kind.SHELL_ARITH,), certain=True)
+def shell_arith(p: Problem) -> Message:
+    """
     A `$((...))` expression bash cannot evaluate (syntax error, division by zero).
 
     Why:
     bash stops with an error at that line.
-
-    Bad:
-    `$((NNODES * ))`
-
-    Good:
-    `$((NNODES * 8))`
 
     Fix:
     Correct the expression.
 
     Source:
     bash(1), ARITHMETIC EVALUATION.
-""")
-_note_rule("SHELL-BOUND", "warning", "A value past shardcheck's reading bounds", """
+    """
+    return f"$(({p['expression']})): {p['reason']}", None
+
+
+@rule("SHELL-BOUND", "warning", "A value past shardcheck's reading bounds", notes=(Kind.SHELL_BOUND,), certain=True)
+def shell_bound(p: Problem) -> Message:
+    """
     A value that would grow past what a static reading evaluates: arithmetic outside bash's 64-bit
     integers or a shift by a negative count, a value of more than 1 MiB, an array index past 65,536, a
     printf width past 4,096, a pattern strip that would take millions of steps, expansions or
@@ -154,20 +148,20 @@ _note_rule("SHELL-BOUND", "warning", "A value past shardcheck's reading bounds",
     A launch script's values are short; one that grows without bound is a mistake (or an attack on the
     tool reading it), and bash itself would wrap the number or spend the memory.
 
-    Bad:
-    `MAX_TOKENS=$((9**9**9))`, `a[2**40]=1`, `printf -v PAD '%99999999999s'`
-
-    Good:
-    `MAX_TOKENS=$((1<<20))`
-
     Fix:
     Write the value the launch needs; give it with `--env NAME=VALUE` when it comes from outside.
 
     Source:
     bash(1), ARITHMETIC EVALUATION (fixed-width integers, no overflow check); shardcheck's reader bounds
     (shardcheck/inputs/bounds.py).
-""")
-_note_rule("HYDRA-OVERRIDE", "error", "An override Hydra rejects", """
+    """
+    return p["text"], "write the value the launch needs, or give it with --env NAME=VALUE"
+
+
+@rule("HYDRA-OVERRIDE", "error", "An override Hydra rejects",
+      notes=(Kind.HYDRA_PARSE, Kind.HYDRA_REJECTED), certain=True)
+def hydra_override(p: Problem) -> Message:
+    """
     Hydra parses every `key=value` word with its override grammar and applies it to the composed
     config; a word it cannot parse, `+key` on an existing key, or `~key` on a missing one stops the
     launch before verl runs.
@@ -175,37 +169,51 @@ _note_rule("HYDRA-OVERRIDE", "error", "An override Hydra rejects", """
     Why:
     `hydra.errors.OverrideParseException` / `ConfigCompositionException` at start.
 
-    Bad:
-    `actor_rollout_ref.model.path=~/models/x` (an unquoted `~` inside a value).
-
-    Good:
-    `actor_rollout_ref.model.path=$HOME/models/x`
-
     Fix:
     Follow Hydra's message: quote the value, drop or double the `+`.
 
     Source:
     hydra-core 1.3: hydra/core/override_parser, hydra/_internal/config_loader_impl.py _apply_overrides_to_config.
-""")
-_note_rule("VERL-CFG-UNKNOWN-KEY", "error", "An override of a key verl's config does not have", """
+    """
+    if p.kind is Kind.HYDRA_PARSE:
+        return (f"{p['text']}: Hydra cannot parse this override ({p['reason']})",
+                "quote the value for Hydra, e.g. key='\"value\"'")
+    return f"{p['text']}: {p['reason']}", _did_you_mean(p)
+
+
+@rule("VERL-CFG-UNKNOWN-KEY", "error", "An override of a key verl's config does not have",
+      notes=(Kind.CONFIG_UNKNOWN_KEY,), certain=True)
+def unknown_key(p: Problem) -> Message:
+    """
     verl's config is in Hydra's struct mode: `key=value` for a key that does not exist fails.
 
     Why:
     `Could not override 'key'. To append to your config use +key=value` at start.
-
-    Bad:
-    `actor_rollout_ref.actor.megatron.tensor_parallel_size=4`
-
-    Good:
-    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4`
 
     Fix:
     Use the key shardcheck suggests; add `+` only for keys verl reads but does not declare.
 
     Source:
     hydra/_internal/config_loader_impl.py (struct mode); verl/trainer/config/_generated_*.yaml (verl 0.9.1).
-""")
-_note_rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a key verl has", """
+    """
+    message = f"{p['text']}: {p['reason']}"
+    if p["megatron_section_missing"]:
+        fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
+    elif p.args.get("elsewhere"):
+        fix = f"run on a verl that has it ({p['having']}), or remove it for verl {p['version']}"
+        if p.args.get("suggestion"):
+            fix += f"; or {_did_you_mean(p)}"
+    else:
+        fix = _did_you_mean(p) or f"prefix it with `+` only if verl reads `{p['key']}`; otherwise remove it"
+    if p.args.get("elsewhere"):
+        message += f" (absent from verl {p['version']}{p['elsewhere']})"
+    return message, fix
+
+
+@rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a key verl has",
+      notes=(Kind.CONFIG_ADDED_KEY,), certain=True)
+def added_key(p: Problem) -> Message:
+    """
     `+key=value` adds a key Hydra accepts; when it is a near-miss of an existing sibling key (a
     likely typo), nothing reads it and the setting has no effect. New keys that are not near-misses
     are not reported: verl reads many free-form keys (`*_kwargs`, `override_*`, `.get(...)`).
@@ -213,19 +221,19 @@ _note_rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a k
     Why:
     A typo hidden behind `+` silently keeps the default.
 
-    Bad:
-    `+trainer.n_gpu_per_node=8`
-
-    Good:
-    `trainer.n_gpus_per_node=8`
-
     Fix:
     Use the existing key shardcheck suggests.
 
     Source:
     verl/trainer/config/_generated_*.yaml (verl 0.9.1).
-""")
-_note_rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read", """
+    """
+    return f"{p['text']}: {p['reason']}", _did_you_mean(p)
+
+
+@rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read",
+      notes=(Kind.CONFIG_CUSTOM_GROUP, Kind.CONFIG_CUSTOM), certain=True)
+def custom_config(p: Problem) -> Message:
+    """
     The launch uses a config other than verl main_ppo's own (a recipe's config, another
     `--config-path` or `--config-name`): only the keys set on the command line are known; every
     other value is reported unknown, and keys are not checked against it.
@@ -233,40 +241,105 @@ _note_rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read", "
     Why:
     Defaults assumed from another config could make a wrong verdict.
 
-    Bad:
-    `--config-path=/my/configs --config-name=my_trainer`
-
-    Good:
-    verl's `ppo_trainer` or `ppo_megatron_trainer` with overrides.
-
     Fix:
     Set the parallel sizes on the command line so they are read.
 
     Source:
     verl/trainer/main_ppo.py (@hydra.main config_path="config", config_name="ppo_trainer").
-""")
-_note_rule("VALUE-BAD-SIZE", "error", "A parallel size that is not a positive integer", """
+    """
+    if p.kind is Kind.CONFIG_CUSTOM_GROUP:
+        said = (f"{p['option']} selects a config group option shardcheck does not read "
+                f"(it reads {', '.join(p['readable'])})")
+    else:
+        said = f"config {p['config']} is not one of verl {p['entry']}'s own configs"
+    return (f"{said}; only the keys set on the command line are known, the rest are unknown, and keys are not "
+            "checked", None)
+
+
+@rule("VALUE-BAD-SIZE", "error", "A parallel size that is not a positive integer",
+      notes=(Kind.NOT_POSITIVE, Kind.FLAG_NOT_A_NUMBER, Kind.FLAG_WITHOUT_VALUE))
+def bad_size(p: Problem) -> Message:
+    """
     Parallel sizes and node counts are positive integers.
 
     Why:
     Megatron-Core divides by them; verl multiplies them.
-
-    Bad:
-    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=two`
-
-    Good:
-    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2`
 
     Fix:
     Give a whole number ≥ 1.
 
     Source:
     megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
-""")
+    """
+    if p.kind is Kind.NOT_POSITIVE:
+        bound = f" (at most {p['at_most']})" if p.args.get("at_most") else ""
+        return (f"{p['name']} must be a positive integer{bound}, got {p['value']}",
+                f"set {p['name']} to a whole number ≥ 1")
+    flag = p["flag"]
+    if p.kind is Kind.FLAG_WITHOUT_VALUE:
+        return f"{flag}: argparse stops (\"argument {flag}: expected one argument\")", f"give {flag} a value"
+    text, kind = p["text"], p["type"]
+    return (f"{flag} {text}: argparse rejects it (\"argument {flag}: invalid {kind} value: '{text}'\")",
+            f"give {flag} a {'whole number' if kind == 'int' else 'number'}")
 
 
-@rule("VALUE-UNKNOWN", "warning", "A value a rule needs is not known statically")
-def value_unknown(job: Job) -> Iterator[Finding]:
+@rule("VALUE-BAD-TYPE", "error", "A setting of the wrong type", notes=(Kind.VALUE_BAD_TYPE, Kind.FLAG_WITHOUT_VALUES),
+      certain=True)
+def bad_type(p: Problem) -> Message:
+    """
+    A value a rule or the memory estimate reads has the wrong type: a fraction where a whole number
+    belongs, a word where a number belongs, a list where a string belongs. The value is reported at its
+    line and treated as unknown, so nothing is computed from it.
+
+    Why:
+    verl and Megatron-LM fail at start (or later, in the middle of a step) on such a value:
+    `range()` of a float, arithmetic on a string.
+
+    Fix:
+    Give the value the type the message names.
+
+    Source:
+    verl 0.9.1's config dataclasses (verl/workers/config/*.py); megatron/training/arguments.py (argparse types).
+    """
+    if p.kind is Kind.FLAG_WITHOUT_VALUES:
+        flag = p["flag"]
+        return f"{flag}: argparse stops (\"argument {flag}: expected at least one argument\")", f"give {flag} its values"
+    return _bad_value(p)
+
+
+def _bad_value(p: Problem) -> Message:
+    if p.args.get("flag"):  # a Megatron-LM / slime flag
+        return f"{p['key']} {p['value']}: must be {p['what']}", f"give {p['key']} {p['what']}"
+    return f"{p['key']} = {p['value']}: must be {p['what']}", f"set {p['key']} to {p['what']}"
+
+
+@rule("VALUE-BAD-RANGE", "error", "A number outside the range it must lie in", notes=(Kind.VALUE_BAD_RANGE,),
+      certain=True)
+def bad_range(p: Problem) -> Message:
+    """
+    A number a rule or the memory estimate reads lies outside its range: a batch size, length or size
+    below 1, a fraction outside 0…1, an infinite or NaN value (`1e400`), or a count past 2^40. The value
+    is reported at its line and treated as unknown.
+
+    Why:
+    Batch sizes and lengths are divided by and multiplied with; 0 or a negative value makes verl or
+    Megatron-LM fail at start or divide by zero in a step.
+
+    Fix:
+    Give a value inside the range the message names.
+
+    Source:
+    verl 0.9.1's config dataclasses (verl/workers/config/*.py); megatron/training/arguments.py validate_args.
+    """
+    return _bad_value(p)
+
+
+UNKNOWN_FIX = "give the value with --env NAME=VALUE, or set it literally in the script"
+
+
+@rule("VALUE-UNKNOWN", "warning", "A value a rule needs is not known statically", certain=True,
+      notes=(Kind.UNKNOWN_ARGUMENT, Kind.UNKNOWN_FLAG_ARGUMENT, Kind.UNKNOWN_MODEL_FLAG, Kind.UNKNOWN_VALUE))
+def value_unknown(p: Problem) -> Message:
     """
     A value came from something shardcheck does not run (command substitution, a loop, a function,
     an environment variable not given): it is reported as unknown, never guessed, and the rules
@@ -275,18 +348,27 @@ def value_unknown(job: Job) -> Iterator[Finding]:
     Why:
     A verdict built on a guessed value is worse than none.
 
-    Bad:
-    `NNODES=$(scontrol show hostnames | wc -l)` then `trainer.nnodes=$NNODES`.
-
-    Good:
-    `shardcheck check run.sh --env NNODES=32`.
-
     Fix:
     Give the value with `--env NAME=VALUE`, or set it literally in the script.
 
     Source:
     shardcheck's reader.
     """
+    if p.kind is Kind.UNKNOWN_ARGUMENT:
+        return (f"argument {p['text']} is unknown ({p['reason']}); it may set any key, so the verdict is undecided",
+                "give the values it is built from with --env NAME=VALUE")
+    if p.kind is Kind.UNKNOWN_FLAG_ARGUMENT:
+        return ("an argument of unknown content stands where a flag would; it may set any flag, so the verdict is "
+                "undecided", "give the values it is built from with --env NAME=VALUE")
+    if p.kind is Kind.UNKNOWN_MODEL_FLAG:
+        return (f"{p['flag']} is unknown ({p['reason']}); the model rules are not checked",
+                "give the value with --env NAME=VALUE")
+    stops = f"; {p['rule']} is not checked" if p.args.get("rule") else ""
+    return f"{p['name']} is unknown: {p['reason']}{stops}", UNKNOWN_FIX
+
+
+def unknown_sizes(job: Job) -> Iterator[Problem]:
+    """The sizes every layout rule needs that are unknown (a bad size is VALUE-BAD-SIZE's, not this)."""
     nodes_key, devices_key, _ = job.cluster_keys
     needed = [(nodes_key, job.cluster.nnodes, None), (devices_key, job.cluster.devices_per_node, None)]
     for e in job.layouts:
@@ -295,15 +377,15 @@ def value_unknown(job: Job) -> Iterator[Finding]:
                    (f"{e.key_prefix}.context_parallel_size", e.cp, e.role),
                    (f"{e.key_prefix}.expert_model_parallel_size", e.ep, e.role),
                    (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting, e.role)]
-    yield from _notes(job, "VALUE-UNKNOWN")
     for name, traced, role in needed:
-        if not traced.known and "not a positive integer" not in (traced.unknown or ""):
+        if not traced.known and "not a positive integer" not in (traced.unknown or "") \
+                and not is_invalid(traced.unknown):
             where = traced.origin.first_script_line() or traced.origin
-            yield finding("VALUE-UNKNOWN", f"{name} is unknown: {traced.unknown}", where,
-                          fix="give the value with --env NAME=VALUE, or set it literally in the script", role=role)
+            yield Problem(Kind.UNKNOWN_VALUE, where, {"name": name, "reason": traced.unknown, "rule": None,
+                                                      "role": role})
 
 
-@rule("MODEL-NOT-FOUND", "info", "No model facts: model rules skipped")
+@rule("MODEL-NOT-FOUND", "info", "No model facts: model rules skipped", certain=True)
 def model_not_found(job: Job) -> Iterator[Finding]:
     """
     Without the model's architecture (a local `config.json`, `--model-config FILE`, or a built-in
@@ -313,12 +395,6 @@ def model_not_found(job: Job) -> Iterator[Finding]:
     Why:
     Heads % TP, experts % EP and the pipeline split depend on the model.
 
-    Bad:
-    `actor_rollout_ref.model.path=/data/my-finetune` with no config.json there.
-
-    Good:
-    `shardcheck check run.sh --model-config /data/my-finetune/config.json`.
-
     Fix:
     Pass `--model-config`.
 
@@ -326,11 +402,15 @@ def model_not_found(job: Job) -> Iterator[Finding]:
     verl/workers/config/model.py HFModelConfig (AutoConfig.from_pretrained on model.path).
     """
     if job.model is None and job.model_problem:
-        yield finding("MODEL-NOT-FOUND", job.model_problem, job.model_path.origin.first_script_line() or job.model_path.origin,
+        yield finding("MODEL-NOT-FOUND", job.model_problem,
+                      job.model_path.origin.first_script_line() or job.model_path.origin,
                       fix="pass --model-config path/to/config.json")
 
 
-_note_rule("SHELL-ENV-UNUSED", "warning", "An `--env NAME=VALUE` the script never reads", """
+@rule("SHELL-ENV-UNUSED", "warning", "An `--env NAME=VALUE` the script never reads",
+      notes=(Kind.ENV_UNUSED,), certain=True)
+def env_unused(p: Problem) -> Message:
+    """
     `--env` gives a value the script reads from its environment (`$NNODES`, `${NNODES:-2}`). A name
     the script (and the files it sources) never reads changes nothing; usually its spelling differs
     from the script's variable.
@@ -339,19 +419,22 @@ _note_rule("SHELL-ENV-UNUSED", "warning", "An `--env NAME=VALUE` the script neve
     `--env nnodes=4` for a script that reads `$NNODES` leaves the world size at the script's default:
     the verdict is for a cluster other than the one meant.
 
-    Bad:
-    `shardcheck check run.sh --env nnodes=4` with `NNODES=${NNODES:-2}` in run.sh.
-
-    Good:
-    `shardcheck check run.sh --env NNODES=4`.
-
     Fix:
     Use the name the script reads (the message suggests the closest).
 
     Source:
     shardcheck's reader: every `$NAME` the script expands without assigning it first.
-""")
-_note_rule("INPUT-NO-LAUNCH", "info", "A file without a launch command shardcheck recognises: skipped", """
+    """
+    read = (f"; it reads {', '.join('$' + n for n in p['wanted'][:6])}" if p["wanted"]
+            else "; it reads no environment variable")
+    return (f"--env {p['name']}: {p['path']} never reads ${p['name']}, so the value changes nothing{read}",
+            f"did you mean --env {p['close']}=...?" if p["close"] else "remove it, or use the name the script reads")
+
+
+@rule("INPUT-NO-LAUNCH", "info", "A file without a launch command shardcheck recognises: skipped",
+      notes=(Kind.INPUT_NO_LAUNCH,))
+def no_launch(p: Problem) -> Message:
+    """
     The file was read but holds no verl (`python3 -m verl.trainer.main_ppo`), Megatron-LM
     (`pretrain_gpt.py`) or slime (`train.py`) launch: a helper script, a data preparation step. It is
     skipped; the other files' results stand, and the exit status does not change.
@@ -360,39 +443,39 @@ _note_rule("INPUT-NO-LAUNCH", "info", "A file without a launch command shardchec
     A folder of scripts or a pre-commit hook over many files should judge the launch scripts and
     pass over the rest, as linters pass over files with nothing to check.
 
-    Bad:
-    `prepare_data.sh` holding only `python3 examples/data_preprocess/gsm8k.py`.
-
-    Good:
-    A launch script: `python3 -m verl.trainer.main_ppo ...`.
-
     Fix:
     Nothing, unless the file is a launch script written in a way shardcheck does not recognise; then
     report it.
 
     Source:
     shardcheck's launch finder (inputs/launch.py).
-""")
-_note_rule("INPUT-UNREADABLE", "error", "A path that cannot be read: missing, a directory, no permission", """
+    """
+    return p["message"], None
+
+
+@rule("INPUT-UNREADABLE", "error", "A path that cannot be read: missing, a directory, no permission",
+      notes=(Kind.INPUT_UNREADABLE,))
+def unreadable(p: Problem) -> Message:
+    """
     The path given does not name a readable file. The other inputs are judged; the exit status is 1,
     or 2 when no input at all could be read.
 
     Why:
     A misspelt path in a CI job would otherwise pass without judging anything.
 
-    Bad:
-    `shardcheck check run_qwen.sh` when the file is `run_qwen3.sh`.
-
-    Good:
-    `shardcheck check run_qwen3.sh`.
-
     Fix:
     Give the path of a launch script (a directory is searched for `*.sh` launch scripts).
 
     Source:
     shardcheck's command line.
-""")
-_note_rule("INPUT-UNUSABLE", "error", "A launch script shardcheck cannot use as a whole", """
+    """
+    return p["message"], None
+
+
+@rule("INPUT-UNUSABLE", "error", "A launch script shardcheck cannot use as a whole",
+      notes=(Kind.INPUT_UNUSABLE,))
+def unusable(p: Problem) -> Message:
+    """
     The file was read but cannot be judged: a line bash itself would reject before the launch, a
     launch of a verl entry point shardcheck does not model yet, a model config that cannot be read.
     The message names `file:line` and what to do.
@@ -400,19 +483,19 @@ _note_rule("INPUT-UNUSABLE", "error", "A launch script shardcheck cannot use as 
     Why:
     A verdict on a script read only in part would be a guess.
 
-    Bad:
-    `X="unterminated` before the launch command.
-
-    Good:
-    `X="terminated"`.
-
     Fix:
     As the message says.
 
     Source:
     shardcheck's reader and resolvers.
-""")
-_note_rule("SUPPRESS-UNKNOWN-ID", "warning", "A rule id in a disable comment or a setting that names no rule", """
+    """
+    return p["message"], None
+
+
+@rule("SUPPRESS-UNKNOWN-ID", "warning", "A rule id in a disable comment or a setting that names no rule",
+      notes=(Kind.UNKNOWN_RULE_ID,))
+def unknown_id(p: Problem) -> Message:
+    """
     `# shardcheck: disable=ID`, `select`, `ignore` and `per-file-ignores` name rule ids (or, in the
     settings, id prefixes such as `MCORE-`). An id that names no rule has no effect: the finding it
     was meant for is still reported, or a `select` silently checks nothing. Renamed ids are applied
@@ -421,15 +504,10 @@ _note_rule("SUPPRESS-UNKNOWN-ID", "warning", "A rule id in a disable comment or 
     Why:
     `ignore = ["MCORE-TC-HEAD-TP"]` (for MCORE-TC-HEADS-TP) would otherwise be accepted without a word.
 
-    Bad:
-    `# shardcheck: disable=MCORE-TC-HEAD-TP`
-
-    Good:
-    `# shardcheck: disable=MCORE-TC-HEADS-TP`
-
     Fix:
     Use the id the message suggests; `shardcheck rules` lists every id.
 
     Source:
     shardcheck's rule registry (rules/registry.py RENAMED, REMOVED).
-""")
+    """
+    return p["message"], p["fix"]

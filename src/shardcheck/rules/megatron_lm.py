@@ -3,7 +3,7 @@
 Megatron-LM main, megatron/training/arguments.py ``validate_args`` (error texts quoted as written,
 spaces missing where the source misses them); megatron/core/num_microbatches_calculator.py
 ``ConstantNumMicroBatchesCalculator`` for the batch check. They judge jobs read from flags
-(``job.framework`` "megatron-lm" or "slime"); verl builds its Megatron config without them.
+(scope ``frameworks=FLAG_FRAMEWORKS``); verl builds its Megatron config without them.
 """
 
 from __future__ import annotations
@@ -11,16 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import Job
-from shardcheck.rules.inputs import _note_rule
-from shardcheck.rules.megatron_parallel_state import engines, where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.problems import Kind, Problem
+from shardcheck.rules.base import Finding, Message, engines, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
 
 FLAG_FRAMEWORKS = ("megatron-lm", "slime")
-
-
-def from_flags(job: Job) -> bool:
-    return job.framework in FLAG_FRAMEWORKS
 
 
 def _given(job: Job, name: str) -> bool:
@@ -32,7 +27,7 @@ _VPP_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-p
               "--pipeline-model-parallel-layout")
 
 
-@rule("MLM-VPP-EXCLUSIVE", "error", "At most one way of setting the virtual pipeline")
+@rule("MLM-VPP-EXCLUSIVE", "error", "At most one way of setting the virtual pipeline", frameworks=FLAG_FRAMEWORKS)
 def vpp_exclusive(job: Job) -> Iterator[Finding]:
     """
     `--num-layers-per-virtual-pipeline-stage`, `--num-virtual-stages-per-pipeline-rank` and
@@ -42,20 +37,12 @@ def vpp_exclusive(job: Job) -> Iterator[Finding]:
     `validate_args` asserts `No more than one of the following arguments can be set at the same
     time: --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,--pipeline-model-parallel-layout.`
 
-    Bad:
-    `--num-layers-per-virtual-pipeline-stage 2 --num-virtual-stages-per-pipeline-rank 4`
-
-    Good:
-    `--num-virtual-stages-per-pipeline-rank 4` alone.
-
     Fix:
     Keep one of the three flags.
 
     Source:
     megatron/training/arguments.py, validate_args (Megatron-LM main).
     """
-    if not from_flags(job):
-        return
     given = [k for k in _VPP_FLAGS if need(job.value(k), k) is not None]
     if len(given) > 1:
         yield finding("MLM-VPP-EXCLUSIVE",
@@ -65,7 +52,8 @@ def vpp_exclusive(job: Job) -> Iterator[Finding]:
                       where(*(job.value(k) for k in given[1:])), fix=f"remove {given[1]}")
 
 
-@rule("MLM-VPP-LAYERS", "error", "--num-layers-per-virtual-pipeline-stage must split each stage evenly")
+@rule("MLM-VPP-LAYERS", "error", "--num-layers-per-virtual-pipeline-stage must split each stage evenly",
+      frameworks=FLAG_FRAMEWORKS)
 def vpp_layers(job: Job) -> Iterator[Finding]:
     """
     `--num-layers-per-virtual-pipeline-stage k` derives VPP = (L+e+l) / PP / k: the layers must divide
@@ -77,20 +65,12 @@ def vpp_layers(job: Job) -> Iterator[Finding]:
     must be divisible pipeline model parallel size` or `number of layers per pipeline stage must be
     divisible number of layers per virtual pipeline stage`.
 
-    Bad:
-    `--num-layers 48 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 5`
-
-    Good:
-    `--num-layers-per-virtual-pipeline-stage 3` (VPP 4).
-
     Fix:
     Choose k dividing L / PP, or give `--num-virtual-stages-per-pipeline-rank` instead.
 
     Source:
     megatron/training/arguments.py, validate_args (Megatron-LM main).
     """
-    if not from_flags(job):
-        return
     k_t = job.value("--num-layers-per-virtual-pipeline-stage")
     k = need(k_t, "--num-layers-per-virtual-pipeline-stage")
     if k is None or need(job.value("--num-virtual-stages-per-pipeline-rank"), "--num-virtual-stages-per-pipeline-rank"):
@@ -126,7 +106,7 @@ def vpp_layers(job: Job) -> Iterator[Finding]:
                           where(k_t), fix=fix)
 
 
-@rule("MLM-VPP-P2P", "error", "The interleaved schedule without p2p overlap needs PP > 2")
+@rule("MLM-VPP-P2P", "error", "The interleaved schedule without p2p overlap needs PP > 2", frameworks=FLAG_FRAMEWORKS)
 def vpp_p2p(job: Job) -> Iterator[Finding]:
     """
     With a virtual pipeline and `--no-overlap-p2p-communication`, Megatron-LM needs more than two
@@ -137,19 +117,13 @@ def vpp_p2p(job: Job) -> Iterator[Finding]:
     disabled, pipeline-model-parallel size should be greater than 2 to avoid having multiple p2p
     sends and recvs between same 2 ranks per communication batch`.
 
-    Bad:
-    `--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --no-overlap-p2p-communication`
-
-    Good:
-    The same without `--no-overlap-p2p-communication`, or PP 4.
-
     Fix:
     Drop `--no-overlap-p2p-communication` or use PP > 2.
 
     Source:
     megatron/training/arguments.py, validate_args (Megatron-LM main).
     """
-    if not from_flags(job) or need(job.value("--no-overlap-p2p-communication"), "--no-overlap-p2p-communication"):
+    if need(job.value("--no-overlap-p2p-communication"), "--no-overlap-p2p-communication"):
         return  # store_false: True means the overlap is on
     for e in engines(job):
         vpp = need(e.vpp, "virtual pipeline size")
@@ -164,7 +138,8 @@ def vpp_p2p(job: Job) -> Iterator[Finding]:
                           fix="remove --no-overlap-p2p-communication, or --pipeline-model-parallel-size > 2")
 
 
-@rule("MLM-SEQ-CP", "error", "With context parallelism the sequence length must divide by 2·CP")
+@rule("MLM-SEQ-CP", "error", "With context parallelism the sequence length must divide by 2·CP",
+      frameworks=FLAG_FRAMEWORKS)
 def seq_cp(job: Job) -> Iterator[Finding]:
     """
     Context parallelism splits each sequence into 2·CP chunks (load-balanced), so `--seq-length`
@@ -174,20 +149,12 @@ def seq_cp(job: Job) -> Iterator[Finding]:
     `validate_args` asserts `seq-length should be a multiple of 2 * context-parallel-size if
     context-parallel-size > 1.`
 
-    Bad:
-    `--seq-length 4098 --context-parallel-size 2`
-
-    Good:
-    `--seq-length 4096 --context-parallel-size 2`
-
     Fix:
     Round `--seq-length` to a multiple of 2·CP.
 
     Source:
     megatron/training/arguments.py, validate_args (Megatron-LM main).
     """
-    if not from_flags(job):
-        return
     seq_t = job.value("--seq-length")
     seq = need(seq_t, "--seq-length")
     for e in engines(job):
@@ -199,7 +166,8 @@ def seq_cp(job: Job) -> Iterator[Finding]:
                           where(seq_t, e.cp), fix=f"--seq-length {seq - seq % (2 * cp) or 2 * cp}")
 
 
-@rule("MLM-KV-CHANNELS", "error", "Without --kv-channels the hidden size must divide by the heads")
+@rule("MLM-KV-CHANNELS", "error", "Without --kv-channels the hidden size must divide by the heads",
+      frameworks=FLAG_FRAMEWORKS)
 def kv_channels(job: Job) -> Iterator[Finding]:
     """
     Megatron-LM derives the head dimension as `--hidden-size / --num-attention-heads` when
@@ -209,19 +177,13 @@ def kv_channels(job: Job) -> Iterator[Finding]:
     `validate_args` asserts `args.hidden_size % args.num_attention_heads == 0` (a bare
     AssertionError, no message) before anything is built.
 
-    Bad:
-    `--hidden-size 4096 --num-attention-heads 48` without `--kv-channels`.
-
-    Good:
-    `--kv-channels 128` given, or 32 heads.
-
     Fix:
     Give `--kv-channels` (the model's head dimension).
 
     Source:
     megatron/training/arguments.py, validate_args (Megatron-LM main).
     """
-    if not from_flags(job) or need(job.value("--kv-channels"), "--kv-channels") is not None:
+    if need(job.value("--kv-channels"), "--kv-channels") is not None:
         return
     hidden_t, heads_t = job.value("--hidden-size"), job.value("--num-attention-heads")
     hidden, heads = need(hidden_t, "--hidden-size"), need(heads_t, "--num-attention-heads")
@@ -232,7 +194,8 @@ def kv_channels(job: Job) -> Iterator[Finding]:
                       where(hidden_t, heads_t), fix="add --kv-channels HEAD_DIM")
 
 
-@rule("MLM-GQA-FLAG", "warning", "--num-query-groups counts only with --group-query-attention")
+@rule("MLM-GQA-FLAG", "warning", "--num-query-groups counts only with --group-query-attention",
+      frameworks=FLAG_FRAMEWORKS)
 def gqa_flag(job: Job) -> Iterator[Finding]:
     """
     Megatron-LM passes `--num-query-groups` to the model only when `--group-query-attention` is
@@ -241,12 +204,6 @@ def gqa_flag(job: Job) -> Iterator[Finding]:
     Why:
     The model built is not the one meant, and its checkpoint does not load.
 
-    Bad:
-    `--num-query-groups 4` alone.
-
-    Good:
-    `--group-query-attention --num-query-groups 4`.
-
     Fix:
     Add `--group-query-attention`.
 
@@ -254,8 +211,6 @@ def gqa_flag(job: Job) -> Iterator[Finding]:
     megatron/training/arguments.py core_transformer_config_from_args (Megatron-LM main:
     `num_query_groups` is taken only `if args.group_query_attention`).
     """
-    if not from_flags(job):
-        return
     groups_t = job.value("--num-query-groups")
     if need(groups_t, "--num-query-groups") is None:
         return
@@ -265,7 +220,7 @@ def gqa_flag(job: Job) -> Iterator[Finding]:
                       where(groups_t), fix="add --group-query-attention")
 
 
-@rule("MLM-GBS-DIV", "error", "The global batch must divide by micro batch · DP")
+@rule("MLM-GBS-DIV", "error", "The global batch must divide by micro batch · DP", frameworks=FLAG_FRAMEWORKS)
 def gbs_div(job: Job) -> Iterator[Finding]:
     """
     Megatron-LM runs `global batch / (micro batch · DP)` micro-batches per step; the division must
@@ -275,12 +230,6 @@ def gbs_div(job: Job) -> Iterator[Finding]:
     `ConstantNumMicroBatchesCalculator` asserts `global batch size (G) is not divisible by micro
     batch size (M) times data parallel size (D)` at initialisation.
 
-    Bad:
-    `--global-batch-size 60` with DP 8 and `--micro-batch-size 1`.
-
-    Good:
-    `--global-batch-size 64`.
-
     Fix:
     Make the global batch a multiple of micro batch · DP.
 
@@ -288,8 +237,6 @@ def gbs_div(job: Job) -> Iterator[Finding]:
     megatron/core/num_microbatches_calculator.py ConstantNumMicroBatchesCalculator.__init__
     (megatron-core 0.16.1); slime/backends/megatron_utils/initialize.py (init_num_microbatches_calculator).
     """
-    if not from_flags(job):
-        return
     gbs_t, mbs_t = job.value("--global-batch-size"), job.value("--micro-batch-size")
     gbs = need(gbs_t, "--global-batch-size")
     if gbs is None:
@@ -307,7 +254,10 @@ def gbs_div(job: Job) -> Iterator[Finding]:
                           where(gbs_t), fix=f"--global-batch-size {max(step, gbs - gbs % step)} (a multiple of {step})")
 
 
-_note_rule("MLM-FLAG-UNKNOWN", "warning", "A flag that is a near-miss of one Megatron-LM or slime has", """
+@rule("MLM-FLAG-UNKNOWN", "warning", "A flag that is a near-miss of one Megatron-LM or slime has",
+      notes=(Kind.FLAG_UNKNOWN,), certain=True)
+def flag_unknown(p: Problem) -> Message:
+    """
     A `--flag` that is not among the flags shardcheck reads but is one or two letters from one of
     them, or a flag Megatron-LM does not have at all (`--virtual-pipeline-model-parallel-size`).
 
@@ -315,15 +265,14 @@ _note_rule("MLM-FLAG-UNKNOWN", "warning", "A flag that is a near-miss of one Meg
     slime parses Megatron-LM's arguments with `ignore_unknown_args=True`, so a misspelt size is
     silently dropped and the default is used; `pretrain_gpt.py` stops with `unrecognized arguments`.
 
-    Bad:
-    `--tensor-model-paralel-size 4`
-
-    Good:
-    `--tensor-model-parallel-size 4`
-
     Fix:
     Spell the flag as Megatron-LM does.
 
     Source:
     megatron/training/arguments.py, parse_args (Megatron-LM main); slime/backends/megatron_utils/arguments.py.
-""")
+    """
+    if p["close"]:
+        return (f"{p['flag']} is not a flag shardcheck knows; it is close to {p['meant']}",
+                f"did you mean `{p['meant']}`?")
+    return (f"{p['flag']} is not a Megatron-LM flag (its arguments.py has no such option)",
+            f"did you mean `{p['meant']}`?")

@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from shardcheck.frameworks.megatron.pipeline import Split, SplitError, split_layers
+from shardcheck.frameworks.verl.provider import PROVIDER_DEFAULTS
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.origin import Traced
+from shardcheck.problems import Kind
+from shardcheck.rules.base import Finding, engines, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
-from shardcheck.rules.megatron_parallel_state import engines, where
-from shardcheck.rules.registry import Finding, finding, need, rule
 
 
 def _valid(n: int, ok) -> str:
@@ -24,7 +25,7 @@ def _valid(n: int, ok) -> str:
     return ", ".join(str(d) for d in (range(1, n + 1) if n <= 4096 else divisors(n)) if ok(d))
 
 
-@rule("MCORE-TC-HEADS-TP", "error", "Attention heads must divide by TP", needs_model=True)
+@rule("MCORE-TC-HEADS-TP", "error", "Attention heads must divide by TP", needs_model=True, engine="megatron")
 def heads_tp(job: Job) -> Iterator[Finding]:
     """
     Tensor parallelism splits the attention heads over TP ranks, so the head count must be a
@@ -33,12 +34,6 @@ def heads_tp(job: Job) -> Iterator[Finding]:
     Why:
     `TransformerConfig.__post_init__` raises `ValueError: num_attention_heads (H) must be a
     multiple of tensor_model_parallel_size (TP).` when verl builds the model.
-
-    Bad:
-    A 40-head model (Qwen2.5-14B) with TP 16.
-
-    Good:
-    TP 8 (or 1, 2, 4, 5, 10, 20, 40).
 
     Fix:
     Pick a TP that divides the head count.
@@ -61,7 +56,8 @@ def heads_tp(job: Job) -> Iterator[Finding]:
             )
 
 
-@rule("MCORE-TC-QG-TP", "error", "KV heads (query groups) must be a multiple or a divisor of TP", needs_model=True)
+@rule("MCORE-TC-QG-TP", "error", "KV heads (query groups) must be a multiple or a divisor of TP",
+      needs_model=True, engine="megatron")
 def query_groups_tp(job: Job) -> Iterator[Finding]:
     """
     With grouped-query attention the KV heads (`num_query_groups`, HF `num_key_value_heads`) are
@@ -70,12 +66,6 @@ def query_groups_tp(job: Job) -> Iterator[Finding]:
     Why:
     `TransformerConfig.__post_init__` raises `ValueError: num_query_groups (G) must be a multiple
     or divisor of tensor_model_parallel_size (TP).`
-
-    Bad:
-    4 KV heads (Qwen3-235B-A22B) with TP 3 or TP 6.
-
-    Good:
-    TP 1, 2, 4, 8 or 16.
 
     Fix:
     Choose TP that divides the KV heads or is a multiple of them.
@@ -100,7 +90,8 @@ def query_groups_tp(job: Job) -> Iterator[Finding]:
             )
 
 
-@rule("MCORE-TC-MOE-EP-NOEXP", "error", "Expert parallelism needs a model with experts", needs_model=True)
+@rule("MCORE-TC-MOE-EP-NOEXP", "error", "Expert parallelism needs a model with experts",
+      needs_model=True, engine="megatron")
 def ep_needs_experts(job: Job) -> Iterator[Finding]:
     """
     EP > 1 splits routed experts over ranks; a dense model has none.
@@ -108,12 +99,6 @@ def ep_needs_experts(job: Job) -> Iterator[Finding]:
     Why:
     `TransformerConfig.__post_init__` raises `ValueError: num_moe_experts must be non None to use
     expert-parallel.`
-
-    Bad:
-    `expert_model_parallel_size=8` for Qwen3-8B (dense).
-
-    Good:
-    `expert_model_parallel_size=1` for dense models.
 
     Fix:
     Set EP to 1, or use a MoE model.
@@ -136,7 +121,7 @@ def ep_needs_experts(job: Job) -> Iterator[Finding]:
             )
 
 
-@rule("MCORE-BUILD-EXPERTS-EP", "error", "Routed experts must divide by EP", needs_model=True)
+@rule("MCORE-BUILD-EXPERTS-EP", "error", "Routed experts must divide by EP", needs_model=True, engine="megatron")
 def experts_ep(job: Job) -> Iterator[Finding]:
     """
     Each EP rank holds `num_moe_experts / EP` local experts; the count must divide evenly (ETP
@@ -145,12 +130,6 @@ def experts_ep(job: Job) -> Iterator[Finding]:
     Why:
     `BaseMoELayer.__init__` asserts `num_moe_experts % expert_model_parallel_size == 0` (a bare
     AssertionError) while the model is built, after weights start loading.
-
-    Bad:
-    128 experts with EP 48.
-
-    Good:
-    EP 1, 2, 4, 8, 16, 32, 64 or 128.
 
     Fix:
     Choose EP that divides the number of routed experts.
@@ -195,7 +174,7 @@ def _split(num_layers, pp, first, last, vpp, emb, loss):
                         account_for_loss=loss)
 
 
-def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
+def _split_findings(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
     layers = job.model.num_hidden_layers
     if not layers:
         return
@@ -205,7 +184,7 @@ def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
         need(e.first_stage_layers, f"{e.key_prefix}.override_transformer_config.num_layers_in_first_pipeline_stage")
         need(e.last_stage_layers, f"{e.key_prefix}.override_transformer_config.num_layers_in_last_pipeline_stage")
         result = layer_split(e, layers)
-        if not isinstance(result, SplitError) or result.rule != rule_id:
+        if not isinstance(result, SplitError) or result.kind is not kind:
             continue
         first, last = e.first_stage_layers.value, e.last_stage_layers.value
         uneven = first is not None or last is not None
@@ -214,7 +193,7 @@ def _split_findings(job: Job, rule_id: str) -> Iterator[Finding]:
             facts += f", first stage {first if first is not None else '-'}, last stage {last if last is not None else '-'}"
         if e.vpp.value is not None:
             facts += f", VPP {e.vpp.value}"
-        quoted = (f"megatron-core: \"{result.message}\"" if rule_id != "MCORE-BUILD-NEGATIVE-STAGE"
+        quoted = (f"megatron-core: \"{result.message}\"" if kind is not Kind.SPLIT_NEGATIVE_STAGE
                   else f"{result.message} (megatron-core does not check this)")
         lost = _lost_split(job, e)
         yield finding(
@@ -276,38 +255,30 @@ def _split_fix(e: MegatronLayout, layers: int) -> str:
     return f"choose first/last stage layers so the other {pp - 2 if pp > 2 else 0} stages get equal whole layers"
 
 
-_SPLIT_SOURCE = """
-    Source:
-    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
-"""
 
 
-def _register_split_rule(rule_id: str, severity: str, title: str, doc: str) -> None:
-    def check(job: Job) -> Iterator[Finding]:
-        return _split_findings(job, rule_id)
 
-    check.__doc__ = doc + _SPLIT_SOURCE
-    check.__name__ = rule_id.lower().replace("-", "_")
-    rule(rule_id, severity, title, needs_model=True)(check)
-
-
-_register_split_rule("MCORE-TC-UNEVEN-POS", "error", "First/last pipeline stage layer counts must be positive", """
+@rule("MCORE-TC-UNEVEN-POS", "error", "First/last pipeline stage layer counts must be positive",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_POS,))
+def tc_uneven_pos(job: Job) -> Iterator[Finding]:
+    """
     `num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage`, when set, must be > 0.
 
     Why:
     `TransformerConfig.__post_init__` raises `ValueError: num_layers_in_first_pipeline_stage must be larger than 0`.
 
-    Bad:
-    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=0`
-
-    Good:
-    Leave it unset (even split) or give a positive count.
-
     Fix:
     Remove the override or set a positive number of layers.
-""")
-_register_split_rule("MCORE-TC-UNEVEN-MIDDLE", "error", "Uneven pipeline: the middle stages must get equal whole layers", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-UNEVEN-POS", Kind.SPLIT_UNEVEN_POS)
+@rule("MCORE-TC-UNEVEN-MIDDLE", "error", "Uneven pipeline: the middle stages must get equal whole layers",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_MIDDLE,))
+def tc_uneven_middle(job: Job) -> Iterator[Finding]:
+    """
     With an uneven split, the layers left after the first/last stage (M = L − first − last) are
     shared equally by the S remaining stages: M > 0 exactly when S > 0, and M % S == 0.
 
@@ -316,16 +287,18 @@ _register_split_rule("MCORE-TC-UNEVEN-MIDDLE", "error", "Uneven pipeline: the mi
     middle PP stages available.` or `number of layers at middle stage: M must be divisible bythe
     middle pipeline model parallel size S`.
 
-    Bad:
-    94 layers, PP 16, first = last = 4: 86 layers over 14 stages.
-
-    Good:
-    94 layers, PP 16, first = last = 5: 84 layers, 6 on each of 14 stages.
-
     Fix:
     Choose first/last so that (L − first − last) divides by PP − 2 (or by PP − 1 with only one of them).
-""")
-_register_split_rule("MCORE-TC-UNEVEN-VPP", "error", "Uneven pipeline with VPP: each stage's layers must divide by VPP", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-UNEVEN-MIDDLE", Kind.SPLIT_UNEVEN_MIDDLE)
+@rule("MCORE-TC-UNEVEN-VPP", "error", "Uneven pipeline with VPP: each stage's layers must divide by VPP",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_VPP,))
+def tc_uneven_vpp(job: Job) -> Iterator[Finding]:
+    """
     With the interleaved schedule every pipeline stage is split into VPP chunks: the first, last and
     middle stages' layer counts must each divide by VPP.
 
@@ -333,16 +306,18 @@ _register_split_rule("MCORE-TC-UNEVEN-VPP", "error", "Uneven pipeline with VPP: 
     `TransformerConfig.__post_init__` raises `ValueError: number of layers at first stage: Xmust be
     divisible by virtual pipelineparallel degree V` (Megatron's text, spaces missing as in the source).
 
-    Bad:
-    PP 8, VPP 2, first stage 5 layers.
-
-    Good:
-    PP 8, VPP 2, first stage 6 layers (with the middle split also even per chunk).
-
     Fix:
     Make first, last and the middle-stage layer counts multiples of VPP, or drop VPP.
-""")
-_register_split_rule("MCORE-TC-UNEVEN-ACCOUNT", "error", "Uneven first/last stages exclude account_for_embedding/loss", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-UNEVEN-VPP", Kind.SPLIT_UNEVEN_VPP)
+@rule("MCORE-TC-UNEVEN-ACCOUNT", "error", "Uneven first/last stages exclude account_for_embedding/loss",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_ACCOUNT,))
+def tc_uneven_account(job: Job) -> Iterator[Finding]:
+    """
     `num_layers_in_first/last_pipeline_stage` cannot be combined with
     `account_for_embedding_in_pipeline_split` or `account_for_loss_in_pipeline_split`.
 
@@ -350,16 +325,18 @@ _register_split_rule("MCORE-TC-UNEVEN-ACCOUNT", "error", "Uneven first/last stag
     `get_num_layers_to_build` asserts "Does not support standalone embedding stage and standalone
     loss stage with uneven pp" when the model is built.
 
-    Bad:
-    `num_layers_in_first_pipeline_stage=5` with `account_for_embedding_in_pipeline_split=true`.
-
-    Good:
-    Only one of the two mechanisms.
-
     Fix:
     Remove one of the two override groups.
-""")
-_register_split_rule("MCORE-BUILD-NEGATIVE-STAGE", "error", "First and last stages take more layers than the model has", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-UNEVEN-ACCOUNT", Kind.SPLIT_UNEVEN_ACCOUNT)
+@rule("MCORE-BUILD-NEGATIVE-STAGE", "error", "First and last stages take more layers than the model has",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_NEGATIVE_STAGE,))
+def build_negative_stage(job: Job) -> Iterator[Finding]:
+    """
     With an uneven split, `num_layers_in_first_pipeline_stage + num_layers_in_last_pipeline_stage`
     larger than the layer count leaves the middle stages a negative number of layers.
 
@@ -368,16 +345,18 @@ _register_split_rule("MCORE-BUILD-NEGATIVE-STAGE", "error", "First and last stag
     and those stages build no layers, so the model is not the one configured (shardcheck's own
     check; there is no Megatron error text).
 
-    Bad:
-    23 layers, PP 3, first 18, last 18.
-
-    Good:
-    first + last ≤ the layer count, and the rest divisible by PP − 2.
-
     Fix:
     Lower the first/last stage layer counts.
-""")
-_register_split_rule("MCORE-TC-ACCOUNT-SPLIT", "error", "With account_for_embedding/loss, L+e+l must split evenly over PP (and VPP)", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-BUILD-NEGATIVE-STAGE", Kind.SPLIT_NEGATIVE_STAGE)
+@rule("MCORE-TC-ACCOUNT-SPLIT", "error", "With account_for_embedding/loss, L+e+l must split evenly over PP (and VPP)",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_ACCOUNT,))
+def tc_account_split(job: Job) -> Iterator[Finding]:
+    """
     When the embedding and/or loss count as a layer in the pipeline split, L + e + l must divide by
     PP, and the per-stage count by VPP.
 
@@ -385,53 +364,57 @@ _register_split_rule("MCORE-TC-ACCOUNT-SPLIT", "error", "With account_for_embedd
     `TransformerConfig.__post_init__` raises `ValueError: number of middle layers: N must be
     divisible by middle pipeline_model_parallel_size P`.
 
-    Bad:
-    61 layers, account_for_embedding and account_for_loss, PP 8: 63 does not divide by 8.
-
-    Good:
-    62 layers + 2 = 64 over PP 8.
-
     Fix:
     Change PP, or drop one of the account_* overrides.
-""")
-_register_split_rule("MCORE-BUILD-LAYERS-PP", "error", "Even pipeline split: layers must divide by PP", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-TC-ACCOUNT-SPLIT", Kind.SPLIT_ACCOUNT)
+@rule("MCORE-BUILD-LAYERS-PP", "error", "Even pipeline split: layers must divide by PP",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_LAYERS_PP,))
+def build_layers_pp(job: Job) -> Iterator[Finding]:
+    """
     Without an uneven split, every pipeline stage builds L / PP layers.
 
     Why:
     `TransformerConfig` accepts any L and PP; the model build then asserts `num_layers should be
     divisible by pipeline_model_parallel_size` (get_num_layers_to_build), after weights start loading.
 
-    Bad:
-    94 layers with PP 16.
-
-    Good:
-    PP 2 (47 per stage), or PP 16 with first = last = 5 (5, 6 ×14, 5).
-
     Fix:
     Choose PP dividing the layers, or set num_layers_in_first/last_pipeline_stage.
-""")
-_register_split_rule("MCORE-BUILD-VPP", "error", "Even split with VPP: layers per stage must divide by VPP", """
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-BUILD-LAYERS-PP", Kind.SPLIT_LAYERS_PP)
+@rule("MCORE-BUILD-VPP", "error", "Even split with VPP: layers per stage must divide by VPP",
+      needs_model=True, engine="megatron", problems=(Kind.SPLIT_VPP,))
+def build_vpp(job: Job) -> Iterator[Finding]:
+    """
     With the interleaved schedule each stage's L / PP layers are split into VPP chunks.
 
     Why:
     `get_num_layers_to_build` asserts `num_layers_per_pipeline_rank N should be divisible by
     vp_size V` when the model is built.
 
-    Bad:
-    48 layers, PP 4, VPP 5.
-
-    Good:
-    48 layers, PP 4, VPP 3 (4 layers per chunk).
-
     Fix:
     Choose a VPP dividing L / PP.
-""")
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    """
+    return _split_findings(job, "MCORE-BUILD-VPP", Kind.SPLIT_VPP)
 
 
 _RECOMPUTE = "override_transformer_config"
 
 
-@rule("MCORE-TC-RECOMPUTE", "error", "Activation recompute settings must be a combination Megatron-Core accepts")
+@rule("MCORE-TC-RECOMPUTE", "error", "Activation recompute settings must be a combination Megatron-Core accepts",
+      engine="megatron")
 def recompute(job: Job) -> Iterator[Finding]:
     """
     `recompute_granularity` is `full` or `selective`; `full` needs `recompute_method` `block` or
@@ -440,13 +423,6 @@ def recompute(job: Job) -> Iterator[Finding]:
     Why:
     `TransformerConfig.__post_init__` raises e.g. `ValueError: Using recompute_granularity: full
     so recompute_method must be "block" or "uniform"` when verl builds the model.
-
-    Bad:
-    `+...override_transformer_config.recompute_granularity=full` alone (verl's default
-    `recompute_method` is null).
-
-    Good:
-    `recompute_granularity=full recompute_method=uniform recompute_num_layers=1`.
 
     Fix:
     Set all three for full recompute, or use `selective` without `recompute_num_layers`.
@@ -489,9 +465,6 @@ def recompute(job: Job) -> Iterator[Finding]:
                           role=e.role)
 
 
-# verl's provider overrides (verl/workers/engine/megatron/transformer_impl.py _build_tf_config, verl 0.9.1):
-# moe_token_dispatcher_type="alltoall", variable_seq_lengths=True; override_transformer_config wins.
-_VERL_PROVIDER = {"moe_token_dispatcher_type": "alltoall", "variable_seq_lengths": True, "moe_enable_deepep": False}
 
 
 def _provider_value(e: MegatronLayout, name: str) -> tuple[object, Traced | None]:
@@ -499,10 +472,11 @@ def _provider_value(e: MegatronLayout, name: str) -> tuple[object, Traced | None
     ov = e.transformer_overrides
     if name in ov:
         return need(ov[name], f"{e.key_prefix}.{_RECOMPUTE}.{name}"), ov[name]
-    return _VERL_PROVIDER[name], None
+    return PROVIDER_DEFAULTS[name], None
 
 
-@rule("MCORE-TC-MOE-DISPATCH", "error", "The MoE token dispatcher must support verl's variable sequence lengths")
+@rule("MCORE-TC-MOE-DISPATCH", "error", "The MoE token dispatcher must support verl's variable sequence lengths",
+      frameworks=("verl",), engine="megatron")
 def moe_dispatch(job: Job) -> Iterator[Finding]:
     """
     verl packs sequences of different lengths and sets `variable_seq_lengths=True` and the
@@ -514,12 +488,6 @@ def moe_dispatch(job: Job) -> Iterator[Finding]:
     support variable sequence length, please use alltoall dispatcher instead.` or `DeepEP backend
     is only supported with flex token dispatcher.`
 
-    Bad:
-    `+actor_rollout_ref.actor.megatron.override_transformer_config.moe_token_dispatcher_type=allgather`
-
-    Good:
-    Leave the dispatcher to verl (`alltoall`), or `moe_token_dispatcher_type=flex` with DeepEP.
-
     Fix:
     Remove the dispatcher override, or use `alltoall` / `flex`.
 
@@ -527,8 +495,6 @@ def moe_dispatch(job: Job) -> Iterator[Finding]:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ (megatron-core
     0.16.1); verl/workers/engine/megatron/transformer_impl.py _build_tf_config (verl 0.9.1).
     """
-    if job.framework != "verl":
-        return
     for e in engines(job):
         dispatcher, d_origin = _provider_value(e, "moe_token_dispatcher_type")
         variable, v_origin = _provider_value(e, "variable_seq_lengths")

@@ -8,38 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shardcheck.job import Job, MegatronLayout
+from shardcheck.frameworks.megatron.versions import FOLDING_SINCE, as_tuple
+from shardcheck.job import Job
 from shardcheck.mesh.grid import expert_error, vpp_error, world_error
-from shardcheck.origin import Origin, Traced
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.problems import Kind
+from shardcheck.rules.base import Finding, engines, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
 
 
-def engines(job: Job) -> list[MegatronLayout]:
-    """The engines to judge: the actor, then every other engine the framework builds (verl's ref and
-    critic) whose own resolved settings differ from those of an engine already judged (the same
-    settings give the same findings)."""
-    out: list[MegatronLayout] = []
-    for e in sorted(job.layouts, key=lambda lay: lay.role != "actor"):
-        if all(e.judged() != seen.judged() for seen in out):
-            out.append(e)
-    return out
-
-
-def where(*values: Traced) -> Origin | None:
-    """The first script line among ``values``: the place a user edits."""
-    for v in values:
-        line = v.origin.first_script_line()
-        if line is not None:
-            return line
-    return values[0].origin if values else None
-
-
-def _divisors(n: int) -> list[int]:
-    return divisors(n)
-
-
-@rule("MCORE-PS-WORLD", "error", "The dense grid TP·PP·CP must divide the world size")
+@rule("MCORE-PS-WORLD", "error", "The dense grid TP·PP·CP must divide the world size",
+      engine="megatron", problems=(Kind.GRID_WORLD,))
 def world_tiling(job: Job) -> Iterator[Finding]:
     """
     Megatron-Core splits the world into a dense grid of TP·CP·DP·PP ranks, so TP·PP·CP must divide
@@ -48,12 +26,6 @@ def world_tiling(job: Job) -> Iterator[Finding]:
     Why:
     `initialize_model_parallel` raises `RuntimeError: world_size (W) is not divisible by N` on
     every rank before any model is built, after the job has queued and started.
-
-    Bad:
-    trainer.nnodes=2 trainer.n_gpus_per_node=8 (world 16) with TP 4, PP 3, CP 1: 12 does not divide 16.
-
-    Good:
-    TP 4, PP 2, CP 2: 16 divides 16, DP = 1.
 
     Fix:
     Choose TP, PP and CP whose product divides the world (nnodes · devices per node).
@@ -73,12 +45,13 @@ def world_tiling(job: Job) -> Iterator[Finding]:
                 f"[{e.role}] TP {tp} · PP {pp} · CP {cp} = {model} does not divide world {w} "
                 f"(megatron-core: \"{message}\")",
                 where(e.tp, e.pp, e.cp, world),
-                fix=f"make TP·PP·CP a divisor of {w}: one of {', '.join(map(str, _divisors(w)))}",
+                fix=f"make TP·PP·CP a divisor of {w}: one of {', '.join(map(str, divisors(w)))}",
                 role=e.role,
             )
 
 
-@rule("MCORE-PS-EXPERT-FOLD", "error", "The expert grid ETP·EP·PP must divide the world size")
+@rule("MCORE-PS-EXPERT-FOLD", "error", "The expert grid ETP·EP·PP must divide the world size",
+      engine="megatron", problems=(Kind.GRID_EXPERT_FOLD,))
 def expert_grid(job: Job) -> Iterator[Finding]:
     """
     Since megatron-core 0.10 ("MoE parallel folding") the expert layers get their own grid:
@@ -91,21 +64,22 @@ def expert_grid(job: Job) -> Iterator[Finding]:
     expert_tensor_model_pipeline_parallel size (N)` at start. The common trap is leaving ETP unset
     with TP > 1: ETP silently becomes TP and multiplies the expert grid.
 
-    Bad:
-    256 devices, TP 2, PP 16, CP 8, EP 16, ETP unset: EP 16 · ETP 2 · PP 16 = 512 does not divide 256.
-
-    Good:
-    The same with `expert_tensor_parallel_size=1`: 16 · 1 · 16 = 256, EDP = 1.
-
     Fix:
     Set `actor_rollout_ref.actor.megatron.expert_tensor_parallel_size` (usually 1) or lower EP so
     that ETP·EP·PP divides the world.
 
+    Versions:
+    megatron-core 0.10 and later as above (0.10-0.13 word it "decoder world_size (W) ...").
+    Before 0.10 there is no expert grid: EP is carved out of DP, so DP = world / (TP·PP·CP) must be
+    a multiple of EP ("data_parallel_size (DP) is not divisible by expert_model_parallel_size").
+    With CP 8 on 256 devices at TP 2 · PP 16, DP is 1: any EP > 1 fails there and starts on ≥ 0.10.
+
     Source:
     megatron/core/parallel_state.py, initialize_model_parallel (megatron-core 0.16.1;
-    since core_v0.10.0).
+    since core_v0.10.0; core_v0.9.0 for the check before folding).
     """
     world = job.cluster.world
+    mcore = job.megatron_core_version
     for e in engines(job):
         w = need(world, job.world_name)
         etp = e.etp
@@ -113,13 +87,28 @@ def expert_grid(job: Job) -> Iterator[Finding]:
         ep = need(e.ep, f"{e.key_prefix}.expert_model_parallel_size")
         pp = need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size")
         grid = etp_v * ep * pp
-        message = expert_error(w, etp_v, ep, pp)
+        dp = e.dp(world)
+        folding = as_tuple(mcore) >= FOLDING_SINCE
+        if not folding and not dp.known:
+            continue  # the dense grid does not tile the world: MCORE-PS-WORLD fails first
+        message = expert_error(w, etp_v, ep, pp, dp.value, mcore)
         if message is None:
+            continue
+        if not folding:
+            yield finding(
+                "MCORE-PS-EXPERT-FOLD",
+                f"[{e.role}] DP {dp.value} is not a multiple of EP {ep}: megatron-core {mcore} has no MoE parallel "
+                f"folding (it arrived in 0.10), so EP must divide DP = world / (TP·PP·CP) "
+                f"(megatron-core {mcore}: \"{message}\")",
+                where(e.ep, e.tp, e.pp, e.cp, world),
+                fix=f"run on megatron-core ≥ 0.10 (--megatron-core-version), or an EP dividing {dp.value}",
+                role=e.role,
+            )
             continue
         unset = e.etp_setting.known and e.etp_setting.value is None
         etp_text = f"ETP {etp_v} (= TP: expert_tensor_parallel_size is unset)" if unset else f"ETP {etp_v}"
-        good_etp = [d for d in _divisors(w // pp) if (w // pp) % (d * ep) == 0] if w % pp == 0 else []
-        good_ep = [d for d in _divisors(w // pp) if (w // pp) % (d * etp_v) == 0] if w % pp == 0 else []
+        good_etp = [d for d in divisors(w // pp) if (w // pp) % (d * ep) == 0] if w % pp == 0 else []
+        good_ep = [d for d in divisors(w // pp) if (w // pp) % (d * etp_v) == 0] if w % pp == 0 else []
         fixes = []
         if good_etp:
             fixes.append(f"{e.key_prefix}.expert_tensor_parallel_size={good_etp[0]}")
@@ -138,7 +127,8 @@ def expert_grid(job: Job) -> Iterator[Finding]:
         )
 
 
-@rule("MCORE-PS-VPP-PP", "error", "A virtual pipeline size needs pipeline parallelism (PP > 1)")
+@rule("MCORE-PS-VPP-PP", "error", "A virtual pipeline size needs pipeline parallelism (PP > 1)",
+      engine="megatron", problems=(Kind.GRID_VPP_PP,))
 def vpp_needs_pp(job: Job) -> Iterator[Finding]:
     """
     The interleaved schedule (virtual pipeline, VPP) splits each pipeline stage into chunks; it
@@ -147,12 +137,6 @@ def vpp_needs_pp(job: Job) -> Iterator[Finding]:
     Why:
     `initialize_model_parallel` raises `RuntimeError: pipeline-model-parallel size should be
     greater than 1 with interleaved schedule` when VPP is set and PP is 1.
-
-    Bad:
-    `virtual_pipeline_model_parallel_size=2` with `pipeline_model_parallel_size=1`.
-
-    Good:
-    `virtual_pipeline_model_parallel_size=null` (the default), or PP ≥ 2.
 
     Fix:
     Remove the virtual pipeline size or raise PP above 1.
@@ -175,7 +159,7 @@ def vpp_needs_pp(job: Job) -> Iterator[Finding]:
             )
 
 
-def _grid_error(job: Job, rule_id: str) -> Iterator[Finding]:
+def _grid_error(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
     """Findings of ``rule_id`` from building the rank grid (order-string checks), per engine."""
     from shardcheck.mesh.grid import GridError, build_grid
 
@@ -188,13 +172,14 @@ def _grid_error(job: Job, rule_id: str) -> Iterator[Finding]:
                      ep=need(e.ep, f"{e.key_prefix}.expert_model_parallel_size"),
                      etp=need(e.etp_setting, f"{e.key_prefix}.expert_tensor_parallel_size"),
                      vpp=need(e.vpp, f"{e.key_prefix}.virtual_pipeline_model_parallel_size"))
-        result = build_grid(world=w, order=e.order, **sizes)
-        if isinstance(result, GridError) and result.rule == rule_id:
+        result = build_grid(world=w, order=e.order, mcore=job.megatron_core_version, **sizes)
+        if isinstance(result, GridError) and result.kind is kind:
             yield finding(rule_id, f"[{e.role}] order {e.order}: megatron-core: \"{result.message}\"",
                           where(e.tp, e.pp, e.cp, e.ep), fix="use the default order tp-cp-ep-dp-pp", role=e.role)
 
 
-@rule("MCORE-PS-ORDER-TOKEN", "error", "Every parallel dimension of size > 1 must be named in the rank order")
+@rule("MCORE-PS-ORDER-TOKEN", "error", "Every parallel dimension of size > 1 must be named in the rank order",
+      engine="megatron", problems=(Kind.GRID_ORDER_TOKEN,))
 def order_tokens(job: Job) -> Iterator[Finding]:
     """
     Megatron-Core lays ranks out along an order string (default `tp-cp-ep-dp-pp`, first fastest);
@@ -205,22 +190,17 @@ def order_tokens(job: Job) -> Iterator[Finding]:
     `RankGenerator.__init__` raises `RuntimeError: The size of (cp) is (2), but you haven'tspecified
     the order (tp-dp-pp).` (Megatron's text, space missing).
 
-    Bad:
-    `--order tp-dp-pp` with CP 2.
-
-    Good:
-    `--order tp-cp-ep-dp-pp`.
-
     Fix:
     Name every dimension; use the default order.
 
     Source:
     megatron/core/parallel_state.py RankGenerator.__init__ (megatron-core 0.16.1).
     """
-    return _grid_error(job, "MCORE-PS-ORDER-TOKEN")
+    return _grid_error(job, "MCORE-PS-ORDER-TOKEN", Kind.GRID_ORDER_TOKEN)
 
 
-@rule("MCORE-PS-ORDER-PPLAST", "error", "An order not ending in pp needs the same DP for dense and expert layers")
+@rule("MCORE-PS-ORDER-PPLAST", "error", "An order not ending in pp needs the same DP for dense and expert layers",
+      engine="megatron", problems=(Kind.GRID_ORDER_PPLAST,))
 def order_pp_last(job: Job) -> Iterator[Finding]:
     """
     With PP > 1 and an order that does not end in `pp` (e.g. Megatron-LM's
@@ -230,22 +210,17 @@ def order_pp_last(job: Job) -> Iterator[Finding]:
     `initialize_model_parallel` asserts `When not using pp-last rank ordering, the data parallel
     size of the attention and moe layers must be the same`.
 
-    Bad:
-    `--order tp-cp-ep-pp-dp`, world 16, TP 2, PP 2, EP 2, ETP 1: DP 4, EDP 4... but with EP 4: EDP 2 ≠ DP 4.
-
-    Good:
-    The default order `tp-cp-ep-dp-pp`.
-
     Fix:
     Use a pp-last order, or choose EP·ETP = TP·CP.
 
     Source:
     megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
     """
-    return _grid_error(job, "MCORE-PS-ORDER-PPLAST")
+    return _grid_error(job, "MCORE-PS-ORDER-PPLAST", Kind.GRID_ORDER_PPLAST)
 
 
-@rule("MCORE-PS-PP-GROUPS", "error", "Dense and expert pipeline groups must be the same")
+@rule("MCORE-PS-PP-GROUPS", "error", "Dense and expert pipeline groups must be the same",
+      engine="megatron", problems=(Kind.GRID_PP_GROUPS,))
 def pp_groups_agree(job: Job) -> Iterator[Finding]:
     """
     Both grids share the pipeline axis: the PP groups computed from the dense and from the expert
@@ -255,22 +230,16 @@ def pp_groups_agree(job: Job) -> Iterator[Finding]:
     `initialize_model_parallel` asserts `Pipeline parallel groups are expected to be the same for
     Non-Expert and Expert part`.
 
-    Bad:
-    `--order tp-pp-cp-ep-dp` with TP 2, PP 2, EP 2, ETP 1 on 8 ranks.
-
-    Good:
-    The default order.
-
     Fix:
     Put `pp` last in the order.
 
     Source:
     megatron/core/parallel_state.py initialize_model_parallel (megatron-core 0.16.1).
     """
-    return _grid_error(job, "MCORE-PS-PP-GROUPS")
+    return _grid_error(job, "MCORE-PS-PP-GROUPS", Kind.GRID_PP_GROUPS)
 
 
-@rule("MCORE-PS-LOCALITY", "warning", "A TP or EP group spans nodes")
+@rule("MCORE-PS-LOCALITY", "warning", "A TP or EP group spans nodes", engine="megatron")
 def group_locality(job: Job) -> Iterator[Finding]:
     """
     Megatron-Core places rank r on node r // devices_per_node and never checks locality. A tensor-
@@ -280,18 +249,11 @@ def group_locality(job: Job) -> Iterator[Finding]:
     Why:
     Not an error: the job starts, and runs slowly.
 
-    Bad:
-    TP 16 on 8-GPU nodes; EP 16 with ETP 1 on 8-GPU nodes (every all-to-all crosses two nodes).
-
-    Good:
-    TP ≤ devices per node and dividing it; ETP·EP dividing the devices per node.
-
     Fix:
     Lower TP or EP, move the factor to PP or DP, or use larger nodes.
 
     Source:
-    megatron/core/parallel_state.py RankGenerator.get_ranks (megatron-core 0.16.1);
-    ../shared/reference/constraints.md §1.2.
+    megatron/core/parallel_state.py RankGenerator.get_ranks (megatron-core 0.16.1).
     """
     from shardcheck.mesh.grid import Grid, build_grid
     from shardcheck.mesh.placement import crossings

@@ -9,108 +9,30 @@ gives a warning.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+from shardcheck.frameworks.interface import MEMORY_FRAMEWORKS, memory_fix_keys
+from shardcheck.frameworks.memory_settings import FixKeys
 from shardcheck.job import Job
 from shardcheck.memory.devices import GIB
-from shardcheck.memory.estimate import ADAPTERS, MemoryEstimate, RolloutMemory, StageMemory, estimate
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, rule
-
-A = "actor_rollout_ref.actor"
-RO = "actor_rollout_ref.rollout"
+from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, StageMemory, estimate
+from shardcheck.rules.base import Finding, finding, rule, where
 
 
-@dataclass(frozen=True)
-class Keys:
-    """The settings each framework names in the fixes: (key the finding points at, the fix's text)."""
-
-    activations: tuple[str, str]
-    logits: tuple[str, str]
-    optimizer: tuple[str, str]
-    weights: tuple[str, str]
-    memory_fraction: str  # vLLM gpu_memory_utilization / SGLang mem_fraction_static
-    max_model_len: str
-    rollout_dp: str
-    response: str
-    offload: tuple[str, str, str]  # the two keys MEM-HOST points at, and its fix
-
-
-_FLAG_TRAIN = dict(
-    activations=("--recompute-granularity", "--recompute-granularity full --recompute-method uniform "
-                 "--recompute-num-layers 1, or fewer tokens per micro batch (--micro-batch-size, --seq-length / "
-                 "--max-tokens-per-gpu), or a larger --context-parallel-size"),
-    logits=("--tensor-model-parallel-size", "a larger --tensor-model-parallel-size (the vocab is split over TP), or "
-            "fewer tokens per micro batch"),
-    weights=("--pipeline-model-parallel-size", "a larger --pipeline-model-parallel-size, --expert-model-parallel-size "
-             "or --tensor-model-parallel-size (fewer parameters per device)"),
-)
-KEYS = {
-    "verl": Keys(
-        activations=(f"{A}.megatron.override_transformer_config.recompute_granularity",
-                     f"+{A}.megatron.override_transformer_config.recompute_granularity=full (with recompute_method="
-                     "uniform, recompute_num_layers=1), or fewer tokens per micro batch "
-                     f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger CP"),
-        logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
-                "cross-entropy), or a larger TP (the vocab is split over TP), or fewer tokens per micro batch"),
-        optimizer=(f"{A}.megatron.use_distributed_optimizer", f"{A}.megatron.use_distributed_optimizer=True, a "
-                   f"larger DP/EDP, or +{A}.optim.override_optimizer_config.optimizer_cpu_offload=True"),
-        weights=(f"{A}.megatron.pipeline_model_parallel_size", "a larger PP, EP or TP (fewer parameters per device)"),
-        memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
-        rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
-        offload=(f"{A}.megatron.param_offload", f"{A}.megatron.optimizer_offload",
-                 f"{A}.megatron.optimizer_offload=False, or more nodes"),
-    ),
-    "verl-fsdp": Keys(
-        activations=("actor_rollout_ref.model.enable_gradient_checkpointing",
-                     "actor_rollout_ref.model.enable_gradient_checkpointing=True, fewer tokens per micro batch "
-                     f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger "
-                     f"{A}.ulysses_sequence_parallel_size"),
-        logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
-                f"cross-entropy), or a larger {A}.ulysses_sequence_parallel_size, or fewer tokens per micro batch"),
-        optimizer=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
-                   f"or {A}.strategy=fsdp2 with {A}.fsdp_config.offload_policy=True"),
-        weights=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
-                 f"or {A}.fsdp_config.model_dtype=bf16"),
-        memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
-        rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
-        offload=(f"{A}.fsdp_config.param_offload", f"{A}.fsdp_config.optimizer_offload",
-                 f"{A}.fsdp_config.optimizer_offload=False, or more nodes"),
-    ),
-    "megatron-lm": Keys(
-        **_FLAG_TRAIN,
-        optimizer=("--use-distributed-optimizer", "--use-distributed-optimizer (shards Adam's state over DP), a larger "
-                   "DP, or --optimizer-cpu-offload --use-precision-aware-optimizer"),
-        memory_fraction="-", max_model_len="-", rollout_dp="-", response="-",
-        offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
-                 "a smaller --optimizer-offload-fraction, or more nodes"),
-    ),
-    "slime": Keys(
-        **_FLAG_TRAIN,
-        # slime always turns the distributed optimizer on (_set_default_megatron_args)
-        optimizer=("--optimizer-cpu-offload", "--optimizer-cpu-offload --use-precision-aware-optimizer "
-                   "(with --optimizer-offload-fraction), or a larger DP/EDP"),
-        memory_fraction="--sglang-mem-fraction-static", max_model_len="--sglang-context-length",
-        rollout_dp="--sglang-dp-size", response="--rollout-max-response-len",
-        offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
-                 "a smaller --optimizer-offload-fraction, or more nodes"),
-    ),
-}
-
-
-_LAST: list = [None, None]  # the last job and its estimate: the four MEM rules judge one estimate
+def job_estimate(job: Job) -> MemoryEstimate | None:
+    """The estimate the MEM rules judge for ``job`` (computed once per job; the planner shares it)."""
+    return _estimate(job)
 
 
 def _estimate(job: Job) -> MemoryEstimate | None:
-    if job.framework not in ADAPTERS or (job.layout("actor") is None and job.fsdp_layout("actor") is None):
+    if job.layout("actor") is None and job.fsdp_layout("actor") is None:
         return None
-    if _LAST[0] is not job:  # a Job is immutable, its device choice included
-        _LAST[:] = [job, estimate(job, job.device_choice)]
-    return _LAST[1]
+    if "memory" not in job.run_cache:  # the four MEM rules judge one estimate per run
+        job.run_cache["memory"] = estimate(job, job.device_choice)
+    return job.run_cache["memory"]
 
 
-def _keys(job: Job) -> Keys:
-    return KEYS["verl-fsdp"] if job.layout("actor") is None and job.fsdp_layout("actor") else KEYS[job.framework]
+def _keys(job: Job) -> FixKeys:
+    return memory_fix_keys(job)
 
 
 def _engine_sizes(job: Job) -> tuple:
@@ -119,6 +41,20 @@ def _engine_sizes(job: Job) -> tuple:
     if layout is not None:
         return layout.pp, layout.tp, job.cluster.nnodes
     return job.fsdp_layout("actor").sp, job.cluster.nnodes
+
+
+def _beyond_every_preset(exact_bytes: int, est: MemoryEstimate) -> str:
+    """On an assumed device: when the certain terms alone exceed the largest preset of that device kind,
+    no variant fits, so the overflow is an error all the same (its text says so); else ""."""
+    if est.device.note is None:
+        return ""
+    from shardcheck.memory.devices import largest_of_kind
+
+    largest = largest_of_kind(est.device.kind)
+    if exact_bytes <= largest.memory_bytes:
+        return ""
+    return (f"; weights, grads and optimizer alone exceed even the largest {est.device.kind} preset, "
+            f"{largest.name} {_gib(largest.memory_bytes)}")
 
 
 def _severity(certain: bool, est: MemoryEstimate) -> str | None:
@@ -138,7 +74,7 @@ def _ranks(s: StageMemory) -> str:
     return f"stage{'s' * (len(s.ranks) > 1)} {s.ranks_text(', ')}"
 
 
-def _train_fix(s: StageMemory, keys: Keys) -> tuple[str, str, str]:
+def _train_fix(s: StageMemory, keys: FixKeys) -> tuple[str, str, str]:
     """The largest term of a stage and the change that shrinks it."""
     b = s.bytes
     term = max(("weights", "grads", "optimizer", "activations", "logits"), key=lambda k: b[k])
@@ -147,24 +83,21 @@ def _train_fix(s: StageMemory, keys: Keys) -> tuple[str, str, str]:
 
 
 @rule("MEM-TRAIN-OOM", "error", "A pipeline stage's predicted training peak exceeds the device memory",
-      needs_model=True)
+      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
 def train_oom(job: Job) -> Iterator[Finding]:
     """
     The update step's peak on one device of each pipeline stage class: weights, fp32 gradients, Adam
     state (sharded by the distributed optimizer), activations of the micro batches the 1F1B schedule
-    keeps in flight, the last stage's logits, and a workspace allowance (`shardcheck memory --explain`
-    lists each term's formula). Exact terms alone over a device named with `--device`: error; over
-    it only with the estimated terms, or on a device assumed from `trainer.device`: warning.
+    keeps in flight, the last stage's logits and the step's transient workspaces: together the
+    `allocated` figure (what `torch.cuda.max_memory_allocated` would show). The rule compares the
+    device peak `total` with the device: `allocated` plus the caching allocator's fragmentation and
+    the memory outside it (`shardcheck memory --explain` lists each term's formula and source).
+    Exact terms alone over a device named with `--device`: error; over it only with the estimated
+    terms, or on a device assumed from `trainer.device`: warning.
 
     Why:
     The first update step dies with an out-of-memory error after rollout, reward and log-prob passes
     have already run — the most expensive point to find out.
-
-    Bad:
-    Qwen3-30B-A3B on 8 × A100-40GB with TP 1, PP 1, EP 1: 30.5 B parameters per device.
-
-    Good:
-    The same model with TP 2, PP 2, EP 8 on 8 × H200 (below the device).
 
     Fix:
     The message names the largest term and the key (verl) or flag (Megatron-LM, slime) that shrinks
@@ -179,23 +112,31 @@ def train_oom(job: Job) -> Iterator[Finding]:
     if est is None or est.train is None:
         return
     cap = est.device.memory_bytes
-    for s in est.train.stages:
-        exact = s.bytes["weights"] + s.bytes["grads"] + s.bytes["optimizer"] + s.bytes["ref_weights"]
-        exact += s.bytes.get("critic_state", 0)
-        if s.total <= cap:
-            continue
-        term, key, fix = _train_fix(s, _keys(job))
-        parts = ", ".join(f"{k} {_gib(s.bytes[k])}" for k in ("weights", "grads", "optimizer", "gathered",
-                                                               "activations", "logits", "ref_weights", "critic_state",
-                                                               "workspace")
-                          if s.bytes.get(k))
-        certain = exact > cap
-        yield finding("MEM-TRAIN-OOM",
-                      f"{_ranks(s)} ({s.layers} layers): predicted peak {_gib(s.total)} > {est.device.name} "
-                      f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
-                      f"{_assumed(est)}",
-                      where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est),
-                      scope=_ranks(s))
+    phases = [("", est.train)] + ([("the critic's update, ", est.critic_train)] if est.critic_train else [])
+    for phase, train in phases:
+        for s in train.stages:
+            if s.total > cap:
+                yield _train_oom(job, est, s, phase, train.batch_bound, cap)
+
+
+def _train_oom(job: Job, est: MemoryEstimate, s: StageMemory, phase: str, batch_bound: str | None, cap: int) -> Finding:
+    b = s.bytes
+    exact = sum(b.get(k, 0) for k in ("weights", "grads", "optimizer", "ref_weights", "critic_state", "actor_state"))
+    term, key, fix = _train_fix(s, _keys(job))
+    parts = ", ".join(f"{k} {_gib(b[k])}" for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits",
+                                                     "ref_weights", "critic_state", "actor_state", "workspace")
+                      if b.get(k))
+    certain = exact > cap
+    beyond = _beyond_every_preset(exact, est)
+    bound = f"; micro batches sized at {batch_bound}" if batch_bound else ""
+    return finding("MEM-TRAIN-OOM",
+                   f"{phase}{_ranks(s)} ({s.layers} layers): predicted device peak {_gib(s.total)} (allocated "
+                   f"{_gib(b['allocated'])}) > {est.device.name} "
+                   f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
+                   f"{bound}{_assumed(est)}{beyond}",
+                   where(job.value(key), *_engine_sizes(job)), fix=fix,
+                   severity="error" if beyond else _severity(certain, est),
+                   scope=_ranks(s))
 
 
 def _one_request(r: RolloutMemory) -> int:
@@ -203,7 +144,7 @@ def _one_request(r: RolloutMemory) -> int:
 
 
 @rule("MEM-ROLLOUT-KV", "error", "One request of max_model_len tokens does not fit the rollout KV cache",
-      needs_model=True)
+      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
 def rollout_kv(job: Job) -> Iterator[Finding]:
     """
     vLLM sizes its KV cache as `gpu_memory_utilization` × device memory minus the weights and its
@@ -221,13 +162,6 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
     rollout servers (`No available memory for the cache blocks` when nothing is left at all).
     Error when the request does not fit even without vLLM's profiling reserve on a device named
     with `--device`; warning when it fails only with the reserve, or on an assumed device.
-
-    Bad:
-    Qwen3-235B-A22B, rollout TP 4, `max_model_len=262144`, `gpu_memory_utilization=0.1` on 64 GiB:
-    11.75 GiB per request, 6.4 GiB minus 7.1 GiB of weights.
-
-    Good:
-    `gpu_memory_utilization=0.7`: 36.6 GiB of KV budget, 3 full requests per engine.
 
     Fix:
     Raise `gpu_memory_utilization`, raise the rollout TP (fewer KV heads and weights per device), or
@@ -271,7 +205,7 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
 
 
 @rule("MEM-ROLLOUT-CONCURRENCY", "warning", "Fewer full-length requests fit the KV cache than one engine gets per step",
-      needs_model=True)
+      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
 def rollout_concurrency(job: Job) -> Iterator[Finding]:
     """
     Each step sends `train_batch_size × n` requests, spread over the rollout replicas and over the
@@ -281,12 +215,6 @@ def rollout_concurrency(job: Job) -> Iterator[Finding]:
 
     Why:
     Generation time grows with the number of waves; with 256K responses one extra wave is hours.
-
-    Bad:
-    8 requests per engine of 256K tokens with room for 3.
-
-    Good:
-    Room for at least as many as each engine gets per step.
 
     Fix:
     More rollout replicas (DP), a larger `gpu_memory_utilization`, a larger rollout TP, or
@@ -312,7 +240,8 @@ def rollout_concurrency(job: Job) -> Iterator[Finding]:
                       f"or lower {_keys(job).response}")
 
 
-@rule("MEM-HOST", "error", "Offloaded state exceeds the host memory given with --host-memory", needs_model=True)
+@rule("MEM-HOST", "error", "Offloaded state exceeds the host memory given with --host-memory",
+      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
 def host_memory(job: Job) -> Iterator[Finding]:
     """
     verl's `param_offload` / `optimizer_offload` (and Megatron's optimizer CPU offload) keep the
@@ -323,12 +252,6 @@ def host_memory(job: Job) -> Iterator[Finding]:
     Why:
     The node's kernel kills the worker (OOM killer) when the offloaded weights, gradients and
     optimizer states of all its devices exceed RAM; Ray reports a dead actor.
-
-    Bad:
-    16 devices per node each offloading 16 GiB with `--host-memory 200GiB`.
-
-    Good:
-    `--host-memory 2TiB`.
 
     Fix:
     Offload less (keep the optimizer on the device), or spread the model over more nodes.

@@ -7,16 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import engines, where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, engines, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
 
 
-def _slime(job: Job) -> bool:
-    return job.framework == "slime"
-
-
-@rule("SLIME-BATCH-REQUIRED", "error", "--rollout-batch-size is required")
+@rule("SLIME-BATCH-REQUIRED", "error", "--rollout-batch-size is required", frameworks=("slime",))
 def rollout_batch_required(job: Job) -> Iterator[Finding]:
     """
     slime declares `--rollout-batch-size` (prompts per rollout step) with `required=True`.
@@ -24,26 +19,20 @@ def rollout_batch_required(job: Job) -> Iterator[Finding]:
     Why:
     argparse stops with `the following arguments are required: --rollout-batch-size` before anything starts.
 
-    Bad:
-    A `train.py` command line without `--rollout-batch-size`.
-
-    Good:
-    `--rollout-batch-size 32`.
-
     Fix:
     Add `--rollout-batch-size N`.
 
     Source:
     slime/utils/arguments.py, add_slime_arguments (batch sizes).
     """
-    if _slime(job) and need(job.value("--rollout-batch-size"), "--rollout-batch-size") is None:
+    if need(job.value("--rollout-batch-size"), "--rollout-batch-size") is None:
         yield finding("SLIME-BATCH-REQUIRED", "--rollout-batch-size is not given (argparse: \"the following arguments "
                                               "are required: --rollout-batch-size\")",
                       job.cluster.nnodes.origin.first_script_line() or job.cluster.nnodes.origin,
                       fix="add --rollout-batch-size N (prompts per rollout step)")
 
 
-@rule("SLIME-DYN-TOKENS", "error", "--use-dynamic-batch-size needs --max-tokens-per-gpu")
+@rule("SLIME-DYN-TOKENS", "error", "--use-dynamic-batch-size needs --max-tokens-per-gpu", frameworks=("slime",))
 def dynamic_tokens(job: Job) -> Iterator[Finding]:
     """
     Dynamic batching packs micro-batches up to a token budget per GPU; slime needs that budget.
@@ -51,20 +40,12 @@ def dynamic_tokens(job: Job) -> Iterator[Finding]:
     Why:
     `slime_validate_args` asserts `max_tokens_per_gpu must be set when use_dynamic_batch_size is set`.
 
-    Bad:
-    `--use-dynamic-batch-size` alone.
-
-    Good:
-    `--use-dynamic-batch-size --max-tokens-per-gpu 16384`.
-
     Fix:
     Add `--max-tokens-per-gpu` (about the longest sample over CP).
 
     Source:
     slime/utils/arguments.py, slime_validate_args.
     """
-    if not _slime(job):
-        return
     dyn_t = job.value("--use-dynamic-batch-size")
     if need(dyn_t, "--use-dynamic-batch-size") and need(job.value("--max-tokens-per-gpu"), "--max-tokens-per-gpu") is None:
         yield finding("SLIME-DYN-TOKENS", "--use-dynamic-batch-size without --max-tokens-per-gpu (slime: "
@@ -72,7 +53,7 @@ def dynamic_tokens(job: Job) -> Iterator[Finding]:
                       where(dyn_t), fix="add --max-tokens-per-gpu N")
 
 
-@rule("SLIME-GBS-STEPS", "error", "--global-batch-size must agree with --num-steps-per-rollout")
+@rule("SLIME-GBS-STEPS", "error", "--global-batch-size must agree with --num-steps-per-rollout", frameworks=("slime",))
 def gbs_steps(job: Job) -> Iterator[Finding]:
     """
     With `--num-steps-per-rollout S` slime sets the global batch to
@@ -82,20 +63,12 @@ def gbs_steps(job: Job) -> Iterator[Finding]:
     `slime_validate_args` asserts `global_batch_size G is not equal to rollout_batch_size R *
     n_samples_per_prompt N // num_steps_per_rollout S`.
 
-    Bad:
-    `--rollout-batch-size 32 --n-samples-per-prompt 8 --num-steps-per-rollout 2 --global-batch-size 64`
-
-    Good:
-    The same with `--global-batch-size 128`, or without it.
-
     Fix:
     Drop one of the two flags, or make them agree.
 
     Source:
     slime/utils/arguments.py, slime_validate_args.
     """
-    if not _slime(job):
-        return
     steps = need(job.value("--num-steps-per-rollout"), "--num-steps-per-rollout")
     gbs_t = job.value("--global-batch-size")
     gbs = need(gbs_t, "--global-batch-size")
@@ -112,7 +85,7 @@ def gbs_steps(job: Job) -> Iterator[Finding]:
                       where(gbs_t), fix=f"--global-batch-size {expected}, or remove it")
 
 
-@rule("SLIME-UNEVEN-PP1", "error", "First/last pipeline stage layer counts need PP > 1")
+@rule("SLIME-UNEVEN-PP1", "error", "First/last pipeline stage layer counts need PP > 1", frameworks=("slime",))
 def uneven_pp1(job: Job) -> Iterator[Finding]:
     """
     `--decoder-first-pipeline-num-layers` / `--decoder-last-pipeline-num-layers` describe a
@@ -122,20 +95,12 @@ def uneven_pp1(job: Job) -> Iterator[Finding]:
     slime's `validate_args` asserts `decoder_first_pipeline_num_layers and
     decoder_last_pipeline_num_layers should be None when pipeline_model_parallel_size is 1.`
 
-    Bad:
-    `--decoder-last-pipeline-num-layers 22` with `--pipeline-model-parallel-size 1`.
-
-    Good:
-    PP 4 with it, or no uneven flags at PP 1.
-
     Fix:
     Remove the uneven flags or raise PP.
 
     Source:
     slime/backends/megatron_utils/arguments.py, validate_args.
     """
-    if not _slime(job):
-        return
     for e in engines(job):
         first = need(e.first_stage_layers, "--decoder-first-pipeline-num-layers")
         last = need(e.last_stage_layers, "--decoder-last-pipeline-num-layers")
@@ -147,7 +112,7 @@ def uneven_pp1(job: Job) -> Iterator[Finding]:
                           "--decoder-first/last-pipeline-num-layers flags, or use PP > 1")
 
 
-@rule("SLIME-SGL-DP-ATTN", "error", "--sglang-dp-size > 1 needs --sglang-enable-dp-attention")
+@rule("SLIME-SGL-DP-ATTN", "error", "--sglang-dp-size > 1 needs --sglang-enable-dp-attention", frameworks=("slime",))
 def sglang_dp_attention(job: Job) -> Iterator[Finding]:
     """
     slime runs SGLang data parallelism only as DP attention inside an engine.
@@ -156,19 +121,13 @@ def sglang_dp_attention(job: Job) -> Iterator[Finding]:
     slime's SGLang `validate_args` asserts `args.sglang_enable_dp_attention` when
     `sglang_dp_size > 1` (a bare AssertionError).
 
-    Bad:
-    `--sglang-dp-size 4` alone.
-
-    Good:
-    `--sglang-dp-size 4 --sglang-enable-dp-attention`.
-
     Fix:
     Add `--sglang-enable-dp-attention`, or drop `--sglang-dp-size`.
 
     Source:
     slime/backends/sglang_utils/arguments.py, validate_args.
     """
-    if not _slime(job) or job.rollout is None:
+    if job.rollout is None:
         return
     dp_t = job.rollout.dp
     if need(dp_t, "--sglang-dp-size") > 1 and not need(job.rollout.dp_attention, "--sglang-enable-dp-attention"):
@@ -177,7 +136,7 @@ def sglang_dp_attention(job: Job) -> Iterator[Finding]:
                       where(dp_t), fix="add --sglang-enable-dp-attention")
 
 
-@rule("SLIME-SGL-PP", "error", "GPUs per engine must divide by --sglang-pp-size")
+@rule("SLIME-SGL-PP", "error", "GPUs per engine must divide by --sglang-pp-size", frameworks=("slime",))
 def sglang_pp(job: Job) -> Iterator[Finding]:
     """
     An SGLang engine's GPUs are split into `--sglang-pp-size` pipeline stages of TP GPUs each.
@@ -186,19 +145,13 @@ def sglang_pp(job: Job) -> Iterator[Finding]:
     slime's SGLang `validate_args` asserts `rollout_num_gpus_per_engine (N) must be divisible by
     sglang_pipeline_parallel_size (P)`.
 
-    Bad:
-    `--rollout-num-gpus-per-engine 8 --sglang-pp-size 3`
-
-    Good:
-    `--sglang-pp-size 2` (TP 4 per stage).
-
     Fix:
     Choose a PP size dividing the GPUs per engine.
 
     Source:
     slime/backends/sglang_utils/arguments.py, validate_args.
     """
-    if not _slime(job) or job.rollout is None:
+    if job.rollout is None:
         return
     n = need(job.rollout.tp, "--rollout-num-gpus-per-engine")
     p = need(job.rollout.pp, "--sglang-pp-size")
@@ -209,7 +162,7 @@ def sglang_pp(job: Job) -> Iterator[Finding]:
                       fix=f"--sglang-pp-size in {', '.join(map(str, divisors(n)))}")
 
 
-@rule("SLIME-RO-ENGINES", "warning", "The rollout GPUs must be whole engines")
+@rule("SLIME-RO-ENGINES", "warning", "The rollout GPUs must be whole engines", frameworks=("slime",))
 def rollout_engines(job: Job) -> Iterator[Finding]:
     """
     slime starts rollout_num_gpus // rollout_num_gpus_per_engine SGLang engines (at least one): GPUs
@@ -218,19 +171,13 @@ def rollout_engines(job: Job) -> Iterator[Finding]:
     Why:
     Idle GPUs cost as much as busy ones; an engine larger than the rollout's GPUs fails placement.
 
-    Bad:
-    `--rollout-num-gpus 48 --rollout-num-gpus-per-engine 32`
-
-    Good:
-    `--rollout-num-gpus 64 --rollout-num-gpus-per-engine 32` (2 engines).
-
     Fix:
     Make `--rollout-num-gpus` a multiple of `--rollout-num-gpus-per-engine`.
 
     Source:
     slime/utils/http_utils.py get_rollout_num_engines; slime/ray/rollout.py.
     """
-    if not _slime(job) or job.rollout is None or job.rollout.gpus is None:
+    if job.rollout is None or job.rollout.gpus is None:
         return
     gpus = need(job.rollout.gpus, "--rollout-num-gpus")
     per = need(job.rollout.tp, "--rollout-num-gpus-per-engine")

@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, NotJudged, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
 
 A = "actor_rollout_ref.actor"
@@ -29,41 +28,20 @@ C = "critic"
 
 
 def _trained(job: Job) -> bool:
-    """A verl job whose actor engine (Megatron or FSDP) is modelled."""
-    return job.framework == "verl" and job.trainer_dp("actor") is not None
+    """A job whose actor engine (Megatron or FSDP) is modelled."""
+    return job.trainer_dp("actor") is not None
 
 
 def _fsdp(job: Job) -> bool:
     return job.fsdp_layout("actor") is not None
 
 
-class _NoLayout(Exception):
-    """The training layout itself does not tile the world (MCORE-PS-WORLD / VERL-FSDP-SP-WORLD report it)."""
-
-
 def _dp(job: Job, role: str = "actor") -> int:
     name = "trainer DP (world / Ulysses SP)" if job.fsdp_layout(role) else "Megatron DP (world / (TP·PP·CP))"
     dp = need(job.trainer_dp(role), name)
-    if dp is None:
-        raise _NoLayout
+    if dp is None:  # the layout does not tile the world: MCORE-PS-WORLD / VERL-FSDP-SP-WORLD report it
+        raise NotJudged
     return dp
-
-
-def _batch_rule(rule_id: str, severity: str, title: str):
-    """Register a batch rule; it stays silent when the layout has no DP (the layout rules report that)."""
-
-    def wrap(fn):
-        def check(job: Job) -> Iterator[Finding]:
-            try:
-                yield from fn(job)
-            except _NoLayout:
-                return
-
-        check.__doc__ = fn.__doc__
-        check.__name__ = fn.__name__
-        return rule(rule_id, severity, title)(check)
-
-    return wrap
 
 
 def _static(job: Job) -> bool:
@@ -166,7 +144,7 @@ def _micro_passes(job: Job) -> list[tuple[str, int, str, object, int]]:
     return out
 
 
-@_batch_rule("VERL-ACT-MBS", "error", "Static batch size needs exactly one actor micro-batch key")
+@rule("VERL-ACT-MBS", "error", "Static batch size needs exactly one actor micro-batch key", frameworks=("verl",))
 def actor_micro_batch(job: Job) -> Iterator[Finding]:
     """
     Without dynamic batch size each trainer rank (Megatron or FSDP) cuts its share of a mini-batch
@@ -180,12 +158,6 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
     raises `[actor] You have set both 'actor.ppo_micro_batch_size' AND
     'actor.ppo_micro_batch_size_per_gpu'`. With only the deprecated key, the engine worker asserts
     `ppo_micro_batch_size_per_gpu is not None` at init.
-
-    Bad:
-    No `ppo_micro_batch_size_per_gpu` and no `use_dynamic_bsz=True`.
-
-    Good:
-    `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1`.
 
     Fix:
     Set `ppo_micro_batch_size_per_gpu`, or `actor_rollout_ref.actor.use_dynamic_bsz=True`.
@@ -246,7 +218,7 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
                           fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
 
 
-@_batch_rule("VERL-CFG-REAL-BSZ", "error", "train_batch_size · n must divide by DP · actor micro batch")
+@rule("VERL-CFG-REAL-BSZ", "error", "train_batch_size · n must divide by DP · actor micro batch", frameworks=("verl",))
 def real_batch(job: Job) -> Iterator[Finding]:
     """
     verl's start-up check: the samples of a step, `train_batch_size · rollout.n`, must divide by
@@ -256,12 +228,6 @@ def real_batch(job: Job) -> Iterator[Finding]:
     Why:
     `validate_config` asserts `real_train_batch_size (X) must be divisible by minimal possible batch
     size (Y)` before Ray starts.
-
-    Bad:
-    train_batch_size 6, n 1, DP 4, micro 1: 6 % 4.
-
-    Good:
-    train_batch_size 8.
 
     Fix:
     Make train_batch_size · n a multiple of DP · micro.
@@ -289,19 +255,13 @@ def real_batch(job: Job) -> Iterator[Finding]:
                       fix=f"a train_batch_size · n that is a multiple of {minimal}")
 
 
-@_batch_rule("VERL-ACT-TBS-MINI", "error", "train_batch_size must be at least ppo_mini_batch_size")
+@rule("VERL-ACT-TBS-MINI", "error", "train_batch_size must be at least ppo_mini_batch_size", frameworks=("verl",))
 def batch_at_least_mini(job: Job) -> Iterator[Finding]:
     """
     Both count prompts; a step must hold at least one mini-batch (static batch size).
 
     Why:
     `ActorConfig.validate` raises `train_batch_size (X) must be >= actor.ppo_mini_batch_size (Y)`.
-
-    Bad:
-    `data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=8`
-
-    Good:
-    mini ≤ train_batch_size.
 
     Fix:
     Lower ppo_mini_batch_size or raise train_batch_size.
@@ -323,7 +283,7 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
                           fix=f"{t.prefix}.ppo_mini_batch_size={tbs} or less", role=t.role)
 
 
-@_batch_rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by the trainer DP")
+@rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by the trainer DP", frameworks=("verl",))
 def mini_divides_dp(job: Job) -> Iterator[Finding]:
     """
     Each update mini-batch (`ppo_mini_batch_size · rollout.n` samples) is split evenly over the
@@ -332,12 +292,6 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
     Why:
     `TrainingWorker.train_mini_batch` asserts `Got mini_batch_size=X and
     self.engine.get_data_parallel_size()=Y` at the first update, after the rollout of step 1.
-
-    Bad:
-    mini 4 · n 1 = 4 with DP 8.
-
-    Good:
-    mini · n a multiple of DP.
 
     Fix:
     Raise ppo_mini_batch_size (or n), or shrink DP by raising TP/PP/CP.
@@ -361,7 +315,8 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
                           fix=f"a {t.prefix}.ppo_mini_batch_size · n that is a multiple of {t.dp}", role=t.role)
 
 
-@_batch_rule("VERL-ENG-MICRO-DIV", "error", "Per-rank samples must divide by the micro batch (static batch size)")
+@rule("VERL-ENG-MICRO-DIV", "error", "Per-rank samples must divide by the micro batch (static batch size)",
+      frameworks=("verl",))
 def micro_divides(job: Job) -> Iterator[Finding]:
     """
     On each DP rank the samples of a pass are cut into micro-batches: the update pass takes
@@ -371,12 +326,6 @@ def micro_divides(job: Job) -> Iterator[Finding]:
     Why:
     `prepare_micro_batches` asserts `data size must be divisible by force_group_size *
     micro_batch_size_per_gpu` at the first pass of step 1.
-
-    Bad:
-    mini 4 · n 4 = 16 over DP 1 with micro 3.
-
-    Good:
-    micro 1, 2, 4, 8 or 16.
 
     Fix:
     Choose micro-batch sizes that divide the per-rank sample counts.
@@ -395,7 +344,9 @@ def micro_divides(job: Job) -> Iterator[Finding]:
                           where(micro_t), fix=f"{key} in {', '.join(map(str, good[:12]))}")
 
 
-@_batch_rule("VERL-ENG-DYN-TOKENS", "error", "Dynamic batch size: the token budget per GPU · CP (or SP) must hold the longest sample")
+@rule("VERL-ENG-DYN-TOKENS", "error",
+      "Dynamic batch size: the token budget per GPU · CP (or SP) must hold the longest sample",
+      frameworks=("verl",))
 def token_budget(job: Job) -> Iterator[Finding]:
     """
     With dynamic batch size, micro-batches are packed up to `*_max_token_len_per_gpu · CP` tokens;
@@ -404,12 +355,6 @@ def token_budget(job: Job) -> Iterator[Finding]:
     Why:
     `rearrange_micro_batches` asserts `max_token_len must be greater than the sequence length. Got
     max_token_len=X and max_seq_len=Y` at the first pass of step 1 (other ranks may hang).
-
-    Bad:
-    `ppo_max_token_len_per_gpu=16384` (the default) with prompt 1024 + response 32768 and CP 1.
-
-    Good:
-    `ppo_max_token_len_per_gpu=$((max_prompt_length + max_response_length))`.
 
     Fix:
     Raise the token budgets to at least (prompt + response) / CP.
@@ -449,7 +394,7 @@ def token_budget(job: Job) -> Iterator[Finding]:
                               f"{key}={-(-longest // t.cp)} or more", role=t.role)
 
 
-@_batch_rule("VERL-BAL-DP", "warning", "verl pads each step's batch with dummy samples")
+@rule("VERL-BAL-DP", "warning", "verl pads each step's batch with dummy samples", frameworks=("verl",))
 def padding_waste(job: Job) -> Iterator[Finding]:
     """
     verl's v1 trainer pads every step's `train_batch_size · n` samples with dummy samples up to a
@@ -459,17 +404,12 @@ def padding_waste(job: Job) -> Iterator[Finding]:
     Why:
     No error: wasted compute every step.
 
-    Bad:
-    train_batch_size 6, n 1, DP 4, mini 2: padded to 8, 2 dummy samples a step.
-
-    Good:
-    train_batch_size · n a multiple of lcm(DP, mini · n).
-
     Fix:
     Choose train_batch_size so no padding is needed.
 
     Source:
-    verl/trainer/ppo/v1/trainer_base.py _get_required_batch_multiple, _balance_batch; verl/utils/padding_utils.py (verl 0.9.1).
+    verl/trainer/ppo/v1/trainer_base.py _get_required_batch_multiple, _balance_batch;
+    verl/utils/padding_utils.py (verl 0.9.1).
     """
     if not _trained(job) or not need(job.value("trainer.use_v1"), "trainer.use_v1"):
         return
@@ -483,7 +423,8 @@ def padding_waste(job: Job) -> Iterator[Finding]:
                       fix=f"a train_batch_size · n that is a multiple of {multiple}")
 
 
-@_batch_rule("VERL-CFG-LOGPROB-MBS", "error", "Static batch size: the rollout and ref need a log-prob micro batch")
+@rule("VERL-CFG-LOGPROB-MBS", "error", "Static batch size: the rollout and ref need a log-prob micro batch",
+      frameworks=("verl",))
 def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     """
     Without dynamic batch size the old-log-prob pass (rollout) and the ref pass (when the ref is
@@ -494,12 +435,6 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     `validate_config` raises `[actor_rollout_ref.rollout] Please set at least one of ...` (or
     `You have set both ...`) at start; with only the deprecated key the worker asserts
     `log_prob_micro_batch_size_per_gpu is not None` at init.
-
-    Bad:
-    Static batch size without `actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu`.
-
-    Good:
-    `actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1` (and the ref's when use_kl_loss).
 
     Fix:
     Set `log_prob_micro_batch_size_per_gpu` for the rollout and, when the ref is used, for the ref.
@@ -530,7 +465,8 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
                       fix=f"{name}.log_prob_micro_batch_size_per_gpu=1 (and drop the deprecated key)")
 
 
-@_batch_rule("VERL-ENG-VPP-MB", "error", "Interleaved pipeline: micro-batches per pass must divide by PP")
+@rule("VERL-ENG-VPP-MB", "error", "Interleaved pipeline: micro-batches per pass must divide by PP",
+      frameworks=("verl",))
 def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     """
     With a virtual pipeline (VPP > 1) verl requires the number of micro-batches of every pass to be a
@@ -545,12 +481,6 @@ def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     num_batches_divided_by N for megatron backend`; dynamic: `rearrange_micro_batches` raises
     `Cannot satisfy max_token_len while keeping forced groups atomic [...] Requested G non-empty
     micro-batches, but a rank has only M forced groups.` Both at the first pass of step 1.
-
-    Bad:
-    PP 4, VPP 2, 6 micro-batches per update; or dynamic batch size with 2 samples per rank.
-
-    Good:
-    8 micro-batches (a multiple of PP); dynamic: at least PP samples per rank.
 
     Fix:
     Choose micro-batch sizes that give a multiple of PP micro-batches per rank; with dynamic batch
@@ -592,7 +522,7 @@ def vpp_micro_batches(job: Job) -> Iterator[Finding]:
                           fix=f"a {key} giving a multiple of {group} micro-batches per rank")
 
 
-@_batch_rule("VERL-ENG-DYN-SAME", "error", "The actor and rollout must agree on dynamic batch size")
+@rule("VERL-ENG-DYN-SAME", "error", "The actor and rollout must agree on dynamic batch size", frameworks=("verl",))
 def dynamic_same(job: Job) -> Iterator[Finding]:
     """
     verl's worker requires `actor.use_dynamic_bsz == rollout.log_prob_use_dynamic_bsz` (the YAML
@@ -600,12 +530,6 @@ def dynamic_same(job: Job) -> Iterator[Finding]:
 
     Why:
     `ActorRolloutRefWorker.init_model` fails a bare `assert` after the training engines are built.
-
-    Bad:
-    `actor_rollout_ref.actor.use_dynamic_bsz=True actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False`
-
-    Good:
-    Set only `actor.use_dynamic_bsz`; the rollout follows it.
 
     Fix:
     Remove the rollout's override, or set both the same.

@@ -6,8 +6,7 @@ from collections.abc import Iterator
 
 from shardcheck.frameworks.megatron.transformer_fields import closest_field
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import engines, where
-from shardcheck.rules.registry import Finding, finding, rule
+from shardcheck.rules.base import Finding, engines, finding, rule, where
 
 _NAMES = ("TP", "PP", "CP", "EP", "ETP", "VPP")
 
@@ -16,7 +15,9 @@ _CRITIC_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "c
                 "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size")
 
 
-@rule("VERL-MC-ONE-INIT", "warning", "The engine built first (critic, else ref) has other parallel sizes than the actor")
+@rule("VERL-MC-ONE-INIT", "warning",
+      "The engine built first (critic, else ref) has other parallel sizes than the actor",
+      frameworks=("verl",))
 def one_parallel_state(job: Job) -> Iterator[Finding]:
     """
     verl builds one Megatron parallel state per worker process, and the first engine built creates
@@ -29,15 +30,6 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     With different sizes the actor's model is built for one layout and runs on the groups of
     another: a crash or silently wrong sharding.
 
-    Bad:
-    `actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4` with
-    `actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2` and `use_kl_loss=True`; or
-    `algorithm.adv_estimator=gae` with the actor at TP 4 and `critic.megatron.*` left at 1.
-
-    Good:
-    Leave `ref.megatron.*` unset (each follows the actor's value), and set `critic.megatron.*`
-    to the actor's sizes (verl's own examples/ppo_trainer/run_qwen3_8b_megatron.sh does).
-
     Fix:
     Remove the ref overrides; give the critic the actor's sizes.
 
@@ -46,12 +38,13 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     the critic's pool is global_pool, like the actor's); verl/workers/engine_workers.py
     TrainingWorker.__init__ (the critic's engine is built when the colocated worker is constructed:
     EngineRegistry.new → MegatronEngine.__init__ → _init_device_mesh) and
-    ActorRolloutRefWorker.init_model (later: the ref, then the actor); and verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh
+    ActorRolloutRefWorker.init_model (later: the ref, then the actor); and
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh
     (returns early when mpu.is_initialized(); "TODO: set different parallelism for actor, critic,
     ref"), verl 0.9.1.
     """
     actor = job.layout("actor")
-    if job.framework != "verl" or actor is None:
+    if actor is None:
         return
     sizes = (actor.tp, actor.pp, actor.cp, actor.ep, actor.etp_setting, actor.vpp)
     critic = _critic_sizes(job)
@@ -100,7 +93,8 @@ def _compare(actor: tuple, first: tuple, role: str, fix: str) -> Iterator[Findin
     )
 
 
-@rule("VERL-MC-ETP-MISMATCH", "warning", "ETP left unset with EP > 1: process groups and model config may disagree")
+@rule("VERL-MC-ETP-MISMATCH", "warning", "ETP left unset with EP > 1: process groups and model config may disagree",
+      frameworks=("verl",))
 def etp_unset(job: Job) -> Iterator[Finding]:
     """
     verl passes `expert_tensor_parallel_size: null` unchanged to Megatron-Core, whose parallel
@@ -111,12 +105,6 @@ def etp_unset(job: Job) -> Iterator[Finding]:
     The groups and the layers disagree silently (verl's docker pins Megatron-Bridge r0.5.0, where
     both use TP; newer Bridge differs).
 
-    Bad:
-    `expert_model_parallel_size=16` with `tensor_model_parallel_size=2` and no ETP.
-
-    Good:
-    `expert_tensor_parallel_size=1` set explicitly.
-
     Fix:
     Always set `actor_rollout_ref.actor.megatron.expert_tensor_parallel_size` when EP > 1.
 
@@ -124,8 +112,6 @@ def etp_unset(job: Job) -> Iterator[Finding]:
     verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh (verl 0.9.1);
     Megatron-Bridge src/megatron/bridge/models/transformer_config.py (v0.6.0).
     """
-    if job.framework != "verl":
-        return
     for e in engines(job):
         if not (e.etp_setting.known and e.etp_setting.value is None):
             continue
@@ -141,7 +127,8 @@ def etp_unset(job: Job) -> Iterator[Finding]:
         )
 
 
-@rule("VERL-MC-OTC-KEY", "error", "override_transformer_config sets a misspelt TransformerConfig field")
+@rule("VERL-MC-OTC-KEY", "error", "override_transformer_config sets a misspelt TransformerConfig field",
+      frameworks=("verl",))
 def transformer_override_key(job: Job) -> Iterator[Finding]:
     """
     verl hands every `override_transformer_config` entry to the Megatron-Bridge model provider
@@ -154,12 +141,6 @@ def transformer_override_key(job: Job) -> Iterator[Finding]:
     attribute 'KEY'.` when the engine builds the model (vanilla mbridge: `TypeError: unexpected
     keyword argument`); the key never takes effect.
 
-    Bad:
-    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipline_stage=5`
-
-    Good:
-    `+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5`
-
     Fix:
     Spell the field as megatron-core's TransformerConfig does.
 
@@ -168,8 +149,6 @@ def transformer_override_key(job: Job) -> Iterator[Finding]:
     Megatron-Bridge src/megatron/bridge/models/model_provider.py apply_overrides_and_finalize (v0.5.0);
     megatron/core/transformer/transformer_config.py TransformerConfig fields (megatron-core 0.16.1).
     """
-    if job.framework != "verl":
-        return
     for e in engines(job):
         for key, traced in e.transformer_overrides.items():
             meant = closest_field(key)

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import FsdpLayout, Job
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
 
 REMOVE_PADDING = {"actor": "actor_rollout_ref.model.use_remove_padding",
@@ -31,8 +30,6 @@ ULYSSES_LINEAR_ATTENTION_TYPES = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_5_t
 def _sp_engines(job: Job, roles: tuple[str, ...] = ("actor", "ref", "critic")) -> Iterator[tuple[FsdpLayout, int]]:
     """The FSDP engines of ``roles`` with their known SP size; an engine whose SP comes from the same
     script line as an earlier one's (the ref following the actor's key) is left out, so one edit gets one finding."""
-    if job.framework != "verl":
-        return
     seen: set[tuple[str, int]] = set()
     for lay in job.fsdp_layouts:
         if lay.role not in roles:
@@ -68,7 +65,7 @@ def ulysses_sizes(heads: int, kv_heads: int) -> list[int]:
     return [s for s in _divisors(heads) if kv_heads % s == 0 or s % kv_heads == 0]
 
 
-@rule("VERL-FSDP-SP-WORLD", "error", "Ulysses SP must divide the world size")
+@rule("VERL-FSDP-SP-WORLD", "error", "Ulysses SP must divide the world size", frameworks=("verl",), engine="fsdp")
 def sp_divides_world(job: Job) -> Iterator[Finding]:
     """
     Each FSDP engine with Ulysses SP > 1 lays the world out as a `(world // sp, sp)` dp×sp device
@@ -78,12 +75,6 @@ def sp_divides_world(job: Job) -> Iterator[Finding]:
     With `world % sp != 0` the mesh leaves the last ranks out of every SP group, and verl's
     `get_data_parallel_size` (`world // sp`) disagrees with the mesh: the engine fails or hangs at
     start-up on those ranks.
-
-    Bad:
-    `actor_rollout_ref.actor.ulysses_sequence_parallel_size=3` on 8 GPUs.
-
-    Good:
-    `ulysses_sequence_parallel_size=4` (1, 2, 4 or 8 divide 8).
 
     Fix:
     Choose an SP size that divides trainer.nnodes · trainer.n_gpus_per_node.
@@ -104,8 +95,9 @@ def sp_divides_world(job: Job) -> Iterator[Finding]:
                           fix=f"{_sp_key(lay)} in {', '.join(map(str, good[:12]))}")
 
 
-@rule("VERL-FSDP-SP-HEADS", "error", "Ulysses SP must divide the attention heads; KV heads and SP must divide one another",
-      needs_model=True)
+@rule("VERL-FSDP-SP-HEADS", "error",
+      "Ulysses SP must divide the attention heads; KV heads and SP must divide one another",
+      needs_model=True, frameworks=("verl",), engine="fsdp")
 def sp_heads(job: Job) -> Iterator[Finding]:
     """
     verl's Ulysses attention splits the attention heads over the SP group: the heads must divide
@@ -117,12 +109,6 @@ def sp_heads(job: Job) -> Iterator[Finding]:
     `apply_monkey_patch` asserts `num_attention_heads H must be divisible by ulysses_sp_size S`, or
     `num_key_value_heads K must be divisible by ulysses_sp_size S or vise versa`, when the model
     is built: after Ray start-up and the model download.
-
-    Bad:
-    Qwen2.5-14B (40 heads, 8 KV heads) with `ulysses_sequence_parallel_size=16`: 40 % 16.
-
-    Good:
-    `ulysses_sequence_parallel_size=8` (valid sizes: 1, 2, 4, 8, 40).
 
     Fix:
     Choose an SP size from the list in the message.
@@ -151,7 +137,8 @@ def sp_heads(job: Job) -> Iterator[Finding]:
                           "or sp % KV heads = 0)")
 
 
-@rule("VERL-FSDP-SP-NOPATCH", "warning", "Ulysses SP on a model verl does not patch for it", needs_model=True)
+@rule("VERL-FSDP-SP-NOPATCH", "warning", "Ulysses SP on a model verl does not patch for it",
+      needs_model=True, frameworks=("verl",), engine="fsdp")
 def sp_unpatched(job: Job) -> Iterator[Finding]:
     """
     verl shards the sequence for Ulysses itself for text models, but a multimodal model's inputs
@@ -162,14 +149,6 @@ def sp_unpatched(job: Job) -> Iterator[Finding]:
     verl raises nothing. On an unpatched multimodal model every SP rank runs the whole sequence, so
     SP saves no activation memory (the reported case: an OOM at 74 GiB with SP 8); unpatched
     linear-attention layers see only their rank's part of the sequence.
-
-    Bad:
-    `ulysses_sequence_parallel_size=8` with a vision-language model whose type is not patched, or
-    with Qwen3-Next (Gated DeltaNet layers).
-
-    Good:
-    SP 1 on such models, or a patched type (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, glm4v,
-    kimi_vl, qwen3_5, qwen3_5_moe; any text-only model with softmax attention).
 
     Fix:
     Set SP to 1 and reach the context length another way (Megatron's CP), or use a patched model type.
@@ -197,7 +176,7 @@ def sp_unpatched(job: Job) -> Iterator[Finding]:
                       where(lay.sp), role=lay.role, fix=f"{_sp_key(lay)}=1")
 
 
-@rule("VERL-FSDP-SP-RMPAD", "error", "Ulysses SP needs use_remove_padding")
+@rule("VERL-FSDP-SP-RMPAD", "error", "Ulysses SP needs use_remove_padding", frameworks=("verl",), engine="fsdp")
 def sp_needs_remove_padding(job: Job) -> Iterator[Finding]:
     """
     Ulysses SP slices the packed (padding-free) token stream, so the FSDP engine refuses SP > 1
@@ -207,12 +186,6 @@ def sp_needs_remove_padding(job: Job) -> Iterator[Finding]:
     Why:
     `FSDPEngine.__init__` raises `When using sequence parallelism (ulysses_sequence_parallel_size
     > 1), you must enable use_remove_padding.` in every worker.
-
-    Bad:
-    `actor_rollout_ref.model.use_remove_padding=False` with SP 2.
-
-    Good:
-    `actor_rollout_ref.model.use_remove_padding=True` (verl's default).
 
     Fix:
     Enable use_remove_padding, or set SP to 1.
@@ -233,7 +206,8 @@ def sp_needs_remove_padding(job: Job) -> Iterator[Finding]:
                           where(flag_t, lay.sp), role=lay.role, fix=f"{key}=True, or {_sp_key(lay)}=1")
 
 
-@rule("VERL-FSDP-SIZE", "error", "fsdp_size must be -1 (the whole world) or divide the world size")
+@rule("VERL-FSDP-SIZE", "error", "fsdp_size must be -1 (the whole world) or divide the world size",
+      frameworks=("verl",), engine="fsdp")
 def fsdp_size_divides(job: Job) -> Iterator[Finding]:
     """
     `fsdp_config.fsdp_size` -1 (or any value ≥ world) shards every parameter over the whole world;
@@ -244,12 +218,6 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
     `fsdp_size` 0 divides by zero in `create_device_mesh`; a size that does not divide the world
     builds a mesh that leaves ranks out, and the engine fails or hangs at start-up.
 
-    Bad:
-    `actor_rollout_ref.actor.fsdp_config.fsdp_size=3` on 8 GPUs.
-
-    Good:
-    `fsdp_size=-1`, or a divisor of the world such as 8 (one node) on 16 GPUs.
-
     Fix:
     Use -1 or a divisor of the world size.
 
@@ -257,8 +225,6 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
     verl/workers/engine/fsdp/utils.py create_device_mesh; verl/workers/engine/fsdp/transformer_impl.py
     FSDPEngine._init_device_mesh (verl 0.9.1).
     """
-    if job.framework != "verl":
-        return
     world_t = job.cluster.world
     for lay in job.fsdp_layouts:
         size = need(lay.fsdp_size, f"{lay.key_prefix}.fsdp_size")
@@ -273,7 +239,8 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
                       fix=f"{lay.key_prefix}.fsdp_size=-1 (whole world) or one of {', '.join(map(str, good[:12]))}")
 
 
-@rule("VERL-FSDP-CRITIC-SP", "warning", "The critic's role-level Ulysses size does not reach its engine")
+@rule("VERL-FSDP-CRITIC-SP", "warning", "The critic's role-level Ulysses size does not reach its engine",
+      frameworks=("verl",), engine="fsdp")
 def critic_sp_ignored(job: Job) -> Iterator[Finding]:
     """
     For the actor and ref verl copies the deprecated role-level `ulysses_sequence_parallel_size`
@@ -285,12 +252,6 @@ def critic_sp_ignored(job: Job) -> Iterator[Finding]:
     No error: the critic runs with another SP than the one set (usually 1, full-length sequences
     per rank: more activation memory, and another DP).
 
-    Bad:
-    `critic.ulysses_sequence_parallel_size=4` alone.
-
-    Good:
-    `critic.fsdp.ulysses_sequence_parallel_size=4`.
-
     Fix:
     Set `critic.fsdp.ulysses_sequence_parallel_size` (and drop the role-level key).
 
@@ -299,7 +260,7 @@ def critic_sp_ignored(job: Job) -> Iterator[Finding]:
     verl/workers/config/actor.py FSDPActorConfig.__post_init__ (the copy the critic lacks), verl 0.9.1.
     """
     lay = job.fsdp_layout("critic")
-    if job.framework != "verl" or lay is None:
+    if lay is None:
         return
     role_t = job.value("critic.ulysses_sequence_parallel_size")
     role_sp = need(role_t, "critic.ulysses_sequence_parallel_size")
@@ -311,7 +272,8 @@ def critic_sp_ignored(job: Job) -> Iterator[Finding]:
                       where(role_t), role="critic", fix=f"critic.fsdp.ulysses_sequence_parallel_size={role_sp}")
 
 
-@rule("VERL-FSDP-REF-SP", "warning", "The ref engine's Ulysses SP differs from the actor's")
+@rule("VERL-FSDP-REF-SP", "warning", "The ref engine's Ulysses SP differs from the actor's",
+      frameworks=("verl",), engine="fsdp")
 def ref_sp_differs(job: Job) -> Iterator[Finding]:
     """
     The ref follows the actor's deprecated role-level `ulysses_sequence_parallel_size`, but not the
@@ -321,12 +283,6 @@ def ref_sp_differs(job: Job) -> Iterator[Finding]:
     Why:
     No error at start: the ref runs whole sequences per rank (its long-context log-prob pass can
     run out of memory where the actor fits) over another DP than the one the batch is padded for.
-
-    Bad:
-    `actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=4` with `use_kl_loss=True`.
-
-    Good:
-    `actor_rollout_ref.actor.ulysses_sequence_parallel_size=4` (the ref follows it).
 
     Fix:
     Set `actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size` to the actor's, or use
@@ -338,7 +294,7 @@ def ref_sp_differs(job: Job) -> Iterator[Finding]:
     verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
     actor, ref = job.fsdp_layout("actor"), job.fsdp_layout("ref")
-    if job.framework != "verl" or actor is None or ref is None:
+    if actor is None or ref is None:
         return
     a = need(actor.sp, _sp_key(actor))
     r = need(ref.sp, _sp_key(ref))
@@ -349,7 +305,8 @@ def ref_sp_differs(job: Job) -> Iterator[Finding]:
                           "(the ref follows it)")
 
 
-@rule("VERL-FSDP-OFFLOAD-POLICY", "warning", "offload_policy is read only by FSDP2")
+@rule("VERL-FSDP-OFFLOAD-POLICY", "warning", "offload_policy is read only by FSDP2",
+      frameworks=("verl",), engine="fsdp")
 def offload_policy_fsdp1(job: Job) -> Iterator[Finding]:
     """
     `fsdp_config.offload_policy=True` asks FSDP2 to keep parameters, gradients and optimizer state
@@ -360,13 +317,6 @@ def offload_policy_fsdp1(job: Job) -> Iterator[Finding]:
     No error: with strategy fsdp nothing is offloaded by this key, and a memory plan that counted
     on it runs out of GPU memory.
 
-    Bad:
-    `actor_rollout_ref.actor.fsdp_config.offload_policy=True` with the default strategy fsdp.
-
-    Good:
-    `actor_rollout_ref.actor.strategy=fsdp2` with `offload_policy=True`, or FSDP1 with
-    `param_offload=True optimizer_offload=True`.
-
     Fix:
     Switch the role to fsdp2, or use param_offload / optimizer_offload.
 
@@ -374,8 +324,6 @@ def offload_policy_fsdp1(job: Job) -> Iterator[Finding]:
     verl/workers/engine/fsdp/transformer_impl.py FSDPEngine._build_fsdp_module (only the fsdp2 branch
     reads offload_policy), verl 0.9.1.
     """
-    if job.framework != "verl":
-        return
     for lay in job.fsdp_layouts:
         policy = need(lay.offload_policy, f"{lay.key_prefix}.offload_policy")
         strategy = need(lay.strategy, f"{lay.role} strategy")

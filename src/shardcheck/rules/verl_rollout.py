@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardcheck.frameworks.verl.versions import MNBT_RAISED_BY_VERL, SYNC_ROLLOUT_REMOVED, at_least
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, finding, need, rule, where
 
 RO = "actor_rollout_ref.rollout"
 
 
 def _rollout(job: Job):
-    if job.framework != "verl" or job.rollout is None:
+    if job.rollout is None:
         return None
     r = job.rollout
     tp = need(r.tp, f"{RO}.tensor_model_parallel_size")
@@ -21,7 +21,7 @@ def _rollout(job: Job):
     return tp, dp, pp
 
 
-@rule("VERL-RO-PP", "error", "Rollout pipeline parallelism is not implemented")
+@rule("VERL-RO-PP", "error", "Rollout pipeline parallelism is not implemented", frameworks=("verl",))
 def rollout_pp(job: Job) -> Iterator[Finding]:
     """
     verl's vLLM, SGLang and TensorRT-LLM rollouts do not support pipeline parallelism.
@@ -29,12 +29,6 @@ def rollout_pp(job: Job) -> Iterator[Finding]:
     Why:
     `RolloutConfig.__post_init__` raises `NotImplementedError: Current rollout self.name='vllm' not
     implemented pipeline_model_parallel_size > 1 yet.` when the workers build their config.
-
-    Bad:
-    `actor_rollout_ref.rollout.pipeline_model_parallel_size=2`
-
-    Good:
-    Rollout PP 1; use rollout TP or DP instead.
 
     Fix:
     Set `actor_rollout_ref.rollout.pipeline_model_parallel_size=1`.
@@ -52,7 +46,7 @@ def rollout_pp(job: Job) -> Iterator[Finding]:
                       fix=f"{RO}.pipeline_model_parallel_size=1")
 
 
-@rule("VERL-RO-EP", "error", "Rollout expert parallel size must be rollout TP · DP")
+@rule("VERL-RO-EP", "error", "Rollout expert parallel size must be rollout TP · DP", frameworks=("verl",))
 def rollout_ep(job: Job) -> Iterator[Finding]:
     """
     For every rollout backend but TensorRT-LLM, an expert parallel size above 1 must equal the
@@ -61,12 +55,6 @@ def rollout_ep(job: Job) -> Iterator[Finding]:
     Why:
     `RolloutConfig.__post_init__` asserts `expert_parallel_size must be equal to
     tensor_model_parallel_size * data_parallel_size` at worker init.
-
-    Bad:
-    rollout TP 4, DP 8, EP 16.
-
-    Good:
-    EP 32 (= 4 · 8), or EP 1.
 
     Fix:
     Set `actor_rollout_ref.rollout.expert_parallel_size` to TP · DP.
@@ -87,7 +75,7 @@ def rollout_ep(job: Job) -> Iterator[Finding]:
                       where(ep_t, job.rollout.tp, job.rollout.dp), fix=f"{RO}.expert_parallel_size={tp * dp}")
 
 
-@rule("VERL-RO-WORLD", "error", "Rollout replicas (TP·DP·PP) must tile the trainer's world")
+@rule("VERL-RO-WORLD", "error", "Rollout replicas (TP·DP·PP) must tile the trainer's world", frameworks=("verl",))
 def rollout_world(job: Job) -> Iterator[Finding]:
     """
     In hybrid mode the rollout engine reuses the trainer's ranks: world / (TP·DP·PP) replicas, each
@@ -96,12 +84,6 @@ def rollout_world(job: Job) -> Iterator[Finding]:
     Why:
     `ActorRolloutRefWorker.init_model` asserts `rollout world_size: W is not divisible by
     infer_world_size: S` after the training engines are built.
-
-    Bad:
-    256 ranks with rollout TP 4 · DP 24.
-
-    Good:
-    TP 4 · DP 32 (2 replicas).
 
     Fix:
     Choose rollout TP·DP·PP dividing the world.
@@ -120,7 +102,8 @@ def rollout_world(job: Job) -> Iterator[Finding]:
                       where(job.rollout.dp, job.rollout.tp), fix=f"make rollout TP·DP·PP a divisor of {w}")
 
 
-@rule("VERL-RO-REPLICA-NODE", "error", "A rollout replica must fill whole nodes, or fit inside one")
+@rule("VERL-RO-REPLICA-NODE", "error", "A rollout replica must fill whole nodes, or fit inside one",
+      frameworks=("verl",))
 def replica_nodes(job: Job) -> Iterator[Finding]:
     """
     A replica of S = TP·DP·PP ranks spans S / g nodes with g = min(rollout.n_gpus_per_node, S):
@@ -131,17 +114,12 @@ def replica_nodes(job: Job) -> Iterator[Finding]:
     `RolloutReplica.__init__` asserts `world_size S must be divisible by gpus_per_node g`; a
     straddling replica is not checked and fails when its server starts.
 
-    Bad:
-    16-GPU nodes with a replica of 24 ranks; or 8-GPU nodes with a replica of 6.
-
-    Good:
-    Replicas of 4, 8, 16 or 32 ranks on 8- or 16-GPU nodes.
-
     Fix:
     Make the replica a divisor or a multiple of the node size.
 
     Source:
-    verl/workers/rollout/replica.py RolloutReplica.__init__; verl/workers/rollout/vllm_rollout/vllm_async_server.py (verl 0.9.1).
+    verl/workers/rollout/replica.py RolloutReplica.__init__;
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py (verl 0.9.1).
     """
     sizes = _rollout(job)
     if sizes is None:
@@ -160,7 +138,7 @@ def replica_nodes(job: Job) -> Iterator[Finding]:
                       fix=f"a replica size dividing {per_node}")
 
 
-@rule("VERL-RO-VLLM-DP", "error", "vLLM data parallel: the node size must divide by rollout TP")
+@rule("VERL-RO-VLLM-DP", "error", "vLLM data parallel: the node size must divide by rollout TP", frameworks=("verl",))
 def vllm_dp(job: Job) -> Iterator[Finding]:
     """
     With rollout DP > 1 verl starts data_parallel_size_local = g / TP vLLM engines per node, so a
@@ -169,12 +147,6 @@ def vllm_dp(job: Job) -> Iterator[Finding]:
     Why:
     `vLLMHttpServer.launch_server` asserts `gpus_per_node should be divisible by
     tensor_model_parallel_size` when the server starts.
-
-    Bad:
-    rollout TP 16 with DP 2 on 8-GPU nodes.
-
-    Good:
-    rollout TP 8 (or 4, 2, 1) with DP 2.
 
     Fix:
     Keep rollout TP within a node when DP > 1.
@@ -195,7 +167,7 @@ def vllm_dp(job: Job) -> Iterator[Finding]:
 
 
 @rule("VERL-RO-MAXLEN", "error", "Rollout max_model_len must not exceed the model's max_position_embeddings",
-      needs_model=True)
+      needs_model=True, frameworks=("verl",))
 def rollout_max_len(job: Job) -> Iterator[Finding]:
     """
     verl's vLLM and SGLang servers take `max_model_len` (default: the model's
@@ -206,12 +178,6 @@ def rollout_max_len(job: Job) -> Iterator[Finding]:
     `vLLMHttpServer._validate_configs` raises `ValueError: max_model_len (X) should be less than or
     equal to max_position_embeddings (P)` when the server is created.
 
-    Bad:
-    `max_model_len=262144` for a model whose config says 40960 (Qwen3-235B-A22B, pre-2507).
-
-    Good:
-    The 2507 release (262144), or a `max_model_len` within the config's limit.
-
     Fix:
     Lower max_model_len, or use a model config whose max_position_embeddings allows it
     (`actor_rollout_ref.model.override_config` changes only verl's copy of the config: vLLM still
@@ -221,7 +187,7 @@ def rollout_max_len(job: Job) -> Iterator[Finding]:
     verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs;
     verl/workers/rollout/sglang_rollout/async_sglang_server.py SGLangHttpServer.__init__ (verl 0.9.1).
     """
-    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
+    if need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
         return
     limit = job.model.max_position_embeddings
     mml_t = job.value(f"{RO}.max_model_len")
@@ -232,7 +198,8 @@ def rollout_max_len(job: Job) -> Iterator[Finding]:
                       fix=f"{RO}.max_model_len={limit} or less")
 
 
-@rule("VERL-RO-LEN-BUDGET", "warning", "prompt + response exceeds the rollout's max_model_len", needs_model=True)
+@rule("VERL-RO-LEN-BUDGET", "warning", "prompt + response exceeds the rollout's max_model_len",
+      needs_model=True, frameworks=("verl",))
 def rollout_length_budget(job: Job) -> Iterator[Finding]:
     """
     Generation is clipped to max_model_len − prompt tokens; with max_prompt_length +
@@ -241,12 +208,6 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
     Why:
     Silent clipping; a prompt of max_model_len tokens or more fails its request.
 
-    Bad:
-    max_model_len 32768 with prompt 2048 + response 32768.
-
-    Good:
-    max_model_len ≥ prompt + response.
-
     Fix:
     Raise max_model_len (within max_position_embeddings) or lower the lengths.
 
@@ -254,7 +215,7 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
     verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer.generate;
     verl/workers/rollout/sglang_rollout/async_sglang_server.py SGLangHttpServer.generate (verl 0.9.1).
     """
-    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
+    if need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
         return
     mml_t = job.value(f"{RO}.max_model_len")
     mml = need(mml_t, f"{RO}.max_model_len") or job.model.max_position_embeddings
@@ -266,7 +227,7 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
                       fix=f"{RO}.max_model_len={total} (if the model allows it)")
 
 
-@rule("VERL-RO-MODE", "error", "Rollout mode 'sync' has been removed")
+@rule("VERL-RO-MODE", "error", "Rollout mode 'sync' has been removed", frameworks=("verl",))
 def rollout_mode(job: Job) -> Iterator[Finding]:
     """
     verl 0.9 only runs the asynchronous rollout server.
@@ -275,52 +236,51 @@ def rollout_mode(job: Job) -> Iterator[Finding]:
     `RolloutConfig.__post_init__` raises `ValueError: Rollout mode 'sync' has been removed.` at
     worker init.
 
-    Bad:
-    `actor_rollout_ref.rollout.mode=sync`
-
-    Good:
-    `actor_rollout_ref.rollout.mode=async`, or no mode setting.
+    Versions:
+    verl 0.7.0 and later (the check arrived with 0.7.0; 0.6.x defaults to and runs `mode: sync`).
 
     Fix:
     Remove `actor_rollout_ref.rollout.mode=sync`.
 
     Source:
-    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.9.1).
+    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.7.0 … 0.9.1).
     """
-    if job.framework != "verl" or job.rollout is None:
+    if job.rollout is None:
         return
     mode_t = job.value(f"{RO}.mode")
+    if not at_least(job.framework_version, SYNC_ROLLOUT_REMOVED):
+        return  # verl < 0.7.0 still runs the synchronous rollout
     if need(mode_t, f"{RO}.mode") == "sync":
         yield finding("VERL-RO-MODE", "Rollout mode 'sync' has been removed. Please set "
                                       "`actor_rollout_ref.rollout.mode=async` or remove the mode setting entirely.",
                       where(mode_t), fix=f"remove {RO}.mode=sync")
 
 
-@rule("VERL-RO-MNBT", "warning", "Without chunked prefill verl raises max_num_batched_tokens to max_model_len",
-      needs_model=True)
+@rule("VERL-RO-MNBT", "warning", "Without chunked prefill max_num_batched_tokens must reach max_model_len",
+      needs_model=True, frameworks=("verl",))
 def batched_tokens(job: Job) -> Iterator[Finding]:
     """
     With `enable_chunked_prefill=False` a whole prompt must fit one scheduler step, so vLLM needs
-    `max_num_batched_tokens ≥ max_model_len`. verl does not fail: it raises
+    `max_num_batched_tokens ≥ max_model_len`. verl 0.9.1 does not fail: it raises
     `max_num_batched_tokens` to `max_model_len` (default: the model's max_position_embeddings)
-    with a log warning, which can cost much more activation memory per step than configured.
+    with a log warning (a warning here). Other verl versions hand the value to vLLM unchanged, and
+    vLLM's `SchedulerConfig` refuses to start (an error here).
+
+    Versions:
+    verl 0.9.1: warning (raised by verl). Every other bundled version (≤ 0.9.0, main): error, with
+    vLLM's text "max_num_batched_tokens (N) is smaller than max_model_len (M)".
 
     Why:
-    A silent change of a memory-relevant setting.
-
-    Bad:
-    `enable_chunked_prefill=False max_num_batched_tokens=8192` with max_model_len 32768.
-
-    Good:
-    Keep chunked prefill on (verl's default), or set max_num_batched_tokens ≥ max_model_len.
+    A silent change of a memory-relevant setting (0.9.1), or an engine that does not start (others).
 
     Fix:
     Turn chunked prefill back on, or set the token budget explicitly.
 
     Source:
-    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1).
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1);
+    vllm/config/scheduler.py SchedulerConfig._verify_args (vLLM).
     """
-    if job.framework != "verl" or need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
+    if need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
         return
     chunked_t = job.value(f"{RO}.enable_chunked_prefill")
     if need(chunked_t, f"{RO}.enable_chunked_prefill"):
@@ -329,6 +289,14 @@ def batched_tokens(job: Job) -> Iterator[Finding]:
     mnbt_t = job.value(f"{RO}.max_num_batched_tokens")
     mnbt = need(mnbt_t, f"{RO}.max_num_batched_tokens")
     if mml and mnbt is not None and mnbt < mml:
-        yield finding("VERL-RO-MNBT", f"enable_chunked_prefill=False requires max_num_batched_tokens >= max_model_len "
-                                      f"({mml}); verl raises max_num_batched_tokens from {mnbt} to {mml}",
-                      where(chunked_t, mnbt_t), fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on")
+        if job.framework_version in MNBT_RAISED_BY_VERL:
+            yield finding("VERL-RO-MNBT", f"enable_chunked_prefill=False requires max_num_batched_tokens >= "
+                                          f"max_model_len ({mml}); verl raises max_num_batched_tokens from {mnbt} to "
+                                          f"{mml}", where(chunked_t, mnbt_t),
+                          fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on")
+        else:
+            yield finding("VERL-RO-MNBT", f"this verl hands max_num_batched_tokens to vLLM "
+                                          f"unchanged, and vLLM refuses to start: \"max_num_batched_tokens ({mnbt}) is "
+                                          f"smaller than max_model_len ({mml})\" (chunked prefill is off)",
+                          where(chunked_t, mnbt_t), fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on",
+                          severity="error")

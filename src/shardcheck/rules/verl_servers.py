@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import Job, ServerLayout
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, finding, need, rule, where
 
 
 def _pool_sizes(s: ServerLayout) -> tuple[int, int]:
@@ -19,7 +18,8 @@ def _pool_sizes(s: ServerLayout) -> tuple[int, int]:
             need(s.devices_per_node, f"{s.pool_key}.n_gpus_per_node" if s.pool_key else "trainer.n_gpus_per_node"))
 
 
-@rule("VERL-SRV-POOL", "error", "A reward model or teacher pool of its own needs nodes and GPUs per node")
+@rule("VERL-SRV-POOL", "error", "A reward model or teacher pool of its own needs nodes and GPUs per node",
+      frameworks=("verl",))
 def server_pool(job: Job) -> Iterator[Finding]:
     """
     A reward model on its own resource pool (`reward.reward_model.enable_resource_pool=True`) takes
@@ -30,13 +30,6 @@ def server_pool(job: Job) -> Iterator[Finding]:
     The trainer raises `ValueError: config.reward.reward_model.nnodes must be greater than 0` (or
     `config.distillation.nnodes must be greater than 0`, or the `n_gpus_per_node` twin) while it
     builds its resource pools, before any worker starts.
-
-    Bad:
-    `reward.reward_model.enable=True reward.reward_model.enable_resource_pool=True` without
-    `reward.reward_model.nnodes`.
-
-    Good:
-    `reward.reward_model.nnodes=1 reward.reward_model.n_gpus_per_node=8`.
 
     Fix:
     Give the pool's node count and GPUs per node, or share the trainer's pool (reward model:
@@ -58,7 +51,8 @@ def server_pool(job: Job) -> Iterator[Finding]:
                 break
 
 
-@rule("VERL-SRV-REPLICA", "error", "The reward model's or a teacher's replicas must fit their pool")
+@rule("VERL-SRV-REPLICA", "error", "The reward model's or a teacher's replicas must fit their pool",
+      frameworks=("verl",))
 def server_replicas(job: Job) -> Iterator[Finding]:
     """
     Each reward-model or teacher replica takes TP·DP·PP devices of its pool. The reward model needs
@@ -72,12 +66,6 @@ def server_replicas(job: Job) -> Iterator[Finding]:
     `Sum of teacher (num_replicas * per_replica_world_size) (S) must match the distillation resource
     pool size (...)` when its config is built.
 
-    Bad:
-    `reward.reward_model.rollout.tensor_model_parallel_size=16` on 8 GPUs.
-
-    Good:
-    `reward.reward_model.rollout.tensor_model_parallel_size=4`: 2 replicas on 8 GPUs.
-
     Fix:
     Lower the server's TP·DP·PP, or give its pool more GPUs.
 
@@ -86,7 +74,7 @@ def server_replicas(job: Job) -> Iterator[Finding]:
     verl/workers/config/distillation.py DistillationConfig.__post_init__ / _resolve_teacher_models
     (verl 0.9.1).
     """
-    teachers = [s for s in job.servers if s.role.startswith("teacher")]
+    teachers = [s for s in job.servers if s.role.startswith("teacher") and s.num_replicas is not None]  # several
     for s in job.servers:
         nnodes, devices = _pool_sizes(s)
         pool = nnodes * devices
@@ -98,12 +86,12 @@ def server_replicas(job: Job) -> Iterator[Finding]:
                                               f"asserts \"Not enough GPUs to run the reward model. world_size ({pool}) "
                                               f"< rollout_world_size ({size}).\"", at,
                           fix=f"a TP·DP·PP of at most {pool}, or more GPUs for the reward model", role=s.role)
-        elif s.role.startswith("teacher") and len(teachers) == 1 and pool > 0 and pool % size:
+        elif s.role.startswith("teacher") and s.num_replicas is None and pool > 0 and pool % size:
             yield finding("VERL-SRV-REPLICA", f"[{s.role}] {sizes} does not divide the distillation pool of {pool}: "
                                               f"verl raises \"Single teacher's per_replica_world_size ({size}) must "
                                               "divide the distillation resource pool size\"", at,
                           fix=f"a TP·DP·PP dividing {pool}", role=s.role)
-    if len(teachers) > 1:
+    if teachers:
         total = 0
         for s in teachers:
             replicas = need(s.num_replicas, f"{s.key_prefix.rsplit('.', 1)[0]}.num_replicas")

@@ -5,22 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.job import Job
-from shardcheck.rules.megatron_parallel_state import where
-from shardcheck.rules.registry import Finding, finding, need, rule
+from shardcheck.rules.base import Finding, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
 
 RO = "actor_rollout_ref.rollout"
 
 
 def _vllm_tp(job: Job) -> int | None:
-    if job.framework != "verl" or job.rollout is None:
+    if job.rollout is None:
         return None
     if need(job.value(f"{RO}.name"), f"{RO}.name") != "vllm":
         return None
     return need(job.rollout.tp, f"{RO}.tensor_model_parallel_size")
 
 
-@rule("VLLM-TP-HEADS", "error", "Rollout TP must divide the attention heads (vLLM)", needs_model=True)
+@rule("VLLM-TP-HEADS", "error", "Rollout TP must divide the attention heads (vLLM)",
+      needs_model=True, frameworks=("verl",), engine="vllm")
 def vllm_heads(job: Job) -> Iterator[Finding]:
     """
     vLLM shards attention heads over its tensor-parallel ranks.
@@ -28,12 +28,6 @@ def vllm_heads(job: Job) -> Iterator[Finding]:
     Why:
     `ModelConfig.verify_with_parallel_config` raises `ValueError: Total number of attention heads (H)
     must be divisible by tensor parallel size (T).` when the rollout server starts.
-
-    Bad:
-    `actor_rollout_ref.rollout.tensor_model_parallel_size=3` for a 32-head model.
-
-    Good:
-    TP 1, 2, 4, 8, 16 or 32.
 
     Fix:
     Choose a rollout TP that divides the head count.
@@ -50,7 +44,8 @@ def vllm_heads(job: Job) -> Iterator[Finding]:
                           f"{', '.join(map(str, divisors(heads)))}")
 
 
-@rule("VLLM-TP-KV", "error", "Rollout TP and the KV heads must divide one another (vLLM)", needs_model=True)
+@rule("VLLM-TP-KV", "error", "Rollout TP and the KV heads must divide one another (vLLM)",
+      needs_model=True, frameworks=("verl",), engine="vllm")
 def vllm_kv_heads(job: Job) -> Iterator[Finding]:
     """
     vLLM splits the KV heads over TP ranks when there are at least as many as ranks, and replicates
@@ -60,12 +55,6 @@ def vllm_kv_heads(job: Job) -> Iterator[Finding]:
     Why:
     `QKVParallelLinear.__init__` fails `ensure_divisibility` with `AssertionError: T is not
     divisible by K` while the rollout model is loaded.
-
-    Bad:
-    8 KV heads with rollout TP 12.
-
-    Good:
-    TP 1, 2, 4, 8, 16, ...
 
     Fix:
     Choose a rollout TP that divides the KV heads or is a multiple of them.
@@ -106,7 +95,7 @@ def derived_max_len(model) -> tuple[float, str]:
 
 
 @rule("VLLM-MAXLEN-DERIVED", "error", "Rollout max_model_len must not exceed vLLM's RoPE-derived maximum",
-      needs_model=True)
+      needs_model=True, frameworks=("verl",), engine="vllm")
 def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     """
     vLLM derives the longest context from the model's own config.json: max_position_embeddings
@@ -120,13 +109,6 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     `ModelConfig` raises `ValueError: User-specified max_model_len (X) is greater than the derived
     max_model_len (max_position_embeddings=D or model_max_length=None in model's config.json).`
     when the rollout server starts (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set on the workers).
-
-    Bad:
-    A config.json with max_position_embeddings 131072 and YaRN factor 2 over 32768 (derived 65536),
-    max_model_len unset.
-
-    Good:
-    `actor_rollout_ref.rollout.max_model_len=65536`, or a YaRN factor 4.
 
     Fix:
     Lower max_model_len to the derived length, or edit rope_scaling in the model's config.json.
@@ -160,7 +142,8 @@ def max_len_error(model, max_model_len: int) -> str | None:
             f"or model_max_length={model.model_max_length} in model's config.json).")
 
 
-@rule("VLLM-MNS-MNBT", "error", "vLLM's max_num_batched_tokens must be at least max_num_seqs")
+@rule("VLLM-MNS-MNBT", "error", "vLLM's max_num_batched_tokens must be at least max_num_seqs",
+      frameworks=("verl",), engine="vllm")
 def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
     """
     Each scheduler step must be able to hold one token of every running sequence. verl passes
@@ -170,12 +153,6 @@ def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
     Why:
     `SchedulerConfig.verify_max_model_len` raises `ValueError: max_num_batched_tokens (T) must be
     greater than or equal to max_num_seqs (S).` when the rollout server starts.
-
-    Bad:
-    `max_num_batched_tokens=128 max_num_seqs=256`.
-
-    Good:
-    `max_num_batched_tokens=8192` (verl's default) with max_num_seqs 256.
 
     Fix:
     Raise max_num_batched_tokens or lower max_num_seqs.
@@ -202,7 +179,8 @@ def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
                       fix=f"{RO}.max_num_batched_tokens={seqs} or more, or {RO}.max_num_seqs={tokens} or less")
 
 
-@rule("VLLM-MNS-REQUESTS", "warning", "A step's rollout requests exceed what the vLLM engines run at once")
+@rule("VLLM-MNS-REQUESTS", "warning", "A step's rollout requests exceed what the vLLM engines run at once",
+      frameworks=("verl",), engine="vllm")
 def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
     """
     Each step sends `train_batch_size · rollout.n` requests to the world / (TP·DP·PP) replicas; each
@@ -212,12 +190,6 @@ def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
     Why:
     No error: the rollout of every step takes longer than it could (a long response holds its slot
     to the end).
-
-    Bad:
-    1024 requests a step on 8 engines with max_num_seqs 64 (512 at once).
-
-    Good:
-    max_num_seqs 128 or more, or more engines.
 
     Fix:
     Raise max_num_seqs (KV cache permitting) or the rollout DP.

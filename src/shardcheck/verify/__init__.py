@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shardcheck.errors import ShardcheckError
 from shardcheck.verify.compare import ASSUMPTIONS, EnginePlan, Expectation, compare, plan_engine
 
 __all__ = ["Expectation", "VerifyError", "VerifyReport", "compare", "verify_available", "verify_job", "verify_jobs"]
@@ -37,7 +38,7 @@ WORKER_MODULE = "shardcheck.verify.worker"
 DEFAULT_TIMEOUT_S = 600
 
 
-class VerifyError(RuntimeError):
+class VerifyError(ShardcheckError, RuntimeError):
     """The megatron-core worker could not be run (not a disagreement): missing packages, a crash, a timeout."""
 
 
@@ -148,7 +149,7 @@ def verify_jobs(jobs: list, findings: list[list] | None = None, *, all_ranks_lim
                 strict: bool = False, worker_jobs: int = 1, timeout: float = DEFAULT_TIMEOUT_S) -> list[VerifyReport]:
     """:func:`verify_job` for several jobs with one worker subprocess; ``findings[i]`` are job i's (run_rules
     is called for a job whose findings are not given). ``seconds`` of each report is the whole batch's."""
-    from shardcheck.rules.megatron_parallel_state import engines
+    from shardcheck.rules.base import engines
     from shardcheck.rules.registry import run_rules
 
     t0 = time.perf_counter()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.mesh.grid import Grid, build_grid
+from shardcheck.rules.registry import rule_id
 
 GROUP_KINDS = ("tp", "cp", "dp", "pp", "ep", "etp", "edp")
 MAX_GROUP_LINES = 12  # group disagreements listed per engine; the rest are counted
@@ -225,9 +226,9 @@ def model_dict(job: Job, e: MegatronLayout) -> tuple[dict | None, list[str], lis
         if name in ov:
             model[name] = _value(ov[name], f"override_transformer_config.{name}", missing)
     if job.framework == "verl":
-        from shardcheck.rules.megatron_model import _VERL_PROVIDER
+        from shardcheck.frameworks.verl.provider import PROVIDER_DEFAULTS
 
-        for name, default in _VERL_PROVIDER.items():
+        for name, default in PROVIDER_DEFAULTS.items():
             model[name] = _value(ov[name], f"override_transformer_config.{name}", missing) if name in ov else default
     elif "moe_token_dispatcher_type" in ov or "variable_seq_lengths" in ov:
         for name in ("moe_token_dispatcher_type", "variable_seq_lengths", "moe_enable_deepep"):
@@ -262,7 +263,7 @@ def plan_engine(job: Job, e: MegatronLayout, findings: list, *, all_ranks_limit:
         ranks, why = [0], "rank 0 (shardcheck finds the layout invalid: no groups to compare)"
     expected = Expectation(
         role=e.role, valid=not ps_errors, errors=ps_errors, grid_valid=grid_ok,
-        grid_error=None if grid_ok else f"{grid.rule}: {grid.message}",
+        grid_error=None if grid_ok else f"{rule_id(grid.kind)}: {grid.message}",
         dp=grid.dp if grid_ok else None, edp=grid.edp if grid_ok else None,
         groups={r: {k: grid.group_of(k, r) for k in GROUP_KINDS} for r in ranks} if grid_ok else None,
     )

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shardcheck.problems import Kind
+
 
 @dataclass(frozen=True, slots=True)
 class SplitError:
-    """Why Megatron-Core rejects a split: the rule that mirrors the check, and Megatron's own text."""
+    """Why Megatron-Core rejects a split: the check's kind (the rules map it to an id) and Megatron's text."""
 
-    rule: str
-    message: str
+    kind: Kind
+    message: str  # megatron-core's own text
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,7 @@ def split_layers(
     if (first is not None or last is not None) and (account_for_embedding or account_for_loss):
         # TransformerConfig.__post_init__ checks this before the uneven split itself.
         return SplitError(
-            "MCORE-TC-UNEVEN-ACCOUNT",
+            Kind.SPLIT_UNEVEN_ACCOUNT,
             "num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot beset at the same "
             "time with account_for_embedding_in_pipeline_splitand account_for_loss_in_pipeline_split",
         )
@@ -53,7 +55,7 @@ def split_layers(
         middle_stages = pp - (first is not None) - (last is not None)
         if middle_stages > 0 and middle_layers % middle_stages != 0:
             return SplitError(
-                "MCORE-TC-UNEVEN-MIDDLE",
+                Kind.SPLIT_UNEVEN_MIDDLE,
                 "With uneven pipelineing the left over layers must be divisible by left over stages",
             )
         per_middle = middle_layers // middle_stages if middle_stages > 0 else 0
@@ -71,7 +73,7 @@ def split_layers(
             if error:
                 return error
         if total % pp != 0:
-            return SplitError("MCORE-BUILD-LAYERS-PP", "num_layers should be divisible by pipeline_model_parallel_size")
+            return SplitError(Kind.SPLIT_LAYERS_PP, "num_layers should be divisible by pipeline_model_parallel_size")
         stages = [total // pp] * pp
         if account_for_embedding:
             stages[0] -= 1
@@ -87,14 +89,14 @@ def split_layers(
         for n in raw:
             if n % vpp != 0:
                 return SplitError(
-                    "MCORE-BUILD-VPP",
+                    Kind.SPLIT_VPP,
                     f"num_layers_per_pipeline_rank {n} should be divisible by vp_size {vpp}",
                 )
         per_chunk = tuple(n // vpp for n in raw)
     if any(n < 0 for n in stages):
         # megatron-core accepts this (the middle stages get a negative layer count and build
         # nothing); shardcheck's own check, with no Megatron text to quote.
-        return SplitError("MCORE-BUILD-NEGATIVE-STAGE",
+        return SplitError(Kind.SPLIT_NEGATIVE_STAGE,
                           f"first and last stage layers leave {', '.join(map(str, stages))} layers per stage")
     return Split(tuple(stages), per_chunk)
 
@@ -105,32 +107,32 @@ def _check_uneven(num_layers: int, pp: int, first: int | None, last: int | None,
     layers_left = num_layers
     if first is not None:
         if first <= 0:
-            return SplitError("MCORE-TC-UNEVEN-POS", "num_layers_in_first_pipeline_stage must be larger than 0")
+            return SplitError(Kind.SPLIT_UNEVEN_POS, "num_layers_in_first_pipeline_stage must be larger than 0")
         if vpp is not None and first % vpp != 0:
             return SplitError(
-                "MCORE-TC-UNEVEN-VPP",
+                Kind.SPLIT_UNEVEN_VPP,
                 f"number of layers at first stage: {first}must be divisible by virtual pipelineparallel degree {vpp}",
             )
         layers_left -= first
         stages_left -= 1
     if last is not None:
         if last <= 0:
-            return SplitError("MCORE-TC-UNEVEN-POS", "num_layers_in_last_pipeline_stage must be larger than 0")
+            return SplitError(Kind.SPLIT_UNEVEN_POS, "num_layers_in_last_pipeline_stage must be larger than 0")
         if vpp is not None and last % vpp != 0:
             return SplitError(
-                "MCORE-TC-UNEVEN-VPP",
+                Kind.SPLIT_UNEVEN_VPP,
                 f"number of layers at last stage: {last}must be divisible by virtual pipelineparallel degree {vpp}",
             )
         layers_left -= last
         stages_left -= 1
     if bool(layers_left) != bool(stages_left):
         return SplitError(
-            "MCORE-TC-UNEVEN-MIDDLE",
+            Kind.SPLIT_UNEVEN_MIDDLE,
             f"Mismatch: {layers_left} middle layers remaining but {stages_left} middle PP stages available.",
         )
     if stages_left and layers_left % stages_left != 0:
         return SplitError(
-            "MCORE-TC-UNEVEN-MIDDLE",
+            Kind.SPLIT_UNEVEN_MIDDLE,
             f"number of layers at middle stage: {layers_left} must be divisible bythe middle pipeline "
             f"model parallel size {stages_left}",
         )
@@ -138,7 +140,7 @@ def _check_uneven(num_layers: int, pp: int, first: int | None, last: int | None,
         per_rank = layers_left // stages_left
         if per_rank % vpp != 0:
             return SplitError(
-                "MCORE-TC-UNEVEN-VPP",
+                Kind.SPLIT_UNEVEN_VPP,
                 f"number of layers on each middle pipeline rank:{per_rank} must be divisible by virtualpipeline "
                 f"parallel degree {vpp}",
             )
@@ -150,20 +152,20 @@ def _check_account(total: int, pp: int, vpp: int | None) -> SplitError | None:
     if vpp is None:
         if total % pp != 0:
             return SplitError(
-                "MCORE-TC-ACCOUNT-SPLIT",
+                Kind.SPLIT_ACCOUNT,
                 f"number of middle layers: {total} must be divisible by middle pipeline_model_parallel_size {pp}",
             )
         return None
     if total % pp != 0:
         return SplitError(
-            "MCORE-TC-ACCOUNT-SPLIT",
+            Kind.SPLIT_ACCOUNT,
             f"num_layers: {total} after enableaccount_for_embedding_in_pipeline_split or "
             f"account_for_loss_in_pipeline_split must be divisibleby pipeline_model_parallel_size {pp}",
         )
     per_rank = total // pp
     if per_rank % vpp != 0:
         return SplitError(
-            "MCORE-TC-ACCOUNT-SPLIT",
+            Kind.SPLIT_ACCOUNT,
             f"number of layers on each pipeline rank: {per_rank}(after enable account_for_embedding_in_pipeline_split "
             f"or account_for_loss_in_pipeline_split) must be divisible byvirtual_pipeline_model_parallel_size{vpp}",
         )
@@ -172,7 +174,16 @@ def _check_account(total: int, pp: int, vpp: int | None) -> SplitError | None:
 
 def stage_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None,
                         account_for_embedding: bool = False, account_for_loss: bool = False) -> tuple[tuple[int, ...], ...]:
-    """The 0-based global indices of the decoder layers each pipeline stage builds.
+    """The 0-based global indices of the decoder layers each pipeline stage builds (over its chunks)."""
+    chunks = stage_chunk_layer_indices(split, num_layers, vpp=vpp, account_for_embedding=account_for_embedding,
+                                       account_for_loss=account_for_loss)
+    return tuple(tuple(i for chunk in stage for i in chunk) for stage in chunks)
+
+
+def stage_chunk_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None,
+                              account_for_embedding: bool = False,
+                              account_for_loss: bool = False) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """The 0-based global indices of the decoder layers of each virtual chunk of each pipeline stage.
 
     Megatron-Core numbers layers chunk-major: virtual chunk 0 of every stage in stage order, then chunk 1,
     and so on (transformer_layer.py ``get_transformer_layer_offset``); the virtual embedding / loss slots
@@ -181,7 +192,7 @@ def stage_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None
     pp = len(split.stages)
     chunks = vpp if split.per_chunk is not None and vpp else 1
     raw = split.per_chunk if split.per_chunk is not None else split.stages
-    out: list[list[int]] = [[] for _ in range(pp)]
+    out: list[list[tuple[int, ...]]] = [[] for _ in range(pp)]
     nxt = 0
     for c in range(chunks):
         for s in range(pp):
@@ -189,7 +200,7 @@ def stage_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None
             if split.per_chunk is not None:
                 real -= int(account_for_embedding and s == 0 and c == 0 and _even(split, split.stages[0], raw[0], chunks))
                 real -= int(account_for_loss and s == pp - 1 and c == chunks - 1 and _even(split, split.stages[-1], raw[-1], chunks))
-            out[s].extend(range(nxt, nxt + real))
+            out[s].append(tuple(range(nxt, nxt + real)))
             nxt += real
     if nxt != num_layers:
         raise ValueError(f"layer split {split.stages} does not cover {num_layers} layers")

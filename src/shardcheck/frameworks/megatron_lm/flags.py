@@ -14,9 +14,10 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from shardcheck.frameworks.value_kinds import INVALID, ValueKind, shown
 from shardcheck.inputs.shell_values import Field
-from shardcheck.job import ConfigNote
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Kind, Problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,15 @@ class Flag:
     kind: str  # "int" | "float" | "str" | "true" (store_true) | "false" (store_false) | "list" (nargs='+')
     default: object = None
     dest: str | None = None  # the args attribute when it is not the name's (store_false flags)
+    low: float | None = None  # the least value that makes sense (int flags: 1 unless said); inclusive
+    high: float | None = None
+
+    @property
+    def value_kind(self) -> ValueKind:
+        """What a value of this flag must be (checked where it is read, ``_typed``)."""
+        if self.kind == "int":
+            return ValueKind("int", low=1 if self.low is None else self.low, high=self.high)
+        return ValueKind("real", low=self.low, high=self.high)
 
 
 def _table(kind: str, default, *names: str) -> list[Flag]:
@@ -35,8 +45,9 @@ def _table(kind: str, default, *names: str) -> list[Flag]:
 MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
     *_table("int", 1, "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
             "--context-parallel-size", "--expert-model-parallel-size"),
-    *_table("int", None, "--expert-tensor-parallel-size", "--decoder-first-pipeline-num-layers",
-            "--decoder-last-pipeline-num-layers", "--num-layers-per-virtual-pipeline-stage",
+    Flag("--decoder-first-pipeline-num-layers", "int", None, low=0),
+    Flag("--decoder-last-pipeline-num-layers", "int", None, low=0),
+    *_table("int", None, "--expert-tensor-parallel-size", "--num-layers-per-virtual-pipeline-stage",
             "--num-virtual-stages-per-pipeline-rank", "--num-layers", "--hidden-size", "--ffn-hidden-size",
             "--num-attention-heads", "--num-query-groups", "--kv-channels", "--num-experts",
             "--moe-ffn-hidden-size", "--vocab-size", "--seq-length", "--max-position-embeddings",
@@ -49,7 +60,7 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
     Flag("--qk-head-dim", "int", 128),
     Flag("--qk-pos-emb-head-dim", "int", 64),
     Flag("--v-head-dim", "int", 128),
-    Flag("--optimizer-offload-fraction", "float", 1.0),
+    Flag("--optimizer-offload-fraction", "float", 1.0, low=0, high=1),
     # TransformerConfig fields as flags (argument_utils.ArgumentGroupFactory: a bool field defaulting to
     # True becomes --no-X / --disable-X; add_bias_linear names its own --disable-bias-linear).
     Flag("--normalization", "str", "LayerNorm"),
@@ -72,7 +83,32 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
             "--fp16", "--use-precision-aware-optimizer", "--accumulate-allreduce-grads-in-fp32",
             "--grad-reduce-in-bf16"),
     Flag("--no-overlap-p2p-communication", "false", True, dest="overlap_p2p_comm"),
+    # Read by the memory estimate (shardcheck/memory): kernels and dropout (TransformerConfig fields:
+    # hidden_dropout / attention_dropout 0.1, attention_backend auto, transformer_impl transformer_engine),
+    # MTP depth, fine-grained activation offload, Megatron-FSDP (arguments.py: --data-parallel-sharding-strategy
+    # default optim_grads_params) and fp8 parameters.
+    Flag("--hidden-dropout", "float", 0.1),
+    Flag("--attention-dropout", "float", 0.1),
+    Flag("--attention-backend", "str", "auto"),
+    Flag("--transformer-impl", "str", "transformer_engine"),
+    Flag("--mtp-num-layers", "int", None),
+    Flag("--offload-modules", "list", None),
+    Flag("--data-parallel-sharding-strategy", "str", "optim_grads_params"),
+    Flag("--fp8-format", "str", None),
+    Flag("--cross-entropy-fusion-impl", "str", "native"),
+    Flag("--microbatch-group-size-per-virtual-pipeline-stage", "int", None),
+    *_table("true", False, "--fine-grained-activation-offloading", "--use-megatron-fsdp", "--fp8-param-gather",
+            "--use-flash-attn", "--cross-entropy-loss-fusion"),
+    # TransformerConfig MoE fields (megatron-core 0.16.1 defaults) and DistributedDataParallelConfig's
+    # num_distributed_optimizer_instances (megatron/core/distributed/distributed_data_parallel_config.py).
+    Flag("--moe-expert-capacity-factor", "float", None),
+    Flag("--moe-router-load-balancing-type", "list", ["aux_loss"]),
+    Flag("--moe-pad-expert-input-to-capacity", "true", False),
+    Flag("--num-distributed-optimizer-instances", "int", 1),
 ]}
+# Layer counts are expanded per layer (the MoE layer pattern, the pipeline split): bounded far above any model.
+MAX_LAYERS = 100_000
+MEGATRON_LM_FLAGS["--num-layers"] = Flag("--num-layers", "int", None, high=MAX_LAYERS)
 # Flags that are not Megatron-LM's (any more): what argparse does with them, and the flag meant.
 NOT_FLAGS = {
     "--virtual-pipeline-model-parallel-size": "--num-virtual-stages-per-pipeline-rank",
@@ -85,7 +121,7 @@ class FlagReading:
 
     values: dict[str, Traced] = field(default_factory=dict)
     given: set[str] = field(default_factory=set)
-    notes: list[ConfigNote] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)
     open_arguments: list[Origin] = field(default_factory=list)  # words of unknown content in flag position
     unknown_flags: list[tuple[str, Origin]] = field(default_factory=list)
 
@@ -107,13 +143,17 @@ def _typed(flag: Flag, text: str | None, word: Field, start: int, unknown: str |
     if flag.kind in ("int", "float"):
         kind = int if flag.kind == "int" else float
         try:
-            return Traced(kind(text), origin)
+            value = kind(text)
         except ValueError:
-            notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=origin,
-                                    message=f"{flag.name} {text}: argparse rejects it (\"argument {flag.name}: "
-                                            f"invalid {flag.kind} value: '{text}'\")",
-                                    fix=f"give {flag.name} a {'whole number' if flag.kind == 'int' else 'number'}"))
+            notes.append(Problem(Kind.FLAG_NOT_A_NUMBER, origin, {"flag": flag.name, "text": text, "type": flag.kind}))
             return Traced(None, origin, f"{flag.name} {text!r} is not {'an integer' if flag.kind == 'int' else 'a number'}")
+        expected = flag.value_kind
+        bad = expected.problem(value)
+        if bad is not None:  # argparse takes it; Megatron-LM or slime would divide by it or fail later
+            notes.append(Problem(bad, origin, {"key": flag.name, "value": shown(value), "what": expected.what,
+                                               "flag": True}))
+            return Traced(None, origin, f"{INVALID}{flag.name} {shown(value)} is not {expected.what}")
+        return Traced(value, origin)
     return Traced(text, origin)
 
 
@@ -161,9 +201,7 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
             i += 1
             continue
         if i + 1 >= n or (words[i + 1].text or "").startswith("--"):
-            out.notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=_where(word),
-                                        message=f"{name}: argparse stops (\"argument {name}: expected one argument\")",
-                                        fix=f"give {name} a value"))
+            out.notes.append(Problem(Kind.FLAG_WITHOUT_VALUE, _where(word), {"flag": name}))
             out.values[name] = Traced(None, _where(word), f"{name} has no value")
             i += 1
             continue
@@ -172,6 +210,11 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
             while j < n and not (words[j].text or "-").startswith("-"):
                 j += 1
             items = words[i + 1 : j]
+            if not items:  # the next word is an option (or of unknown content): argparse's nargs='+' stops
+                out.notes.append(Problem(Kind.FLAG_WITHOUT_VALUES, _where(word), {"flag": name}))
+                out.values[name] = Traced(None, _where(word), f"{INVALID}{name} has no values")
+                i += 1
+                continue
             unknown = next((s.unknown for w in items for s in w.unknowns), None)
             out.values[name] = Traced(None if unknown else [w.text for w in items], _where(items[0]), unknown)
             i = j
@@ -186,13 +229,10 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
 def _unknown_flag(name: str, word: Field, table: dict[str, Flag], out: FlagReading) -> None:
     out.unknown_flags.append((name, _where(word)))
     meant = NOT_FLAGS.get(name)
-    if meant is None:
-        close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.92)
-        meant = close[0] if close and abs(len(close[0]) - len(name)) <= 2 else None
+    close = meant is None
+    if close:
+        found = difflib.get_close_matches(name, list(table), n=1, cutoff=0.92)
+        meant = found[0] if found and abs(len(found[0]) - len(name)) <= 2 else None
         if meant is None:
             return
-        message = f"{name} is not a flag shardcheck knows; it is close to {meant}"
-    else:
-        message = f"{name} is not a Megatron-LM flag (its arguments.py has no such option)"
-    out.notes.append(ConfigNote(rule="MLM-FLAG-UNKNOWN", origin=_where(word), message=message,
-                                fix=f"did you mean `{meant}`?"))
+    out.notes.append(Problem(Kind.FLAG_UNKNOWN, _where(word), {"flag": name, "meant": meant, "close": close}))

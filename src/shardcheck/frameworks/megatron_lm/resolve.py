@@ -17,10 +17,11 @@ from pathlib import Path
 
 from shardcheck.frameworks.megatron_lm.flags import MEGATRON_LM_FLAGS, FlagReading, read_flags
 from shardcheck.inputs.launch import Launch
-from shardcheck.job import Cluster, ConfigNote, Job, MegatronLayout, ModelFacts
+from shardcheck.job import Cluster, Job, MegatronLayout, ModelFacts
 from shardcheck.models.facts import load_model
 from shardcheck.models.flag_architecture import MARKER
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Kind, Problem
 
 MEGATRON_LM_SCRIPTS = frozenset({"pretrain_gpt.py", "pretrain_mamba.py", "pretrain_bert.py", "pretrain_t5.py",
                                  "pretrain_vlm.py", "pretrain_retro.py", "pretrain_ict.py"})
@@ -33,13 +34,12 @@ def is_megatron_lm_entry(launch: Launch) -> bool:
     return bool(launch.module) and launch.module.split(".")[0] == "megatron"
 
 
-def _positive(t: Traced, name: str, notes: list[ConfigNote], *, allow_none: bool = False) -> Traced:
+def _positive(t: Traced, name: str, notes: list[Problem], *, allow_none: bool = False) -> Traced:
     if not t.known or (t.value is None and allow_none):
         return t
     if t.value is None or t.value < 1:
         where = t.origin.first_script_line() or t.origin
-        notes.append(ConfigNote(rule="VALUE-BAD-SIZE", origin=where, message=f"{name} must be a positive integer, "
-                                f"got {t.value!r}", fix=f"set {name} to a whole number ≥ 1"))
+        notes.append(Problem(Kind.NOT_POSITIVE, where, {"name": name, "value": repr(t.value)}))
         return Traced(None, t.origin, f"{name} is not a positive integer ({t.value!r})")
     return t
 
@@ -66,6 +66,8 @@ def _vpp(flags: FlagReading, pp: Traced, num_layers: Traced, emb: Traced, loss: 
                            emb, loss)
     if not total.known:
         return total
+    if num_layers.value is None or pp.value is None:  # the model comes from --hf-checkpoint, say: no count here
+        return Traced(None, total.origin, "VPP from --num-layers-per-virtual-pipeline-stage needs --num-layers")
     layers = num_layers.value + int(bool(emb.value)) + int(bool(loss.value))
     if pp.value < 1 or per_stage.value < 1 or layers % pp.value or (layers // pp.value) % per_stage.value:
         return Traced(None, total.origin, "VPP cannot be derived: MLM-VPP-LAYERS")
@@ -73,7 +75,7 @@ def _vpp(flags: FlagReading, pp: Traced, num_layers: Traced, emb: Traced, loss: 
     return Traced(vpp if vpp != 1 else None, total.origin)
 
 
-def megatron_layout(flags: FlagReading, notes: list[ConfigNote]) -> MegatronLayout:
+def megatron_layout(flags: FlagReading, notes: list[Problem]) -> MegatronLayout:
     """The trainer's Megatron-Core layout from Megatron-LM flags."""
     g = flags.get
     tp = _positive(g("--tensor-model-parallel-size"), "--tensor-model-parallel-size", notes)
@@ -115,7 +117,7 @@ def megatron_layout(flags: FlagReading, notes: list[ConfigNote]) -> MegatronLayo
 _ARCH = ("--num-layers", "--num-attention-heads")
 
 
-def model_from_flags(flags: FlagReading, path: str, notes: list[ConfigNote], *,
+def model_from_flags(flags: FlagReading, path: str, notes: list[Problem], *,
                      model_config: str | None = None) -> tuple[ModelFacts | None, str | None, Traced]:
     """The model the flags describe; the ``--hf-checkpoint`` / ``--tokenizer-model`` path names a
     preset when the architecture is not given as flags."""
@@ -126,9 +128,8 @@ def model_from_flags(flags: FlagReading, path: str, notes: list[ConfigNote], *,
         missing = [k for k in _ARCH if not g(k).known]
         if missing:
             t = g(missing[0])
-            notes.append(ConfigNote(rule="VALUE-UNKNOWN", origin=t.origin.first_script_line() or t.origin,
-                                    message=f"{missing[0]} is unknown ({t.unknown}); the model rules are not checked",
-                                    fix="give the value with --env NAME=VALUE"))
+            notes.append(Problem(Kind.UNKNOWN_MODEL_FLAG, t.origin.first_script_line() or t.origin,
+                                 {"flag": missing[0], "reason": t.unknown}))
             return None, f"{missing[0]} is unknown", named
         if all(g(k).value is not None for k in _ARCH):
             heads = g("--num-attention-heads").value
@@ -176,7 +177,7 @@ def _flag_config(flags: FlagReading, named: Traced, path: str) -> dict:
     return config
 
 
-def torchrun_cluster(launch: Launch, exported: dict[str, Traced], notes: list[ConfigNote]) -> Cluster:
+def torchrun_cluster(launch: Launch, exported: dict[str, Traced], notes: list[Problem]) -> Cluster:
     """torchrun's nodes and processes per node (torch/distributed/run.py: both default to 1; the
     ``PET_*`` environment variables stand for the options)."""
     given = launch.launcher_args or {}
@@ -208,13 +209,10 @@ def torchrun_cluster(launch: Launch, exported: dict[str, Traced], notes: list[Co
                    device=_default("gpu", "GPUs"))
 
 
-def flag_notes(flags: FlagReading) -> list[ConfigNote]:
+def flag_notes(flags: FlagReading) -> list[Problem]:
     notes = list(flags.notes)
     for origin in flags.open_arguments:
-        notes.append(ConfigNote(rule="VALUE-UNKNOWN", origin=origin,
-                                message="an argument of unknown content stands where a flag would; it may set any "
-                                        "flag, so the verdict is undecided",
-                                fix="give the values it is built from with --env NAME=VALUE"))
+        notes.append(Problem(Kind.UNKNOWN_FLAG_ARGUMENT, origin))
     return notes
 
 
@@ -244,3 +242,16 @@ def exported_values(reading, launch: Launch) -> dict[str, Traced]:
     for name, value in launch.command.env:
         out[name] = Traced(value.text, value.origin, None if value.known else value.unknowns[0].unknown)
     return out
+
+
+# -- the framework interface (frameworks/interface.py) ------------------------------------------
+
+
+def detect(launch: Launch) -> bool:
+    """Whether ``launch`` runs Megatron-LM's pretrain_*.py (or ``python -m megatron...``)."""
+    return is_megatron_lm_entry(launch)
+
+
+def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None) -> Job:
+    """The Job Megatron-LM would build from the launch's flags and the variables the script exports."""
+    return resolve_megatron_lm(launch, path, exported_values(reading, launch), model_config=model_config)

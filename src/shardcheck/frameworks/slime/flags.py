@@ -13,7 +13,7 @@ from shardcheck.frameworks.megatron_lm.flags import MEGATRON_LM_FLAGS, Flag
 _SLIME = [
     Flag("--actor-num-nodes", "int", 1),
     Flag("--actor-num-gpus-per-node", "int", 8),
-    Flag("--rollout-num-gpus", "int", None),
+    Flag("--rollout-num-gpus", "int", None, low=0),
     Flag("--rollout-num-gpus-per-engine", "int", 1),
     Flag("--num-gpus-per-node", "int", 8),
     Flag("--colocate", "true", False),
@@ -35,8 +35,9 @@ _SLIME = [
     Flag("--no-offload-train", "false", None, dest="offload_train"),
     Flag("--release-train", "true", False),
     Flag("--advantage-estimator", "str", "grpo"),
+    Flag("--megatron-config-path", "str", None),
     Flag("--entropy-coef", "float", 0.0),
-    Flag("--log-probs-chunk-size", "int", -1),
+    Flag("--log-probs-chunk-size", "int", -1, low=-1),  # -1: no chunking
 ]
 _SGLANG = [
     Flag("--sglang-dp-size", "int", 1),

@@ -11,12 +11,16 @@ splits an engine's TP group; it does not multiply the engine's GPUs.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 from shardcheck.frameworks.megatron_lm.flags import read_flags
 from shardcheck.frameworks.megatron_lm.resolve import flag_notes, megatron_layout, model_from_flags
 from shardcheck.frameworks.slime.flags import DEFAULT_OF, SLIME_FLAGS
 from shardcheck.inputs.launch import Launch
-from shardcheck.job import Cluster, Job, RolloutLayout
+from shardcheck.job import Cluster, Job, MegatronLayout, RolloutLayout
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Problem
 
 SLIME_SCRIPTS = frozenset({"train.py", "train_async.py"})
 _SLIME_HINTS = ("--actor-num-nodes", "--actor-num-gpus-per-node", "--rollout-num-gpus", "--rollout-batch-size",
@@ -34,6 +38,7 @@ def resolve_slime(launch: Launch, path: str, *, model_config: str | None = None)
     flags = read_flags(launch.args, SLIME_FLAGS, DEFAULT_OF)
     notes = flag_notes(flags)
     layout = megatron_layout(flags, notes)
+    layouts = _roles(layout, flags, path, notes)
     model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
     g = flags.get
     cluster = Cluster(nnodes=g("--actor-num-nodes"), devices_per_node=g("--actor-num-gpus-per-node"),
@@ -53,10 +58,69 @@ def resolve_slime(launch: Launch, path: str, *, model_config: str | None = None)
         path=path, framework="slime", framework_version="main", entry=launch.entry,
         config_name="-", config_source="slime + Megatron-LM flags (slime/utils/arguments.py)",
         cluster=cluster, strategy=Traced("megatron", Origin(kind="default", text="slime's Megatron backend")),
-        layouts=(layout,), ref_used=Traced(False, Origin(kind="default", text="one process-group build")),
+        layouts=layouts, ref_used=Traced(False, Origin(kind="default", text="one process-group build")),
         model_path=named, model=model, model_problem=problem, notes=tuple(notes),
         open_arguments=tuple(flags.open_arguments), rollout=rollout, values=values,
     )
+
+
+# The parallel sizes a --megatron-config-path role entry may set (args attribute names), and the layout field.
+_ROLE_SIZES = {"tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
+               "context_parallel_size": "cp", "expert_model_parallel_size": "ep",
+               "expert_tensor_parallel_size": "etp_setting"}
+_ROLE_FILE_CAP = 1 << 20
+
+
+def _roles(layout: MegatronLayout, flags, path: str, notes: list[Problem]) -> tuple[MegatronLayout, ...]:
+    """The actor, and the critic slime builds for ``--advantage-estimator ppo`` (on the actor's GPUs, with the
+    actor's arguments), each with the sizes its ``--megatron-config-path`` entry overrides
+    (slime/utils/arguments.py parse_megatron_role_args / _apply_megatron_role_overrides; slime/ray/placement_group.py)."""
+    estimator = flags.get("--advantage-estimator")
+    roles = ["actor"] + (["critic"] if not estimator.known or estimator.value == "ppo" else [])
+    config = flags.get("--megatron-config-path")
+    entries, why = {}, None
+    if not config.known:
+        why = f"--megatron-config-path is unknown ({config.unknown})"
+    elif config.value is not None:
+        entries, why = _role_entries(str(config.value), path)
+    out = []
+    for role in roles:
+        lay = replace(layout, role=role)
+        if why is not None:
+            reason = f"{why}; its role entries may set the {role}'s sizes"
+            lay = replace(lay, **{f: Traced(None, config.origin, reason) for f in _ROLE_SIZES.values()})
+        for key, value in entries.get(role, {}).items():
+            if key in _ROLE_SIZES:
+                origin = Origin(kind="script", path=str(config.value), line=None,
+                                text=f"{role} entry of {config.value}: {key}: {value}", via=(config.origin,))
+                lay = replace(lay, **{_ROLE_SIZES[key]: Traced(value, origin)})
+        out.append(lay)
+    return tuple(out)
+
+
+def _role_entries(name: str, script: str) -> tuple[dict[str, dict], str | None]:
+    """``{role: overrides}`` from a --megatron-config-path YAML (read as data, yaml.safe_load), or why not."""
+    file = Path(name)
+    if not file.is_absolute():
+        file = Path(script).resolve().parent / file
+    try:
+        if not file.is_file() or file.stat().st_size > _ROLE_FILE_CAP:
+            return {}, f"--megatron-config-path {name} is not a readable file here"
+        import yaml
+
+        doc = yaml.safe_load(file.read_text()) or {}
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        return {}, f"--megatron-config-path {name} cannot be read ({type(exc).__name__})"
+    entries = doc.get("megatron") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        return {}, f"--megatron-config-path {name} has no top-level 'megatron' list"
+    out: dict[str, dict] = {}
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("role") in ("actor", "critic"):
+            overrides = entry.get("overrides") or entry.get("args") or {}
+            if isinstance(overrides, dict):
+                out[entry["role"]] = overrides
+    return out, None
 
 
 def _rollout_gpus(flags) -> Traced:
@@ -72,3 +136,16 @@ def _rollout_gpus(flags) -> Traced:
     value = nodes.value * gpus.value if nodes.known and gpus.known else None
     return Traced.derived(value, "--colocate: rollout GPUs = --actor-num-nodes × --actor-num-gpus-per-node",
                           colocate, nodes, gpus)
+
+
+# -- the framework interface (frameworks/interface.py) ------------------------------------------
+
+
+def detect(launch: Launch) -> bool:
+    """Whether ``launch`` runs slime's train.py / train_async.py."""
+    return is_slime_entry(launch)
+
+
+def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None) -> Job:
+    """The Job slime would build from the launch's flags."""
+    return resolve_slime(launch, path, model_config=model_config)

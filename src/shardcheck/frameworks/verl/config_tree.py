@@ -11,6 +11,7 @@ config, exactly as ``@hydra.main`` does (hydra/_internal/config_loader_impl.py),
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib.util
 import json
 import re
@@ -23,13 +24,11 @@ from shardcheck.inputs import files
 from shardcheck.inputs.hydra_overrides import OverrideItem
 from shardcheck.origin import Origin, Traced
 
-BUNDLED_VERSION = "0.9.1"
 # verl's model_engine group choices and the generated config of each: ppo_megatron_trainer.yaml is
 # ppo_trainer.yaml with `override model_engine: megatron` (verl/trainer/config, verl 0.9.1).
 MODEL_ENGINES = {"dp": "ppo_trainer", "megatron": "ppo_megatron_trainer", "veomni": "ppo_veomni_trainer",
                  "torchtitan": "ppo_torchtitan_trainer"}
 KNOWN_CONFIGS = tuple(MODEL_ENGINES.values())
-_DATA = Path(__file__).with_name("data")
 _INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?\s*([.\w]+)\s*(?:,.*)?\}$")
 
 
@@ -51,28 +50,50 @@ class VerlDefaults:
     config_name: str
 
 
-def load_defaults(config_name: str) -> VerlDefaults:
-    """verl's generated config ``config_name``: from an installed verl when present, else the snapshot."""
+@functools.lru_cache(maxsize=8)
+def installed_defaults(config_name: str) -> VerlDefaults | None:
+    """verl's generated config ``config_name`` from a verl installed in the environment (read as data), if any.
+    Read once per process (a batch of scripts shares it; the tree is never modified in place)."""
     spec = importlib.util.find_spec("verl")  # finds the package without importing it
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            path = Path(location) / "trainer" / "config" / f"_generated_{config_name}.yaml"
-            if path.is_file():
-                from importlib.metadata import PackageNotFoundError, version
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        path = Path(location) / "trainer" / "config" / f"_generated_{config_name}.yaml"
+        if path.is_file():
+            from importlib.metadata import PackageNotFoundError, version
 
-                import yaml
+            import yaml
 
-                try:
-                    installed = version("verl")
-                except PackageNotFoundError:
-                    installed = "installed"
-                text = files.read_regular_text(path, limit=files.CONFIG_LIMIT, what="reinstall verl")
-                tree = _with_engine_choice(yaml.safe_load(text), config_name)
-                return VerlDefaults(tree, installed, f"installed verl {installed} ({path})", config_name)
-    bundled = _DATA / f"verl_{BUNDLED_VERSION}_{config_name}.json"
-    doc = json.loads(bundled.read_text())
-    return VerlDefaults(_with_engine_choice(doc["config"], config_name), doc["verl_version"], doc["source"],
-                        config_name)
+            try:
+                installed = version("verl")
+            except PackageNotFoundError:
+                installed = "installed"
+            text = files.read_regular_text(path, limit=files.CONFIG_LIMIT, what="reinstall verl")
+            tree = _with_engine_choice(yaml.safe_load(text), config_name)
+            return VerlDefaults(tree, installed, f"installed verl {installed} ({path})", config_name)
+    return None
+
+
+@functools.lru_cache(maxsize=32)
+def bundled_defaults(config_name: str, version: str) -> VerlDefaults:
+    """The config ``config_name`` of a version in shardcheck's catalogue (see ``versions.py``)."""
+    from shardcheck.frameworks.verl.versions import version_doc
+
+    doc = version_doc(version)
+    tree = doc["configs"].get(config_name)
+    if tree is None:
+        raise InputError(f"verl {version} has no config {config_name!r} (it has {', '.join(sorted(doc['configs']))})")
+    return VerlDefaults(tree, doc["verl_version"], doc["source"], config_name)
+
+
+def load_defaults(config_name: str, version: str | None = None) -> VerlDefaults:
+    """verl's config ``config_name``: of ``version`` from the catalogue, else of an installed verl, else of
+    the newest bundled release."""
+    if version is None:
+        from shardcheck.frameworks.verl.versions import catalogue
+
+        return installed_defaults(config_name) or bundled_defaults(config_name, catalogue().releases[-1])
+    return bundled_defaults(config_name, version)
 
 
 def _with_engine_choice(tree: dict, config_name: str) -> dict:
@@ -86,15 +107,52 @@ def _with_engine_choice(tree: dict, config_name: str) -> dict:
 
 @dataclass
 class VerlConfig:
-    """The effective config and, for each key set on the command line, the override that set it."""
+    """The effective config and, for each key set on the command line, the override that set it.
+
+    Held either as plain dicts (``plain``, see plain_config.py) or as an OmegaConf tree (``cfg``); a read the
+    plain tree cannot answer exactly switches it to OmegaConf (built by Hydra's code from the same overrides).
+    """
 
     defaults: VerlDefaults
-    cfg: object  # omegaconf.DictConfig
+    cfg: object  # omegaconf.DictConfig, or None while the plain tree answers
     set_by: dict[str, OverrideItem] = field(default_factory=dict)
     issues: list[ConfigIssue] = field(default_factory=list)
     unknown: dict[str, str] = field(default_factory=dict)
     custom: str | None = None
+    read: set[str] = field(default_factory=set)  # every key asked for (versions.py compares their defaults)
+    plain: object = None  # plain_config.PlainTree
+    overrides: tuple[OverrideItem, ...] = ()
+
     applied: list[OverrideItem] = field(default_factory=list)  # the overrides Hydra accepted, in order
+
+    def _omega(self) -> None:
+        """Leave the plain tree: the same overrides applied by Hydra to an OmegaConf tree."""
+        full = _apply_omega(self.defaults, self.overrides, custom=self.custom)
+        self.cfg, self.plain, self.applied = full.cfg, None, full.applied
+
+    def _plain(self, method: str, *args):
+        """``plain.<method>(*args)``, or None after switching to OmegaConf when it cannot decide."""
+        from shardcheck.frameworks.verl.plain_config import Fallback
+
+        if self.plain is None:
+            return None
+        try:
+            return (getattr(self.plain, method)(*args),)
+        except Fallback:
+            self._omega()
+            return None
+
+    def select(self, key: str):
+        """The resolved value at ``key`` (containers as plain containers), None when absent or ``???``;
+        OmegaConf's errors propagate."""
+        answer = self._plain("select", key)
+        if answer is not None:
+            return answer[0]
+        from omegaconf import OmegaConf
+
+        self._ensure_section(key.split(".")[0])
+        value = OmegaConf.select(self.cfg, key, throw_on_missing=False)
+        return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
     def replaced_inheritance(self, key: str) -> OverrideItem | None:
         """The override that replaced ``key``'s inherited value, when verl's default for ``key`` is an
@@ -113,6 +171,7 @@ class VerlConfig:
             return None
         return next((item for item in self.applied if item.key == key or item.key.startswith(key + ".")), None)
 
+
     @property
     def version(self) -> str:
         return self.defaults.version
@@ -122,17 +181,16 @@ class VerlConfig:
 
     def get(self, key: str, _depth: int = 0) -> Traced:
         """The effective value at ``key`` with where it came from; unknown when an input was unknown."""
-        from omegaconf import OmegaConf
-        from omegaconf.errors import OmegaConfBaseException
-
-        item = self._setter(key)
-        self._ensure_section(key.split(".")[0])
+        self.read.add(key)
+        item = self.setter(key)
         try:
-            value = OmegaConf.select(self.cfg, key, throw_on_missing=False)
-        except OmegaConfBaseException as exc:
+            value = self.select(key)
+        except Exception as exc:
+            from omegaconf.errors import OmegaConfBaseException
+
+            if not isinstance(exc, OmegaConfBaseException):
+                raise
             return Traced(None, item.origin if item else self.default_origin(key), f"{key}: {exc}")
-        if OmegaConf.is_config(value):
-            value = OmegaConf.to_container(value, resolve=True)
         reason = self._unknown_reason(key, value)
         if item is not None:
             return Traced(None if reason else value, item.origin, reason)
@@ -143,7 +201,7 @@ class VerlConfig:
                           "command line")
         followed = self._interpolation_target(key)
         if followed is not None and _depth < 8:
-            if self._missing(followed) or self._is_mandatory(followed):
+            if self.is_missing(followed) or self._is_mandatory(followed):
                 # oc.select falls back to its default (OmegaConf resolved it above)
                 origin = Origin(kind="default", text=f"verl {self.version} default: {key} (its oc.select target "
                                                      f"{followed} is absent)")
@@ -152,7 +210,7 @@ class VerlConfig:
                 origin = Origin(kind="default", text=f"verl {self.version} default: {key} follows {followed}",
                                 via=(target.origin,))
                 reason = reason or target.unknown
-        elif self._missing(key):
+        elif self.is_missing(key):
             return Traced(None, origin, f"{key} is not in verl {self.version}'s config")
         elif self._is_mandatory(key):
             return Traced(None, origin, f"{key} is ??? in verl {self.version}'s config: it must be set")
@@ -160,7 +218,7 @@ class VerlConfig:
 
     def _ensure_section(self, section: str) -> None:
         """Bring in a top-level section left out when the tree was built (no override touched it)."""
-        if section in self.cfg or section not in self.defaults.tree:
+        if self.cfg is None or section in self.cfg or section not in self.defaults.tree:
             return
         from omegaconf import open_dict
 
@@ -169,23 +227,35 @@ class VerlConfig:
                 if name not in self.cfg:
                     self.cfg[name] = self.defaults.tree[name]
 
-    def _missing(self, key: str) -> bool:
+    def is_missing(self, key: str) -> bool:
         """Whether ``key`` is absent from the config (a ``???`` value is present, but mandatory)."""
+        answer = self._plain("parent", key)
+        if answer is not None:
+            node, last = answer[0]
+            return not (node is not None and last in node)
         from omegaconf import OmegaConf
+
+        self._ensure_section(key.split(".")[0])
 
         parent, _, last = key.rpartition(".")
         node = OmegaConf.select(self.cfg, parent, throw_on_missing=False) if parent else self.cfg
         return not (OmegaConf.is_dict(node) and node._get_node(last, validate_access=False) is not None)
 
     def _is_mandatory(self, key: str) -> bool:
+        answer = self._plain("raw", key)
+        if answer is not None:
+            found, raw = answer[0]
+            return found and raw == "???"
         from omegaconf import OmegaConf
+
+        self._ensure_section(key.split(".")[0])
 
         parent, _, last = key.rpartition(".")
         node = OmegaConf.select(self.cfg, parent, throw_on_missing=False) if parent else self.cfg
         return (OmegaConf.is_dict(node) and node._get_node(last, validate_access=False) is not None
                 and OmegaConf.is_missing(node, last))
 
-    def _setter(self, key: str) -> OverrideItem | None:
+    def setter(self, key: str) -> OverrideItem | None:
         parts = key.split(".")
         for k in range(len(parts), 0, -1):
             item = self.set_by.get(".".join(parts[:k]))
@@ -202,15 +272,22 @@ class VerlConfig:
         return None
 
     def _interpolation_target(self, key: str) -> str | None:
-        from omegaconf import OmegaConf
+        answer = self._plain("raw", key)
+        if answer is not None:
+            found, raw = answer[0]
+            if not (found and isinstance(raw, str) and "${" in raw):
+                return None
+        else:
+            from omegaconf import OmegaConf
 
-        parent_key, _, last = key.rpartition(".")
-        parent = OmegaConf.select(self.cfg, parent_key) if parent_key else self.cfg
-        if not OmegaConf.is_dict(parent) or last not in parent:
-            return None
-        if not OmegaConf.is_interpolation(parent, last):
-            return None
-        raw = parent._get_node(last)._value()
+            self._ensure_section(key.split(".")[0])
+            parent_key, _, last = key.rpartition(".")
+            parent = OmegaConf.select(self.cfg, parent_key) if parent_key else self.cfg
+            if not OmegaConf.is_dict(parent) or last not in parent:
+                return None
+            if not OmegaConf.is_interpolation(parent, last):
+                return None
+            raw = parent._get_node(last)._value()
         m = _INTERPOLATION.match(str(raw).strip())
         if not m:
             return None
@@ -243,7 +320,9 @@ def did_you_mean(key: str, defaults: VerlDefaults) -> str | None:
     same_leaf = [k for k in all_keys if k.rpartition(".")[2] == last]
     if same_leaf:
         return min(same_leaf, key=lambda k: -difflib.SequenceMatcher(None, k, key).ratio())
-    close = difflib.get_close_matches(key, all_keys, n=1, cutoff=0.8)
+    # a ratio ≥ 0.8 needs the shorter of the two within 2/3 of the longer: the others cannot match
+    near = [k for k in all_keys if 3 * min(len(k), len(key)) >= 2 * max(len(k), len(key))]
+    close = difflib.get_close_matches(key, near, n=1, cutoff=0.8)
     return close[0] if close else None
 
 
@@ -330,56 +409,88 @@ def needed_sections(tree: dict, overrides: tuple[OverrideItem, ...], read: tuple
     return [name for name in tree if name in keep]
 
 
-def _cache_dir() -> Path | None:
-    import os
-
-    if os.environ.get("SHARDCHECK_CACHE", "1") == "0":
-        return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "shardcheck"
-
-
 def _base_config(tree: dict, source: str):
-    """``OmegaConf.create(tree)``, from a pickle cached per tree (building ~700 nodes costs ~35 ms;
-    loading the pickle ~3 ms). The cache lives in ``$XDG_CACHE_HOME/shardcheck`` (mode 0700, files
-    of this user only); ``SHARDCHECK_CACHE=0`` turns it off. Any problem with it: build afresh."""
+    """``OmegaConf.create(tree)``, from this user's cache when it holds an intact entry of the same tree
+    (building ~700 nodes costs ~35 ms; loading the entry ~3 ms). The cache (``config_cache``) keeps
+    pickles under an HMAC keyed per user, so a planted or altered entry is never unpickled; any
+    problem with it: build afresh."""
     import hashlib
-    import os
     import pickle
 
     import omegaconf
     from omegaconf import OmegaConf
 
-    directory = _cache_dir()
+    from shardcheck.frameworks.verl import config_cache
+
+    directory = config_cache.cache_dir()
     if directory is None:
         return OmegaConf.create(tree)
     digest = hashlib.sha256(json.dumps([source, omegaconf.__version__, tree]).encode()).hexdigest()[:32]
-    path = directory / f"verl-config-{digest}.pickle"
-    try:
-        stat = path.stat()
-        if stat.st_uid == os.getuid() and not stat.st_mode & 0o022:
-            return pickle.loads(path.read_bytes())
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-        pass
+    name = f"verl-config-{digest}.signed-pickle"  # not the unsigned .pickle of earlier versions: no thrashing
+    payload = config_cache.load(directory, name)
+    cached = None
+    if payload is not None:
+        try:
+            cached = pickle.loads(payload)  # our own entry (HMAC-verified): safe to unpickle
+        except Exception:  # noqa: BLE001 — an entry of another omegaconf build, say: rebuild it
+            cached = None
+    if cached is not None:
+        return cached
     cfg = OmegaConf.create(tree)
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(cfg))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    config_cache.store(directory, name, pickle.dumps(cfg))
     return cfg
 
 
 def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *,
-                    custom: str | None = None) -> VerlConfig:
-    """Apply ``overrides`` to ``defaults`` with Hydra's own code, one at a time, recording what failed.
+                    custom: str | None = None, fast: bool = True) -> VerlConfig:
+    """Apply ``overrides`` to ``defaults`` as Hydra does, one at a time, recording what failed.
 
     ``custom`` names a config shardcheck cannot read (a recipe's own config): then only the keys
     the command line sets are known, every other value is unknown, and no key is checked.
+    ``fast``: first try the plain tree (plain_config.py), which answers when every override is a plain set
+    or add Hydra would accept; otherwise, or with ``fast`` False, Hydra's own code on OmegaConf.
     """
+    if fast and custom is None:
+        config = _apply_plain(defaults, overrides)
+        if config is not None:
+            return config
+    return _apply_omega(defaults, overrides, custom=custom)
+
+
+def _apply_plain(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...]) -> VerlConfig | None:
+    from shardcheck.frameworks.verl.plain_config import Fallback, PlainTree, UnknownKey
+
+    tree = PlainTree(defaults.tree)
+    config = VerlConfig(defaults, None, plain=tree, overrides=overrides)
+    for item in overrides:
+        if item.key.startswith("hydra.") or item.key == "hydra":
+            continue
+        if item.kind == "add":
+            issue = _added_key_issue(item, defaults)
+            if issue is not None:
+                config.issues.append(issue)
+        try:
+            tree.apply(item.kind, item.key, item.value)
+        except Fallback:
+            return None
+        except UnknownKey:
+            # hydra/_internal/config_loader_impl.py _apply_overrides_to_config (hydra-core 1.3), as the
+            # OmegaConf path words it (whitespace folded)
+            message = f"Could not override '{item.key}'. To append to your config use +{item.source}"
+            config.issues.append(ConfigIssue("unknown_key", message, item, did_you_mean(item.key, defaults)))
+            continue
+        config.applied.append(item)
+        config.set_by[item.key] = item
+        if item.unknown:
+            config.unknown[item.key] = item.unknown
+        else:
+            config.unknown.pop(item.key, None)
+    return config
+
+
+def _apply_omega(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *,
+                 custom: str | None = None) -> VerlConfig:
+    """Hydra's own ``_apply_overrides_to_config`` on an OmegaConf tree of the sections needed."""
     from omegaconf import OmegaConf
 
     from shardcheck.inputs.hydra_import import load_hydra
@@ -393,15 +504,17 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
     except OmegaConfBaseException as exc:  # a broken installed config
         raise InputError(f"{defaults.source}: verl's config cannot be read ({exc})") from None
     OmegaConf.set_struct(cfg, custom is None)  # hydra/_internal/config_loader_impl.py: set_struct(cfg, True)
-    config = VerlConfig(defaults, cfg, custom=custom)
+    config = VerlConfig(defaults, cfg, custom=custom, overrides=overrides)
     applied = config.applied
+
+    parsed = {id(item): item.hydra_override() for item in overrides}
 
     def rebuild() -> None:
         """A rejected override may have half-changed the config (OmegaConf.update replaces a node
         before it fails): start again from the defaults with the accepted overrides only."""
         config.cfg = _base_config(tree, defaults.source)
         OmegaConf.set_struct(config.cfg, custom is None)
-        ConfigLoaderImpl._apply_overrides_to_config([a.hydra for a in applied], config.cfg)
+        ConfigLoaderImpl._apply_overrides_to_config([parsed[id(a)] for a in applied], config.cfg)
 
     for item in overrides:
         if item.key.startswith("hydra.") or item.key == "hydra":
@@ -411,7 +524,7 @@ def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...],
             if issue is not None:
                 config.issues.append(issue)
         try:
-            ConfigLoaderImpl._apply_overrides_to_config([item.hydra], config.cfg)
+            ConfigLoaderImpl._apply_overrides_to_config([parsed[id(item)]], config.cfg)
         except ConfigCompositionException as exc:
             rebuild()
             if custom is not None:

@@ -13,20 +13,40 @@ the default rank order (verl/workers/engine/megatron/transformer_impl.py ``_init
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
+from shardcheck.frameworks.value_kinds import (
+    ANY,
+    COUNT,
+    COUNT_OR_NULL,
+    FLAG,
+    FLAG_OR_NULL,
+    FRACTION,
+    FRACTION_OR_NULL,
+    MAX_INT,
+    NAME,
+    NAME_OR_NULL,
+    NUMBER,
+    ValueKind,
+    checked,
+    shown,
+)
 from shardcheck.frameworks.verl.config_tree import (
     KNOWN_CONFIGS,
     MODEL_ENGINES,
     VerlConfig,
     apply_overrides,
-    load_defaults,
+    bundled_defaults,
+    installed_defaults,
 )
+from shardcheck.frameworks.verl.versions import VersionChoice, catalogue, choose, span
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
-from shardcheck.job import Cluster, ConfigNote, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
+from shardcheck.job import Cluster, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
 from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
+from shardcheck.problems import Kind, Problem
 
 # The Megatron engines verl 0.9.1 builds and the section each is built from (its ``megatron`` engine
 # config): ActorRolloutRefWorker.init_model builds the ref from ``actor_rollout_ref.ref`` and the actor
@@ -68,6 +88,7 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload")),
         ("critic", ("megatron.param_offload", "megatron.optimizer_offload")),  # critic.model.path: FSDP_VALUE_KEYS
+        ("critic", ("ppo_max_token_len_per_gpu",)),  # the critic's own update phase (dynamic batch size)
     ) for key in keys
 )
 # More keys the rollout-engine and critic rules read.
@@ -99,6 +120,57 @@ FSDP_VALUE_KEYS = ("actor_rollout_ref.model.use_remove_padding", "critic.model.u
                    "critic.ulysses_sequence_parallel_size", "critic.fsdp.ulysses_sequence_parallel_size",
                    "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
                    "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
+_A, _R, _RO, _C = "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.rollout", "critic"
+_OTC_KEY = f"{_A}.megatron.override_transformer_config"
+# What each key read must be (verl 0.9.1's dataclasses: verl/workers/config/actor.py, rollout.py, critic.py,
+# engine.py, optimizer.py; verl/trainer/config/data). Checked where read (``resolve_verl``); a test keeps this
+# in step with VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS.
+VALUE_KINDS: dict[str, ValueKind] = {
+    "data.train_batch_size": COUNT, "data.max_prompt_length": COUNT, "data.max_response_length": COUNT,
+    f"{_A}.ppo_mini_batch_size": COUNT, f"{_A}.ppo_micro_batch_size": COUNT_OR_NULL,
+    f"{_A}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL, f"{_A}.use_dynamic_bsz": FLAG,
+    f"{_A}.ppo_max_token_len_per_gpu": COUNT, f"{_A}.use_kl_loss": FLAG,
+    f"{_R}.log_prob_micro_batch_size": COUNT_OR_NULL, f"{_R}.log_prob_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_R}.log_prob_use_dynamic_bsz": FLAG, f"{_R}.log_prob_max_token_len_per_gpu": COUNT,
+    f"{_RO}.name": NAME, f"{_RO}.mode": NAME, f"{_RO}.n": COUNT,
+    f"{_RO}.log_prob_micro_batch_size": COUNT_OR_NULL, f"{_RO}.log_prob_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_RO}.log_prob_use_dynamic_bsz": FLAG, f"{_RO}.log_prob_max_token_len_per_gpu": COUNT,
+    f"{_RO}.tensor_model_parallel_size": COUNT, f"{_RO}.data_parallel_size": COUNT,
+    f"{_RO}.expert_parallel_size": COUNT, f"{_RO}.pipeline_model_parallel_size": COUNT,
+    f"{_RO}.max_model_len": COUNT_OR_NULL, f"{_RO}.n_gpus_per_node": COUNT,
+    f"{_RO}.enable_chunked_prefill": FLAG, f"{_RO}.max_num_batched_tokens": COUNT_OR_NULL,
+    "algorithm.adv_estimator": NAME, "algorithm.use_kl_in_reward": FLAG, "trainer.use_v1": FLAG,
+    f"{_RO}.max_num_seqs": COUNT_OR_NULL, f"{_RO}.gpu_memory_utilization": FRACTION,
+    f"{_RO}.engine_kwargs.sglang.enable_dp_attention": FLAG_OR_NULL,
+    f"{_RO}.engine_kwargs.sglang.mem_fraction_static": FRACTION_OR_NULL,
+    f"{_C}.enable": FLAG_OR_NULL, f"{_C}.strategy": NAME, f"{_C}.ppo_mini_batch_size": COUNT,
+    f"{_C}.ppo_micro_batch_size": COUNT_OR_NULL, f"{_C}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_C}.use_dynamic_bsz": FLAG, f"{_C}.ppo_infer_max_token_len_per_gpu": COUNT,
+    f"{_C}.ppo_max_token_len_per_gpu": COUNT,
+    **{f"{_C}.megatron.{k}_parallel_size": COUNT for k in ("tensor_model", "pipeline_model", "context",
+                                                            "expert_model")},
+    f"{_C}.megatron.expert_tensor_parallel_size": COUNT_OR_NULL,
+    f"{_C}.megatron.virtual_pipeline_model_parallel_size": COUNT_OR_NULL,
+    f"{_A}.megatron.dtype": NAME, f"{_A}.megatron.use_distributed_optimizer": FLAG,
+    f"{_A}.megatron.param_offload": FLAG, f"{_A}.megatron.optimizer_offload": FLAG,
+    f"{_A}.optim.optimizer": NAME, f"{_A}.optim.use_precision_aware_optimizer": FLAG,
+    f"{_A}.optim.main_grads_dtype": NAME, f"{_A}.optim.exp_avg_dtype": NAME, f"{_A}.optim.exp_avg_sq_dtype": NAME,
+    f"{_A}.optim.override_optimizer_config.optimizer_cpu_offload": FLAG_OR_NULL,
+    f"{_A}.optim.override_optimizer_config.optimizer_offload_fraction": FRACTION_OR_NULL,
+    f"{_OTC_KEY}.recompute_granularity": NAME_OR_NULL, f"{_OTC_KEY}.recompute_method": NAME_OR_NULL,
+    f"{_OTC_KEY}.recompute_num_layers": COUNT_OR_NULL, f"{_OTC_KEY}.recompute_modules": ValueKind("texts", none=True),
+    f"{_A}.calculate_entropy": FLAG, f"{_A}.entropy_coeff": NUMBER,
+    f"{_A}.entropy_from_logits_with_chunking": FLAG, f"{_A}.entropy_from_logits_chunk_size": COUNT,
+    f"{_A}.use_fused_kernels": FLAG, f"{_R}.megatron.param_offload": FLAG, f"{_RO}.dtype": NAME,
+    f"{_A}.fsdp_config.reshard_after_forward": FLAG, f"{_A}.fsdp_config.mixed_precision": ANY,
+    "actor_rollout_ref.model.enable_gradient_checkpointing": FLAG,
+    "actor_rollout_ref.model.enable_activation_offload": FLAG,
+    f"{_C}.megatron.param_offload": FLAG, f"{_C}.megatron.optimizer_offload": FLAG,
+    "actor_rollout_ref.model.use_remove_padding": FLAG, f"{_C}.model.use_remove_padding": FLAG,
+    f"{_C}.model.path": NAME_OR_NULL,
+    f"{_C}.ulysses_sequence_parallel_size": COUNT, f"{_C}.fsdp.ulysses_sequence_parallel_size": COUNT,
+    f"{_A}.ulysses_sequence_parallel_size": COUNT, f"{_A}.fsdp_config.ulysses_sequence_parallel_size": COUNT,
+}
 # verl's FSDP engine strategies (FSDPEngineConfig.__post_init__ also accepts fsdp_turbo, whose own
 # turbo_config sizes shardcheck does not model).
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
@@ -163,7 +235,7 @@ def split_group_choices(items: tuple[OverrideItem, ...]
     return tuple(overrides), engine, unread
 
 
-def _int(traced: Traced, key: str, notes: list[ConfigNote], *, allow_none: bool = False,
+def _int(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = False,
          positive: bool = True) -> Traced:
     """An integer size; a value of another type becomes unknown with a note naming its line."""
     if not traced.known:
@@ -171,15 +243,16 @@ def _int(traced: Traced, key: str, notes: list[ConfigNote], *, allow_none: bool 
     value = traced.value
     if value is None and allow_none:
         return traced
-    if isinstance(value, bool) or not isinstance(value, int) or (positive and value < 1):
+    if isinstance(value, bool) or not isinstance(value, int) or (positive and value < 1) or abs(value) > MAX_INT:
         where = traced.origin.first_script_line() or traced.origin
-        notes.append(ConfigNote(
-            rule="VALUE-BAD-SIZE", origin=where,
-            message=f"{key} must be a positive integer, got {value!r}",
-            fix=f"set {key} to a whole number ≥ 1",
-        ))
-        return Traced(None, traced.origin, f"{key} is not a positive integer ({value!r})")
+        notes.append(Problem(Kind.NOT_POSITIVE, where, {"name": key, "value": shown(value), "at_most": "2^40"}))
+        return Traced(None, traced.origin, f"{key} is not a positive integer ({shown(value)})")
     return traced
+
+
+def _read(config: VerlConfig, key: str, kind: ValueKind, notes: list[Problem]) -> Traced:
+    """``config.get(key)``, checked to be of ``kind`` where it is read (else VALUE-BAD-* and unknown)."""
+    return checked(key, config.get(key), kind, notes)
 
 
 def _bool(traced: Traced) -> Traced:
@@ -188,7 +261,7 @@ def _bool(traced: Traced) -> Traced:
     return traced
 
 
-def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronLayout:
+def _layout(config: VerlConfig, role: str, notes: list[Problem]) -> MegatronLayout:
     """One Megatron engine resolved from its own section, ``override_transformer_config`` included
     (verl/workers/engine/megatron/transformer_impl.py _build_tf_config reads
     ``self.engine_config.override_transformer_config``, verl 0.9.1)."""
@@ -197,7 +270,7 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
     def field_value(name: str) -> Traced:
         key = f"{base}.{name}"
         traced = config.get(key)
-        if not traced.known and config.custom is None and name in MCORE_FIELD_DEFAULTS and config._missing(key):
+        if not traced.known and config.custom is None and name in MCORE_FIELD_DEFAULTS and config.is_missing(key):
             # deleted from the section (``~key``): the engine dataclass's field default applies
             value = MCORE_FIELD_DEFAULTS[name]
             return Traced(value, Origin(kind="default", text=f"default of verl {config.version} McoreEngineConfig: "
@@ -238,17 +311,21 @@ def _layout(config: VerlConfig, role: str, notes: list[ConfigNote]) -> MegatronL
         last_stage_layers=_int(otc_get("num_layers_in_last_pipeline_stage", None),
                                f"{base}.{_OTC}.num_layers_in_last_pipeline_stage", notes, allow_none=True,
                                positive=False),
-        account_for_embedding=_bool(otc_get("account_for_embedding_in_pipeline_split", False)),
-        account_for_loss=_bool(otc_get("account_for_loss_in_pipeline_split", False)),
-        layout_string=otc_get("pipeline_model_parallel_layout", None),
-        sequence_parallel=_bool(field_value("sequence_parallel")),
+        account_for_embedding=_bool(checked(f"{base}.{_OTC}.account_for_embedding_in_pipeline_split",
+                                            otc_get("account_for_embedding_in_pipeline_split", False), FLAG, notes)),
+        account_for_loss=_bool(checked(f"{base}.{_OTC}.account_for_loss_in_pipeline_split",
+                                       otc_get("account_for_loss_in_pipeline_split", False), FLAG, notes)),
+        layout_string=checked(f"{base}.{_OTC}.pipeline_model_parallel_layout",
+                              otc_get("pipeline_model_parallel_layout", None), NAME_OR_NULL, notes),
+        sequence_parallel=_bool(checked(f"{base}.sequence_parallel", field_value("sequence_parallel"), FLAG, notes)),
         transformer_overrides=overrides,
-        transformer_overrides_replaced=replaced.word if replaced is not None else None,
+        transformer_overrides_replaced=(replace(replaced.word, text=_clean(replaced.text))
+                                        if replaced is not None else None),
     )
 
 
 def _ulysses_size(config: VerlConfig, section: str, engine: str, propagates: bool,
-                  notes: list[ConfigNote]) -> tuple[Traced, str]:
+                  notes: list[Problem]) -> tuple[Traced, str]:
     """The Ulysses SP size an FSDP engine uses, and the key that decides it (FSDPActorConfig.__post_init__,
     verl 0.9.1: ``if self.ulysses_sequence_parallel_size > 1: self.fsdp_config.ulysses_sequence_parallel_size = ...``)."""
     engine_key, role_key = f"{engine}.ulysses_sequence_parallel_size", f"{section}.ulysses_sequence_parallel_size"
@@ -266,25 +343,26 @@ def _ulysses_size(config: VerlConfig, section: str, engine: str, propagates: boo
 
 
 def _fsdp_layout(config: VerlConfig, role: str, section: str, engine: str, propagates: bool,
-                 notes: list[ConfigNote]) -> FsdpLayout:
+                 notes: list[Problem]) -> FsdpLayout:
     sp, sp_key = _ulysses_size(config, section, engine, propagates, notes)
     return FsdpLayout(
         role=role,
         key_prefix=engine,
-        strategy=config.get(f"{section}.strategy"),
+        strategy=_read(config, f"{section}.strategy", NAME, notes),
         sp=sp,
         sp_key=sp_key,
         fsdp_size=_int(config.get(f"{engine}.fsdp_size"), f"{engine}.fsdp_size", notes, positive=False),
-        model_dtype=config.get(f"{engine}.model_dtype"),
-        param_offload=_bool(config.get(f"{engine}.param_offload")),
-        optimizer_offload=_bool(config.get(f"{engine}.optimizer_offload")),
-        offload_policy=_bool(config.get(f"{engine}.offload_policy")),
+        model_dtype=_read(config, f"{engine}.model_dtype", NAME, notes),
+        param_offload=_bool(_read(config, f"{engine}.param_offload", FLAG, notes)),
+        optimizer_offload=_bool(_read(config, f"{engine}.optimizer_offload", FLAG, notes)),
+        offload_policy=_bool(_read(config, f"{engine}.offload_policy", FLAG, notes)),
     )
 
 
-def _critic_used(config: VerlConfig) -> Traced:
+def _critic_used(config: VerlConfig, notes: list[Problem]) -> Traced:
     """verl/trainer/ppo/utils.py need_critic: ``critic.enable`` when set, else adv_estimator == gae."""
-    enable, estimator = config.get("critic.enable"), config.get("algorithm.adv_estimator")
+    enable = _read(config, "critic.enable", FLAG_OR_NULL, notes)
+    estimator = _read(config, "algorithm.adv_estimator", NAME, notes)
     if enable.known and enable.value is not None:
         return Traced.derived(bool(enable.value), "critic built = critic.enable", enable)
     return Traced.derived(estimator.value == "gae" if estimator.known else None,
@@ -292,17 +370,42 @@ def _critic_used(config: VerlConfig) -> Traced:
 
 
 def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
-                  notes: list[ConfigNote]) -> tuple[FsdpLayout, ...]:
+                  notes: list[Problem]) -> tuple[FsdpLayout, ...]:
     """The FSDP engines verl builds: the actor, the ref when it is used, the critic when it is used."""
     built = {"actor": Traced(True, Origin(kind="default", text="the actor is always built")),
              "ref": ref_used, "critic": critic_used}
     out = []
     for role, section, engine, propagates in FSDP_ROLES:
-        strategy = config.get(f"{section}.strategy")
+        strategy = _read(config, f"{section}.strategy", NAME, notes)
         if built[role].value is False or not (strategy.known and strategy.value in FSDP_STRATEGIES):
             continue
         out.append(_fsdp_layout(config, role, section, engine, propagates, notes))
     return tuple(out)
+
+
+def _choose_defaults(name: str, overrides: tuple[OverrideItem, ...], engine: str | None, custom: str | None,
+                     requested: tuple[str, str] | None, pinned: tuple[str, str] | None):
+    """The verl version to judge with (see versions.py) and its config ``name``."""
+    if requested is None:
+        installed = installed_defaults(name)
+        if installed is not None:
+            return VersionChoice(installed.version, "installed", (), f"verl {installed.version} installed in this "
+                                 "environment"), installed
+    if custom is not None and requested is None:  # a config of its own: its keys are not verl's to judge
+        newest = catalogue().releases[-1]
+        choice = VersionChoice(newest, "default", (), f"verl {newest}, the newest release (the script's own config "
+                               "is not read, so its keys cannot tell the version)")
+    else:
+        choice = choose(name, overrides, requested=requested, pinned=pinned, engine=engine)
+    return choice, bundled_defaults(name, choice.version)
+
+
+def _versions_having(config: VerlConfig, key: str) -> str:
+    """``; present in verl 0.6.0 … 0.9.0`` for a key the judged version lacks but others have."""
+    having = catalogue().having(config.defaults.config_name, key)
+    if not having:
+        return ""
+    return f"; present in verl {span(having)}"
 
 
 # verl/workers/config/engine.py McoreEngineConfig field defaults (verl 0.9.1)
@@ -318,11 +421,11 @@ DISTILL = "distillation"
 
 
 def _server(config: VerlConfig, role: str, section: str, cluster: Cluster, pool_key: str | None,
-            notes: list[ConfigNote], switch: Traced, num_replicas: Traced | None = None) -> ServerLayout:
+            notes: list[Problem], switch: Traced, num_replicas: Traced | None = None) -> ServerLayout:
     def size(name: str) -> Traced:
         key = f"{section}.{name}"
         traced = config.get(key)
-        if not traced.known and config._missing(key) and name in ROLLOUT_FIELD_DEFAULTS:
+        if not traced.known and config.is_missing(key) and name in ROLLOUT_FIELD_DEFAULTS:
             # a key the section leaves out (the teacher's has no pipeline size; an added teacher may lack
             # any): the dataclass field's default
             value = ROLLOUT_FIELD_DEFAULTS[name]
@@ -335,26 +438,26 @@ def _server(config: VerlConfig, role: str, section: str, cluster: Cluster, pool_
     else:
         nnodes = _int(config.get(f"{pool_key}.nnodes"), f"{pool_key}.nnodes", notes, positive=False)
         devices = _int(config.get(f"{pool_key}.n_gpus_per_node"), f"{pool_key}.n_gpus_per_node", notes, positive=False)
-    return ServerLayout(role=role, key_prefix=section, engine=config.get(f"{section}.name"),
+    return ServerLayout(role=role, key_prefix=section, engine=_read(config, f"{section}.name", NAME, notes),
                         tp=size("tensor_model_parallel_size"), dp=size("data_parallel_size"),
                         pp=size("pipeline_model_parallel_size"), ep=size("expert_parallel_size"),
                         nnodes=nnodes, devices_per_node=devices, pool_key=pool_key, num_replicas=num_replicas,
                         switch=switch)
 
 
-def _servers(config: VerlConfig, cluster: Cluster, notes: list[ConfigNote]) -> tuple[ServerLayout, ...]:
+def _servers(config: VerlConfig, cluster: Cluster, notes: list[Problem]) -> tuple[ServerLayout, ...]:
     """The reward model (``reward.reward_model.enable``) and the distillation teachers
     (``distillation.enabled``) verl 0.9.1 starts, each on its pool (verl/trainer/ppo/v1/trainer_base.py
     init_resource_pool_mgr; verl/experimental/reward_loop/reward_model.py; verl/workers/config/distillation.py)."""
     out: list[ServerLayout] = []
     if config.custom is not None:
         return ()
-    enable = config.get(f"{RM}.enable")
+    enable = _read(config, f"{RM}.enable", FLAG_OR_NULL, notes)
     if enable.known and enable.value:
-        own = config.get(f"{RM}.enable_resource_pool")
+        own = _read(config, f"{RM}.enable_resource_pool", FLAG_OR_NULL, notes)
         pool = RM if own.known and own.value else None
         out.append(_server(config, "reward model", f"{RM}.rollout", cluster, pool, notes, own if pool else enable))
-    enabled = config.get(f"{DISTILL}.enabled")
+    enabled = _read(config, f"{DISTILL}.enabled", FLAG_OR_NULL, notes)
     if enabled.known and enabled.value:
         teachers = config.get(f"{DISTILL}.teacher_models")
         names = list(teachers.value) if teachers.known and isinstance(teachers.value, dict) else []
@@ -364,8 +467,8 @@ def _servers(config: VerlConfig, cluster: Cluster, notes: list[ConfigNote]) -> t
             base = f"{DISTILL}.teacher_models.{name}"
             replicas = None
             if len(names) > 1 or name != "teacher_model":  # one teacher's count is derived from the pool
-                replicas = config.get(f"{base}.num_replicas")
-                if not replicas.known and config._missing(f"{base}.num_replicas"):
+                replicas = _read(config, f"{base}.num_replicas", ValueKind("int", low=0), notes)
+                if not replicas.known and config.is_missing(f"{base}.num_replicas"):
                     replicas = Traced(0, Origin(kind="default", text=f"default of verl {config.version} "
                                                                      "DistillationTeacherModelConfig: num_replicas = 0"))
             out.append(_server(config, f"teacher {name}", f"{base}.inference", cluster, DISTILL, notes, enabled,
@@ -373,84 +476,78 @@ def _servers(config: VerlConfig, cluster: Cluster, notes: list[ConfigNote]) -> t
     return tuple(out)
 
 
-def _issue_notes(config: VerlConfig) -> list[ConfigNote]:
-    notes: list[ConfigNote] = []
+def _issue_notes(config: VerlConfig) -> list[Problem]:
+    notes: list[Problem] = []
     for issue in config.issues:
         item = issue.override
-        rule = {"unknown_key": "VERL-CFG-UNKNOWN-KEY", "added_key": "VERL-CFG-ADDED-KEY",
-                "hydra": "HYDRA-OVERRIDE"}[issue.kind]
-        fix = None
-        if issue.kind == "unknown_key" and ".megatron." in item.key and config.defaults.config_name == "ppo_trainer":
-            fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
-        elif issue.suggestion:
-            fix = f"did you mean `{issue.suggestion}`?"
-        elif issue.kind == "unknown_key":
-            fix = f"prefix it with `+` only if verl reads `{item.key}`; otherwise remove it"
-        notes.append(ConfigNote(rule=rule, message=_clean(f"{item.text}: {issue.message}"), origin=item.word,
-                                fix=_clean(fix) if fix else None))
+        kind = {"unknown_key": Kind.CONFIG_UNKNOWN_KEY, "added_key": Kind.CONFIG_ADDED_KEY,
+                "hydra": Kind.HYDRA_REJECTED}[issue.kind]
+        missing_megatron = (issue.kind == "unknown_key" and ".megatron." in item.key
+                            and config.defaults.config_name == "ppo_trainer")
+        elsewhere = _versions_having(config, item.key) if issue.kind == "unknown_key" else ""
+        # an unknown key's suggestion is never one the script sets already (renaming would not help)
+        suggestion = None if issue.kind == "unknown_key" and issue.suggestion in config.set_by else issue.suggestion
+        notes.append(Problem(kind, item.word, {
+            "text": _clean(item.text), "reason": _clean(issue.message), "key": _clean(item.key),
+            "suggestion": _clean(suggestion) if suggestion else None,
+            "megatron_section_missing": missing_megatron, "version": config.version,
+            # the releases whose config has the key, when the chosen one lacks it
+            "elsewhere": elsewhere,
+            "having": span(catalogue().having(config.defaults.config_name, item.key)) if elsewhere else ""}))
     return notes
 
 
 def _value(config: VerlConfig, key: str) -> Traced:
     """``config.get(key)``; a key verl's YAML leaves out takes its documented default (ABSENT_DEFAULTS)."""
     traced = config.get(key)
-    if key in ABSENT_DEFAULTS and not traced.known and config.custom is None and config._setter(key) is None \
-            and config._missing(key):
+    if key in ABSENT_DEFAULTS and not traced.known and config.custom is None and config.setter(key) is None \
+            and config.is_missing(key):
         value, text = ABSENT_DEFAULTS[key]
         return Traced(value, Origin(kind="default", text=text))
     return traced
 
 
-def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None) -> Job:
-    """The Job verl would build from this launch's command line."""
-    notes: list[ConfigNote] = []
+def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None,
+                 verl_version: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None) -> Job:
+    """The Job verl would build from this launch's command line.
+
+    ``verl_version``: (version, where it was given) — a flag or a setting; ``pinned``: (version, file:line) of a
+    pin found near the script. Without either, an installed verl, else the version is inferred (versions.py).
+    """
+    notes: list[Problem] = []
     name, name_origin = _config_name(hydra)
     for error in hydra.errors:
-        notes.append(ConfigNote(rule="HYDRA-OVERRIDE", origin=error.word,
-                                message=f"{error.text}: Hydra cannot parse this override ({error.message})",
-                                fix="quote the value for Hydra, e.g. key='\"value\"'"))
+        notes.append(Problem(Kind.HYDRA_PARSE, error.word, {"text": error.text, "reason": error.message}))
     for word in hydra.unknown_words:
-        notes.append(ConfigNote(
-            rule="VALUE-UNKNOWN", origin=word.word,
-            message=f"argument {word.text} is unknown ({word.reason}); it may set any key, so the verdict is undecided",
-            fix="give the values it is built from with --env NAME=VALUE",
-        ))
+        notes.append(Problem(Kind.UNKNOWN_ARGUMENT, word.word, {"text": word.text, "reason": word.reason}))
     overrides, engine, unread_group = split_group_choices(hydra.overrides)
     custom: str | None = None
     path_text = (hydra.config_path.text or "?").rstrip("/") if hydra.config_path is not None else "config"
     if unread_group is not None:
         custom = f"{name} with the group option {unread_group.text}"
-        notes.append(ConfigNote(
-            rule="VERL-CONFIG-CUSTOM", origin=unread_group.word,
-            message=f"{unread_group.text} selects a config group option shardcheck does not read (it reads "
-                    f"{', '.join(f'model_engine={k}' for k in MODEL_ENGINES)}); only the keys set on the command "
-                    "line are known, the rest are unknown, and keys are not checked",
-        ))
+        notes.append(Problem(Kind.CONFIG_CUSTOM_GROUP, unread_group.word, {
+            "option": unread_group.text, "readable": [f"model_engine={k}" for k in MODEL_ENGINES]}))
     elif launch.module != PPO_ENTRY or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
         custom = f"{name} ({launch.module}, --config-path {path_text})"
         origin = (hydra.config_path.origin if hydra.config_path is not None and path_text not in ("config", "")
                   else name_origin or launch.origin)
-        notes.append(ConfigNote(
-            rule="VERL-CONFIG-CUSTOM", origin=origin,
-            message=f"config {custom} is not one of verl {PPO_ENTRY}'s own configs; only the keys set on the "
-                    "command line are known, the rest are unknown, and keys are not checked",
-        ))
+        notes.append(Problem(Kind.CONFIG_CUSTOM, origin, {"config": custom, "entry": PPO_ENTRY}))
     if custom is not None:
         name = "ppo_trainer"  # only its key tree is used, in non-struct mode, to apply the overrides
     elif engine is not None:
         name = MODEL_ENGINES[engine]
-    defaults = load_defaults(name)
+    choice, defaults = _choose_defaults(name, overrides, engine, custom, verl_version, pinned)
     config = apply_overrides(defaults, overrides, custom=custom)
     notes.extend(_issue_notes(config))
 
     cluster = Cluster(
         nnodes=_int(config.get("trainer.nnodes"), "trainer.nnodes", notes),
         devices_per_node=_int(config.get("trainer.n_gpus_per_node"), "trainer.n_gpus_per_node", notes),
-        device=config.get("trainer.device"),
+        device=_read(config, "trainer.device", NAME, notes),
     )
-    strategy = config.get("actor_rollout_ref.actor.strategy")
-    kl_loss = config.get("actor_rollout_ref.actor.use_kl_loss")
-    kl_reward = config.get("algorithm.use_kl_in_reward")
+    strategy = _read(config, "actor_rollout_ref.actor.strategy", NAME, notes)
+    kl_loss = _read(config, "actor_rollout_ref.actor.use_kl_loss", FLAG, notes)
+    kl_reward = _read(config, "algorithm.use_kl_in_reward", FLAG, notes)
     ref_used_value = None
     if kl_loss.known and kl_reward.known:
         ref_used_value = bool(kl_loss.value) or bool(kl_reward.value)
@@ -459,34 +556,38 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     layouts: list[MegatronLayout] = []
     if strategy.known and strategy.value == "megatron":
         layouts.append(_layout(config, "actor", notes))
-        ref_strategy = config.get("actor_rollout_ref.ref.strategy")
+        ref_strategy = _read(config, "actor_rollout_ref.ref.strategy", NAME, notes)
         if ref_used.value is not False and (not ref_strategy.known or ref_strategy.value == "megatron"):
             layouts.append(_layout(config, "ref", notes))
 
     ro = "actor_rollout_ref.rollout"
     rollout = RolloutLayout(
-        engine=config.get(f"{ro}.name"),
+        engine=_read(config, f"{ro}.name", NAME, notes),
         tp=_int(config.get(f"{ro}.tensor_model_parallel_size"), f"{ro}.tensor_model_parallel_size", notes),
         dp=_int(config.get(f"{ro}.data_parallel_size"), f"{ro}.data_parallel_size", notes),
         pp=_int(config.get(f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
     )
-    critic_used = _critic_used(config)
-    critic_strategy = config.get("critic.strategy")
+    critic_used = _critic_used(config, notes)
+    critic_strategy = _read(config, "critic.strategy", NAME, notes)
     if layouts and critic_used.value is not False and critic_strategy.known and critic_strategy.value == "megatron":
         layouts.append(_layout(config, "critic", notes))
     fsdp_layouts = _fsdp_layouts(config, ref_used, critic_used, notes)
     servers = _servers(config, cluster, notes)
-    model_path = config.get("actor_rollout_ref.model.path")
-    from omegaconf import OmegaConf
-
-    raw_path = OmegaConf.select(config.cfg, "actor_rollout_ref.model.path", throw_on_missing=False)
+    model_path = _read(config, "actor_rollout_ref.model.path", NAME_OR_NULL, notes)
+    raw_path = config.select("actor_rollout_ref.model.path")
     base = Path(path).parent
     model, problem = load_model(str(raw_path) if raw_path is not None else None, model_path.known,
                                 model_config, base=base)
+    values = {key: checked(key, _value(config, key), VALUE_KINDS.get(key, ANY), notes)
+              for key in dict.fromkeys(VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS)}
     return Job(
         path=path,
         framework="verl",
         framework_version=config.version,
+        version_source=choice.source,
+        accepted_versions=choice.accepted,
+        version_reason=choice.reason,
+        defaults_read=frozenset(k for k in config.read if config.setter(k) is None),
         entry=launch.entry,
         config_name=name,
         config_source=defaults.source,
@@ -501,7 +602,30 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
         notes=tuple(notes),
         open_arguments=tuple(word.word for word in hydra.unknown_words),
         rollout=rollout,
-        values={key: _value(config, key) for key in VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS},
+        values=values,
         fsdp_layouts=fsdp_layouts,
         servers=servers,
     )
+
+
+# -- the framework interface (frameworks/interface.py) ------------------------------------------
+
+
+def detect(launch: Launch) -> bool:
+    """Whether ``launch`` is a verl launch shardcheck resolves (``python3 -m verl.trainer.main_ppo`` and recipes)."""
+    return is_verl_entry(launch)
+
+
+def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None,
+            verl_version: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None,
+            memo: dict | None = None, env: dict[str, str] | None = None) -> Job:
+    """The Job verl would build from ``launch`` (its words read as Hydra overrides); ``memo`` keeps the parsed
+    overrides between calls on the same launch (``check --versions`` resolves it once per version); ``env``:
+    the ``--env`` values, the only environment ``${oc.env:...}`` may read."""
+    from shardcheck.inputs.hydra_overrides import parse_hydra_args
+
+    memo = {} if memo is None else memo
+    if "hydra" not in memo:
+        memo["hydra"] = parse_hydra_args(launch.args, env)
+    return resolve_verl(launch, memo["hydra"], path, model_config=model_config, verl_version=verl_version,
+                        pinned=pinned)

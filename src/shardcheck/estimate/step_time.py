@@ -1,0 +1,479 @@
+"""The time of one training step: RL (rollout, old log-prob, ref, update) or pre-training (update only).
+
+Every formula is written out, with its source, in docs/step_time.md; the short form:
+
+- FLOPs per token and layer (forward): 2 × the layer's multiply-accumulate parameters that the token
+  uses (attention projections, a dense MLP, or the router + top-k experts + shared experts), plus the
+  attention core ``2·heads·(d_qk + d_v)·c`` over a context of ``c`` keys (causal training: ``c = s/2``,
+  flash attention skips the masked half); the output layer ``2·h·V``. Backward is twice the forward;
+  full recompute adds the forward of the recomputed layers once more, selective recompute the attention
+  core. With dense MHA, a 4h MLP, no causal halving and full recompute this is exactly eq. 3 of
+  Narayanan et al. 2021 (``96·B·s·l·h²·(1 + s/6h + V/16lh)``; tested).
+- Compute time: FLOPs / (devices sharing them × bf16 peak × ``gemm_efficiency``).
+- Communication (exposed, not overlapped unless stated): TP with sequence parallel all-gathers and
+  reduce-scatters ``tokens·h`` bf16 twice per layer each way; CP passes K and V round a ring, hidden
+  behind the attention core where it is shorter; EP dispatches and combines ``tokens·top-k·h`` bf16 by
+  all-to-all; DP reduce-scatters the gradients and all-gathers the parameters (distributed optimizer)
+  or all-reduces the gradients; PP sends one activation per micro batch per stage boundary. A group
+  whose ranks lie in one node uses the scale-up link, else the NIC.
+- Pipeline: ``T = m·t_max + (Σ t_s − t_max)/v`` for ``m`` micro batches, stage times ``t_s``, ``v``
+  virtual chunks (uniform stages: ``(m + (p−1)/v)·t``, the 1F1B and interleaved bubble of Narayanan et al.).
+- Decode: a roofline per generated token of every running sequence: ``max(bytes/HBM, FLOPs/peak)`` where
+  bytes = the weights a step reads (dense weights, and the experts the batch's tokens reach) + the KV
+  cache of the batch; the batch is what the KV budget allows at full length (memory estimate), capped by
+  ``max_num_seqs`` and by the requests each engine gets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from shardcheck.estimate.speeds import Speeds, speeds_for
+from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
+from shardcheck.frameworks.memory_settings import Recompute, TrainSettings, known
+from shardcheck.job import Job, MegatronLayout
+from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, adapter_for
+from shardcheck.memory.params import Sharding, attention_params, mlp_params, stage_params
+from shardcheck.models.architecture import Architecture, NotModelled, architecture
+from shardcheck.origin import UnknownValue
+
+HBM_EFFICIENCY = 0.8  # share of the HBM bandwidth a decode step's streaming reads reach (assumption)
+COLLECTIVE_LATENCY = {"intra": 10e-6, "inter": 25e-6}  # seconds per small collective (assumption)
+ADAM_BYTES_PER_PARAM = 32  # read bf16 weight, fp32 grad, master, two moments; write master, moments, weight
+
+
+@dataclass
+class StepTime:
+    """Seconds of one step by phase, and the figures behind them."""
+
+    total: float
+    phases: dict[str, float]  # rollout, sync, old_log_prob, ref_log_prob, update, offload
+    train_flops: float  # model FLOPs of the update (forward + backward, no recompute), whole job
+    devices: int
+    device: str
+    terms: dict[str, float] = field(default_factory=dict)  # update: compute, tp, cp, ep, pp, dp, optimizer, bubble
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rollout(self) -> float:
+        return self.phases.get("rollout", 0.0)
+
+    @property
+    def train(self) -> float:
+        return self.total - self.rollout
+
+    @property
+    def tflops_per_device(self) -> float:
+        """Model TFLOP/s per device of the update phase (the figure training reports publish)."""
+        update = self.phases.get("update", 0.0)
+        return self.train_flops / update / self.devices / 1e12 if update else 0.0
+
+
+# --- FLOPs -------------------------------------------------------------------------------------------
+
+
+def _mla_dims(arch: Architecture) -> tuple[int, int]:
+    if arch.mla is not None:
+        return arch.mla.qk_nope_head_dim + arch.mla.qk_rope_head_dim, arch.mla.v_head_dim
+    return arch.head_dim, arch.head_dim
+
+
+def layer_flops(arch: Architecture, index: int, context: float) -> tuple[float, float]:
+    """(matmul FLOPs, attention-core FLOPs) of one token's forward through layer ``index``, ``context`` keys."""
+    return layer_flops_kind(arch, arch.is_moe_layer(index), context)
+
+
+@lru_cache(maxsize=4096)
+def layer_flops_kind(arch: Architecture, moe: bool, context: float) -> tuple[float, float]:
+    """``layer_flops`` of a dense (``moe`` False) or MoE layer: the two kinds a model's layers come in."""
+    one = Sharding(1, 1, 1, 1)
+    params = attention_params(arch, one)
+    if moe:
+        params += arch.experts * arch.hidden + arch.topk * mlp_params(arch, arch.moe_ffn, 1)
+        if arch.shared_ffn:
+            params += mlp_params(arch, arch.shared_ffn, 1)
+    else:
+        params += mlp_params(arch, arch.ffn, 1)
+    d_qk, d_v = _mla_dims(arch)
+    return 2.0 * params, 2.0 * arch.heads * (d_qk + d_v) * context
+
+
+def forward_flops_per_token(arch: Architecture, context: float, layers=None) -> float:
+    """One token's forward FLOPs through ``layers`` (default all) and the output layer."""
+    layers = range(arch.num_layers) if layers is None else layers
+    n_moe = sum(1 for i in layers if i in arch.moe_layers)
+    moe, dense = layer_flops_kind(arch, True, context), layer_flops_kind(arch, False, context)
+    return n_moe * sum(moe) + (len(layers) - n_moe) * sum(dense) + 2.0 * arch.hidden * arch.vocab
+
+
+def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int) -> float:
+    """Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters Using
+    Megatron-LM", arXiv:2104.04473), eq. 3: FLOPs of one iteration with full activation recompute."""
+    return 96 * batch * seq * layers * hidden ** 2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+
+
+# --- communication -----------------------------------------------------------------------------------
+
+
+def _span(order: str, sizes: dict[str, int], dim: str) -> int:
+    """How many consecutive ranks one group of ``dim`` spans in Megatron-Core's rank order (first fastest)."""
+    span = 1
+    for name in order.split("-"):
+        span *= sizes.get(name, 1)
+        if name == dim:
+            return span
+    return span
+
+
+def _bandwidth(span: int, sp: Speeds) -> tuple[float, str]:
+    return (sp.intra_node, "intra") if span <= sp.devices_per_node else (sp.inter_node, "inter")
+
+
+def ring_time(bytes_: float, size: int, span: int, sp: Speeds) -> float:
+    """A reduce-scatter or all-gather of ``bytes_`` per device over ``size`` ranks (ring: (n−1)/n of it)."""
+    if size <= 1:
+        return 0.0
+    bw, where = _bandwidth(span, sp)
+    return bytes_ * (size - 1) / size / bw + COLLECTIVE_LATENCY[where]
+
+
+def all_to_all_time(bytes_: float, size: int, span: int, sp: Speeds) -> float:
+    """An all-to-all of ``bytes_`` per device: the share bound for other nodes goes over the NIC."""
+    if size <= 1:
+        return 0.0
+    per_node = max(1, min(size, size * sp.devices_per_node // span)) if span > sp.devices_per_node else size
+    away = (size - per_node) / (size - 1)
+    sent = bytes_ * (size - 1) / size
+    where = "inter" if away else "intra"
+    return sent * (1 - away) / sp.intra_node + sent * away / sp.inter_node + COLLECTIVE_LATENCY[where]
+
+
+# --- training ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Grid:
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    etp: int
+    dp: int
+    edp: int
+    vpp: int
+    order: str
+    sequence_parallel: bool
+
+    def span(self, dim: str) -> int:
+        dense = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp}
+        if dim in ("ep", "etp", "edp"):
+            expert = {"tp": self.etp, "ep": self.ep, "dp": self.edp, "pp": self.pp}
+            return _span(self.order.replace("-cp", ""), expert, {"etp": "tp", "edp": "dp"}.get(dim, dim))
+        return _span(self.order.replace("-ep", ""), dense, dim)
+
+
+def _grid(job: Job, layout: MegatronLayout) -> Grid:
+    world = job.cluster.world
+    return Grid(tp=known(layout.tp, "TP"), pp=known(layout.pp, "PP"), cp=known(layout.cp, "CP"),
+                 ep=known(layout.ep, "EP"), etp=known(layout.etp, "ETP"), dp=known(layout.dp(world), "DP"),
+                 edp=known(layout.edp(world), "EDP"), vpp=known(layout.vpp, "VPP") or 1, order=layout.order,
+                 sequence_parallel=bool(layout.sequence_parallel.value))
+
+
+def _recompute_share(rc: Recompute) -> tuple[float, float]:
+    """(share of the layers' matmul forward recomputed, share of the attention core recomputed)."""
+    if rc.granularity == "full":
+        return 1.0, 1.0  # every recomputed layer's forward once more (block: only the first n; see below)
+    if rc.granularity == "selective":
+        return 0.0, 1.0 if "core_attn" in rc.modules else 0.0
+    return 0.0, 0.0
+
+
+def _stage_times(arch: Architecture, g: Grid, indices, settings: TrainSettings, sp: Speeds, *,
+                 backward: bool, comm: bool = True) -> tuple[list[float], dict[str, float]]:
+    """Seconds one micro batch spends on each pipeline stage (forward, and backward when ``backward``)."""
+    tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
+    context = seq / 2  # causal attention: each query sees half the sequence on average
+    per_device = g.tp * g.cp
+    local = tokens / g.cp  # tokens of one micro batch on a CP rank
+    act = local / (g.tp if g.sequence_parallel else 1) * arch.hidden * 2  # one bf16 activation, bytes
+    passes = 3.0 if backward else 1.0
+    rc_full, rc_core = _recompute_share(settings.recompute) if backward else (0.0, 0.0)
+    d_qk, d_v = _mla_dims(arch)
+    kv_bytes = local * 2 * max(1, arch.kv_heads // g.tp) * arch.head_dim * 2 if arch.mla is None else \
+        local * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * 2
+    terms = dict.fromkeys(("compute", "tp", "cp", "ep", "pp"), 0.0)
+    times = []
+    kinds = {moe: layer_flops_kind(arch, moe, context) for moe in (False, True)}
+    seen: dict[tuple, tuple] = {}  # stages with the same layer kinds and position take the same time
+    for stage, layers in enumerate(indices):
+        n_rc = len(layers)
+        if settings.recompute.granularity == "full" and settings.recompute.method == "block":
+            n_rc = min(len(layers), (settings.recompute.num_layers or 0) * g.vpp)
+        counts = _kind_counts(arch.moe_layers, tuple(layers), n_rc)
+        same = (counts, stage == len(indices) - 1, stage == 0)
+        if same in seen:
+            times.append(seen[same][0])
+            continue
+        flops = comm_tp = comm_cp = comm_ep = 0.0
+        for again_flag, (n_moe, n_dense) in zip((True, False), counts):
+            for moe, count in ((True, n_moe), (False, n_dense)):
+                if not count:
+                    continue
+                mm, core = kinds[moe]
+                again = rc_full if again_flag else 0.0
+                flops += count * tokens * (mm * (passes + again) + core * (passes + max(again, rc_core)))
+                if not comm:
+                    continue
+                collectives = 4 * (2 if backward else 1) + (4 if again else 0)  # AG/RS pairs per layer
+                if g.tp > 1:
+                    comm_tp += count * collectives / 2 * ring_time(act * g.tp, g.tp, g.span("tp"), sp)
+                if g.cp > 1:
+                    ring = (g.cp - 1) * kv_bytes / _bandwidth(g.span("cp"), sp)[0] * (3 if backward else 1)
+                    core_time = tokens * core * (passes + max(again, rc_core)) / per_device / sp.achieved_flops
+                    comm_cp += count * max(0.0, ring - core_time)
+                if moe and g.ep > 1:
+                    routed = local / (g.tp if g.sequence_parallel else 1) * arch.topk * arch.hidden * 2
+                    comm_ep += count * (2 * (2 if backward else 1) + (2 if again else 0)) * all_to_all_time(
+                        routed, g.ep, g.span("ep"), sp)
+        if stage == len(indices) - 1:
+            flops += tokens * 2.0 * arch.hidden * arch.vocab * passes
+        compute = flops / per_device / sp.achieved_flops
+        comm_pp = (ring_time(act, 2, g.span("pp"), sp) * 2 * (2 if backward else 1)) if g.pp > 1 and comm else 0.0
+        times.append(compute + comm_tp + comm_cp + comm_ep + comm_pp)
+        seen[same] = (times[-1],)
+        for name, value in (("compute", compute), ("tp", comm_tp), ("cp", comm_cp), ("ep", comm_ep), ("pp", comm_pp)):
+            terms[name] = max(terms[name], value)
+    return times, terms
+
+
+@lru_cache(maxsize=65536)
+def _kind_counts(moe_layers: frozenset, layers: tuple, n_rc: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(MoE, dense) layer counts among a stage's first ``n_rc`` layers (recomputed) and the rest."""
+    out = []
+    for group in (layers[:n_rc], layers[n_rc:]):
+        n_moe = sum(1 for i in group if i in moe_layers)
+        out.append((n_moe, len(group) - n_moe))
+    return out[0], out[1]
+
+
+def pipeline_time(stage_times: list[float], micro_batches: int, vpp: int = 1) -> float:
+    """1F1B: ``m·t_max + (Σ t_s − t_max)/v`` (uniform stages: ``(m + (p−1)/v)·t``, Narayanan et al. 2021 §2.2)."""
+    t_max = max(stage_times)
+    return micro_batches * t_max + (sum(stage_times) - t_max) / max(1, vpp)
+
+
+def _layer_indices(arch: Architecture, layout: MegatronLayout) -> tuple[tuple[int, ...], ...]:
+    vpp = known(layout.vpp, "VPP")
+    emb, loss = bool(layout.account_for_embedding.value), bool(layout.account_for_loss.value)
+    split = split_layers(arch.num_layers, known(layout.pp, "PP"), first=known(layout.first_stage_layers, "first"),
+                         last=known(layout.last_stage_layers, "last"), vpp=vpp, account_for_embedding=emb,
+                         account_for_loss=loss)
+    if not isinstance(split, Split):
+        raise UnknownValue(f"the layer split fails (megatron-core: \"{split.message}\")")
+    return stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
+
+
+def optimizer_steps(job: Job) -> int:
+    """Optimizer steps per step: verl's train_batch_size / ppo_mini_batch_size (× ppo_epochs); slime's
+    --num-steps-per-rollout; Megatron-LM 1."""
+    def v(key):
+        t = job.value(key)
+        return t.value if t.known else None
+    if job.framework == "verl":
+        tbs, mini = v("data.train_batch_size"), v("actor_rollout_ref.actor.ppo_mini_batch_size")
+        epochs = v("actor_rollout_ref.actor.ppo_epochs") or 1
+        return max(1, (tbs // mini if tbs and mini else 1) * epochs)
+    if job.framework == "slime":
+        return v("--num-steps-per-rollout") or 1
+    return 1
+
+
+def _update(job: Job, arch: Architecture, layout: MegatronLayout, adapter, sp: Speeds, estimate: MemoryEstimate,
+            out: StepTime) -> None:
+    g = _grid(job, layout)
+    settings = adapter.train_settings(job, layout, g.dp)
+    indices = _layer_indices(arch, layout)
+    m = settings.micro_batches
+    steps = optimizer_steps(job)
+    times, terms = _stage_times(arch, g, indices, settings, sp, backward=True)
+    one = pipeline_time(times, m, g.vpp)
+    terms["bubble"] = one - m * max(times)
+    # DP: gradients reduce-scattered (or all-reduced) and, with the distributed optimizer, parameters
+    # all-gathered, once per optimizer step, dense over DP·CP and experts over EDP (not overlapped).
+    sharding = Sharding(g.tp, g.ep, g.etp, g.pp)
+    stage = max((stage_params(arch, layers, s, sharding) for s, layers in enumerate(indices)), key=lambda p: p.total)
+    dense, expert = stage.embedding + stage.dense + stage.output, stage.expert
+    reduce_passes = 1 if settings.distributed_optimizer else 2
+    dp_time = 0.0
+    for params, size, span in ((dense, g.dp * g.cp, g.span("dp") * g.cp), (expert, g.edp, g.span("edp"))):
+        if params and size > 1:
+            dp_time += reduce_passes * ring_time(params * settings.grad_bytes, size, span, sp)
+            if settings.distributed_optimizer:
+                dp_time += ring_time(params * settings.weight_bytes, size, span, sp)
+    shards = (g.dp * g.cp) if settings.distributed_optimizer else 1
+    opt_time = (dense / shards + expert / (g.edp if settings.distributed_optimizer else 1)) \
+        * ADAM_BYTES_PER_PARAM / sp.hbm
+    terms["dp"], terms["optimizer"] = dp_time, opt_time
+    out.phases["update"] = steps * (one + dp_time + opt_time)
+    out.terms = terms
+    tokens = steps * m * settings.tokens_per_micro_batch * g.dp
+    out.train_flops = 3 * tokens * forward_flops_per_token(arch, settings.sequence_length / 2)
+    if job.framework in ("verl", "slime"):
+        ftimes, _ = _stage_times(arch, g, indices, settings, sp, backward=False)
+        forward = steps * (m * max(ftimes) + sum(ftimes) - max(ftimes))
+        out.phases["old_log_prob"] = forward
+        if job.layout("ref") is not None or (job.ref_used.known and job.ref_used.value):
+            out.phases["ref_log_prob"] = forward
+    if estimate.host is not None and estimate.host.offloaded_bytes_per_device:
+        # verl's param/optimizer offload: the state leaves the device after the update and comes back
+        out.phases["offload"] = 2 * estimate.host.offloaded_bytes_per_device / sp.host
+
+
+# --- rollout ----------------------------------------------------------------------------------------
+
+
+def _architecture(model) -> Architecture:
+    """``architecture(model)``, remembered for the last model (the planner asks for it once per candidate)."""
+    cached = _ARCH.get(id(model))
+    if cached is None or cached[0] is not model:
+        _ARCH.clear()
+        _ARCH[id(model)] = cached = (model, architecture(model))
+    return cached[1]
+
+
+_ARCH: dict[int, tuple] = {}  # a one-entry cache: id(model) -> (model, architecture)
+
+
+def _prompt_response(job: Job, request_tokens: int) -> tuple[int, int]:
+    keys = {"verl": ("data.max_prompt_length", "data.max_response_length"),
+            "slime": ("--rollout-max-prompt-len", "--rollout-max-response-len")}.get(job.framework)
+    if keys:
+        p, r = job.value(keys[0]), job.value(keys[1])
+        if p.known and r.known and p.value and r.value:
+            return p.value, r.value
+    return 0, request_tokens
+
+
+def _rollout(job: Job, arch: Architecture, ro: RolloutMemory, sp: Speeds, out: StepTime) -> None:
+    prompt, response = _prompt_response(job, ro.request_tokens)
+    requests = ro.requests_per_engine or 1
+    batch = min(requests, ro.max_num_seqs or requests, ro.max_concurrent_full_requests)
+    if batch < 1:
+        out.phases["rollout"] = math.inf
+        out.notes.append("rollout: no full-length request fits the KV budget")
+        return
+    waves = -(-requests // batch)
+    # prefill: compute-bound, the engine's TP devices share each prompt
+    prefill = requests * prompt * forward_flops_per_token(arch, prompt / 2) / ro.tp / sp.achieved_flops
+    # decode: weights read once per step (experts only where a token of the EP group's batch is routed),
+    # the batch's KV cache at the mean context prompt + response/2
+    sharding = Sharding(ro.tp, ro.ep, 1 if ro.ep > 1 else ro.tp, 1)
+    params = stage_params(arch, tuple(range(arch.num_layers)), 0, sharding)
+    dtype = ro.weights_bytes / params.total if params.total else 2
+    touched = 1.0
+    if arch.experts:
+        tokens_in_group = batch * max(1, ro.ep // ro.tp)
+        touched = 1 - (1 - arch.topk / arch.experts) ** tokens_in_group
+    read = (params.total - params.expert) * dtype + params.expert * dtype * touched
+    kv = batch * (prompt + response / 2) * ro.kv_bytes_per_token
+    memory = (read + kv) / (sp.hbm * HBM_EFFICIENCY)
+    compute = batch * forward_flops_per_token(arch, prompt + response / 2) / ro.tp / sp.achieved_flops
+    latency = 0.0
+    if ro.tp > 1:
+        latency += 2 * arch.num_layers * COLLECTIVE_LATENCY["intra" if ro.tp <= sp.devices_per_node else "inter"]
+    if arch.experts and ro.ep > 1:
+        latency += 2 * len(arch.moe_layers) * COLLECTIVE_LATENCY["intra" if ro.ep <= sp.devices_per_node else "inter"]
+    per_step = max(memory, compute) + latency
+    out.phases["rollout"] = prefill + waves * response * per_step
+    out.terms.update({"decode_batch": float(batch), "decode_step": per_step, "prefill": prefill})
+    # verl's hybrid engine hands the new weights to the engine each step (one copy of its shard per device)
+    out.phases["sync"] = ro.weights_bytes / sp.intra_node
+
+
+def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
+    if job.model is None:
+        raise UnknownValue("no model facts")
+    try:
+        arch = _architecture(job.model)
+    except NotModelled as exc:
+        raise UnknownValue(f"parameter counts unknown: {exc}") from None
+    layout = job.layout("actor")
+    if layout is None:
+        raise UnknownValue("the step time is modelled for Megatron engines only")
+    return arch, layout
+
+
+def compute_bound(arch: Architecture, g: Grid, indices, settings: TrainSettings, sp: Speeds, steps: int,
+                  forward_passes: int) -> float:
+    """The compute-only seconds of the update and ``forward_passes`` log-prob passes (train_lower_bound)."""
+    m = settings.micro_batches
+    times, _ = _stage_times(arch, g, indices, settings, sp, backward=True, comm=False)
+    total = steps * pipeline_time(times, m, g.vpp)
+    if forward_passes:
+        ftimes, _ = _stage_times(arch, g, indices, settings, sp, backward=False, comm=False)
+        total += forward_passes * steps * (m * max(ftimes) + sum(ftimes) - max(ftimes))
+    return total
+
+
+def forward_passes(job: Job) -> int:
+    """Log-prob passes before the update: the old policy's, and the reference's when verl builds one."""
+    if job.framework not in ("verl", "slime"):
+        return 0
+    return 1 + (job.layout("ref") is not None or (job.ref_used.known and bool(job.ref_used.value)))
+
+
+def train_lower_bound(job: Job) -> float:
+    """A lower bound of the training phases' seconds (update and log-probs): their compute in the pipeline
+    schedule, without communication, optimizer or offload (each ≥ 0). The device is the job's choice."""
+    from shardcheck.memory.devices import device_for
+
+    arch, layout = _setup(job)
+    kind = job.cluster.device.value if job.cluster.device.known else None
+    sp = speeds_for(device_for(job.device_choice, kind).name)
+    g = _grid(job, layout)
+    settings = adapter_for(job).train_settings(job, layout, g.dp)
+    return compute_bound(arch, g, _layer_indices(arch, layout), settings, sp, optimizer_steps(job), forward_passes(job))
+
+
+def step_time(job: Job, estimate: MemoryEstimate) -> StepTime:
+    """The predicted seconds of one step of ``job`` on the memory estimate's device; UnknownValue when not modelled."""
+    arch, layout = _setup(job)
+    try:
+        sp = speeds_for(estimate.device.name)
+    except KeyError:
+        raise UnknownValue(f"no speeds for {estimate.device.name}") from None
+    out = StepTime(0.0, {}, 0.0, known(job.cluster.world, "world"), sp.name)
+    _update(job, arch, layout, adapter_for(job), sp, estimate, out)
+    if estimate.rollout is not None:
+        _rollout(job, arch, estimate.rollout, sp, out)
+    out.total = sum(out.phases.values())
+    return out
+
+
+def predict(job: Job) -> tuple[StepTime | None, str | None]:
+    """The step time of ``job`` on its device choice (the default for trainer.device otherwise), or why not.
+
+    Only a job whose layout builds is timed: ``valid`` of its check should be true for the figure to mean
+    anything; the caller shows it next to the verdict.
+    """
+    from shardcheck.memory.estimate import estimate
+
+    try:
+        est = estimate(job, job.device_choice)
+        if est.train is None:
+            return None, "; ".join(est.problems) or "no training estimate"
+        return step_time(job, est), None
+    except UnknownValue as exc:
+        return None, str(exc)
+    except (ZeroDivisionError, ValueError, KeyError, TypeError) as exc:  # a layout that does not build
+        return None, f"the layout is not timed ({type(exc).__name__})"
+
+
+def describe(step: StepTime) -> str:
+    """One line: the total and each phase, in seconds."""
+    phases = ", ".join(f"{name.replace('_', ' ')} {sec:,.1f}" for name, sec in step.phases.items())
+    return f"{step.total:,.1f} s per step on {step.devices} × {step.device} ({phases}; update " \
+           f"{step.tflops_per_device:.0f} model TFLOP/s per device)"

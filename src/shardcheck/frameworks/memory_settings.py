@@ -1,0 +1,176 @@
+"""What the memory estimate needs from a job, framework-neutral: each framework's adapter fills these.
+
+Each framework package has a ``memory_settings`` module (``frameworks/<name>/memory_settings.py``)
+with ``train_settings``, ``rollout_settings`` (and, for verl, ``fsdp_train_settings`` and
+``critic_settings``) filling the dataclasses here, and ``fix_keys(job)``: the settings its
+memory findings name. A value they need that is unknown stops them with
+:class:`~shardcheck.origin.UnknownValue` (its text says what is unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shardcheck.origin import Traced, UnknownValue
+
+DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4,
+               "auto": 2}
+
+
+def known(traced: Traced, name: str):
+    """The value of ``traced``; :class:`UnknownValue` ("NAME is unknown (why)") when it is unknown."""
+    if not traced.known:
+        raise UnknownValue(name, traced)
+    return traced.value
+
+
+def setting(job, key: str):
+    """The value of a framework setting (a verl key or a Megatron-LM / slime flag); UnknownValue when unknown."""
+    return known(job.value(key), key)
+
+
+def dynamic_micro_batches(job, budget: int, samples: int, longest: int) -> tuple[int, int, int, str]:
+    """Dynamic batch size: (tokens per micro batch, micro batches per step, longest sequence, the bound used).
+
+    Without ``--sample-tokens`` the bound: every micro batch full at the token ``budget`` and, at most, every
+    sample its own micro batch. With ``--sample-tokens MEAN[,MAX]``: the ``samples`` of a step carry
+    ``samples · MEAN`` tokens, packed into ``ceil(tokens / budget)`` balanced micro batches (verl
+    ``rearrange_micro_batches``, verl/utils/seqlen_balancing.py; slime ``get_minimum_num_micro_batch_size``,
+    slime/utils/seqlen_balancing.py), none smaller than one sample of MAX tokens.
+    """
+    if job.sample_tokens is None:
+        return budget, max(1, samples), longest, f"the token budget ({budget:,} tokens per micro batch)"
+    mean, top = job.sample_tokens
+    total = max(1, samples) * mean
+    count = max(1, -(-total // budget))
+    tokens = max(-(-total // count), top or 0)
+    return tokens, count, top or mean, f"--sample-tokens {mean}" + (f",{top}" if top else "")
+
+
+ADAM = ("adam", "adamw")
+
+
+def require_adam(job, key: str, sep: str) -> None:
+    """Only Adam's state is sized (fp32 master + two moments); another optimizer leaves it unknown."""
+    name = str(setting(job, key)).lower()
+    if name not in ADAM:
+        raise UnknownValue(f"{key}{sep}{name}: shardcheck sizes Adam's state only")
+
+
+def dtype_bytes(name, key: str) -> int:
+    text = str(name).replace("torch.", "").lower()
+    if text not in DTYPE_BYTES:
+        raise UnknownValue(f"{key}={name} is not a dtype shardcheck sizes")
+    return DTYPE_BYTES[text]
+
+
+@dataclass(frozen=True, slots=True)
+class Kernels:
+    """How a layer computes: flash/fused attention or the unfused core attention, and which dropouts run."""
+
+    flash: bool = True
+    hidden_dropout: bool = False  # a 1-byte mask after attention and after the MLP
+    attention_dropout: bool = False  # a 1-byte mask and the 2-byte dropped softmax (unfused attention only)
+
+
+@dataclass(frozen=True, slots=True)
+class Recompute:
+    """Activation recompute as Megatron-Core reads it (verl: ``override_transformer_config.recompute_*``)."""
+
+    granularity: str | None = None  # None | "selective" | "full"
+    method: str | None = None  # "uniform" | "block" (full only)
+    num_layers: int | None = None
+    modules: frozenset[str] = frozenset({"core_attn"})
+
+
+@dataclass(frozen=True, slots=True)
+class Logits:
+    fused: bool = False  # a fused linear + cross-entropy that never holds the whole logits
+    entropy: bool = False  # the entropy is computed too (two more fp32 tensors)
+    entropy_chunk: int | None = None  # tokens per chunk when the entropy is computed in chunks
+    fp32_buffers: int = 2  # whole fp32 [tokens, vocab/TP] tensors beside the 16-bit logits (verl: 2)
+    fp32_transient: int = 0  # more fp32 [tokens, vocab/TP] tensors alive only while the loss is computed
+
+
+@dataclass(frozen=True, slots=True)
+class TrainSettings:
+    """The update step's settings that size its memory."""
+
+    weight_bytes: int
+    grad_bytes: int
+    state_bytes: int  # optimizer bytes per parameter (Adam: fp32 master + two moments)
+    distributed_optimizer: bool
+    optimizer_on_device: float  # 1 − optimizer_offload_fraction with Megatron's optimizer CPU offload
+    tokens_per_micro_batch: int
+    sequence_length: int
+    micro_batches: int  # the most micro batches one pipeline runs per update
+    recompute: Recompute
+    logits: Logits
+    ref_on_device: bool = False  # a colocated reference model's weights stay on the device
+    param_offload: str | None = None  # the setting that moves weights and grads to the host between phases
+    optimizer_offload: str | None = None  # the setting that moves optimizer state to the host between phases
+    param_host_copy: bool = True  # offloaded weights and grads are copied to the host (False: released)
+    vocab_divisible_by: int | None = None
+    # FSDP: the model's layers keep only their inputs (HF gradient checkpointing), parameters stay
+    # gathered between forward and backward (reshard_after_forward off), and FSDP2's CPUOffloadPolicy
+    # keeps sharded weights, grads and optimizer on the host through the update.
+    checkpointing: bool = False
+    gathered_between_passes: bool = False
+    host_resident: bool = False
+    # Megatron: the layer's kernels and dropout; MTP depth (--mtp-num-layers: that many extra transformer
+    # layers, with their own norms and projection, on the last stage); the modules whose inputs fine-grained
+    # activation offload moves to the host; Megatron-FSDP's sharding strategy (None: Megatron DDP);
+    # fp8 compute weights (--fp8-param-gather: 1 byte per parameter instead of the 16-bit copy).
+    kernels: Kernels = field(default_factory=Kernels)
+    mtp_layers: int = 0
+    offload_modules: frozenset[str] = frozenset()
+    fsdp_sharding: str | None = None
+    fp8_params: bool = False
+    microbatch_group: int | None = None  # interleaved 1F1B: micro batches per group and chunk (None: PP)
+    # which sample-length bound sized the micro batch (dynamic batch size): "max tokens per GPU" or
+    # "--sample-tokens MEAN[,MAX]"
+    batch_bound: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSettings:
+    """The inference engine's settings that size its KV cache."""
+
+    engine: str
+    tp: int
+    dp: int
+    ep: int
+    dtype_bytes: int
+    memory_fraction: float  # vLLM gpu_memory_utilization / SGLang mem_fraction_static
+    max_num_batched_tokens: int
+    max_num_seqs: int | None
+    request_tokens: int  # one full-length request: prompt + response
+    max_model_len: int
+    requests_per_step: int | None
+    replicas: int | None
+    colocated: bool = True  # the engines share the trainer's devices (verl's hybrid engine, slime --colocate)
+
+
+@dataclass(frozen=True, slots=True)
+class CriticSettings:
+    """A colocated critic whose state stays on the device during the actor's update unless offloaded."""
+
+    keeps_params: bool  # weights and grads stay (no param offload)
+    keeps_optimizer: bool
+    engine: str  # "megatron" | "fsdp"
+    tokens_per_micro_batch: int | None = None  # its own update's micro batches (None: unknown)
+
+
+@dataclass(frozen=True)
+class FixKeys:
+    """The settings a framework's memory findings name: (the key a finding points at, the fix's text)."""
+
+    activations: tuple[str, str]
+    logits: tuple[str, str]
+    optimizer: tuple[str, str]
+    weights: tuple[str, str]
+    memory_fraction: str  # vLLM gpu_memory_utilization / SGLang mem_fraction_static
+    max_model_len: str
+    rollout_dp: str
+    response: str
+    offload: tuple[str, str, str]  # the two keys MEM-HOST points at, and its fix

@@ -1,0 +1,256 @@
+"""Which verl a launch is judged against: the bundled catalogue of verl config trees, and the choice of version.
+
+The catalogue (``data/catalogue/``, built by ``tools/build_verl_catalogue.py`` from the released wheels and a
+recent main) holds, per verl version, every top-level config composed by Hydra, and an index of which
+versions have each key. The choice, in order (the first that applies):
+
+1. ``--verl-version X`` or the environment variable ``SHARDCHECK_VERL_VERSION`` (``flag``), or
+   ``[tool.shardcheck] verl-version`` (``config``);
+2. a verl installed in the environment (``installed``; read as data by ``config_tree.load_defaults``);
+3. a ``verl==X`` pin in a requirements file or pyproject.toml beside the script or above it (``pinned``);
+4. inference (``inferred``): the newest release whose config accepts every override of the script;
+   when no release accepts them all, the newest release (``default``), and the keys each version lacks.
+
+An override is accepted by a version as Hydra accepts it on a struct config (hydra/_internal/
+config_loader_impl.py ``_apply_overrides_to_config``): ``key=v`` needs the key, ``+key=v`` needs
+it absent or selecting as None (``~key`` needs it not None), ``++key=v`` always applies.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from shardcheck.errors import InputError
+from shardcheck.inputs.hydra_overrides import OverrideItem
+
+_CATALOGUE = Path(__file__).with_name("data") / "catalogue"
+# Behaviour that changed between verl versions (the rules read these; each with the verl file that shows it):
+# rollout mode "sync" removed, RolloutConfig.__post_init__ raises (verl/workers/config/rollout.py, since 0.7.0).
+SYNC_ROLLOUT_REMOVED = "0.7.0"
+# vLLMHttpServer._validate_configs raises max_num_batched_tokens to max_model_len when chunked prefill is off,
+# with a warning (verl/workers/rollout/vllm_rollout/vllm_async_server.py in the 0.9.1 wheel; absent from
+# 0.9.0 and from main of 2026-08-22, which hand the value to vLLM unchanged).
+MNBT_RAISED_BY_VERL = ("0.9.1",)
+VERSION_SOURCES = ("flag", "config", "installed", "pinned", "inferred", "default")
+
+
+@dataclass(frozen=True, slots=True)
+class Catalogue:
+    versions: tuple[str, ...]  # every bundled entry, oldest first (releases, then a main snapshot)
+    releases: tuple[str, ...]  # the released versions among them
+    keys: dict[str, dict[str, list[int]]]  # config name -> key -> [has, selects as None] bit masks over versions
+
+    def _mask(self, config_name: str, key: str, which: int) -> int:
+        masks = self.keys.get(config_name, {}).get(key)
+        return masks[which] if masks else 0
+
+    def having(self, config_name: str, key: str) -> tuple[str, ...]:
+        mask = self._mask(config_name, key, 0)
+        return tuple(v for bit, v in enumerate(self.versions) if mask >> bit & 1)
+
+    def has(self, config_name: str, key: str, version: str) -> bool:
+        return bool(self._mask(config_name, key, 0) >> self.versions.index(version) & 1)
+
+    def is_none(self, config_name: str, key: str, version: str) -> bool:
+        """Whether the key's default selects as None in that version (absent keys too)."""
+        bit = self.versions.index(version)
+        return not self._mask(config_name, key, 0) >> bit & 1 or bool(self._mask(config_name, key, 1) >> bit & 1)
+
+    def with_config(self, config_name: str) -> tuple[str, ...]:
+        """The versions that have the config ``config_name`` at all."""
+        table = self.keys.get(config_name, {})
+        mask = 0
+        for top in ("trainer", "data"):
+            mask |= table.get(top, (0, 0))[0]
+        return tuple(v for bit, v in enumerate(self.versions) if mask >> bit & 1)
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputError(f"{path}: shardcheck's verl catalogue cannot be read ({exc}); reinstall shardcheck") from None
+
+
+@lru_cache(maxsize=1)
+def catalogue() -> Catalogue:
+    doc = _read(_CATALOGUE / "index.json.gz")
+    return Catalogue(tuple(doc["versions"]), tuple(doc["releases"]), doc["keys"])
+
+
+@lru_cache(maxsize=16)
+def version_doc(version: str) -> dict:
+    """One bundled version's file: ``{"verl_version", "source", "model_engines", "configs"}``."""
+    return _read(_CATALOGUE / f"verl-{version}.json.gz")
+
+
+def normalize(text: str) -> str:
+    """A bundled version named by ``text`` (``0.9``, ``v0.9.0``, ``0.9.0``, ``main``); exit-2 error otherwise."""
+    cat = catalogue()
+    wanted = text.strip().lower().removeprefix("verl").strip("=@ ").removeprefix("v")
+    if wanted in cat.versions:
+        return wanted
+    prefix = [v for v in cat.releases if v.startswith(wanted + ".")]
+    if prefix:
+        return prefix[-1]  # "0.9" is the newest 0.9.x
+    raise InputError(f"verl {text!r} is not in shardcheck's catalogue; bundled: {', '.join(cat.versions)}")
+
+
+def key_of(version: str) -> tuple[int, ...]:
+    """A sort key: releases by number; ``main`` (or any other label) after every release."""
+    parts = re.findall(r"\d+", version)
+    return tuple(int(p) for p in parts) if version in catalogue().releases else (1 << 30,)
+
+
+def at_least(version: str, floor: str) -> bool:
+    """Whether verl ``version`` is ``floor`` or newer (a main snapshot counts as newer than every release)."""
+    return key_of(version) >= tuple(int(p) for p in re.findall(r"\d+", floor))
+
+
+def span(versions: tuple[str, ...] | list[str]) -> str:
+    """``0.6.0 … 0.9.0, main``: runs of consecutive bundled versions."""
+    order = catalogue().versions
+    picked = sorted({order.index(v) for v in versions})
+    runs: list[list[int]] = []
+    for i in picked:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(order[r[0]] if len(r) == 1 else f"{order[r[0]]} … {order[r[-1]]}" for r in runs)
+
+
+def accepts(config_name: str, item: OverrideItem, version: str) -> bool:
+    """Whether ``version``'s config ``config_name`` accepts the override ``item`` (see the module doc)."""
+    if item.key == "hydra" or item.key.startswith("hydra."):
+        return True
+    cat = catalogue()
+    if item.kind == "add":  # Hydra: `+key` applies when the key selects as None or the value is a dict or list
+        return cat.is_none(config_name, item.key, version) or isinstance(item.value, (dict, list))
+    if item.kind == "delete":  # Hydra: `~key` needs a value that does not select as None
+        return not cat.is_none(config_name, item.key, version)
+    present = cat.has(config_name, item.key, version)
+    if item.kind == "force_add":
+        return True
+    return present
+
+
+def rejected(config_name: str, overrides: tuple[OverrideItem, ...], version: str) -> list[OverrideItem]:
+    if version not in catalogue().with_config(config_name):
+        return list(overrides)
+    return [item for item in overrides if not accepts(config_name, item, version)]
+
+
+@dataclass(frozen=True, slots=True)
+class VersionChoice:
+    version: str
+    source: str  # one of VERSION_SOURCES
+    accepted: tuple[str, ...]  # bundled versions whose config accepts every override
+    reason: str  # one line for the report
+
+    @property
+    def strict(self) -> bool:
+        """Whether the version is known for sure (a verdict that depends on it is an error, not a warning)."""
+        return self.source in ("flag", "config", "installed", "pinned")
+
+
+def choose(config_name: str, overrides: tuple[OverrideItem, ...], *, requested: tuple[str, str] | None = None,
+           pinned: tuple[str, str] | None = None, engine: str | None = None) -> VersionChoice:
+    """The version to judge with. ``requested`` / ``pinned``: (version text, where it was given)."""
+    cat = catalogue()
+    accepted = tuple(v for v in cat.versions if _engine_ok(engine, v) and not rejected(config_name, overrides, v))
+    if requested is not None:
+        version = normalize(requested[0])
+        source = "config" if requested[1].endswith("pyproject.toml") else "flag"
+        return VersionChoice(version, source, accepted, f"verl {version} as given by {requested[1]}")
+    if pinned is not None and pinned[0] in cat.versions:
+        version = pinned[0]
+        return VersionChoice(version, "pinned", accepted, f"verl {version} as pinned in {pinned[1]}")
+    releases = [v for v in accepted if v in cat.releases]
+    if releases:
+        version = releases[-1]
+        return VersionChoice(version, "inferred", accepted,
+                             f"verl {version}: the newest release that accepts every key of this script "
+                             f"(accepted: {span(accepted)})")
+    if accepted:  # only a main snapshot accepts every key
+        version = accepted[-1]
+        return VersionChoice(version, "inferred", accepted,
+                             f"verl {version}: no release accepts every key of this script; {version} does")
+    version = cat.releases[-1]
+    return VersionChoice(version, "default", accepted,
+                         f"verl {version}, the newest release: no bundled verl accepts every key of this script")
+
+
+def _engine_ok(engine: str | None, version: str) -> bool:
+    """A ``model_engine=X`` group choice needs that option in the version's config tree (verl ≥ 0.7.1)."""
+    return engine is None or engine in version_doc(version)["model_engines"]
+
+
+_PIN = re.compile(r"^\s*verl\s*(?:\[[^\]]*\])?\s*==\s*v?([0-9][\w.]*)", re.M)
+_PIN_FILES = ("requirements.txt", "requirements-verl.txt", "pyproject.toml")
+
+
+def find_pin(script: Path, *, levels: int = 3) -> tuple[str, str] | None:
+    """A ``verl==X`` pin in a requirements file or pyproject.toml in the script's folder or up to
+    ``levels`` folders above it (read as text, nothing installed or run); (version, "file:line")."""
+    folder = script.resolve().parent
+    for _ in range(levels + 1):
+        for name in _PIN_FILES:
+            path = folder / name
+            try:
+                if not path.is_file() or path.stat().st_size > 1 << 20:
+                    continue
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            m = _PIN.search(text.replace('"', "\n").replace("'", "\n"))  # same length: positions hold
+            if m:
+                line = text[: m.start(1)].count("\n") + 1
+                return m.group(1).rstrip("."), f"{path}:{line}"
+        if folder.parent == folder or (folder / ".git").exists():
+            break
+        folder = folder.parent
+    return None
+
+
+def behaviour(version: str, config_name: str, keys: frozenset[str]) -> tuple:
+    """What decides a verdict under ``version`` besides the script: the defaults of ``keys`` in that version's
+    config and the version-dependent behaviour above. Versions with equal tuples judge a script alike."""
+    tree = version_doc(version)["configs"].get(config_name, {})
+    values = []
+    for key in sorted(keys):
+        node = tree
+        for part in key.split("."):
+            node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
+        values.append(json.dumps(node, sort_keys=True, default=str))
+    return (tuple(values), at_least(version, SYNC_ROLLOUT_REMOVED), version in MNBT_RAISED_BY_VERL,
+            megatron_core_minor(version))
+
+
+_ABSENT = "<absent>"
+
+# verl release -> the megatron-core its Docker images install (verl repository at each tag):
+# 0.4.x docker/Dockerfile.vllm.sglang.megatron (Megatron-LM core_v0.12.x); 0.5.0-0.6.1
+# docker/verl0.5-cu126-torch2.7-fa2.7.4/Dockerfile.app.vllm.mcore0.13; 0.7.x docker/Dockerfile.stable.vllm
+# (core_v0.15.0); 0.8.0 docker/Dockerfile.stable.vllm (MCORE_VERSION=core_v0.16.1); 0.9.0 and main
+# docker/Dockerfile.stable.vllm (MCORE_VERSION=core_v0.18.0; 0.9.1 has no tag, its 0.9 line is taken).
+VERL_MEGATRON_CORE = {"0.4": "0.12", "0.5": "0.13", "0.6": "0.13", "0.7": "0.15", "0.8": "0.16", "0.9": "0.18",
+                      "main": "0.18"}
+
+
+def megatron_core_minor(version: str | None) -> str | None:
+    """The megatron-core minor verl ``version``'s Docker images install (None: not known)."""
+    if version is None:
+        return None
+    return VERL_MEGATRON_CORE.get(version if version == "main" else ".".join(version.split(".")[:2]))
+
+
+def implied_megatron_core(version: str | None) -> tuple[str, str] | None:
+    """(minor, why) for megatron.versions.choose: the megatron-core verl ``version`` runs on."""
+    minor = megatron_core_minor(version)
+    return (minor, f"verl {version}'s Docker images install") if minor is not None else None

@@ -1,0 +1,467 @@
+"""Search the layouts of a job: keep those every start-up rule accepts and whose peak fits, fastest first.
+
+A candidate is the script's job with the plan's keys set (the framework's ``plan_keys.apply``), judged by
+``run_rules`` — the rules ``check`` runs, all of them — and by the memory estimate the MEM rules use,
+with a stated margin below the device's memory. Candidates are visited in order of a lower bound of
+their step time (compute only: every communication term is ≥ 0), refined to the model's time before
+they are judged, so the first ``top`` valid ones are the fastest the model knows; ``keep_all`` judges the
+whole (pruned) space instead (tests compare that set with a brute-force enumeration).
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib
+import time
+from dataclasses import dataclass, field, replace
+
+from shardcheck.estimate.step_time import StepTime, step_time
+from shardcheck.job import Job
+from shardcheck.memory.devices import Device, device_for
+from shardcheck.origin import UnknownValue
+from shardcheck.plan.space import (
+    Memory,
+    Rollout,
+    Space,
+    TrainLayout,
+    divisors,
+    memory_options,
+    rollout_layouts,
+    train_layouts,
+)
+from shardcheck.rules.memory import job_estimate
+from shardcheck.rules.registry import Finding, run_rules
+
+DEFAULT_MARGIN = 0.10  # the planned peak stays below 90 % of the device's memory
+ADAPTERS = {"verl": "shardcheck.frameworks.verl.plan_keys", "megatron-lm": "shardcheck.frameworks.megatron_lm.plan_keys",
+            "slime": "shardcheck.frameworks.megatron_lm.plan_keys"}
+# Rules about the input's words (an unknown key, a shell construct): no layout changes them, so a plan is
+# judged without them; the report says which the script has (shardcheck.rules.registry._INPUT_RULES).
+INPUT_RULES = ("SHELL-", "HYDRA-", "VERL-CFG-UNKNOWN-KEY", "VERL-CFG-ADDED-", "VERL-CONFIG-", "MODEL-", "MLM-FLAG-",
+               "VALUE-BAD-")
+ROLLOUT_RULES = ("VERL-RO-", "VLLM-", "SGLANG-", "MEM-ROLLOUT-")
+
+
+class PlanError(Exception):
+    """The job cannot be planned (no model, an FSDP engine, an unknown size): one line saying why."""
+
+
+@dataclass
+class Plan:
+    layout: TrainLayout
+    memory: Memory
+    rollout: Rollout | None
+    job: Job
+    changes: dict[str, object]
+    lines: list[str]
+    peak_bytes: int
+    step: StepTime
+    findings: list[Finding] = field(default_factory=list)
+    rank: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return self.step.total
+
+
+@dataclass
+class PlanResult:
+    job: Job
+    device: Device
+    margin: float
+    plans: list[Plan]
+    current: Plan | None
+    current_valid: bool
+    current_errors: list[Finding]
+    current_rank: int | None  # None: not among the layouts visited (rank_floor says how many are faster)
+    rank_floor: int
+    input_errors: list[Finding]
+    counts: dict[str, int]
+    seconds: float
+    proven: bool = False
+
+
+def adapter_for(job: Job):
+    name = ADAPTERS.get(job.framework)
+    if name is None:
+        raise PlanError(f"plan searches verl, Megatron-LM and slime Megatron jobs; {job.framework} is not one")
+    return importlib.import_module(name)
+
+
+def space_for(job: Job, adapter) -> Space:
+    model = job.model
+    if model is None or not model.num_hidden_layers or not model.num_attention_heads:
+        raise PlanError(f"no model facts ({job.model_problem or 'model not found'}); give --model-config")
+    if job.layout("actor") is None:
+        raise PlanError("plan searches Megatron layouts; this job's training engine is not Megatron "
+                        "(set actor_rollout_ref.actor.strategy=megatron to plan one)")
+    world = job.cluster.world
+    if not world.known or not world.value:
+        raise PlanError(f"the world size is unknown ({world.unknown}); give it with --env")
+    return default_space(world.value, job.cluster.devices_per_node.value or world.value, model.num_hidden_layers,
+                         model.num_attention_heads, model.num_key_value_heads or model.num_attention_heads,
+                         model.num_experts or 0, adapter, job.rollout is not None)
+
+
+def default_space(world: int, per_node: int, layers: int, heads: int, kv_heads: int, experts: int, adapter,
+                  rollout: bool) -> Space:
+    """The space ``plan`` searches by default (docs/plan.md): TP and rollout TP within a node, ETP 1 or TP,
+    VPP up to 4, first / last stages of ceil(L/PP) − 2 … ceil(L/PP) layers; every other size any divisor."""
+    within = tuple(d for d in divisors(world) if d <= per_node)
+    return Space(world=world, layers=layers, heads=heads, kv_heads=kv_heads, experts=experts, orders=adapter.ORDERS,
+                 tp=within, pp=tuple(d for d in divisors(world) if d <= layers), cp=tuple(divisors(world)),
+                 ep=tuple(d for d in divisors(world) if not experts or experts % d == 0) if experts else (1,),
+                 etp=(None, 1) if experts else (None,), vpp=(None, 2, 3, 4), end_spread=2,
+                 offload=adapter.OFFLOAD, rollout=rollout and adapter.ROLLOUT, rollout_tp=within,
+                 rollout_dp=tuple(divisors(world)))
+
+
+def _knobs(t: TrainLayout, m: Memory, r: Rollout | None) -> dict[str, object]:
+    _, gran, method, layers = m.recompute
+    out: dict[str, object] = {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "etp": t.etp, "vpp": t.vpp,
+                              "first": t.first, "last": t.last, "order": t.order, "recompute_granularity": gran,
+                              "recompute_method": method, "recompute_num_layers": layers,
+                              "distributed_optimizer": m.distributed_optimizer}
+    if m.offload is not None:
+        out["param_offload"] = out["optimizer_offload"] = m.offload
+    if r is not None:
+        out.update(rollout_tp=r.tp, rollout_dp=r.dp, rollout_ep=r.ep)
+    return out
+
+
+def _changes(adapter, base: dict[str, object], knobs: dict[str, object]) -> dict[str, object]:
+    out = {k: v for k, v in knobs.items() if k in adapter.KNOBS and base.get(k, object()) != v}
+    if any(k.startswith("recompute_") for k in out):  # the three recompute keys go together
+        out.update({k: knobs[k] for k in ("recompute_granularity", "recompute_method", "recompute_num_layers")
+                    if base.get(k) != knobs[k] or k == "recompute_granularity"})
+    return out
+
+
+def _errors(findings: list[Finding], skip: tuple[str, ...] = INPUT_RULES) -> list[Finding]:
+    return [f for f in findings if (f.severity == "error" or f.rule == "VALUE-UNKNOWN") and not f.rule.startswith(skip)]
+
+
+def _knob_view(job: Job) -> dict[str, object]:
+    """The plan knobs as the job holds them (to compare a re-resolved job with the planner's)."""
+    return adapter_for(job).current(job)
+
+
+def _peak(job: Job) -> int | None:
+    est = job_estimate(job)
+    if est is None or est.train is None:
+        return None
+    return max(s.total for s in est.train.stages)
+
+
+class _Search:
+    def __init__(self, job: Job, device: Device, margin: float, space: Space | None):
+        self.adapter = adapter_for(job)
+        self.job = replace(job, device_choice=device.name)
+        self.device = device
+        self.limit = device.memory_bytes * (1 - margin)
+        self.space = space or space_for(self.job, self.adapter)
+        self.base = self.adapter.current(self.job)
+        self.bound = _Bound(self)
+        self.counts = {"layouts": 0, "memory_options": 0, "rollouts": 0, "bounded": 0, "timed": 0, "judged": 0,
+                       "kept": 0}
+
+    def candidate(self, t: TrainLayout, m: Memory, r: Rollout | None) -> tuple[dict, Job]:
+        changes = _changes(self.adapter, self.base, _knobs(t, m, r))
+        return changes, self.adapter.apply(self.job, changes)
+
+    def rollouts(self) -> list[tuple[float, Rollout | None]]:
+        """Rollout layouts no rollout rule rejects, with their rollout seconds, fastest first."""
+        if not self.space.rollout:
+            return [(0.0, None)]
+        out = []
+        for r in rollout_layouts(self.space):
+            self.counts["rollouts"] += 1
+            changes = _changes(self.adapter, self.base, {"rollout_tp": r.tp, "rollout_dp": r.dp, "rollout_ep": r.ep})
+            job = self.adapter.apply(self.job, changes)
+            findings, _ = run_rules(job)
+            if any(f.rule.startswith(ROLLOUT_RULES) for f in _errors(findings)):
+                continue
+            try:
+                step = step_time(job, job_estimate(job))
+            except UnknownValue:
+                continue
+            out.append((step.phases.get("rollout", 0.0) + step.phases.get("sync", 0.0), r))
+        out.sort(key=lambda x: x[0])
+        return out
+
+    def train_options(self):
+        floor = _StaticFloor(self.job)
+        for t in train_layouts(self.space):
+            self.counts["layouts"] += 1
+            chunk = self._chunk(t)
+            fits = {}
+            for m in memory_options(self.space, chunk):
+                if not self.expressible(t, m):
+                    continue
+                if m.distributed_optimizer not in fits:
+                    fits[m.distributed_optimizer] = floor.bytes(t, m.distributed_optimizer) <= self.limit
+                if not fits[m.distributed_optimizer]:
+                    self.counts["static_pruned"] = self.counts.get("static_pruned", 0) + 1
+                    continue
+                self.counts["memory_options"] += 1
+                yield t, m
+
+    def expressible(self, t: TrainLayout, m: Memory) -> bool:
+        check = getattr(self.adapter, "expressible", None)
+        if check is None:
+            return True
+        return check(self.job, _changes(self.adapter, self.base, _knobs(t, m, None)))
+
+    def _chunk(self, t: TrainLayout) -> int:
+        per = -(-self.space.layers // t.pp)
+        return max(1, per // (t.vpp or 1))
+
+    def judge(self, t: TrainLayout, m: Memory, r: Rollout | None) -> Plan | None:
+        """The plan of this candidate when every start-up rule accepts it and its peak fits; else None."""
+        changes, job = self.candidate(t, m, r)
+        self.counts["judged"] += 1
+        findings, _ = run_rules(job)
+        errors = _errors(findings)
+        peak = _peak(job)
+        if errors or peak is None or peak > self.limit:
+            return None
+        try:
+            step = step_time(job, job_estimate(job))
+        except UnknownValue:
+            return None
+        self.counts["kept"] += 1
+        return Plan(t, m, r, job, changes, self.adapter.lines(self.job, changes), peak, step, findings)
+
+    def train_seconds(self, t: TrainLayout, m: Memory, r: Rollout | None) -> float | None:
+        """The model's training-side seconds (everything but the rollout), None when the peak does not fit."""
+        _, job = self.candidate(t, m, r)
+        self.counts["timed"] += 1
+        peak = _peak(job)
+        if peak is None or peak > self.limit:
+            return None
+        try:
+            step = step_time(job, job_estimate(job))
+        except UnknownValue:
+            return None
+        return step.total - step.phases.get("rollout", 0.0) - step.phases.get("sync", 0.0)
+
+    def lower_bound(self, t: TrainLayout, m: Memory, r: Rollout | None) -> float | None:
+        """``train_lower_bound`` of the candidate, from parts shared between candidates (equal by test)."""
+        self.counts["bounded"] += 1
+        try:
+            return self.bound.seconds(t, m)
+        except UnknownValue:
+            return None
+
+
+class _Bound:
+    """train_lower_bound without building a Job per candidate: the batch settings depend on DP and CP only,
+    the layer split on PP, VPP and the stage sizes; both are computed once (by the same functions)."""
+
+    def __init__(self, search: _Search):
+        from shardcheck.estimate.speeds import speeds_for
+        from shardcheck.estimate.step_time import _architecture, forward_passes, optimizer_steps
+        from shardcheck.memory.estimate import adapter_for
+
+        self.search = search
+        job = search.job
+        self.arch = _architecture(job.model) if job.model is not None else None
+        self.adapter = adapter_for(job)
+        self.speeds = speeds_for(search.device.name)
+        self.steps, self.passes = optimizer_steps(job), forward_passes(job)
+        self.settings: dict = {}
+        self.splits: dict = {}
+        self.shapes: dict = {}
+
+    def seconds(self, t: TrainLayout, m: Memory) -> float:
+        from shardcheck.estimate.step_time import Grid, compute_bound
+        from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
+        from shardcheck.frameworks.memory_settings import Recompute
+
+        if self.arch is None:
+            raise UnknownValue("no model")
+        world = self.search.space.world
+        etp = t.etp if t.etp is not None else t.tp
+        dp, edp = world // (t.tp * t.pp * t.cp), world // (etp * t.ep * t.pp)
+        # compute alone does not depend on EP, ETP or the rank order: one bound per remaining shape
+        shape = (t.tp, t.cp, t.pp, t.vpp, t.first, t.last, dp, m.recompute)
+        if shape in self.shapes:
+            return self.shapes[shape]
+        key = (t.cp, dp)
+        if key not in self.settings:
+            _, job = self.search.candidate(t, m, None)
+            self.settings[key] = self.adapter.train_settings(job, job.layout("actor"), dp)
+        _, gran, method, layers = m.recompute
+        modules = self.settings[key].recompute.modules
+        settings = replace(self.settings[key], recompute=Recompute(gran, method, layers, modules))
+        skey = (t.pp, t.first, t.last, t.vpp)
+        if skey not in self.splits:
+            L = self.arch.num_layers
+            split = split_layers(L, t.pp, first=t.first, last=t.last, vpp=t.vpp)
+            if not isinstance(split, Split):
+                raise UnknownValue("split")
+            self.splits[skey] = stage_layer_indices(split, L, vpp=t.vpp)
+        lay = self.search.job.layout("actor")
+        g = Grid(tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, etp=etp, dp=dp, edp=edp, vpp=t.vpp or 1, order=t.order,
+                 sequence_parallel=bool(lay.sequence_parallel.value))
+        seconds = compute_bound(self.arch, g, self.splits[skey], settings, self.speeds, self.steps, self.passes)
+        self.shapes[shape] = seconds
+        return seconds
+
+
+class _StaticFloor:
+    """A lower bound of a layout's peak: the mean over pipeline stages of weights + grads + optimizer state.
+
+    The estimate's peak is its largest stage's total, which holds these terms and more (activations,
+    logits, workspace), and the largest stage holds at least the mean: so a layout whose floor exceeds the
+    limit cannot fit (tests/test_plan.py checks floor ≤ peak on random layouts). Counts are
+    memory/params.py's, per layer kind.
+    """
+
+    def __init__(self, job: Job):
+        from shardcheck.memory.estimate import adapter_for
+        from shardcheck.models.architecture import NotModelled, architecture
+
+        self.arch = self.settings = None
+        try:
+            self.arch = architecture(job.model)
+            lay = job.layout("actor")
+            self.settings = adapter_for(job).train_settings(job, lay, 1)
+        except (NotModelled, UnknownValue, TypeError, ZeroDivisionError):
+            self.arch = None
+        self.world = job.cluster.world.value
+        self.cache: dict = {}
+
+    def bytes(self, t: TrainLayout, distributed: bool) -> float:
+        if self.arch is None or self.settings is None:
+            return 0.0
+        from shardcheck.memory.params import Sharding, layer_params, padded_vocab
+
+        a, st = self.arch, self.settings
+        etp = t.etp if t.etp is not None else t.tp
+        sharding = Sharding(t.tp, t.ep, etp, t.pp, st.vocab_divisible_by)
+        key = (sharding,)
+        if key not in self.cache:
+            kinds: dict[bool, tuple[int, int]] = {}
+            dense = expert = 0
+            for i in range(a.num_layers):
+                moe = a.is_moe_layer(i)
+                if moe not in kinds:
+                    kinds[moe] = layer_params(a, i, sharding)
+                dense += kinds[moe][0]
+                expert += kinds[moe][1]
+            rows = padded_vocab(a.vocab, sharding) // t.tp
+            dense += (rows + a.position_embeddings) * a.hidden + (rows * a.hidden if not a.tied or t.pp > 1 else 0)
+            self.cache[key] = (dense, expert)
+        dense, expert = self.cache[key]
+        dp = self.world // (t.tp * t.pp * t.cp)
+        edp = self.world // (etp * t.ep * t.pp)
+        shards = (dp * t.cp, edp) if distributed else (1, 1)
+        opt = (dense / shards[0] + expert / shards[1]) * st.state_bytes * st.optimizer_on_device
+        return ((dense + expert) * (st.weight_bytes + st.grad_bytes) + opt) / t.pp
+
+
+def _current(search: _Search) -> tuple[Plan | None, list[Finding], bool]:
+    job = search.job
+    findings, _ = run_rules(job)
+    errors = _errors(findings)
+    peak = _peak(job)
+    try:
+        step = step_time(job, job_estimate(job))
+    except UnknownValue:
+        step = None
+    b = search.base
+    if step is None or any(b.get(k) is None for k in ("tp", "pp", "cp", "ep")):
+        return None, errors, False
+    t = TrainLayout(b["tp"], b["pp"], b["cp"], b["ep"], b.get("etp"), b.get("vpp"), b.get("first"), b.get("last"),
+                    b.get("order") or search.space.orders[0])
+    rc = (b.get("recompute_granularity") or "none", b.get("recompute_granularity"), b.get("recompute_method"),
+          b.get("recompute_num_layers"))
+    m = Memory(rc, bool(b.get("distributed_optimizer")), b.get("param_offload"))
+    r = Rollout(b["rollout_tp"], b["rollout_dp"], b.get("rollout_ep") or 1) if search.space.rollout else None
+    fits = peak is not None and peak <= search.limit
+    plan = Plan(t, m, r, job, {}, [], peak or 0, step, findings)
+    return plan, errors, not errors and fits
+
+
+def plan_job(job: Job, *, device: str | None = None, top: int = 5, margin: float = DEFAULT_MARGIN,
+             space: Space | None = None, keep_all: bool = False, rank_budget: int = 400) -> PlanResult:
+    """The ``top`` fastest valid layouts of ``job`` (all of them with ``keep_all``), and the script's own rank."""
+    started = time.perf_counter()
+    kind = job.cluster.device.value if job.cluster.device.known else None
+    dev = device_for(device or job.device_choice, kind)
+    search = _Search(job, dev, margin, space)
+    current, current_errors, current_valid = _current(search)
+    input_errors = [f for f in run_rules(search.job)[0] if f.severity == "error" and f.rule.startswith(INPUT_RULES)]
+    rollouts = search.rollouts()
+    plans: list[Plan] = []
+    if keep_all:
+        for t, m in search.train_options():
+            for _, r in rollouts:
+                plan = search.judge(t, m, r)
+                if plan is not None:
+                    plans.append(plan)
+    elif rollouts:
+        plans = _best(search, rollouts, top, current, rank_budget)
+    plans.sort(key=_order)
+    for i, p in enumerate(plans, 1):
+        p.rank = i
+    current_rank, floor = None, len(plans)
+    if current is not None and current_valid:
+        faster = [p for p in plans if _order(p) < _order(current) and p.changes]
+        same = next((p for p in plans if not p.changes), None)
+        if keep_all or search.counts.get("exhausted") or same is not None:
+            current_rank = len(faster) + 1
+        floor = len(faster)
+    shown = plans if keep_all else plans[:top]
+    return PlanResult(search.job, dev, margin, shown, current, current_valid, current_errors, current_rank, floor,
+                      input_errors, search.counts, time.perf_counter() - started)
+
+
+def _order(p: Plan) -> tuple:
+    """Fastest first; among times equal to 0.1 %, fewest changed keys first."""
+    return (float(f"{p.seconds:.3g}"), len(p.changes))
+
+
+def _best(search: _Search, rollouts: list[tuple[float, Rollout | None]], top: int, current: Plan | None,
+          rank_budget: int) -> list[Plan]:
+    """Best-first over (training option, rollout) pairs: keys start as lower bounds and are refined."""
+    heap: list[tuple[float, int, int, int, tuple]] = []
+    r0 = rollouts[0][1]
+    bounds: dict[tuple, float | None] = {}  # the bound depends on the layout and the recompute only
+    for i, (t, m) in enumerate(search.train_options()):
+        group = (t, m.recompute)
+        if group not in bounds:
+            bounds[group] = search.lower_bound(t, m, r0)
+        lb = bounds[group]
+        if lb is not None:
+            heap.append((lb + rollouts[0][0], 0, i, 0, (t, m)))
+    heapq.heapify(heap)
+    exact: dict[int, float] = {}
+    plans: list[Plan] = []
+    stop_at = current.seconds if current is not None else None
+    judged_after_top = 0
+    while heap:
+        key, stage, i, j, (t, m) = heapq.heappop(heap)
+        if len(plans) >= top and (stop_at is None or key > stop_at or judged_after_top >= rank_budget):
+            if stop_at is not None and key > stop_at:
+                search.counts["exhausted"] = 1  # every layout faster than the script's own was visited
+            break
+        if stage == 0:
+            seconds = search.train_seconds(t, m, r0)
+            if seconds is None:
+                continue
+            exact[i] = seconds
+            heapq.heappush(heap, (seconds + rollouts[0][0], 1, i, 0, (t, m)))
+            continue
+        r = rollouts[j][1]
+        if j + 1 < len(rollouts):
+            heapq.heappush(heap, (exact[i] + rollouts[j + 1][0], 1, i, j + 1, (t, m)))
+        plan = search.judge(t, m, r)
+        if len(plans) >= top:
+            judged_after_top += 1
+        if plan is not None:
+            plans.append(plan)
+    else:
+        search.counts["exhausted"] = 1
+    return plans

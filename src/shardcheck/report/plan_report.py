@@ -1,0 +1,123 @@
+"""``shardcheck plan`` output: a table of the fastest valid layouts with their override lines, or JSON."""
+
+from __future__ import annotations
+
+import json
+
+from shardcheck.memory.devices import GIB
+
+
+def _layout(plan) -> dict:
+    t, m = plan.layout, plan.memory
+    return {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "etp": t.etp if t.etp is not None else t.tp,
+            "vpp": t.vpp, "first": t.first, "last": t.last, "order": t.order, "recompute": m.recompute[0],
+            "distributed_optimizer": m.distributed_optimizer, "offload": m.offload}
+
+
+def _rollout(plan) -> dict | None:
+    r = plan.rollout
+    if r is None:
+        return None
+    ro = plan.job.rollout
+    engine = ro.engine.value if ro is not None and ro.engine.known else None
+    world = plan.job.cluster.world.value
+    return {"engine": engine, "tp": r.tp, "dp": r.dp, "ep": r.ep, "replicas": world // (r.tp * r.dp) if world else None}
+
+
+def plan_dict(plan, *, current: bool = False) -> dict:
+    step = plan.step
+    out = {
+        "layout": _layout(plan),
+        "rollout": _rollout(plan),
+        "peak_bytes": plan.peak_bytes,
+        "step_seconds": {"total": step.total, "rollout": step.rollout, "train": step.train,
+                         "phases": dict(step.phases)},
+        "tflops_per_device": round(step.tflops_per_device, 1),
+    }
+    if not current:
+        out = {"rank": plan.rank, **out, "overrides": list(plan.lines), "changed_keys": len(plan.changes)}
+    return out
+
+
+def render_plan_json(result) -> str:
+    current = None
+    if result.current is not None:
+        current = {**plan_dict(result.current, current=True), "valid": result.current_valid,
+                   "rank": result.current_rank, "faster_layouts": result.rank_floor,
+                   "errors": [f.rule for f in result.current_errors]}
+    doc = {
+        "version": 1,
+        "path": result.job.path,
+        "device": result.device.name,
+        "margin": result.margin,
+        "plans": [plan_dict(p) for p in result.plans],
+        "current": current,
+        "input_errors": [{"rule": f.rule, "line": f.line, "message": f.message} for f in result.input_errors],
+        "searched": dict(result.counts),
+        "seconds": round(result.seconds, 3),
+        "proven": result.proven,
+    }
+    return json.dumps(doc, indent=1)
+
+
+def _sizes(plan) -> str:
+    t = plan.layout
+    text = f"TP {t.tp} PP {t.pp} CP {t.cp} EP {t.ep} ETP {t.etp if t.etp is not None else t.tp}"
+    if t.vpp:
+        text += f" VPP {t.vpp}"
+    if t.first is not None or t.last is not None:
+        text += f" first {t.first if t.first is not None else '='} last {t.last if t.last is not None else '='}"
+    if t.order != "tp-cp-ep-dp-pp":
+        text += f" order {t.order}"
+    return text
+
+
+def _memory(plan) -> str:
+    m = plan.memory
+    text = f"recompute {m.recompute[0]}"
+    if not m.distributed_optimizer:
+        text += ", no dist-opt"
+    if m.offload:
+        text += ", offload"
+    return text
+
+
+def _row(label: str, plan) -> list[str]:
+    r = plan.rollout
+    ro = f"TP {r.tp} DP {r.dp} EP {r.ep}" if r is not None else "-"
+    s = plan.step
+    return [label, _sizes(plan), _memory(plan), ro, f"{plan.peak_bytes / GIB:.1f}", f"{s.total:,.1f}",
+            f"{s.rollout:,.1f}", f"{s.train:,.1f}"]
+
+
+def render_plan_text(result) -> str:
+    lines = [f"{result.job.path}: {result.job.framework} on {result.job.cluster.world.value} × {result.device.name} "
+             f"(peak ≤ {1 - result.margin:.0%} of {result.device.memory_gib:.0f} GiB)"]
+    for f in result.input_errors:
+        lines.append(f"  note: line {f.line}: {f.rule} ({f.message}) — no layout changes this; plans ignore it")
+    head = ["rank", "layout", "memory", "rollout", "peak GiB", "step s", "rollout s", "train s"]
+    rows = [_row(str(p.rank), p) for p in result.plans]
+    if result.current is not None:
+        if result.current_valid:
+            label = f"now #{result.current_rank}" if result.current_rank else f"now >{result.rank_floor}"
+        else:
+            label = "now ✗"
+        rows.append(_row(label, result.current))
+    widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
+    lines.append("  " + "  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    for r in rows:
+        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    if result.current is not None and not result.current_valid:
+        why = ", ".join(sorted({f.rule for f in result.current_errors})) or "its peak exceeds the margin"
+        lines.append(f"  the script's own layout does not start or fit: {why}")
+    if not result.plans:
+        lines.append("  no layout in the searched space passes every rule and fits; see docs/plan.md")
+    for p in result.plans:
+        lines.append(f"\n#{p.rank}: {len(p.changes)} changed key(s)")
+        lines.extend(f"    {line}" for line in p.lines)
+    c = result.counts
+    lines.append(f"\nsearched {c.get('layouts', 0):,} layouts × memory options ({c.get('memory_options', 0):,} kept by "
+                 f"the memory floor), {c.get('rollouts', 0)} rollout layouts; timed {c.get('timed', 0):,}, judged "
+                 f"{c.get('judged', 0):,} by every rule; {result.seconds:.1f} s"
+                 + ("; each plan above re-read and re-judged with its lines" if result.proven else ""))
+    return "\n".join(lines)

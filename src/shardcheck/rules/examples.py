@@ -1,0 +1,161 @@
+"""Each rule's examples: a bad case and a good case, as data (``rules/cases/<ID>.yml``, sqlfluff style).
+
+A case is a launch (one of :data:`LAUNCHES`, a small valid launch, plus the words the case adds; a
+raw script; or Megatron-Core sizes without a script) and, for the bad case, the findings the rule
+must report, message and fix exactly. ``tests/test_rule_cases.py`` runs every case; the rule pages
+(``shardcheck explain``, docs/rules/) show them as the rule's Bad and Good examples.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+CASES_DIR = Path(__file__).with_name("cases")
+
+# A verl launch that is valid apart from what a case changes: batch sizes every DP up to 16, and 32, divides.
+VERL_BATCH = ("data.train_batch_size=1441440 actor_rollout_ref.actor.ppo_mini_batch_size=1441440 "
+              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
+              "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 "
+              "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 critic.ppo_micro_batch_size_per_gpu=1 "
+              "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=1")
+# A small MoE model given as Megatron-LM flags (48 layers, 32 heads, 4 query groups, 128 experts).
+SMALL_MOE = ("--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --group-query-attention --num-query-groups 4 "
+             "--num-experts 128 --moe-router-topk 8 --seq-length 4096 --max-position-embeddings 40960")
+
+
+def verl_launch(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1, gpus: int = 8,
+                before: str = "", config: str = "--config-name=ppo_megatron_trainer") -> str:
+    """A verl GRPO launch of ``model`` on ``nodes`` × ``gpus``, valid apart from ``overrides`` and ``before``."""
+    words = " ".join(textwrap.dedent(overrides).split())
+    model_path = model if model.startswith("/") else f"/models/{model}"
+    return (f"{before}\npython3 -m verl.trainer.main_ppo {config} actor_rollout_ref.model.path={model_path} "
+            f"trainer.nnodes={nodes} trainer.n_gpus_per_node={gpus} {VERL_BATCH} {words}\n")
+
+
+def megatron_lm_launch(flags: str = "", *, model: str = SMALL_MOE, nodes: int = 1, gpus: int = 8) -> str:
+    """A valid Megatron-LM launch (torchrun + pretrain_gpt.py) apart from ``flags``; the last flag wins."""
+    return (f"torchrun --nnodes {nodes} --nproc-per-node {gpus} pretrain_gpt.py {model} --micro-batch-size 1 "
+            f"--global-batch-size 256 {flags}\n")
+
+
+def slime_launch(flags: str = "", *, model: str = SMALL_MOE, batch: str = "--rollout-batch-size 32") -> str:
+    """A valid slime launch on one 8-GPU node, its rollout on 8 GPUs of its own, apart from ``flags``."""
+    return ("ray job submit --address=http://127.0.0.1:8265 -- python3 train.py --actor-num-nodes 1 "
+            "--actor-num-gpus-per-node 8 --rollout-num-gpus 8 --rollout-num-gpus-per-engine 8 "
+            f"{batch} --n-samples-per-prompt 8 --global-batch-size 256 {model} {flags}\n")
+
+
+LAUNCHES = {
+    "verl": (verl_launch, "A verl launch (Qwen3-30B-A3B, 1 node × 8 GPUs, ppo_megatron_trainer, batch sizes that "
+                          "divide, vLLM rollout TP 1)"),
+    "megatron-lm": (megatron_lm_launch, "A Megatron-LM launch (torchrun pretrain_gpt.py, 1 node × 8 GPUs, a small MoE "
+                                        "model as flags)"),
+    "slime": (slime_launch, "A slime launch (1 node × 8 GPUs, 8 rollout GPUs, a small MoE model as flags)"),
+}
+OPTIONS = ("model", "nodes", "gpus", "before", "config", "batch")
+
+
+@dataclass(frozen=True)
+class Expected:
+    line: int | None
+    message: str
+    fix: str | None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One side (bad or good) of a rule's cases."""
+
+    rule: str
+    side: str  # "bad" | "good"
+    launch: str  # a LAUNCHES name, "script" (``script`` as written), "sizes" or "missing" (no file)
+    args: str = ""
+    options: dict = field(default_factory=dict)
+    script: str | None = None
+    sizes: dict | None = None
+    env: dict | None = None
+    device: str | None = None
+    host_memory: int | None = None
+    model_config: dict | None = None  # a config.json written to a model folder the launch names
+    expect: tuple[Expected, ...] = ()
+
+    def text(self, model_dir: Path | None = None) -> str | None:
+        """The script the case runs (None for sizes or a missing file)."""
+        if self.launch == "script":
+            return self.script
+        if self.launch in ("sizes", "missing"):
+            return None
+        options = dict(self.options)
+        if model_dir is not None:
+            options["model"] = str(model_dir)
+        return LAUNCHES[self.launch][0](self.args, **options)
+
+    def job(self):
+        """The Job of a sizes case (Megatron-Core's initialize_model_parallel sizes)."""
+        from shardcheck.frameworks.megatron.direct import job_from_sizes
+
+        return job_from_sizes(**self.sizes)
+
+    def shown(self) -> str:
+        """The case as the rule's documentation shows it (Markdown)."""
+        if self.launch == "sizes":
+            sizes = ", ".join(f"{k} {v}" for k, v in self.sizes.items())
+            head = f"Megatron-Core sizes (no script): {sizes}"
+        elif self.launch == "missing":
+            head = "A path that names no file"
+        elif self.launch == "script":
+            head = f"The script\n\n```bash\n{self.script.rstrip()}\n```"
+        else:
+            options = {k: v for k, v in self.options.items() if k in OPTIONS}
+            said = LAUNCHES[self.launch][1]
+            if options:
+                said += " with " + ", ".join(f"{k} {_short(v)}" for k, v in options.items())
+            if self.model_config is not None:
+                said += f", its model a config.json with {json.dumps(_brief(self.model_config))}"
+            head = said + (f", adding\n\n```\n{self.args}\n```" if self.args else "")
+        extra = []
+        if self.env:
+            extra.append("with " + " ".join(f"`--env {k}={v}`" for k, v in self.env.items()))
+        if self.device:
+            extra.append(f"`--device {self.device}`")
+        if self.host_memory:
+            extra.append(f"`--host-memory {self.host_memory}`")
+        if extra:
+            head += "\n\n(" + ", ".join(extra) + ")"
+        if self.side == "good":
+            return head + "\n\nreports nothing for this rule."
+        found = "\n".join(f"{'line ' + str(e.line) if e.line else '(no line)'}: {e.message}"
+                          + (f"\n    fix: {e.fix}" if e.fix else "") for e in self.expect)
+        return head + f"\n\nreports\n\n```\n{found}\n```"
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+def _brief(config: dict) -> dict:
+    return {k: v for k, v in config.items() if not k.startswith("_")}
+
+
+def _case(rule: str, side: str, data: dict) -> Case:
+    data = dict(data)
+    expect = tuple(Expected(e.get("line"), e["message"], e.get("fix")) for e in data.pop("expect", ()) or ())
+    options = {k: data.pop(k) for k in OPTIONS if k in data}
+    return Case(rule=rule, side=side, options=options, expect=expect, **data)
+
+
+@cache
+def rule_cases() -> dict[str, tuple[Case, Case]]:
+    """Every rule's (bad, good) cases, by rule id, from ``rules/cases/*.yml``."""
+    import yaml
+
+    out = {}
+    for path in sorted(CASES_DIR.glob("*.yml")):
+        doc = yaml.safe_load(path.read_text())
+        out[doc["rule"]] = (_case(doc["rule"], "bad", doc["bad"]), _case(doc["rule"], "good", doc["good"]))
+    return out

@@ -1,0 +1,90 @@
+"""The step-time model against published throughput (tests/data/published_step_times.json, docs/validation.md).
+
+Each published layout is written as a verl launch of the same model, batch and sequence (one optimizer step,
+micro batch and global batch as published), resolved and timed through ``check``'s path; the model's update
+TFLOP/s per GPU is compared with the published figure. The summary printed in docs/validation.md (rank
+correlation per table, share within 20 %) is recomputed here, so the document cannot drift from the model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from shardcheck.api import resolve_script
+from shardcheck.estimate.step_time import predict
+
+DATA = Path(__file__).parent / "data" / "published_step_times.json"
+A = "actor_rollout_ref.actor.megatron"
+OTC = f"{A}.override_transformer_config"
+LAYERS = {"Llama-3.1-8B": 32, "Llama-3.1-70B": 80, "Llama-3.1-405B": 126, "Qwen3-30B-A3B": 48, "Qwen3-235B-A22B": 94}
+# docs/validation.md, "Step time": the figures this test recomputes
+STATED = {"table_25_09_h100": {"spearman": 0.7, "within_20": 1}, "table_26_02_h100": {"spearman": 0.8, "within_20": 1}}
+
+
+def _script(row: dict) -> str:
+    nodes = row["gpus"] // 8
+    layers = LAYERS[row["model"]]
+    account = layers % row["pp"] != 0 or (row["vpp"] and (layers // row["pp"]) % row["vpp"])
+    words = [
+        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer algorithm.adv_estimator=grpo",
+        f"data.train_batch_size={row['gbs']} data.max_prompt_length={row['seq'] // 2}",
+        f"data.max_response_length={row['seq'] - row['seq'] // 2}",
+        f"actor_rollout_ref.model.path=/models/{row['model']}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={row['gbs']}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={row['mbs']}",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+        f"{A}.tensor_model_parallel_size={row['tp']} {A}.pipeline_model_parallel_size={row['pp']}",
+        f"{A}.context_parallel_size={row['cp']} {A}.expert_model_parallel_size={row['ep']}",
+        f"{A}.expert_tensor_parallel_size=1",
+        f"{A}.virtual_pipeline_model_parallel_size={row['vpp'] if row['vpp'] else 'null'}",
+        "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=8",
+        f"actor_rollout_ref.rollout.max_model_len={row['seq']}",
+        f"trainer.nnodes={nodes} trainer.n_gpus_per_node=8 trainer.device=cuda",
+    ]
+    if account:
+        words.append(f"+{OTC}.account_for_embedding_in_pipeline_split=True "
+                     f"+{OTC}.account_for_loss_in_pipeline_split=True")
+    return " \\\n    ".join(words) + "\n"
+
+
+def predicted_tflops(row: dict, tmp: Path) -> float:
+    path = tmp / f"{row['model']}-{row['gpus']}.sh"
+    path.write_text(_script(row))
+    job = replace(resolve_script(path), device_choice="H100-SXM-80GB")
+    step, why = predict(job)
+    assert step is not None, why
+    return step.tflops_per_device
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        out = [0.0] * len(v)
+        for r, i in enumerate(order):
+            out[i] = float(r)
+        return out
+
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(xs)
+    d = sum((a - b) ** 2 for a, b in zip(rx, ry))
+    return 1 - 6 * d / (n * (n * n - 1))
+
+
+@pytest.mark.parametrize("table", sorted(STATED))
+def test_published_tables_replay(table, tmp_path):
+    rows = json.loads(DATA.read_text())[table]
+    measured = [r["tflops"] for r in rows]
+    predicted = [predicted_tflops(r, tmp_path) for r in rows]
+    for r, p in zip(rows, predicted):
+        print(f"{table} {r['model']:<16} {r['gpus']:>5} GPUs TP{r['tp']} PP{r['pp']} CP{r['cp']} VP{r['vpp']} "
+              f"EP{r['ep']}: measured {r['tflops']} ({r['precision']}), predicted {p:.0f} (bf16)")
+    rho = spearman(measured, predicted)
+    within = sum(abs(p - m) <= 0.2 * m for p, m in zip(predicted, measured))
+    print(f"{table}: spearman {rho:.2f}, within 20 %: {within} of {len(rows)}")
+    assert round(rho, 1) == STATED[table]["spearman"]
+    assert within == STATED[table]["within_20"]

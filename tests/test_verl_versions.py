@@ -1,0 +1,282 @@
+"""Judging a launch against the verl and megatron-core versions it runs on (issue: versions).
+
+The first part runs everywhere. The differential part needs verl's config trees of every release
+(``VERL_CONFIGS_DIR``, from ``tools/fetch_reference_wheels.py``; CI fetches them): for each bundled release,
+the catalogue's trees equal ``hydra.compose`` of that release's own config dir, and on random override sets
+the catalogue's acceptance (``versions.rejected``, what the inference reads) equals whether ``hydra.compose``
+accepts them, and shardcheck's effective config equals compose's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from shardcheck.api import check, version_matrix
+from shardcheck.cli import main
+from shardcheck.errors import InputError
+from shardcheck.frameworks.verl import versions
+from shardcheck.frameworks.verl.config_tree import apply_overrides, bundled_defaults
+from shardcheck.inputs.bash import read_bash_text
+from shardcheck.inputs.hydra_overrides import parse_hydra_args
+from shardcheck.inputs.launch import find_launches
+
+CASES = Path(__file__).parent / "data" / "cases"
+AFTER = CASES / "qwen3_235b_256k_after.sh"
+RO = "actor_rollout_ref.rollout"
+
+
+def errors(result):
+    return [f for f in result.findings if f.severity == "error"]
+
+
+@pytest.fixture(autouse=True)
+def _no_pinned_version(monkeypatch):
+    """This file tests the choice of version: no version given unless a test gives one."""
+    monkeypatch.delenv("SHARDCHECK_VERL_VERSION", raising=False)
+
+
+def test_256k_inferred_version_accepts_grad_offload():
+    r = check(AFTER)
+    assert (r.job.framework_version, r.job.version_source) == ("0.9.0", "inferred")
+    assert "0.9.1" not in r.job.accepted_versions and "0.9.0" in r.job.accepted_versions
+    assert "the newest release that accepts every key" in r.job.version_reason
+    assert r.layout_valid is True and not errors(r)
+
+
+def test_256k_on_091_names_the_releases_that_have_the_key():
+    r = check(AFTER, verl_version="0.9.1")
+    assert r.job.version_source == "flag"
+    (error,) = errors(r)
+    assert (error.rule, error.line) == ("VERL-CFG-UNKNOWN-KEY", 61)
+    assert "absent from verl 0.9.1" in error.message and "present in verl 0.4.0 … 0.9.0, main" in error.message
+    assert "param_offload" not in error.fix  # the script sets it two lines above: never a did-you-mean to it
+
+
+def test_megatron_core_09_has_no_moe_folding():
+    r = check(AFTER, megatron_core_version="0.9")
+    (fold,) = [f for f in errors(r) if f.rule == "MCORE-PS-EXPERT-FOLD"]
+    assert 'megatron-core 0.9: "data_parallel_size (1) is not divisible by expert_model_parallel_size "' in fold.message
+    assert r.layout_valid is False
+    assert check(AFTER, megatron_core_version="0.10").layout_valid is True
+    etp_unset = check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.9.0", megatron_core_version="0.12")
+    assert any("decoder world_size (256) is not divisible by expert_tensor_model_pipeline_parallel size (512)"
+               in f.message for f in errors(etp_unset))
+
+
+def test_version_matrix_shows_releases_and_the_megatron_core_floor():
+    m = version_matrix(AFTER)
+    verl = {r.versions[0]: r for r in m.rows if r.framework == "verl"}
+    assert verl["0.9.0"].accepted and verl["0.9.0"].valid
+    assert not verl["0.9.1"].accepted and verl["0.9.1"].first.rule == "VERL-CFG-UNKNOWN-KEY"
+    mcore = [(r.versions, r.valid) for r in m.rows if r.framework == "megatron-core"]
+    assert mcore[0] == (("0.9",), False) and mcore[1][1] is True and mcore[1][0][0] == "0.10"
+    assert len(mcore) == 2
+
+
+def test_versions_cli_text_and_json(capsys):
+    assert main(["check", "--versions", str(AFTER)]) == 0
+    out = capsys.readouterr().out
+    assert "0.9.1     rejected   will not start   VERL-CFG-UNKNOWN-KEY" in out
+    assert "0.10 … 0.19   layout valid" in out
+    assert main(["check", "--versions", "--format", "json", str(AFTER)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["matrices"][0]["chosen_verl_version"] == "0.9.0"
+
+
+def test_json_says_which_version_and_why(capsys):
+    assert main(["check", "--format", "json", str(AFTER)]) == 0
+    doc = json.loads(capsys.readouterr().out)["results"][0]
+    assert (doc["framework_version"], doc["version_source"]) == ("0.9.0", "inferred")
+    assert doc["accepted_versions"][-1] == "main" and "0.9.1" not in doc["accepted_versions"]
+
+
+@pytest.mark.parametrize("flag", [["--verl-version", "0.3"], ["--megatron-core-version", "0.8"]])
+def test_unknown_version_is_one_line_and_exit_2(flag, capsys):
+    assert main(["check", *flag, str(AFTER)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("0.9.1" in err[0] or "0.19" in err[0])
+
+
+def test_a_pin_near_the_script_counts_before_inference(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(AFTER.read_text())
+    (tmp_path / "requirements.txt").write_text("torch\nverl==0.8.0\n")
+    r = check(script)
+    assert (r.job.framework_version, r.job.version_source) == ("0.8.0", "pinned")
+    assert "requirements.txt:2" in r.job.version_reason
+
+
+def test_setting_verl_version(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(AFTER.read_text())
+    (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nverl-version = "0.9.1"\n')
+    r = check(script)
+    assert (r.job.framework_version, r.job.version_source) == ("0.9.1", "config")
+
+
+def _script(tmp_path, *words: str) -> Path:
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer "
+                      "actor_rollout_ref.model.path=Qwen/Qwen3-8B trainer.nnodes=1 trainer.n_gpus_per_node=8 "
+                      + " ".join(words) + "\n")
+    return script
+
+
+def test_rollout_sync_mode_only_fails_where_it_was_removed(tmp_path):
+    script = _script(tmp_path, f"{RO}.mode=sync")
+    assert not [f for f in check(script, verl_version="0.6.1").findings if f.rule == "VERL-RO-MODE"]
+    assert [f.severity for f in check(script, verl_version="0.7.0").findings if f.rule == "VERL-RO-MODE"] == ["error"]
+
+
+def test_batched_tokens_verdict_depends_on_the_version(tmp_path):
+    script = _script(tmp_path, f"{RO}.name=vllm", f"{RO}.enable_chunked_prefill=False",
+                     f"{RO}.max_num_batched_tokens=4096", f"{RO}.max_model_len=32768")
+
+    def mnbt(**kw):
+        return [f for f in check(script, **kw).findings if f.rule == "VERL-RO-MNBT"]
+
+    assert [f.severity for f in mnbt(verl_version="0.9.1")] == ["warning"]
+    (error,) = mnbt(verl_version="0.9.0")
+    assert error.severity == "error" and "max_num_batched_tokens (4096) is smaller than max_model_len (32768)" in \
+        error.message
+    inferred = mnbt()  # 0.9.1 is judged; the older accepted versions fail: a warning naming them
+    assert all(f.severity == "warning" for f in inferred)
+    assert any(f.message.startswith("under verl ") and "0.9.0" in f.message for f in inferred)
+
+
+def test_a_version_dependent_error_is_a_warning_under_an_inferred_version():
+    """verl 0.6.0 alone defaults expert_tensor_parallel_size to 1 (the others to null, i.e. ETP = TP)."""
+    inferred = [f for f in check(CASES / "qwen3_235b_256k_etp_unset.sh").findings if f.rule == "MCORE-PS-EXPERT-FOLD"]
+    assert [f.severity for f in inferred] == ["warning"]
+    assert "holds for verl 0.6.1 … 0.9.0, main, not for 0.6.0" in inferred[0].message
+    given = check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.9.0")
+    assert [f.severity for f in given.findings if f.rule == "MCORE-PS-EXPERT-FOLD"] == ["error"]
+    assert not [f for f in check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.6.0").findings
+                if f.rule == "MCORE-PS-EXPERT-FOLD"]
+
+
+def test_at_least_and_span():
+    assert versions.at_least("0.9.1", "0.7.0") and not versions.at_least("0.6.1", "0.7.0")
+    assert versions.at_least("main", "0.9.1")
+    assert versions.span(("0.6.0", "0.6.1", "0.7.0", "0.9.1")) == "0.6.0 … 0.7.0, 0.9.1"
+
+
+def test_broken_catalogue_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "index.json.gz").write_bytes(b"not gzip")
+    monkeypatch.setattr(versions, "_CATALOGUE", tmp_path)
+    versions.catalogue.cache_clear()
+    try:
+        with pytest.raises(InputError, match="index.json.gz: shardcheck's verl catalogue cannot be read"):
+            versions.catalogue()
+        r = check(AFTER)
+        assert r.error is not None and "catalogue cannot be read" in r.error and "\n" not in r.error
+    finally:
+        versions.catalogue.cache_clear()
+
+
+# ---- differential: the catalogue against hydra.compose over each release's own config tree ----
+
+CONFIGS_DIR = os.environ.get("VERL_CONFIGS_DIR")
+needs_configs = pytest.mark.skipif(not CONFIGS_DIR, reason="VERL_CONFIGS_DIR not set (tools/fetch_reference_wheels.py)")
+NAMES = ("ppo_trainer", "ppo_megatron_trainer")
+SCRIPTS_PER_VERSION = 24
+
+
+def _compose(version: str, name: str, overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    config_dir = Path(CONFIGS_DIR) / version / "verl/trainer/config"
+    if not config_dir.is_dir():
+        pytest.skip(f"verl {version} not under {CONFIGS_DIR}")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir.resolve()), version_base=None):
+            return OmegaConf.to_container(compose(config_name=name, overrides=overrides), resolve=False)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _leaves(tree: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in tree.items():
+        out.extend(_leaves(v, f"{prefix}{k}.") if isinstance(v, dict) and v else [f"{prefix}{k}"])
+    return out
+
+
+def _random_overrides(rng: random.Random, name: str, version: str) -> list[str]:
+    """Overrides drawn mostly from the leaves of ``version`` and sometimes from those of any release (which
+    ``version`` may lack)."""
+    cat = versions.catalogue()
+    sections = ("actor_rollout_ref", "trainer", "critic", "data", "algorithm")
+    everywhere: set[str] = set()
+    for v in cat.releases:
+        everywhere.update(_leaves(versions.version_doc(v)["configs"][name]))
+    own = sorted(k for k in _leaves(versions.version_doc(version)["configs"][name]) if k.split(".")[0] in sections)
+    other = sorted(k for k in everywhere if k.split(".")[0] in sections)
+    out = []
+    for _ in range(rng.randint(1, 4)):
+        key = rng.choice(own if rng.random() < 0.85 else other)
+        kind = rng.random()
+        if kind < 0.55:
+            out.append(f"{key}={rng.choice(['7', 'abc', 'null', 'true'])}")
+        elif kind < 0.75:
+            out.append(f"+{key}={rng.choice(['3', 'x'])}")
+        elif kind < 0.85:
+            out.append(f"+{key.rpartition('.')[0]}.shardcheck_new_{rng.randint(0, 9)}=1")
+        elif kind < 0.93:
+            out.append(f"++{key}=5")
+        else:
+            out.append(f"~{key}")
+    return out
+
+
+def _items(words: list[str]):
+    reading = read_bash_text(("python3 -m verl.trainer.main_ppo " + " ".join(f"'{w}'" for w in words) + "\n").encode(),
+                             "t.sh")
+    (launch,) = find_launches(reading.commands)
+    return parse_hydra_args(launch.args).overrides
+
+
+@needs_configs
+@pytest.mark.parametrize("version", versions.catalogue().releases)
+@pytest.mark.parametrize("name", NAMES)
+def test_catalogue_equals_compose(version, name):
+    assert versions.version_doc(version)["configs"][name] == _compose(version, name, [])
+
+
+@needs_configs
+@pytest.mark.parametrize("version", versions.catalogue().releases)
+def test_acceptance_and_effective_config_equal_compose(version):
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    rng = random.Random(f"verl-{version}")
+    accepted = rejected = 0
+    for _ in range(SCRIPTS_PER_VERSION):
+        name = rng.choice(NAMES)
+        words = _random_overrides(rng, name, version)
+        items = _items(words)
+        try:
+            truth = _compose(version, name, words)
+        except (HydraException, OmegaConfBaseException):
+            truth = None
+        mine = versions.rejected(name, items, version)
+        assert (not mine) == (truth is not None), f"verl {version} {name} {words}: shardcheck rejects {mine}"
+        if truth is None:
+            rejected += 1
+            continue
+        accepted += 1
+        config = apply_overrides(bundled_defaults(name, version), items, fast=False)
+        assert not config.issues
+        ours = OmegaConf.to_container(config.cfg, resolve=False)
+        for section in ours:
+            assert ours[section] == truth[section], f"verl {version} {name} {words}: section {section} differs"
+    assert accepted >= 3 and rejected >= 3, (accepted, rejected)
