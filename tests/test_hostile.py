@@ -23,6 +23,8 @@ from shardcheck.inputs.bash import read_bash_text
 from shardcheck.inputs.launch import find_launches
 from shardcheck.mesh.grid import build_grid
 from shardcheck.mesh.placement import crossings
+from shardcheck.problems import Kind
+from shardcheck.rules.registry import render
 
 SECONDS = 10.0  # far above any input here; each runs in well under a second alone
 LAUNCH = "python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=8 +x.value=\"$X\"\n"
@@ -50,7 +52,7 @@ def value_of(src: str, name: str = "X"):
 
 
 def bound_notes(src: str) -> list[str]:
-    return [d.message for d in read(src).diagnostics if d.code == "SHELL-BOUND"]
+    return [render(d).message for d in read(src).diagnostics if d.kind is Kind.SHELL_BOUND]
 
 
 # -- arithmetic --------------------------------------------------------------------------------------
@@ -194,7 +196,7 @@ def _source_note(tmp_path, target: str) -> str:
     p = _launch_script(tmp_path, f"source {target}")
     result = bounded(lambda: check(p))
     assert result.job is not None
-    notes = [n.message for n in result.job.notes if n.rule == "SHELL-SOURCE"]
+    notes = [render(n).message for n in result.job.notes if n.kind is Kind.SHELL_SOURCE]
     assert len(notes) == 1
     return notes[0]
 
@@ -215,7 +217,7 @@ def test_source_cycles_and_fan_out(tmp_path):
     (tmp_path / "c.sh").write_text("Y=1\n")
     p = _launch_script(tmp_path, "source ./a.sh")
     result = bounded(lambda: check(p))
-    messages = [n.message for n in result.job.notes if n.rule == "SHELL-SOURCE"]
+    messages = [render(n).message for n in result.job.notes if n.kind is Kind.SHELL_SOURCE]
     assert any("already being read" in m for m in messages)
 
 
@@ -415,13 +417,14 @@ def test_fix_texts_never_loop_to_a_huge_size(tmp_path):
                  "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8\n")
     result = bounded(functools.partial(check, p))
     assert result.job is not None
-    # --num-layers 99999999999: the first/last-stage options were tried for every layer count
+    # --num-layers 99999999999: the first/last-stage options were tried for every layer count; it is past
+    # the 100,000 layers a value check allows now, so it is out of range before any rule sizes by it
     q = tmp_path / "mlm.sh"
     q.write_text("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 99999999999 --hidden-size 1024 "
                  "--num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
                  "--global-batch-size 64 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4\n")
     result = bounded(functools.partial(check, q))
-    assert any(f.rule == "MCORE-BUILD-LAYERS-PP" for f in result.findings)
+    assert any(f.rule == "VALUE-BAD-RANGE" and "--num-layers" in f.message for f in result.findings)
 
 
 def test_divisors_from_prime_factors():

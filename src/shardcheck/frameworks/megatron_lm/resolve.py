@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shardcheck.frameworks.megatron_lm.flags import MEGATRON_LM_FLAGS, FlagReading, read_flags
+from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, Job, MegatronLayout, ModelFacts
 from shardcheck.models.facts import load_model
@@ -128,8 +129,9 @@ def model_from_flags(flags: FlagReading, path: str, notes: list[Problem], *,
         missing = [k for k in _ARCH if not g(k).known]
         if missing:
             t = g(missing[0])
-            notes.append(Problem(Kind.UNKNOWN_MODEL_FLAG, t.origin.first_script_line() or t.origin,
-                                 {"flag": missing[0], "reason": t.unknown}))
+            if not is_invalid(t.unknown):  # an invalid value is a VALUE-BAD-* finding already
+                notes.append(Problem(Kind.UNKNOWN_MODEL_FLAG, t.origin.first_script_line() or t.origin,
+                                     {"flag": missing[0], "reason": t.unknown}))
             return None, f"{missing[0]} is unknown", named
         if all(g(k).value is not None for k in _ARCH):
             heads = g("--num-attention-heads").value
