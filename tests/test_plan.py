@@ -18,7 +18,7 @@ from shardcheck.estimate.step_time import forward_flops_per_token, layer_flops, 
 from shardcheck.memory.devices import find_device
 from shardcheck.models.architecture import Architecture
 from shardcheck.plan import plan_script
-from shardcheck.plan.search import _errors, _knob_view, _peak, _Search, _StaticFloor, plan_job
+from shardcheck.plan.search import _peak, _Search, _StaticFloor, errors_of, knob_view, plan_job
 from shardcheck.plan.space import Memory, Rollout, Space, TrainLayout, train_layouts
 from shardcheck.rules.registry import run_rules
 
@@ -51,7 +51,7 @@ def moe_job(tmp_path_factory):
 def _judge(search: _Search, t: TrainLayout, m: Memory, r: Rollout | None) -> bool:
     """``check``'s verdict on the candidate (every rule but the input-word ones) and the memory margin."""
     _, job = search.candidate(t, m, r)
-    if _errors(run_rules(job)[0]):
+    if errors_of(run_rules(job)[0]):
         return False
     peak = _peak(job)
     return peak is not None and peak <= search.limit
@@ -131,8 +131,8 @@ def test_every_plan_rereads_valid(moe_job):
     assert result.proven and result.plans
     for plan in result.plans:
         job = resolve_script(path, extra_args=tuple(plan.lines))
-        assert not _errors(run_rules(replace(job, device_choice="H200-SXM-141GB"))[0]), plan.lines
-        assert _knob_view(job) == _knob_view(plan.job)
+        assert not errors_of(run_rules(replace(job, device_choice="H200-SXM-141GB"))[0]), plan.lines
+        assert knob_view(job) == knob_view(plan.job)
     times = [p.seconds for p in result.plans]
     assert times == sorted(times) or max(times) - min(times) < 1e-3 * max(times)
 
@@ -143,7 +143,7 @@ def test_megatron_lm_plans_reread_valid():
     for plan in result.plans:
         words = tuple(w for line in plan.lines for w in line.split())
         job = resolve_script(MLM, extra_args=words)
-        assert not _errors(run_rules(replace(job, device_choice="H100-SXM-80GB"))[0])
+        assert not errors_of(run_rules(replace(job, device_choice="H100-SXM-80GB"))[0])
         assert plan.step.total > 0
 
 

@@ -299,9 +299,10 @@ class Job:
     host_memory_bytes: int | None = None  # --host-memory per node, for MEM-HOST
     sample_tokens: tuple[int, int | None] | None = None  # --sample-tokens MEAN[,MAX] for dynamic batch size
     fsdp_layouts: tuple[FsdpLayout, ...] = ()  # FSDP engines built: actor, ref, critic (empty for Megatron)
-    # Values the rules compute once per run and share (the memory estimate): run_rules gives each run a
-    # fresh dict, so nothing is kept between runs.
-    run_cache: dict = field(default_factory=dict, compare=False, repr=False)
+    # Values the rules compute once per job and share (the memory estimate). Not an __init__ argument, so
+    # every Job, dataclasses.replace's copies included, starts with its own empty dict: a changed job (a
+    # planner candidate, run_rules' judged copy) never reads the estimate of the job it was made from.
+    run_cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
     servers: tuple[ServerLayout, ...] = ()  # inference servers built besides the rollout: reward model, teachers
 
     @property

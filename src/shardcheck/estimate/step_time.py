@@ -335,7 +335,7 @@ def _update(job: Job, arch: Architecture, layout: MegatronLayout, adapter, sp: S
 # --- rollout ----------------------------------------------------------------------------------------
 
 
-def _architecture(model) -> Architecture:
+def architecture_of(model) -> Architecture:
     """``architecture(model)``, remembered for the last model (the planner asks for it once per candidate)."""
     cached = _ARCH.get(id(model))
     if cached is None or cached[0] is not model:
@@ -397,7 +397,7 @@ def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
     if job.model is None:
         raise UnknownValue("no model facts")
     try:
-        arch = _architecture(job.model)
+        arch = architecture_of(job.model)
     except NotModelled as exc:
         raise UnknownValue(f"parameter counts unknown: {exc}") from None
     layout = job.layout("actor")

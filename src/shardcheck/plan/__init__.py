@@ -53,7 +53,7 @@ def prove(result: PlanResult, source: ScriptInput) -> None:
     from dataclasses import replace
 
     from shardcheck.api import resolve_script
-    from shardcheck.plan.search import _errors, _knob_view
+    from shardcheck.plan.search import errors_of, knob_view
     from shardcheck.rules.registry import run_rules
 
     kept = []
@@ -62,8 +62,8 @@ def prove(result: PlanResult, source: ScriptInput) -> None:
                              extra_args=tuple(w for line in plan.lines for w in line.split()),
                              allow_source=source.allow_source)
         job = replace(job, device_choice=result.device.name)
-        errors = _errors(run_rules(job)[0])
-        if errors or _knob_view(job) != _knob_view(plan.job):
+        errors = errors_of(run_rules(job)[0])
+        if errors or knob_view(job) != knob_view(plan.job):
             result.counts["disproved"] = result.counts.get("disproved", 0) + 1
             continue
         kept.append(plan)

@@ -15,6 +15,7 @@ import importlib
 import time
 from dataclasses import dataclass, field, replace
 
+from shardcheck.errors import ShardcheckError
 from shardcheck.estimate.step_time import StepTime, step_time
 from shardcheck.job import Job
 from shardcheck.memory.devices import Device, device_for
@@ -42,7 +43,7 @@ INPUT_RULES = ("SHELL-", "HYDRA-", "VERL-CFG-UNKNOWN-KEY", "VERL-CFG-ADDED-", "V
 ROLLOUT_RULES = ("VERL-RO-", "VLLM-", "SGLANG-", "MEM-ROLLOUT-")
 
 
-class PlanError(Exception):
+class PlanError(ShardcheckError):
     """The job cannot be planned (no model, an FSDP engine, an unknown size): one line saying why."""
 
 
@@ -137,11 +138,12 @@ def _changes(adapter, base: dict[str, object], knobs: dict[str, object]) -> dict
     return out
 
 
-def _errors(findings: list[Finding], skip: tuple[str, ...] = INPUT_RULES) -> list[Finding]:
+def errors_of(findings: list[Finding], skip: tuple[str, ...] = INPUT_RULES) -> list[Finding]:
+    """The findings that reject a layout: errors and VALUE-UNKNOWN, less the rules about the input's words."""
     return [f for f in findings if (f.severity == "error" or f.rule == "VALUE-UNKNOWN") and not f.rule.startswith(skip)]
 
 
-def _knob_view(job: Job) -> dict[str, object]:
+def knob_view(job: Job) -> dict[str, object]:
     """The plan knobs as the job holds them (to compare a re-resolved job with the planner's)."""
     return adapter_for(job).current(job)
 
@@ -179,7 +181,7 @@ class _Search:
             changes = _changes(self.adapter, self.base, {"rollout_tp": r.tp, "rollout_dp": r.dp, "rollout_ep": r.ep})
             job = self.adapter.apply(self.job, changes)
             findings, _ = run_rules(job)
-            if any(f.rule.startswith(ROLLOUT_RULES) for f in _errors(findings)):
+            if any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(findings)):
                 continue
             try:
                 step = step_time(job, job_estimate(job))
@@ -221,7 +223,7 @@ class _Search:
         changes, job = self.candidate(t, m, r)
         self.counts["judged"] += 1
         findings, _ = run_rules(job)
-        errors = _errors(findings)
+        errors = errors_of(findings)
         peak = _peak(job)
         if errors or peak is None or peak > self.limit:
             return None
@@ -260,12 +262,12 @@ class _Bound:
 
     def __init__(self, search: _Search):
         from shardcheck.estimate.speeds import speeds_for
-        from shardcheck.estimate.step_time import _architecture, forward_passes, optimizer_steps
+        from shardcheck.estimate.step_time import architecture_of, forward_passes, optimizer_steps
         from shardcheck.memory.estimate import adapter_for
 
         self.search = search
         job = search.job
-        self.arch = _architecture(job.model) if job.model is not None else None
+        self.arch = architecture_of(job.model) if job.model is not None else None
         self.adapter = adapter_for(job)
         self.speeds = speeds_for(search.device.name)
         self.steps, self.passes = optimizer_steps(job), forward_passes(job)
@@ -364,7 +366,7 @@ class _StaticFloor:
 def _current(search: _Search) -> tuple[Plan | None, list[Finding], bool]:
     job = search.job
     findings, _ = run_rules(job)
-    errors = _errors(findings)
+    errors = errors_of(findings)
     peak = _peak(job)
     try:
         step = step_time(job, job_estimate(job))

@@ -85,7 +85,7 @@ def run_rules(job: Job) -> tuple[list[Finding], list[str]]:
     """
     from shardcheck.rules.inputs import unknown_sizes
 
-    judged = replace(job, notes=job.notes + tuple(unknown_sizes(job)), run_cache={})
+    judged = replace(job, notes=job.notes + tuple(unknown_sizes(job)))  # with its own run_cache
     findings: list[Finding] = []
     skipped: list[str] = []
     stopped: dict[tuple, Problem] = {}

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from shardcheck.errors import ShardcheckError
+
 MISSING = "???"
 _REF = re.compile(r"\$\{\s*(\.*[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)\s*\}")
 _SELECT = re.compile(r"\$\{oc\.select:\s*(\.*[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)\s*,(.*)\}", re.DOTALL)
@@ -22,11 +24,11 @@ _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
 
 
-class Fallback(Exception):
+class Fallback(ShardcheckError):
     """The plain reading cannot decide this exactly: use OmegaConf."""
 
 
-class UnknownKey(Exception):
+class UnknownKey(ShardcheckError):
     """A plain ``key=value`` on a key the struct-mode config does not have: Hydra's "Could not override"."""
 
 
