@@ -173,7 +173,7 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
     try:
         settings = settings or load_settings(Path(path).resolve().parent)
     except SettingsError as exc:
-        return _unusable(shown, str(exc), "usage", Settings())
+        return unusable_result(shown, str(exc), "usage", Settings())
     try:
         job = resolve_script(path, env, model_config=model_config, display=shown, text=text, args=args,
                              verl_version=_requested_verl(verl_version, settings),
@@ -193,15 +193,15 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
                 allow_source=allow_source),
                 device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens))
     except NoLaunchError as exc:
-        return _unusable(shown, str(exc), "no-launch", settings)
+        return unusable_result(shown, str(exc), "no-launch", settings)
     except UnreadableInput as exc:
-        return _unusable(shown, str(exc), "unreadable", settings)
+        return unusable_result(shown, str(exc), "unreadable", settings)
     except UsageError as exc:
-        return _unusable(shown, str(exc), "usage", settings)
+        return unusable_result(shown, str(exc), "usage", settings)
     except InputError as exc:
-        return _unusable(shown, str(exc), "unusable", settings)
+        return unusable_result(shown, str(exc), "unusable", settings)
     except RecursionError:
-        return _unusable(shown, f"{shown}:1: nested too deeply for shardcheck to read; simplify the script",
+        return unusable_result(shown, f"{shown}:1: nested too deeply for shardcheck to read; simplify the script",
                          "unusable", settings)
     from shardcheck.rules.grouping import group_findings
 
@@ -216,7 +216,7 @@ _KIND_PROBLEM = {"no-launch": Kind.INPUT_NO_LAUNCH, "unreadable": Kind.INPUT_UNR
                  "unusable": Kind.INPUT_UNUSABLE, "usage": Kind.INPUT_UNUSABLE}
 
 
-def _unusable(shown: str, message: str, kind: str, settings: Settings) -> Result:
+def unusable_result(shown: str, message: str, kind: str, settings: Settings) -> Result:
     """A Result for an input that cannot be judged, with the one finding that says why."""
     import re
 

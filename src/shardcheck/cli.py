@@ -345,7 +345,7 @@ def expand_paths(paths: list[str]) -> list[str]:
 
 
 def _check(args) -> int:
-    from shardcheck.api import _unusable, check
+    from shardcheck.api import check, unusable_result
     from shardcheck.settings import load_settings
 
     env = _env_pairs(args.env)
@@ -383,7 +383,7 @@ def _check(args) -> int:
             r, why = _guarded(args, display, functools.partial(check, where, env, display=display, text=text,
                                                                settings=settings, args=args.script_args, **kwargs))
             if why is not None:
-                r = _unusable(display, why, "unusable", settings)
+                r = unusable_result(display, why, "unusable", settings)
             results.append(r)
             if out.streaming:
                 progress.pause()

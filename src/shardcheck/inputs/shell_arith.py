@@ -31,7 +31,7 @@ class ArithError(ShardcheckError, ValueError):
     """The expression is not valid bash arithmetic (bash would fail here)."""
 
 
-class ArithBound(Exception):
+class ArithBound(ShardcheckError):
     """The value is past what shardcheck evaluates (outside bash's 64-bit range, nested or costly past its
     bounds): unknown, with the reason as the message."""
 
