@@ -102,9 +102,14 @@ def test_git_default_is_head_against_the_work_tree(tmp_path, monkeypatch):
     [d] = diff_git(None)
     assert d.before.label == "HEAD" and d.after.label == "work tree"
     assert {c.what: (c.before, c.after) for c in d.changes}["actor.ep"] == (16, 32)
-    # a path limits (and keeps even a non-launch file, reported as such)
+    # a path limits (and keeps even a non-launch file, reported as such); a directory, its changed launches
     [n] = diff_git("HEAD~1", ["notes.sh"])
     assert n.skipped and n.exit_code == 0
+    monkeypatch.chdir(repo)
+    assert [d.path for d in diff_git("HEAD", ["scripts"])] == ["scripts/run.sh"]
+    assert diff_git("HEAD~1", ["scripts"]) == []  # the work tree holds HEAD~1's script again
+    (repo / "empty").mkdir()
+    assert diff_git("HEAD", ["empty"]) == []
 
 
 @needs_git

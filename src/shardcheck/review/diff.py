@@ -379,7 +379,8 @@ def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOpti
              cwd: Path | None = None) -> list[ScriptDiff]:
     """Compare launch scripts between two revisions (or a revision and the work tree).
 
-    ``paths`` (relative to ``cwd`` or absolute, inside the repository) limit the comparison; without
+    ``paths`` (relative to ``cwd`` or absolute, inside the repository) limit the comparison: a file is
+    compared (and reported even without a launch), a directory stands for its changed scripts; without
     them every changed ``*.sh`` / ``*.bash`` file is compared, and those without a launch on either
     side are left out.
     """
@@ -391,11 +392,20 @@ def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOpti
     rev_a, rev_b = parse_rev_range(spec)
     commit_a = resolve_rev(root, rev_a)
     commit_b = resolve_rev(root, rev_b) if rev_b is not None else None
-    explicit = paths is not None and len(paths) > 0
-    if explicit:
-        wanted = [_repo_path(root, here, p) for p in paths]
+    explicit: set[str] = set()  # files named on the command line: reported even without a launch
+    changed = [p for p in changed_files(root, commit_a, commit_b) if is_script_path(p)]
+    if paths:
+        wanted = []
+        for given in paths:
+            p = _repo_path(root, here, given)
+            below = [c for c in changed if p in ("", ".") or c.startswith(p.rstrip("/") + "/")]
+            if (root / p).is_dir() or (below and not (root / p).is_file()):  # a directory: its changed scripts
+                wanted += [c for c in below if c not in wanted]
+            elif p not in wanted:
+                wanted.append(p)
+                explicit.add(p)
     else:
-        wanted = [p for p in changed_files(root, commit_a, commit_b) if is_script_path(p)]
+        wanted = changed
     rel_cwd = here.relative_to(root) if here.is_relative_to(root) else Path()
     label_a = rev_a if rev_b is not None or rev_a != "HEAD" else "HEAD"
     label_b = rev_b if rev_b is not None else "work tree"
@@ -419,10 +429,10 @@ def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOpti
         if tree_b is not None:
             tree_b.close()
     for p in wanted:
-        if explicit and not sides_a[p].exists and not sides_b[p].exists:
+        if p in explicit and not sides_a[p].exists and not sides_b[p].exists:
             raise InputError(f"{p}: neither in {label_a} nor in {label_b}; give the path of a launch script there")
         d = compare(p, sides_a[p], sides_b[p])
-        if explicit or not d.skipped:
+        if p in explicit or not d.skipped:
             out.append(d)
     return out
 
