@@ -90,8 +90,11 @@ def test_git_range_reads_both_sides_from_objects(tmp_path, monkeypatch):
     d = diffs[0]
     assert {c.what: (c.before, c.after) for c in d.changes}["actor.ep"] == (32, 16)
     assert d.before.label == first and d.after.label == second
-    # findings are named by the path in the repository, not the temporary tree
+    # findings are named by the path in the repository, not the temporary tree; their lines as committed
     assert all(f.path == "scripts/run.sh" for f in d.kept + d.resolved)
+    assert (26, "train_ep=32") in d.before.context[("scripts/run.sh", 26)]
+    assert (61, "    actor_rollout_ref.actor.megatron.grad_offload=${all_offload}") in \
+        d.after.context[("scripts/run.sh", 61)]
 
 
 @needs_git

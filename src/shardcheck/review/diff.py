@@ -39,6 +39,7 @@ class Side:
     placement: dict | None = None  # {"devices_per_node", "groups": {kind: {size, groups, crossing}}}
     rollout: dict | None = None
     memory: dict | None = None  # {"device", "capacity_bytes", "stages": [...], "rollout": {...}}
+    context: dict[tuple[str, int], list[tuple[int, str]]] = field(default_factory=dict)  # finding's lines ± 2
 
     @property
     def exists(self) -> bool:
@@ -90,6 +91,7 @@ def judge(path: Path | str, display: str, label: str, *, env: dict[str, str] | N
     """Check one version of a script and derive what a diff compares."""
     result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
     side = Side(label, result)
+    side.context = _context(result.findings, Path(path), display)
     job = result.job
     if job is None:
         return side
@@ -100,6 +102,33 @@ def judge(path: Path | str, display: str, label: str, *, env: dict[str, str] | N
     side.placement, side.rollout = _placement(job)
     side.memory = _memory(job)
     return side
+
+
+CONTEXT_LINES = 2
+
+
+def _context(findings: list, local: Path, display: str) -> dict[tuple[str, int], list[tuple[int, str]]]:
+    """The script lines around each finding's line, read from where the file lies now (a git side's
+    temporary tree is gone after judging): ``(path, line) -> [(number, text), ...]``."""
+    out: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    texts: dict[Path, list[str] | None] = {}
+    for f in findings[:200]:
+        if not f.path or not f.line or (f.path, f.line) in out:
+            continue
+        rel = os.path.relpath(f.path, os.path.dirname(display) or ".")
+        where = Path(os.path.normpath(local.parent / rel))
+        if where not in texts:
+            try:
+                texts[where] = where.read_text(encoding="utf-8", errors="replace").splitlines() \
+                    if where.is_file() and where.stat().st_size <= 4 << 20 else None
+            except OSError:
+                texts[where] = None
+        lines = texts[where]
+        if lines is None or f.line > len(lines):
+            continue
+        lo, hi = max(1, f.line - CONTEXT_LINES), min(len(lines), f.line + CONTEXT_LINES)
+        out[(f.path, f.line)] = [(n, lines[n - 1][:300]) for n in range(lo, hi + 1)]
+    return out
 
 
 def _placement(job) -> tuple[dict | None, dict | None]:
