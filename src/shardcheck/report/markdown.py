@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from shardcheck.report.diff_report import (layout_rows, memory_rows, no_estimate_reason, placement_rows,
-                                           rollout_memory_text)
+from shardcheck.report.diff_report import (
+    layout_rows,
+    memory_rows,
+    no_estimate_reason,
+    placement_rows,
+    rollout_memory_text,
+)
 from shardcheck.review.diff import ScriptDiff, verdict_word
 
 ICONS = {"valid": "✅", "will not start": "❌", "undecided": "❔", "absent": "∅", "not a launch": "·",
