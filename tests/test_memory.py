@@ -12,9 +12,12 @@ from shardcheck.api import check, memory, resolve_script
 from shardcheck.cli import main
 from shardcheck.frameworks.megatron.pipeline import split_layers, stage_layer_indices
 from shardcheck.memory.activations import (
+    Kernels,
     Parallel,
+    Recompute,
     attention_bytes,
     korthikanti_layer_bytes,
+    layer_bytes,
     mlp_bytes,
 )
 from shardcheck.memory.devices import GIB, device_for, find_device
@@ -155,13 +158,35 @@ def test_paper_tensor_parallel_without_sequence_parallel():
 
 @pytest.mark.parametrize("tp,sp", [(1, False), (8, False), (8, True)])
 def test_term_by_term_formula_reduces_to_the_paper(tp, sp):
-    """A GPT layer (MHA, 4h GeLU MLP, dropout, no flash attention) in the generalised formula = eqs. 1-3."""
+    """A GPT layer (MHA, 4h GeLU MLP, dropout, unfused attention) in the generalised formula = eqs. 1-3."""
     s, h, a = GPT3["s"], GPT3["h"], GPT3["a"]
-    gpt = dataclasses.replace(arch_of("Qwen3-8B"), hidden=h, heads=a, kv_heads=a, head_dim=h // a, ffn=4 * h)
+    gpt = dataclasses.replace(arch_of("Qwen3-8B"), hidden=h, heads=a, kv_heads=a, head_dim=h // a, ffn=4 * h,
+                              gated=False)
     p = Parallel(tp=tp, sequence_parallel=sp)
-    ours = attention_bytes(gpt, s, s, p, flash=False, dropout=True) + mlp_bytes(h, 4 * h, s, p, gated=False,
-                                                                                  dropout=True)
-    assert ours == pytest.approx(korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp))
+    paper = Kernels(flash=False, hidden_dropout=True, attention_dropout=True)
+    assert layer_bytes(gpt, 0, s, s, p, Recompute(), paper) == pytest.approx(
+        korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp))
+    # each difference from the paper's layer moves the figure: flash attention drops the 5as/h term,
+    # no dropout drops the masks, a gated MLP keeps a twice as wide activation input
+    assert layer_bytes(gpt, 0, s, s, p, Recompute(), Kernels(flash=True, hidden_dropout=True)) == pytest.approx(
+        korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp, selective=True) + s * 4 * a / tp)
+    masks = 2 * s * h / (tp if sp or tp == 1 else 1)
+    assert layer_bytes(gpt, 0, s, s, p, Recompute(), Kernels(False, False, True)) == pytest.approx(
+        korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp) - masks)
+    swiglu = dataclasses.replace(gpt, gated=True)
+    assert layer_bytes(swiglu, 0, s, s, p, Recompute(), paper) - layer_bytes(gpt, 0, s, s, p, Recompute(), paper) \
+        == pytest.approx(2 * s * 4 * h / tp)
+
+
+def test_attention_output_is_every_query_head_wide_under_gqa():
+    """The proj input (attention output) is heads·head_dim wide, not kv_heads·head_dim (issue 13, item 2)."""
+    arch = arch_of("Qwen3-8B")  # 32 query heads, 8 KV heads, head_dim 128
+    mha = dataclasses.replace(arch, kv_heads=arch.heads)
+    p = Parallel()
+    gqa_bytes, mha_bytes = attention_bytes(arch, 1, 1, p), attention_bytes(mha, 1, 1, p)
+    # MHA adds K and V of 24 more heads (2 · 2 · 24 · 128 bytes); the output is the same 32 heads
+    assert mha_bytes - gqa_bytes == 2 * 2 * (arch.heads - arch.kv_heads) * arch.head_dim
+    assert gqa_bytes == 2 * 4096 + 2 * 4096 + 2 * 32 * 128 + 2 * 2 * 8 * 128 + 2 * 32 * 128 + 4 * 32
 
 
 # ---- rollout KV cache ----
@@ -217,9 +242,12 @@ def test_terms_add_up(tmp_path):
     est = estimate(_job(tmp_path, script(FITS, nodes=4)), "h200")
     for s in est.train.stages:
         b = s.bytes
-        assert b["total"] == sum(b[k] for k in ("weights", "grads", "optimizer", "activations", "logits",
-                                                "ref_weights", "workspace"))
+        assert b["allocated"] == sum(b[k] for k in ("weights", "grads", "optimizer", "gathered", "activations",
+                                                    "logits", "ref_weights", "workspace"))
         assert b["weights"] == 2 * s.params.total and b["grads"] == 4 * s.params.total
+        # the device peak: static terms as they are, fragmentation on the rest, the outside allowance
+        static = b["weights"] + b["grads"] + b["optimizer"] + b["ref_weights"]
+        assert b["total"] == int(static + (b["allocated"] - static) / 0.85 + GIB // 2)
 
 
 def test_distributed_optimizer_shards_the_state(tmp_path):
@@ -342,8 +370,9 @@ def test_fsdp_shards_the_whole_model(tmp_path):
     b = stage.bytes
     # model_dtype fp32: the parameters are the master weights; fp32 grads; AdamW's two fp32 moments
     assert b["weights"] == 4 * stage.params.total and b["grads"] == b["weights"] and b["optimizer"] == 2 * b["weights"]
-    assert b["total"] == sum(b[k] for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits",
-                                            "ref_weights", "workspace"))
+    assert b["allocated"] == sum(b[k] for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits",
+                                                "ref_weights", "workspace"))
+    assert b["total"] > b["allocated"]
     assert est.train.tokens_per_micro_batch == 16384 * 2  # the token budget · Ulysses SP
 
 
@@ -397,8 +426,8 @@ def test_a_colocated_critic_keeps_its_state_on_the_device(tmp_path):
     b = first.bytes
     assert first.params.output == 0  # stage 0 of PP 4: no output layer, so the critic's share is the whole stage
     assert b["critic_state"] == b["weights"] + b["grads"] + b["optimizer"]
-    assert b["total"] == sum(b[k] for k in ("weights", "grads", "optimizer", "activations", "logits", "ref_weights",
-                                            "critic_state", "workspace"))
+    assert b["allocated"] == sum(b[k] for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits",
+                                                "ref_weights", "critic_state", "workspace"))
     off = estimate(_job(tmp_path, script(f"{gae} critic.megatron.param_offload=True critic.megatron.optimizer_offload=True",
                                          nodes=4)), "h200")
     assert off.train.stages[0].bytes["critic_state"] == 0

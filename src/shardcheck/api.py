@@ -144,7 +144,7 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
           display: str | None = None, settings: Settings | None = None, device: str | None = None,
           host_memory: int | None = None, text: bytes | None = None,
-          args: tuple[str, ...] = ()) -> Result:
+          args: tuple[str, ...] = (), sample_tokens: tuple[int, int | None] | None = None) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
     ``text``: the script's contents when they do not come from ``path``, e.g. standard input).
@@ -167,7 +167,7 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
             find_device(device)  # an unknown name is bad input, reported before any rule runs
         from dataclasses import replace
 
-        job = replace(job, device_choice=device, host_memory_bytes=host_memory)
+        job = replace(job, device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens)
         from shardcheck.rules.registry import run_rules
 
         findings, skipped = run_rules(job)
@@ -422,11 +422,13 @@ class MemoryResult:
 
 
 def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-           display: str | None = None, device: str | None = None, host_memory: int | None = None) -> MemoryResult:
+           display: str | None = None, device: str | None = None, host_memory: int | None = None,
+           sample_tokens: tuple[int, int | None] | None = None) -> MemoryResult:
     """What each device holds for the script's job: training stages, rollout, host."""
     from shardcheck.memory.estimate import estimate
 
-    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
+    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory,
+                   sample_tokens=sample_tokens)
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
     return MemoryResult(result.path, estimate(result.job, device),

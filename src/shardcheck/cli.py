@@ -41,6 +41,21 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", metavar="NAME", help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
                    "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)")
     p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
+    p.add_argument("--sample-tokens", type=_sample_tokens, metavar="MEAN[,MAX]",
+                   help="dynamic batch size: size the update at this mean (and longest) sample length instead of "
+                        "the token budget")
+
+
+def _sample_tokens(text: str) -> tuple[int, int | None]:
+    """``--sample-tokens 3000`` / ``3000,16000`` → (mean, max)."""
+    parts = text.split(",")
+    try:
+        values = [int(x) for x in parts]
+    except ValueError:
+        values = []
+    if len(parts) > 2 or not values or min(values) < 1 or (len(values) == 2 and values[1] < values[0]):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected MEAN or MEAN,MAX tokens (whole numbers, MAX ≥ MEAN)")
+    return values[0], values[1] if len(values) == 2 else None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -175,7 +190,8 @@ def _check(args) -> int:
     try:
         for p in paths:
             progress.advance(p)
-            kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory}
+            kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory,
+                      "sample_tokens": args.sample_tokens}
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
                 text = sys.stdin.buffer.read()
@@ -346,6 +362,7 @@ def _memory(args) -> int:
     env = _env_pairs(args.env)
     paths = args.paths or [str(EXAMPLE)]
     results = [memory(p, env, model_config=args.model_config, device=args.device, host_memory=args.host_memory,
+                      sample_tokens=args.sample_tokens,
                       display=p if args.paths else f"{_example_display()} (built-in example)") for p in paths]
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)

@@ -300,6 +300,7 @@ class Job:
     values: dict[str, Traced] = field(default_factory=dict)  # framework keys the batch/rollout rules read
     device_choice: str | None = None  # --device NAME for the memory estimate (None: the default for trainer.device)
     host_memory_bytes: int | None = None  # --host-memory per node, for MEM-HOST
+    sample_tokens: tuple[int, int | None] | None = None  # --sample-tokens MEAN[,MAX] for dynamic batch size
     fsdp_layouts: tuple[FsdpLayout, ...] = ()  # FSDP engines built: actor, ref, critic (empty for Megatron)
     servers: tuple[ServerLayout, ...] = ()  # inference servers built besides the rollout: reward model, teachers
 

@@ -7,15 +7,23 @@ Two layers of formulas:
    activations and dropout: ``s·b·h·(34 + 5·a·s/h)`` bytes (eq. 1); tensor parallel without sequence
    parallel ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` (eq. 2); with sequence parallel ``s·b·h/t·(34 + 5·a·s/h)``
    (eq. 3); selective recomputation drops the ``5·a·s/h`` term (recomputes the attention core).
-2. ``layer_bytes``: the same bookkeeping, term by term, for the layers verl trains: grouped-query or
-   latent attention, gated (SwiGLU) MLPs, MoE layers with top-k routing, no dropout, flash attention
-   (no s² terms; an fp32 log-sum-exp per head and token), CP splitting the sequence. With ``dropout``,
-   MHA, a 4h GeLU MLP and no flash attention it reduces exactly to eq. 1-3 (tested).
+2. ``layer_bytes``: the same bookkeeping, term by term, for Megatron-Core layers: grouped-query or
+   latent attention, gated (SwiGLU) or plain MLPs (``Architecture.gated``), MoE layers with top-k routing,
+   CP splitting the sequence, and the kernels and dropout of ``Kernels``: flash/fused attention (no s²
+   terms; an fp32 log-sum-exp per head and token) or the unfused core attention, hidden dropout (two 1-byte
+   masks per layer) and attention dropout (unfused only). With dropout, MHA, a 4h GeLU MLP and unfused
+   attention it reduces exactly to eq. 1-3 (tested).
 
 Term by term (bytes per token, before dividing by TP/SP and CP), as the paper counts them:
 attention: LN input 2h, QKV input 2h, Q and K 2·(a+kv)·d, V 2·kv·d, softmax output 2·a·s, dropout mask
-a·s and output 2·a·s (not with flash), proj input 2·a·d, dropout mask h; MLP: LN input 2h, fc1 input 2h,
-activation input 2·f (gated: 2·2f), activation output 2·f, dropout mask h.
+a·s and output 2·a·s (not with flash), proj input 2·a·d (the attention output: every query head, also
+under GQA), dropout mask h; MLP: LN input 2h, fc1 input 2h, activation input 2·f (gated: 2·2f),
+activation output 2·f, dropout mask h.
+Dropout (Korthikanti §4.1 counts it; Megatron-LM's defaults ``--hidden-dropout 0.1`` and ``--attention-dropout
+0.1``, megatron/training/arguments.py; the bias-dropout-add of megatron/core/transformer/transformer_layer.py
+after attention and after the MLP keeps a 1-byte mask each; core attention's dropout of the softmax output
+keeps a 1-byte mask and its 2-byte output, megatron/core/transformer/dot_product_attention.py). HF models
+bridged by verl train without dropout (mbridge / Megatron-Bridge set both to the config's 0.0).
 MoE (shardcheck's extension, not in the paper): router input shares the LN output; each token is
 dispatched to top-k experts, so a device holds ``k · tokens · ETP`` routed tokens on average (tokens
 balanced over EP; ETP gathers its group's tokens): their permuted input 2h and combine input 2h, fc1
@@ -48,6 +56,15 @@ class Parallel:
 
 
 @dataclass(frozen=True, slots=True)
+class Kernels:
+    """How a layer computes: flash/fused attention or the unfused core attention, and which dropouts run."""
+
+    flash: bool = True
+    hidden_dropout: bool = False  # a 1-byte mask after attention and after the MLP
+    attention_dropout: bool = False  # a 1-byte mask and the 2-byte dropped softmax (unfused attention only)
+
+
+@dataclass(frozen=True, slots=True)
 class Recompute:
     """verl's ``override_transformer_config.recompute_*`` as Megatron-Core reads them."""
 
@@ -64,25 +81,24 @@ def _split(tokens_bytes: float, p: Parallel, *, sharded_by_tp: bool) -> float:
     return tokens_bytes / p.cp / tp_div
 
 
-def attention_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, *, flash: bool = True,
-                    dropout: bool = False) -> float:
+def attention_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, k: Kernels = Kernels()) -> float:
     """Attention block (with its input LN) of one layer for ``tokens`` tokens of sequences of ``seq``."""
     h, a = arch.hidden, arch.heads
     if arch.mla is not None:
         m = arch.mla
         q_dim = k_dim = a * (m.qk_nope_head_dim + m.qk_rope_head_dim)
-        v_dim = a * m.v_head_dim
+        v_dim = out_dim = a * m.v_head_dim
         latent = 2 * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim)  # down-projection outputs
     else:
         d = arch.head_dim
-        q_dim, k_dim, v_dim = a * d, arch.kv_heads * d, arch.kv_heads * d
+        q_dim, k_dim, v_dim, out_dim = a * d, arch.kv_heads * d, arch.kv_heads * d, a * d
         latent = 0
-    replicated = 2 * h + 2 * h + (h if dropout else 0)  # LN input, QKV input (LN output), dropout mask
-    sharded = 2 * q_dim + 2 * k_dim + 2 * v_dim + 2 * v_dim  # Q, K, V, proj input (attention output)
-    if flash:
+    replicated = 2 * h + 2 * h + (h if k.hidden_dropout else 0)  # LN input, QKV input (LN output), dropout mask
+    sharded = 2 * q_dim + 2 * k_dim + 2 * v_dim + 2 * out_dim  # Q, K, V, proj input (attention output)
+    if k.flash:
         sharded += 4 * a  # fp32 softmax log-sum-exp per head
     else:
-        sharded += (2 + (1 + 2 if dropout else 0)) * a * seq  # softmax output (+ dropout mask, output)
+        sharded += (2 + (1 + 2 if k.attention_dropout else 0)) * a * seq  # softmax output (+ dropout mask, output)
     return tokens * (_split(replicated + latent, p, sharded_by_tp=False) + _split(sharded, p, sharded_by_tp=True))
 
 
@@ -96,36 +112,100 @@ def mlp_bytes(h: int, ffn: int, tokens: float, p: Parallel, *, gated: bool = Tru
     return tokens * _split(replicated, p, sharded_by_tp=False) + inner
 
 
-def moe_bytes(arch: Architecture, tokens: int, p: Parallel) -> float:
-    """MoE layer: pre-MLP LN, routed experts (top-k tokens), shared experts."""
+def moe_bytes(arch: Architecture, tokens: int, p: Parallel, k: Kernels = Kernels()) -> float:
+    """MoE layer: pre-MLP LN, routed experts (top-k tokens), shared experts, the dropout mask after it."""
     h = arch.hidden
     local_tokens = tokens / p.cp / (p.tp if p.sequence_parallel else 1)
     routed = arch.topk * local_tokens * p.etp
-    out = local_tokens * (2 * h + 2 * h)  # LN input, router/dispatch input
+    out = local_tokens * (2 * h + 2 * h + (h if k.hidden_dropout else 0))  # LN input, router input, dropout mask
     out += local_tokens * 4 * arch.experts  # fp32 router logits
     out += routed * (2 * h + 2 * h)  # permuted input, combine input
-    out += routed * (2 * 2 * arch.moe_ffn + 2 * arch.moe_ffn) / p.etp
+    out += routed * (2 * (2 if arch.gated else 1) * arch.moe_ffn + 2 * arch.moe_ffn) / p.etp
     if arch.shared_ffn:
-        out += mlp_bytes(h, arch.shared_ffn, tokens, p, with_ln=False) - tokens * _split(2 * h, p, sharded_by_tp=False)
+        out += (mlp_bytes(h, arch.shared_ffn, tokens, p, gated=arch.gated, with_ln=False)
+                - tokens * _split(2 * h, p, sharded_by_tp=False))
     return out
 
 
-def layer_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parallel, recompute: Recompute) -> float:
-    """Activation bytes layer ``index`` keeps for backward, for one micro batch of ``tokens`` tokens."""
+def layer_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parallel, recompute: Recompute,
+                k: Kernels = Kernels()) -> float:
+    """Activation bytes layer ``index`` keeps for backward, for one micro batch of ``tokens`` tokens.
+
+    Selective recompute (megatron/core/transformer/transformer_config.py ``recompute_modules``): ``core_attn``
+    drops the unfused attention's s-wide tensors; ``mla_up_proj`` drops MLA's up-projected Q, K, V (recomputed
+    from the kept latents); ``layernorm`` drops both norms' outputs; ``mlp`` / ``moe`` keep only the block's
+    input; ``moe_act`` drops the experts' activation output."""
+    hidden_in = tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)
     if recompute.granularity == "full":
-        return tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)  # only the layer's input
-    attention = attention_bytes(arch, tokens, seq, p)
+        return hidden_in  # only the layer's input
+    selective = recompute.modules if recompute.granularity == "selective" else frozenset()
+    attention = attention_bytes(arch, tokens, seq, p, k)
+    if "core_attn" in selective and not k.flash:
+        attention -= attention - attention_bytes(arch, tokens, seq, p, Kernels(True, k.hidden_dropout))
+    if "mla_up_proj" in selective and arch.mla is not None:
+        m = arch.mla
+        qk = arch.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        attention -= tokens * _split(2 * qk + 2 * qk + 2 * arch.heads * m.v_head_dim, p, sharded_by_tp=True)
     if arch.is_moe_layer(index):
-        mlp = moe_bytes(arch, tokens, p)
-        if recompute.granularity == "selective" and "moe" in recompute.modules:
-            mlp = tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)
-        elif recompute.granularity == "selective" and "moe_act" in recompute.modules:
+        mlp = moe_bytes(arch, tokens, p, k)
+        if "moe" in selective:
+            mlp = hidden_in
+        elif "moe_act" in selective:
             local = tokens / p.cp / (p.tp if p.sequence_parallel else 1)
             mlp -= arch.topk * local * p.etp * 2 * arch.moe_ffn / p.etp
     else:
-        mlp = mlp_bytes(arch.hidden, arch.ffn, tokens, p)
-        if recompute.granularity == "selective" and "mlp" in recompute.modules:
-            mlp = tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)
-    if recompute.granularity == "selective" and "layernorm" in recompute.modules:
-        attention -= tokens * _split(2 * arch.hidden, p, sharded_by_tp=False)  # LN outputs are recomputed
+        mlp = mlp_bytes(arch.hidden, arch.ffn, tokens, p, gated=arch.gated, dropout=k.hidden_dropout)
+        if "mlp" in selective:
+            mlp = hidden_in
+    if "layernorm" in selective:
+        attention -= hidden_in  # the input norm's output is recomputed
+        if not ({"mlp", "moe"} & selective):
+            mlp -= hidden_in  # and the pre-MLP norm's
     return attention + mlp
+
+
+# Fine-grained activation offload (megatron/core/transformer/transformer_config.py ``offload_modules``;
+# megatron/core/pipeline_parallel/fine_grained_activation_offload.py): each listed module runs inside
+# ``saved_tensors_hooks`` (megatron/core/transformer/attention.py wraps core attention in its manager), so every
+# tensor the module saves for backward leaves the device — for core_attn also the unfused s-wide softmax.
+OFFLOADABLE = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
+
+
+def offloaded_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parallel, modules: frozenset[str],
+                    k: Kernels = Kernels(), recompute: Recompute = Recompute()) -> float:
+    """Bytes of layer ``index``'s saved tensors that fine-grained activation offload moves to the host (not
+    those selective recompute already drops: norm outputs with ``layernorm``, MLA's Q/K/V with ``mla_up_proj``)."""
+    if not modules:
+        return 0.0
+    selective = recompute.modules if recompute.granularity == "selective" else frozenset()
+    h, a = arch.hidden, arch.heads
+    if arch.mla is not None:
+        m = arch.mla
+        qkv = 2 * (2 * a * (m.qk_nope_head_dim + m.qk_rope_head_dim) + a * m.v_head_dim)
+        out_dim = a * m.v_head_dim
+    else:
+        qkv = 2 * (a + 2 * arch.kv_heads) * arch.head_dim
+        out_dim = a * arch.head_dim
+    if "mla_up_proj" in selective and arch.mla is not None:
+        qkv = 0
+    replicated = {"attn_norm": 2 * h, "qkv_linear": 0 if "layernorm" in selective else 2 * h, "mlp_norm": 2 * h}
+    core = (4 * a if k.flash else (2 + (3 if k.attention_dropout else 0)) * a * seq)  # as attention_bytes
+    sharded = {"core_attn": qkv + core, "attn_proj": 2 * out_dim}
+    out = tokens * (_split(sum(v for k, v in replicated.items() if k in modules), p, sharded_by_tp=False)
+                    + _split(sum(v for k, v in sharded.items() if k in modules), p, sharded_by_tp=True))
+    if arch.is_moe_layer(index):
+        routed = arch.topk * tokens / p.cp / (p.tp if p.sequence_parallel else 1) * p.etp
+        if "expert_fc1" in modules:
+            out += routed * 2 * h
+        if "moe_act" in modules:
+            out += routed * 2 * (2 if arch.gated else 1) * arch.moe_ffn / p.etp
+    return out
+
+
+def mtp_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, recompute: Recompute, k: Kernels) -> float:
+    """One MTP depth (megatron/core/transformer/multi_token_prediction.py): the enorm and hnorm inputs, the
+    2h-wide concatenation eh_proj reads, one transformer layer of the last decoder layer's kind, the final
+    norm's input."""
+    h = arch.hidden
+    own = tokens * _split(2 * h + 2 * h + 2 * 2 * h + 2 * h, p, sharded_by_tp=False)
+    return own + layer_bytes(arch, arch.num_layers - 1, tokens, seq, p, recompute, k)

@@ -21,8 +21,9 @@ What each term is (the sources are in the modules that compute them, and in ``TE
   the log-softmax (verl/utils/megatron/tensor_parallel.py ``vocab_parallel_log_probs_from_logits``), and
   the entropy's two fp32 tensors when the entropy is computed (per chunk with
   ``entropy_from_logits_with_chunking``);
-- workspace: a stated allowance (``WORKSPACE_BYTES``) for NCCL buffers, kernels' workspaces and
-  allocator fragmentation.
+- workspace: the step's transient tensors beyond saved activations (memory/overhead.py);
+- ``allocated`` (torch.cuda.max_memory_allocated) is the sum of the terms; ``total`` (the device peak) adds the
+  caching allocator's fragmentation and what lives outside it (memory/overhead.py, sourced there).
 verl's ``param_offload`` / ``optimizer_offload`` move state to the host between phases; during the
 update it is back on the device, so they change the rollout phase and the host, not the training peak.
 """
@@ -31,16 +32,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
+from shardcheck.frameworks.megatron.layout_string import LayoutStringError, RankLayout, parse_layout
+from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_chunk_layer_indices
 from shardcheck.job import Job, MegatronLayout
-from shardcheck.memory.activations import Parallel, Recompute, layer_bytes
+from shardcheck.memory.activations import Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
+from shardcheck.memory.overhead import device_total, transient_bytes
 from shardcheck.memory.params import Sharding, StageParams, layer_params, padded_vocab, stage_params
 from shardcheck.memory.settings import RolloutSettings, TrainSettings, Unknown, known
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
 
-WORKSPACE_BYTES = 2 * GIB
 ROLLOUT_RESERVE_BYTES = 1 * GIB  # vLLM's CUDA graphs and NCCL, outside its profiled activations
+FP8_WEIGHT_BYTES = 1  # Transformer Engine Float8Tensor data
 FUSED_CHUNK_TOKENS = 4096  # tokens per chunk shardcheck allows a fused linear + cross-entropy
 
 
@@ -71,6 +74,7 @@ class TrainMemory:
     tokens_per_micro_batch: int
     sequence_length: int
     static_bytes_max: int  # weights + grads + optimizer of the largest stage (exact, not estimated)
+    batch_bound: str | None = None  # dynamic batch size: which sample-length bound sized the micro batch
 
 
 @dataclass
@@ -120,6 +124,10 @@ class MemoryEstimate:
     rollout: RolloutMemory | None = None
     host: HostMemory | None = None
     problems: list[str] = field(default_factory=list)  # why a part could not be estimated
+    # with --sample-tokens and dynamic batch size: the update sized at the token budget (the upper bound);
+    # ``train`` (what the rules judge) is sized at the given sample lengths
+    train_at_budget: TrainMemory | None = None
+    critic_train: TrainMemory | None = None  # the colocated critic's own update phase (verl)
 
 
 ADAPTERS = {"verl": "verl_settings", "megatron-lm": "megatron_lm_settings", "slime": "slime_settings"}
@@ -161,13 +169,22 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
             out.problems.append("no training engine shardcheck models (Megatron or FSDP)")
     except Unknown as exc:
         out.problems.append(f"train: {exc}")
+    if out.train is not None and out.train.batch_bound and job.sample_tokens is not None:
+        from dataclasses import replace
+
+        bound_job = replace(job, sample_tokens=None)
+        try:
+            out.train_at_budget = (_train(bound_job, arch, layout, adapter) if layout is not None
+                                   else _train_fsdp(bound_job, arch, fsdp, adapter))[0]
+        except Unknown:
+            pass
     try:
         rollout = adapter.rollout_settings(job, bool(arch.experts), job.model.max_position_embeddings)
         out.rollout = _rollout(arch, rollout, device) if rollout is not None else None  # None: no rollout engine
     except Unknown as exc:
         out.problems.append(f"rollout: {exc}")
     if out.train is not None:
-        _add_critic(job, arch, out, adapter)
+        _add_critic(job, arch, out, adapter, settings)
         out.host = _host(job, out.train, settings)
         if out.rollout is not None and rollout.colocated:
             out.rollout.training_resident_bytes = _resident(out.train, settings)
@@ -190,51 +207,120 @@ def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
         raise Unknown(f"the {what} layout does not split the model evenly ({', '.join(bad)}); fix the layout first")
 
 
-def _split(layout: MegatronLayout, arch: Architecture) -> tuple[Split, tuple[tuple[int, ...], ...]]:
-    if layout.layout_string.known and layout.layout_string.value:
-        raise Unknown("pipeline_model_parallel_layout is set; shardcheck does not split by layout strings yet")
+def _split(layout: MegatronLayout, arch: Architecture, mtp: int) -> list[RankLayout]:
+    """What each pipeline rank builds: a layout string's parts, else Megatron-Core's split (MTP on the last)."""
+    pp = known(layout.pp, "PP")
+    text = known(layout.layout_string, "pipeline_model_parallel_layout")
+    if text:
+        try:
+            ranks = parse_layout(str(text), pp, arch.num_layers)
+        except LayoutStringError as exc:
+            raise Unknown(f"pipeline_model_parallel_layout {text!r}: {exc}") from None
+        if sum(r.mtp_layers for r in ranks) != mtp:
+            raise Unknown(f"pipeline_model_parallel_layout {text!r} places {sum(r.mtp_layers for r in ranks)} MTP "
+                          f"layers, --mtp-num-layers is {mtp}")
+        return ranks
     vpp = known(layout.vpp, "VPP")
     emb, loss = bool(known(layout.account_for_embedding, "account_for_embedding")), bool(known(layout.account_for_loss, "account_for_loss"))
-    split = split_layers(arch.num_layers, known(layout.pp, "PP"), first=known(layout.first_stage_layers, "first stage layers"),
+    split = split_layers(arch.num_layers, pp, first=known(layout.first_stage_layers, "first stage layers"),
                          last=known(layout.last_stage_layers, "last stage layers"), vpp=vpp, account_for_embedding=emb,
                          account_for_loss=loss)
     if not isinstance(split, Split):
         raise Unknown(f"the layer split fails ({split.rule}); fix the layout first")
-    return split, stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
+    chunks = stage_chunk_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb,
+                                       account_for_loss=loss)
+    # MTP sits after the decoder on the last stage (its last chunk)
+    return [RankLayout(c, tuple(mtp if stage == pp - 1 and i == len(c) - 1 else 0 for i in range(len(c))),
+                       stage == 0, stage == pp - 1) for stage, c in enumerate(chunks)]
 
 
-def _in_flight(stage: int, pp: int, vpp: int | None, micro_batches: int) -> tuple[int, int]:
-    """(micro batches a stage holds at its peak, in units of one chunk's layers; chunks per stage)."""
-    chunks = vpp or 1
+def _in_flight(stage: int, pp: int, chunks: int, micro_batches: int, group: int | None,
+               cost: list[float]) -> tuple[list[int], int]:
+    """How many micro batches of each virtual chunk a stage holds at its peak, and how many in all.
+
+    megatron-core 0.16.1 megatron/core/pipeline_parallel/schedules.py: without interleaving, stage s runs
+    ``min(PP - s - 1, micro batches)`` warm-up forwards, then one forward and one backward at a time, so it
+    holds ``PP - s`` micro batches. Interleaved (``get_schedule_table``): forwards go in groups of
+    ``microbatch_group_size_per_vp_stage`` (default PP) micro batches through chunk 0, 1, …; backwards in the
+    same order with the chunks reversed; ``get_pp_rank_microbatches`` warms up with
+    ``(PP - s - 1)·2 + (VPP - 1)·group`` forwards. The peak is the largest sum of ``cost`` (bytes per micro
+    batch of each chunk) over the 1F1B steady state.
+    """
     if chunks == 1:
-        held = pp - stage
-    else:
-        held = (pp - stage - 1) * 2 + (chunks - 1) * pp + 1
-    return min(held, micro_batches * chunks), chunks
+        held = min(pp - stage, micro_batches)
+        return [held], held
+    group = group or pp
+    order = [c for lo in range(0, micro_batches, group) for c in range(chunks)
+             for _ in range(lo, min(lo + group, micro_batches))]
+    backward = [chunks - 1 - c for c in order]
+    total = len(order)
+    warmup = min((pp - stage - 1) * 2 + (chunks - 1) * group, total)
+    counts = [0] * chunks
+    for c in order[:warmup]:
+        counts[c] += 1
+    best, best_counts = -1.0, list(counts)
+    for j in range(total - warmup + 1):
+        if warmup + j < total or j == 0:
+            if warmup + j < total:
+                counts[order[warmup + j]] += 1
+            value = sum(n * b for n, b in zip(counts, cost))
+            if value > best:
+                best, best_counts = value, list(counts)
+        if j < total:
+            counts[backward[j]] -= 1
+    return best_counts, sum(best_counts)
 
 
-def _activations(arch: Architecture, layers: tuple[int, ...], tokens: int, seq: int, p: Parallel,
-                 rc: Recompute) -> tuple[float, float]:
-    """(bytes one micro batch keeps on this stage, bytes of the one recompute in progress in backward)."""
-    per = [layer_bytes(arch, i, tokens, seq, p, rc) for i in layers]
+def _activations(arch: Architecture, rank: RankLayout, tokens: int, seq: int, p: Parallel,
+                 settings: TrainSettings) -> tuple[list[float], float]:
+    """(bytes one micro batch keeps in each virtual chunk of this stage, bytes held once: the recompute in
+    progress in backward, and with fine-grained offload the offloaded tensors of the one layer computing)."""
+    rc, k = settings.recompute, settings.kernels
+    layers = rank.decoder_layers
+    per = {i: layer_bytes(arch, i, tokens, seq, p, rc, k) for i in layers}
+    once = 0.0
+    if settings.offload_modules and per:
+        # every layer's listed modules' saved tensors go to the host; the layer computing keeps its own
+        off = {i: min(b, offloaded_bytes(arch, i, tokens, seq, p, settings.offload_modules, k, rc))
+               for i, b in per.items()}
+        per = {i: b - off[i] for i, b in per.items()}
+        once = max(off.values())
+    one_mtp = mtp_bytes(arch, tokens, seq, p, rc, k)
+    if settings.offload_modules:  # the MTP depth's transformer layer offloads as the decoder's do
+        one_mtp -= offloaded_bytes(arch, arch.num_layers - 1, tokens, seq, p, settings.offload_modules, k, rc)
     if rc.granularity != "full" or not per:
-        return sum(per), 0.0
-    full = [layer_bytes(arch, i, tokens, seq, p, Recompute()) for i in layers]
+        return [sum(per[i] for i in c) + m * one_mtp for c, m in zip(rank.chunk_layers, rank.chunk_mtp)], once
+    full = {i: layer_bytes(arch, i, tokens, seq, p, Recompute(), k) for i in layers}
     n = max(1, rc.num_layers or 1)
-    if rc.method == "block":
-        # the first n layers of the stage keep only their inputs (recomputed one at a time); the rest keep all
-        return sum(per[:n]) + sum(full[n:]), max(full[:n])
-    # uniform: the input of each group of n layers is kept; backward recomputes one group at a time
-    return sum(per[::n]), max(sum(full[i:i + n]) for i in range(0, len(full), n))
+    out, working = [], 0.0
+    for chunk, m in zip(rank.chunk_layers, rank.chunk_mtp):
+        if not chunk:
+            out.append(m * one_mtp)
+            continue
+        if rc.method == "block":
+            # the first n layers of the chunk keep only their inputs (recomputed one at a time); the rest keep all
+            out.append(sum(per[i] for i in chunk[:n]) + sum(full[i] for i in chunk[n:]) + m * one_mtp)
+            working = max(working, max(full[i] for i in chunk[:n]))
+        else:
+            # uniform: the input of each group of n layers is kept; backward recomputes one group at a time
+            out.append(sum(per[i] for i in chunk[::n]) + m * one_mtp)
+            working = max(working, max(sum(full[i] for i in chunk[j:j + n]) for j in range(0, len(chunk), n)))
+    return out, once + working
 
 
-def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> None:
-    """The colocated critic's state on the device during the actor's update (unless offloaded).
+def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter, settings: TrainSettings) -> None:
+    """The colocated critic: its state on the device during the actor's update (unless offloaded), and its
+    own update phase (``out.critic_train``).
 
     verl's critic is the actor's network with a one-output value head, built with the same parallel
     sizes (VERL-MC-ONE-INIT warns when they differ), so its weights, grads and optimizer state per
     device are the actor's, less the output layer, plus the head; each part stays unless the critic's
-    param_offload / optimizer_offload moves it to the host.
+    param_offload / optimizer_offload moves it to the host. verl runs the critic's update and the actor's
+    one after the other (verl/trainer/ppo/ray_trainer.py: ``_update_critic`` then ``_update_actor``); during
+    the critic's, its own state is on the device with its activations (its micro batches:
+    ``critic.ppo_micro_batch_size_per_gpu`` × sequence, or ``critic.ppo_max_token_len_per_gpu`` × CP with
+    dynamic batch size; activations scale with the tokens of a micro batch under flash attention), its
+    value head's output instead of the vocabulary logits, and the actor's state unless the actor offloads it.
     """
     if not hasattr(adapter, "critic_settings"):
         return
@@ -250,6 +336,7 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> N
         last, shard = known(layout.pp, "PP") - 1, 1  # the head sits on the last stage, replicated over TP
     else:
         last, shard = 0, known(job.fsdp_layout("actor").shard(job.cluster.world), "FSDP shard group")
+    phase: list[StageMemory] = []
     for s in out.train.stages:
         p = s.params
         if not p.total:
@@ -257,24 +344,52 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter) -> N
         head = -(-arch.hidden // shard) if last in s.ranks else 0
         share = (p.total - p.output + head) / p.total
         b = s.bytes
+        if critic.tokens_per_micro_batch:
+            phase.append(_critic_stage(s, share, critic.tokens_per_micro_batch / out.train.tokens_per_micro_batch,
+                                       settings))
         kept = (b["weights"] + b["grads"] if critic.keeps_params else 0) + (b["optimizer"] if critic.keeps_optimizer else 0)
         b["critic_state"] = int(kept * share)
-        b["total"] += b["critic_state"]
+        b["allocated"] += b["critic_state"]
+        b["total"] = device_total(b)
+    if phase:
+        out.critic_train = TrainMemory(phase, critic.tokens_per_micro_batch, out.train.sequence_length,
+                                       max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in phase))
+    else:
+        out.problems.append("critic update: the critic's tokens per micro batch are unknown")
+
+
+def _critic_stage(actor: StageMemory, share: float, token_ratio: float, settings: TrainSettings) -> StageMemory:
+    """One stage of the critic's update: its state, its activations, the actor's state left on the device."""
+    b = actor.bytes
+    kept = 0 if settings.param_offload else b["weights"] + b["grads"]
+    kept += 0 if settings.optimizer_offload else b["optimizer"]
+    terms = {
+        "weights": int(b["weights"] * share), "grads": int(b["grads"] * share),
+        "optimizer": int(b["optimizer"] * share), "optimizer_host": int(b["optimizer_host"] * share),
+        "gathered": b["gathered"], "activations": int(b["activations"] * token_ratio),
+        "logits": 0,  # the value head's one output per token
+        "ref_weights": b["ref_weights"], "actor_state": kept, "workspace": int(b["workspace"] * max(1.0, token_ratio)),
+    }
+    return StageMemory(actor.stage, list(actor.ranks), actor.layers, actor.params, _totals(terms),
+                       actor.micro_batches_in_flight)
 
 
 def _peak(terms: dict[str, int]) -> int:
-    """The device total: every term but the optimizer share Megatron keeps on the host."""
-    return sum(v for k, v in terms.items() if k != "optimizer_host")
+    """The allocated peak: every term but the optimizer share Megatron keeps on the host (and the totals)."""
+    return sum(v for k, v in terms.items() if k not in ("optimizer_host", "allocated", "total"))
 
 
-def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSettings) -> int:
-    """One micro batch's logits on the last stage (vocab-parallel over TP, sequence split over CP)."""
+def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSettings, mtp: int = 0) -> int:
+    """One micro batch's logits on the last stage (vocab-parallel over TP, sequence split over CP); each MTP
+    depth's loss keeps its fp32 buffers for backward too (its 16-bit logits are freed when its loss is taken:
+    megatron/core/transformer/multi_token_prediction.py ``process_mtp_loss``)."""
     rows = tokens / cp
+    fp32 = rows * arch.vocab / tp * 4 * settings.logits.fp32_buffers
     if settings.logits.fused:
         fused = min(FUSED_CHUNK_TOKENS, rows) * arch.vocab / tp * (4 + 4)  # one fp32 chunk and its gradient
-        return int(min(fused, rows * arch.vocab / tp * (2 + 4 * settings.logits.fp32_buffers)))
+        return int(min(fused, rows * arch.vocab / tp * 2 + fp32) * (1 + mtp))
     # bf16 logits and the adapter's fp32 buffers (verl: the log-softmax and its gradient)
-    out = rows * arch.vocab / tp * (2 + 4 * settings.logits.fp32_buffers)
+    out = rows * arch.vocab / tp * (2 + 4 * settings.logits.fp32_transient) + fp32 * (1 + mtp)
     if settings.logits.entropy:
         chunk = min(settings.logits.entropy_chunk or rows, rows)
         out += 2 * 4 * chunk * arch.vocab / tp
@@ -292,31 +407,35 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
     if settings.vocab_divisible_by:
         sharding = Sharding(sharding.tp, sharding.ep, sharding.etp, sharding.pp, settings.vocab_divisible_by)
     _check_shards(arch, sharding, "training")
-    _, indices = _split(layout, arch)
+    ranks = _split(layout, arch, settings.mtp_layers)
     sp = bool(known(layout.sequence_parallel, "sequence_parallel")) and sharding.tp > 1
     p = Parallel(tp=sharding.tp, sequence_parallel=sp, cp=cp, ep=sharding.ep, etp=sharding.etp)
-    vpp = known(layout.vpp, "VPP")
     tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
-    shards = (dp * cp, edp) if settings.distributed_optimizer else (1, 1)
+    shards = (dp * cp, edp) if settings.distributed_optimizer or settings.fsdp_sharding else (1, 1)
     rows: list[StageMemory] = []
-    for stage, layers in enumerate(indices):
-        params = stage_params(arch, layers, stage, sharding)
+    for stage, rank in enumerate(ranks):
+        layers = rank.decoder_layers
+        params = stage_params(arch, layers, stage, sharding, embedding=rank.embedding, loss=rank.loss,
+                              mtp=rank.mtp_layers)
         dense = params.embedding + params.dense + params.output
         opt = (dense / shards[0] + params.expert / shards[1]) * settings.state_bytes
-        held, chunks = _in_flight(stage, sharding.pp, vpp, settings.micro_batches)
-        stored, recomputing = _activations(arch, layers, tokens, seq, p, settings.recompute)
+        per_chunk, once = _activations(arch, rank, tokens, seq, p, settings)
+        counts, held = _in_flight(stage, sharding.pp, rank.chunks, settings.micro_batches, settings.microbatch_group,
+                                  per_chunk)
+        weights, grads = _weights_and_grads(arch, layers, params, sharding, settings, shards)
         terms = {
-            "weights": params.total * settings.weight_bytes,
-            "grads": params.total * settings.grad_bytes,
+            "weights": weights,
+            "grads": grads,
             "optimizer": int(opt * settings.optimizer_on_device),
             "optimizer_host": int(opt * (1 - settings.optimizer_on_device)),
-            "activations": int(stored * held / chunks + recomputing / chunks),
-            "logits": _logits(arch, tokens, sharding.tp, cp, settings) if stage == sharding.pp - 1 else 0,
+            "gathered": _fsdp_gathered(arch, layers, sharding, settings),
+            "activations": int(sum(n * b for n, b in zip(counts, per_chunk)) + once),
+            # the main model's logits and each MTP depth's, all kept until backward
+            "logits": _logits(arch, tokens, sharding.tp, cp, settings, rank.mtp_layers) if rank.loss else 0,
             "ref_weights": params.total * settings.weight_bytes if settings.ref_on_device else 0,
-            "workspace": WORKSPACE_BYTES,
         }
-        terms["total"] = _peak(terms)
-        rows.append(StageMemory(stage, [stage], len(layers), params, terms, held))
+        terms["workspace"] = transient_bytes(arch, tokens, p, settings)
+        rows.append(StageMemory(stage, [stage], len(layers), params, _totals(terms), held))
     merged: list[StageMemory] = []
     for row in rows:
         same = next((m for m in merged if m.bytes == row.bytes and m.params == row.params), None)
@@ -325,7 +444,40 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
         else:
             merged.append(row)
     static = max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in rows)
-    return TrainMemory(merged, tokens, seq, static), settings
+    return TrainMemory(merged, tokens, seq, static, settings.batch_bound), settings
+
+
+def _weights_and_grads(arch: Architecture, layers, params: StageParams, sharding: Sharding, settings: TrainSettings,
+                       shards: tuple[int, int]) -> tuple[int, int]:
+    """Weights and gradient buffers on one device: Megatron DDP keeps them whole; Megatron-FSDP shards the
+    gradients (optim_grads) and the parameters too (optim_grads_params) over DP·CP (experts over EDP);
+    ``--fp8-param-gather`` keeps the compute weights as Transformer Engine's Float8Tensor, 1 byte per parameter
+    instead of the 16-bit copy (megatron/core/fp8_utils.py; the fp32 main copy stays in the distributed
+    optimizer). The fp8 transposes Transformer Engine makes for the backward GEMMs are not counted."""
+    weight_bytes = FP8_WEIGHT_BYTES if settings.fp8_params else settings.weight_bytes
+    dense = params.embedding + params.dense + params.output
+    whole = (dense, params.expert)
+    split = (dense / shards[0], params.expert / shards[1])
+    w = split if settings.fsdp_sharding == "optim_grads_params" else whole
+    g = split if settings.fsdp_sharding in ("optim_grads", "optim_grads_params") else whole
+    return int(sum(w) * weight_bytes), int(sum(g) * settings.grad_bytes)
+
+
+def _fsdp_gathered(arch: Architecture, layers, sharding: Sharding, settings: TrainSettings) -> int:
+    """Megatron-FSDP with sharded parameters: the unsharded 16-bit weights of the layer computing and the one
+    prefetched, and that layer's unsharded gradient before its reduce-scatter
+    (megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py: per-module buckets)."""
+    if settings.fsdp_sharding != "optim_grads_params" or not layers:
+        return 0
+    unit = max(sum(layer_params(arch, i, sharding)) for i in layers)
+    return int(unit * (2 * (FP8_WEIGHT_BYTES if settings.fp8_params else settings.weight_bytes) + settings.grad_bytes))
+
+
+def _totals(terms: dict[str, int]) -> dict[str, int]:
+    """``allocated`` (what torch.cuda.max_memory_allocated shows) and ``total`` (the device peak)."""
+    terms["allocated"] = _peak(terms)
+    terms["total"] = device_total(terms)
+    return terms
 
 
 def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMemory, TrainSettings]:
@@ -348,7 +500,7 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
     sp = known(layout.sp, "Ulysses SP")
     p = Parallel(tp=1, cp=sp)
     tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
-    per_layer = [layer_bytes(arch, i, tokens, seq, p, Recompute()) for i in layers]
+    per_layer = [layer_bytes(arch, i, tokens, seq, p, Recompute(), settings.kernels) for i in layers]
     if settings.checkpointing:
         acts = tokens / sp * 2 * arch.hidden * len(layers) + max(per_layer)  # inputs + one layer recomputed
     else:
@@ -365,11 +517,11 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
         "activations": int(acts),
         "logits": _logits(arch, tokens, 1, sp, settings),
         "ref_weights": 0,
-        "workspace": WORKSPACE_BYTES,
     }
-    terms["total"] = _peak(terms)
-    row = StageMemory(0, [0], len(layers), held, terms, 1)
-    return TrainMemory([row], tokens, seq, terms["weights"] + terms["grads"] + terms["optimizer"]), settings
+    terms["workspace"] = transient_bytes(arch, tokens, p, settings)
+    row = StageMemory(0, [0], len(layers), held, _totals(terms), 1)
+    return TrainMemory([row], tokens, seq, terms["weights"] + terms["grads"] + terms["optimizer"],
+                       settings.batch_bound), settings
 
 
 def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tuple[int, bool]:

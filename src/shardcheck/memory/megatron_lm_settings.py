@@ -15,14 +15,27 @@
   micro · DP, validate_args);
 - logits: megatron/core/tensor_parallel/cross_entropy.py ``vocab_parallel_cross_entropy`` takes an fp32
   copy of the 16-bit logits and turns it into the softmax and the gradient in place: one fp32 buffer;
-- vocab padding: ``--make-vocab-size-divisible-by`` (128) × TP (vocab_size_with_padding).
+  ``--cross-entropy-loss-fusion`` (native, megatron/core/fusions/fused_cross_entropy.py) runs the same steps
+  in ``jit_fuser`` functions whose results are new tensors: a second fp32 buffer while the loss is computed;
+- vocab padding: ``--make-vocab-size-divisible-by`` (128) × TP (vocab_size_with_padding);
+- kernels (``kernels``): ``--attention-backend unfused`` / ``local`` or ``--transformer-impl local`` (the local
+  spec's DotProductAttention) keep the s-wide softmax; ``--hidden-dropout`` (0.1) and ``--attention-dropout``
+  (0.1), TransformerConfig's defaults, keep their masks (activations.py);
+- ``--mtp-num-layers`` (megatron/core/transformer/multi_token_prediction.py): each MTP depth on the last
+  stage is an embedding-input norm, a hidden-state norm, an eh_proj (2h → h, column-parallel), one transformer
+  layer of the decoder's kind and a final norm; it shares the embedding and the output layer;
+- ``--fine-grained-activation-offload`` with ``--offload-modules``: the listed modules' inputs go to the host;
+- ``--use-megatron-fsdp`` with ``--data-parallel-sharding-strategy`` (optim_grads_params): Megatron-FSDP shards
+  optimizer state (optim), + gradients (optim_grads), + parameters (optim_grads_params) over DP·CP
+  (megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py);
+- ``--fp8-param-gather``: the compute weights are fp8 (1 byte), the distributed optimizer's fp32 main copy stays.
 Megatron-LM moves nothing to the host between phases, and pre-training has no rollout.
 """
 
 from __future__ import annotations
 
 from shardcheck.job import Job, MegatronLayout
-from shardcheck.memory.activations import Recompute
+from shardcheck.memory.activations import Kernels, Recompute
 from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, dtype_bytes, require_adam
 from shardcheck.memory.settings import setting as flag
 
@@ -68,6 +81,30 @@ def recompute(job: Job) -> Recompute:
                      num_layers=flag(job, "--recompute-num-layers"), modules=frozenset(modules))
 
 
+def kernels(job: Job) -> Kernels:
+    """Flash or unfused attention, and which dropouts keep masks (TransformerConfig defaults: 0.1 each)."""
+    backend = str(flag(job, "--attention-backend") or "auto").rsplit(".", 1)[-1].lower()
+    impl = str(flag(job, "--transformer-impl") or "transformer_engine")
+    unfused = backend in ("unfused", "local") or impl == "local"
+    return Kernels(flash=not unfused, hidden_dropout=float(flag(job, "--hidden-dropout")) > 0,
+                   attention_dropout=float(flag(job, "--attention-dropout")) > 0)
+
+
+def extra_settings(job: Job) -> dict:
+    """The TrainSettings fields Megatron-LM and slime read alike: kernels, MTP, offload, FSDP, fp8."""
+    offload = frozenset(flag(job, "--offload-modules") or ()) if flag(job, "--fine-grained-activation-offloading") \
+        else frozenset()
+    fsdp = str(flag(job, "--data-parallel-sharding-strategy")) if flag(job, "--use-megatron-fsdp") else None
+    return {"kernels": kernels(job), "mtp_layers": flag(job, "--mtp-num-layers") or 0, "offload_modules": offload,
+            "microbatch_group": flag(job, "--microbatch-group-size-per-virtual-pipeline-stage"),
+            "fsdp_sharding": fsdp, "fp8_params": bool(flag(job, "--fp8-param-gather"))}
+
+
+def logits(job: Job, fp32_buffers: int) -> Logits:
+    fused = bool(flag(job, "--cross-entropy-loss-fusion")) and flag(job, "--cross-entropy-fusion-impl") == "native"
+    return Logits(fp32_buffers=fp32_buffers, fp32_transient=1 if fused else 0)
+
+
 def micro_batch_count(job: Job, micro: int, dp: int) -> int:
     gbs = flag(job, "--global-batch-size")
     return max(1, (gbs or micro * dp) // (micro * dp))
@@ -82,8 +119,8 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         weight_bytes=weight_bytes(job), grad_bytes=grad, state_bytes=state,
         distributed_optimizer=bool(flag(job, "--use-distributed-optimizer")), optimizer_on_device=on_device,
         tokens_per_micro_batch=micro * seq, sequence_length=seq, micro_batches=micro_batch_count(job, micro, dp),
-        recompute=recompute(job), logits=Logits(fp32_buffers=1),
-        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"),
+        recompute=recompute(job), logits=logits(job, 1),
+        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"), **extra_settings(job),
     )
 
 

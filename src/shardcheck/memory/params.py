@@ -116,20 +116,37 @@ def layer_params(arch: Architecture, index: int, s: Sharding) -> tuple[int, int]
     return dense, expert
 
 
-def stage_params(arch: Architecture, layers: tuple[int, ...], stage: int, s: Sharding) -> StageParams:
-    """Parameters on one device of pipeline stage ``stage`` that builds the decoder ``layers``."""
+def mtp_params(arch: Architecture, s: Sharding) -> tuple[int, int]:
+    """(dense, routed expert) parameters of one MTP depth on one device (megatron/core/transformer/
+    multi_token_prediction.py ``MultiTokenPredictionLayer``): enorm and hnorm, ``eh_proj`` (column-parallel,
+    2·hidden → hidden, no bias), a transformer layer of the last decoder layer's kind, a final norm."""
+    dense, expert = layer_params(arch, arch.num_layers - 1, s)
+    return dense + 3 * _norm(arch, arch.hidden) + 2 * arch.hidden * arch.hidden // s.tp, expert
+
+
+def stage_params(arch: Architecture, layers: tuple[int, ...], stage: int, s: Sharding, *,
+                 embedding: bool | None = None, loss: bool | None = None, mtp: int = 0) -> StageParams:
+    """Parameters on one device of pipeline stage ``stage`` that builds the decoder ``layers``
+    (``embedding`` / ``loss``: whether it holds them, by default the first / last stage; ``mtp`` MTP depths)."""
     dense = expert = 0
     for index in layers:
         d, e = layer_params(arch, index, s)
         dense += d
         expert += e
+    for _ in range(mtp):
+        d, e = mtp_params(arch, s)
+        dense += d
+        expert += e
     vocab_rows = padded_vocab(arch.vocab, s) // s.tp
-    first, last = stage == 0, stage == s.pp - 1
-    # learned absolute position embeddings: a torch.nn.Embedding replicated over TP (first stage)
-    embedding = (vocab_rows + arch.position_embeddings) * arch.hidden if first else 0
+    first = stage == 0 if embedding is None else embedding
+    last = stage == s.pp - 1 if loss is None else loss
+    # learned absolute position embeddings: a torch.nn.Embedding replicated over TP (first stage); MTP
+    # builds the embedding on its stage too (gpt_model.py: ``if self.pre_process or self.mtp_process``)
+    embedding_rows = vocab_rows + arch.position_embeddings
+    emb = embedding_rows * arch.hidden if first or (mtp and not first) else 0
     output = 0
     if last:
         dense += _norm(arch, arch.hidden)  # final_layernorm
         if not arch.tied or not first:
             output = vocab_rows * arch.hidden
-    return StageParams(embedding, dense, expert, output)
+    return StageParams(emb, dense, expert, output)

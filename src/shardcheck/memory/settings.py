@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from shardcheck.memory.activations import Recompute
+from shardcheck.memory.activations import Kernels, Recompute
 from shardcheck.origin import Traced
 
 DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4,
@@ -24,6 +24,24 @@ def known(traced: Traced, name: str):
 def setting(job, key: str):
     """The value of a framework setting (a verl key or a Megatron-LM / slime flag); Unknown when unknown."""
     return known(job.value(key), key)
+
+
+def dynamic_micro_batches(job, budget: int, samples: int, longest: int) -> tuple[int, int, int, str]:
+    """Dynamic batch size: (tokens per micro batch, micro batches per step, longest sequence, the bound used).
+
+    Without ``--sample-tokens`` the bound: every micro batch full at the token ``budget`` and, at most, every
+    sample its own micro batch. With ``--sample-tokens MEAN[,MAX]``: the ``samples`` of a step carry
+    ``samples · MEAN`` tokens, packed into ``ceil(tokens / budget)`` balanced micro batches (verl
+    ``rearrange_micro_batches``, verl/utils/seqlen_balancing.py; slime ``get_minimum_num_micro_batch_size``,
+    slime/utils/seqlen_balancing.py), none smaller than one sample of MAX tokens.
+    """
+    if job.sample_tokens is None:
+        return budget, max(1, samples), longest, f"the token budget ({budget:,} tokens per micro batch)"
+    mean, top = job.sample_tokens
+    total = max(1, samples) * mean
+    count = max(1, -(-total // budget))
+    tokens = max(-(-total // count), top or 0)
+    return tokens, count, top or mean, f"--sample-tokens {mean}" + (f",{top}" if top else "")
 
 
 ADAM = ("adam", "adamw")
@@ -49,6 +67,7 @@ class Logits:
     entropy: bool = False  # the entropy is computed too (two more fp32 tensors)
     entropy_chunk: int | None = None  # tokens per chunk when the entropy is computed in chunks
     fp32_buffers: int = 2  # whole fp32 [tokens, vocab/TP] tensors beside the 16-bit logits (verl: 2)
+    fp32_transient: int = 0  # more fp32 [tokens, vocab/TP] tensors alive only while the loss is computed
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +95,19 @@ class TrainSettings:
     checkpointing: bool = False
     gathered_between_passes: bool = False
     host_resident: bool = False
+    # Megatron: the layer's kernels and dropout; MTP depth (--mtp-num-layers: that many extra transformer
+    # layers, with their own norms and projection, on the last stage); the modules whose inputs fine-grained
+    # activation offload moves to the host; Megatron-FSDP's sharding strategy (None: Megatron DDP);
+    # fp8 compute weights (--fp8-param-gather: 1 byte per parameter instead of the 16-bit copy).
+    kernels: Kernels = field(default_factory=Kernels)
+    mtp_layers: int = 0
+    offload_modules: frozenset[str] = frozenset()
+    fsdp_sharding: str | None = None
+    fp8_params: bool = False
+    microbatch_group: int | None = None  # interleaved 1F1B: micro batches per group and chunk (None: PP)
+    # which sample-length bound sized the micro batch (dynamic batch size): "max tokens per GPU" or
+    # "--sample-tokens MEAN[,MAX]"
+    batch_bound: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +136,4 @@ class CriticSettings:
     keeps_params: bool  # weights and grads stay (no param offload)
     keeps_optimizer: bool
     engine: str  # "megatron" | "fsdp"
+    tokens_per_micro_batch: int | None = None  # its own update's micro batches (None: unknown)

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory import megatron_lm_settings as mlm
+from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, dynamic_micro_batches, known
 from shardcheck.memory.settings import setting as flag
-from shardcheck.memory.settings import Logits, RolloutSettings, TrainSettings, Unknown, known
 
 
 def sample_tokens(job: Job) -> int | None:
@@ -85,8 +85,11 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         cap = flag(job, "--max-tokens-per-gpu")
         if not cap:
             raise Unknown("--use-dynamic-batch-size needs --max-tokens-per-gpu")
-        tokens, count = max(cap * cp, sample or 0), max(1, gbs // dp)
+        tokens, count, longest, bound = dynamic_micro_batches(job, cap * cp, gbs // dp, sample or cap * cp)
+        tokens = max(tokens, sample or 0) if job.sample_tokens is None else tokens
+        sample = longest
     else:
+        bound = None
         if sample is None:
             raise Unknown("the sample length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
                           "and --rollout-max-response-len")
@@ -100,7 +103,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         tokens_per_micro_batch=tokens, sequence_length=sample or tokens, micro_batches=count,
         recompute=mlm.recompute(job), logits=Logits(fp32_buffers=3 if entropy_grad else 2),
         param_offload=moved, optimizer_offload=moved, param_host_copy=False,
-        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"),
+        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"), batch_bound=bound, **mlm.extra_settings(job),
     )
 
 

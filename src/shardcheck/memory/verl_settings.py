@@ -11,6 +11,7 @@ from shardcheck.memory.settings import (
     TrainSettings,
     Unknown,
     dtype_bytes,
+    dynamic_micro_batches,
     known,
     require_adam,
 )
@@ -23,22 +24,21 @@ OTC = f"{M}.override_transformer_config"
 OPT = f"{A}.optim"
 
 
-def micro_batches(job: Job, cp: int, dp: int) -> tuple[int, int, int]:
-    """(tokens per micro batch, sequence length, the most micro batches one pipeline runs per update).
-
-    With dynamic batch size the count depends on the sample lengths; at most every sample is its own
-    micro batch, which bounds the micro batches a stage can hold from above.
-    """
+def micro_batches(job: Job, cp: int, dp: int) -> tuple[int, int, int, str | None]:
+    """(tokens per micro batch, sequence length, the most micro batches one pipeline runs per update, the
+    dynamic-batch bound used: settings.dynamic_micro_batches)."""
     seq = _v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")
     mini = _v(job, f"{A}.ppo_mini_batch_size") * _v(job, f"{RO}.n")
     if _v(job, f"{A}.use_dynamic_bsz"):
         # verl/workers/engine/utils.py prepare_micro_batches: max_token_len = max_token_len_per_gpu · sp_size
         # (the Megatron engine passes sp_size = context_parallel_size).
-        return _v(job, f"{A}.ppo_max_token_len_per_gpu") * cp, seq, max(1, mini // dp)
+        tokens, count, longest, bound = dynamic_micro_batches(job, _v(job, f"{A}.ppo_max_token_len_per_gpu") * cp,
+                                                              mini // dp, seq)
+        return tokens, longest, count, bound
     micro = _v(job, f"{A}.ppo_micro_batch_size_per_gpu")
     if not micro:
         raise Unknown(f"{A}.ppo_micro_batch_size_per_gpu is not set")
-    return micro * seq, seq, max(1, mini // dp // micro)
+    return micro * seq, seq, max(1, mini // dp // micro), None
 
 
 def _optimizer(job: Job) -> tuple[int, int, float]:
@@ -74,7 +74,7 @@ def _logits(job: Job, fp32_buffers: int) -> Logits:
 
 def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     cp = known(layout.cp, "CP")
-    tokens, seq, count = micro_batches(job, cp, dp)
+    tokens, seq, count, bound = micro_batches(job, cp, dp)
     grad, state, on_device = _optimizer(job)
     # verl's reference model, colocated and built with the actor's sizes by default, stays on the device
     # during the update unless ref.megatron.param_offload moves it away.
@@ -89,6 +89,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         logits=_logits(job, 1), ref_on_device=ref,
         param_offload=f"{M}.param_offload" if job.value(f"{M}.param_offload").value else None,
         optimizer_offload=f"{M}.optimizer_offload" if job.value(f"{M}.optimizer_offload").value else None,
+        batch_bound=bound,
     )
 
 
@@ -137,7 +138,7 @@ def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
     compute runs in bf16 (MixedPrecision param_dtype, default bf16) on one gathered FSDP unit at a time.
     """
     sp = known(layout.sp, f"{layout.key_prefix}.ulysses_sequence_parallel_size")
-    tokens, seq, count = micro_batches(job, sp, dp)
+    tokens, seq, _count, bound = micro_batches(job, sp, dp)
     param = dtype_bytes(known(layout.model_dtype, f"{layout.key_prefix}.model_dtype"), f"{layout.key_prefix}.model_dtype")
     require_adam(job, f"{OPT}.optimizer", "=")
     strategy = known(layout.strategy, f"{A}.strategy")
@@ -154,7 +155,7 @@ def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
         optimizer_offload=f"{layout.key_prefix}.optimizer_offload" if layout.optimizer_offload.value else None,
         checkpointing=bool(_v(job, "actor_rollout_ref.model.enable_gradient_checkpointing")),
         gathered_between_passes=not _v(job, f"{layout.key_prefix}.reshard_after_forward"),
-        host_resident=policy,
+        host_resident=policy, batch_bound=bound,
     )
 
 
@@ -172,12 +173,29 @@ def critic_settings(job: Job) -> CriticSettings | None:
     if not same:
         raise Unknown(f"the critic's model (critic.model.path={path.value if path.known else '?'}) is not the "
                       "actor's; its state on the device is not sized")
+    tokens = _critic_tokens(job)
     if strategy == "megatron":
         return CriticSettings(keeps_params=not _v(job, "critic.megatron.param_offload"),
-                              keeps_optimizer=not _v(job, "critic.megatron.optimizer_offload"), engine="megatron")
+                              keeps_optimizer=not _v(job, "critic.megatron.optimizer_offload"), engine="megatron",
+                              tokens_per_micro_batch=tokens)
     layout = job.fsdp_layout("critic")
     if layout is None:
         raise Unknown(f"critic.strategy={strategy} is not an engine shardcheck sizes")
     return CriticSettings(keeps_params=not known(layout.param_offload, f"{layout.key_prefix}.param_offload"),
                           keeps_optimizer=not known(layout.optimizer_offload, f"{layout.key_prefix}.optimizer_offload"),
-                          engine="fsdp")
+                          engine="fsdp", tokens_per_micro_batch=tokens)
+
+
+def _critic_tokens(job: Job) -> int | None:
+    """Tokens of one critic micro batch: critic.ppo_max_token_len_per_gpu × CP (dynamic batch size; the critic
+    engine's sequence split, verl/workers/engine/utils.py prepare_micro_batches), else
+    critic.ppo_micro_batch_size_per_gpu × (prompt + response)."""
+    try:
+        if job.value("critic.use_dynamic_bsz").value:
+            cp = job.value("critic.megatron.context_parallel_size").value or 1
+            budget = job.value("critic.ppo_max_token_len_per_gpu").value
+            return budget * cp if budget else None
+        micro = job.value("critic.ppo_micro_batch_size_per_gpu").value
+        return micro * (_v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")) if micro else None
+    except (Unknown, TypeError, KeyError):
+        return None

@@ -7,7 +7,7 @@ import json
 from shardcheck.memory.devices import GIB
 
 TRAIN_TERMS = ("weights", "grads", "optimizer", "gathered", "activations", "logits", "ref_weights", "critic_state",
-               "workspace")
+               "actor_state", "workspace")
 # What each term is and where its formula comes from (``--explain``).
 EXPLAIN = {
     "params": "exact counts of megatron-core's GPTModel modules per device (shardcheck/memory/params.py; "
@@ -30,7 +30,15 @@ EXPLAIN = {
     "critic_state": "a colocated critic (verl: critic.enable, or adv_estimator gae) of the actor's model with a value "
                     "head and the actor's sizes: its weights and grads unless critic param_offload, its optimizer "
                     "state unless critic optimizer_offload",
-    "workspace": "allowance of 2 GiB for NCCL buffers, kernel workspaces and allocator fragmentation",
+    "actor_state": "the critic's update only: the actor's weights and grads (unless param_offload) and optimizer state "
+                   "(unless optimizer_offload) left on the device",
+    "workspace": "transient tensors of the busiest layer that are not saved activations: cuBLAS workspaces (32 MiB "
+                 "per stream, taken from the caching allocator), the gradients flowing through one layer, its widest "
+                 "intermediate gradient (unfused attention: the s×s scores) (shardcheck/memory/overhead.py)",
+    "allocated": "the sum of the terms above: what torch.cuda.max_memory_allocated reports at the step's peak",
+    "total": "the device peak: allocated + the caching allocator's fragmentation (15 % of the reserved memory on "
+             "the dynamic terms, GMLake, Guo et al. ASPLOS 2024) + 0.5 GiB outside the allocator (CUDA context, "
+             "libraries, NCCL buffers); the MEM-TRAIN-OOM rule compares it with the device",
     "kv": "2 · layers · max(1, KV heads / TP) · head_dim · dtype bytes per token per device (MLA: the latent); vLLM "
           "replicates KV heads when TP exceeds them",
     "kv_budget": "gpu_memory_utilization × device − rollout weights − vLLM's profiling reserve (activations of "
@@ -40,6 +48,19 @@ EXPLAIN = {
 
 def _g(n: float | None) -> str:
     return "-" if not n else f"{n / GIB:.2f}"
+
+
+def _stage_table(t, device) -> list[str]:
+    """One row per stage class: the terms that are not empty in any row, allocated, total, share of the device."""
+    terms = [k for k in TRAIN_TERMS if any(s.bytes.get(k) for s in t.stages) or k in ("activations", "workspace")]
+    head = ["stage", "layers", "params", *terms, "allocated", "total", "of device"]
+    rows = [head]
+    for s in t.stages:
+        rows.append([s.ranks_text(), str(s.layers), f"{s.params.total / 1e9:.3f} B",
+                     *(_g(s.bytes.get(k)) for k in terms), _g(s.bytes["allocated"]), _g(s.total),
+                     f"{100 * s.total / device.memory_bytes:.0f}%"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    return ["    " + "  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
 
 
 def render_memory_text(results, *, explain: bool = False) -> str:
@@ -55,20 +76,22 @@ def render_memory_text(results, *, explain: bool = False) -> str:
             out.append(f"            note: {e.device.note}")
         if e.train is not None:
             t = e.train
+            bound = f"; sized at {t.batch_bound}" if t.batch_bound else ""
             out.append(f"  training (actor update peak per device, GiB; {t.tokens_per_micro_batch:,} tokens per micro batch, "
-                       f"sequences up to {t.sequence_length:,})")
-            head = ["stage", "layers", "params", *TRAIN_TERMS, "total", "of device"]
-            rows = [head]
-            for s in t.stages:
-                rows.append([s.ranks_text(), str(s.layers), f"{s.params.total / 1e9:.3f} B",
-                             *(_g(s.bytes.get(k)) for k in TRAIN_TERMS), _g(s.total),
-                             f"{100 * s.total / e.device.memory_bytes:.0f}%"])
-            widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-            for row in rows:
-                out.append("    " + "  ".join(c.rjust(w) for c, w in zip(row, widths)))
+                       f"sequences up to {t.sequence_length:,}{bound})")
+            out.extend(_stage_table(t, e.device))
+            if e.train_at_budget is not None:
+                top = max(e.train_at_budget.stages, key=lambda s: s.total)
+                out.append(f"    at the token budget instead (the bound without --sample-tokens): stage "
+                           f"{top.ranks_text()} allocated {_g(top.bytes['allocated'])} GiB, total {_g(top.total)} GiB; "
+                           f"the findings use --sample-tokens")
             out.append("    params by kind (stage: embedding / dense / expert / output): " + "; ".join(
                 f"{s.ranks_text()}: {s.params.embedding:,} / {s.params.dense:,} / {s.params.expert:,} / {s.params.output:,}"
                 for s in t.stages[:3]) + (" …" if len(t.stages) > 3 else ""))
+        if e.critic_train is not None:
+            c = e.critic_train
+            out.append(f"  critic update (its own phase, GiB; {c.tokens_per_micro_batch:,} tokens per micro batch)")
+            out.extend(_stage_table(c, e.device))
         if e.rollout is not None:
             ro = e.rollout
             reps = f", {ro.replicas} replicas" if ro.replicas is not None else ""
@@ -107,6 +130,7 @@ def _train_json(t) -> dict | None:
     if t is None:
         return None
     return {"tokens_per_micro_batch": t.tokens_per_micro_batch, "sequence_length": t.sequence_length,
+            "batch_bound": t.batch_bound,
             "stages": [{"stage": s.stage, "ranks": s.ranks, "layers": s.layers, "params": s.params.as_dict(),
                         "bytes": {k: v for k, v in s.bytes.items() if k != "optimizer_host"},
                         "micro_batches_in_flight": s.micro_batches_in_flight} for s in t.stages]}
@@ -137,6 +161,8 @@ def render_memory_json(results) -> str:
             "path": r.path,
             "device": {"name": e.device.name, "memory_bytes": e.device.memory_bytes, "note": e.device.note},
             "train": _train_json(e.train),
+            "train_at_budget": _train_json(e.train_at_budget),
+            "critic_train": _train_json(e.critic_train),
             "rollout": _rollout_json(e.rollout),
             "host": None if h is None else {"offloaded_bytes_per_device": h.offloaded_bytes_per_device,
                                             "devices_per_node": h.devices_per_node, "bytes_per_node": h.bytes_per_node,

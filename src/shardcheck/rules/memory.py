@@ -152,9 +152,12 @@ def train_oom(job: Job) -> Iterator[Finding]:
     """
     The update step's peak on one device of each pipeline stage class: weights, fp32 gradients, Adam
     state (sharded by the distributed optimizer), activations of the micro batches the 1F1B schedule
-    keeps in flight, the last stage's logits, and a workspace allowance (`shardcheck memory --explain`
-    lists each term's formula). Exact terms alone over a device named with `--device`: error; over
-    it only with the estimated terms, or on a device assumed from `trainer.device`: warning.
+    keeps in flight, the last stage's logits and the step's transient workspaces: together the
+    `allocated` figure (what `torch.cuda.max_memory_allocated` would show). The rule compares the
+    device peak `total` with the device: `allocated` plus the caching allocator's fragmentation and
+    the memory outside it (`shardcheck memory --explain` lists each term's formula and source).
+    Exact terms alone over a device named with `--device`: error; over it only with the estimated
+    terms, or on a device assumed from `trainer.device`: warning.
 
     Why:
     The first update step dies with an out-of-memory error after rollout, reward and log-prob passes
@@ -179,23 +182,29 @@ def train_oom(job: Job) -> Iterator[Finding]:
     if est is None or est.train is None:
         return
     cap = est.device.memory_bytes
-    for s in est.train.stages:
-        exact = s.bytes["weights"] + s.bytes["grads"] + s.bytes["optimizer"] + s.bytes["ref_weights"]
-        exact += s.bytes.get("critic_state", 0)
-        if s.total <= cap:
-            continue
-        term, key, fix = _train_fix(s, _keys(job))
-        parts = ", ".join(f"{k} {_gib(s.bytes[k])}" for k in ("weights", "grads", "optimizer", "gathered",
-                                                               "activations", "logits", "ref_weights", "critic_state",
-                                                               "workspace")
-                          if s.bytes.get(k))
-        certain = exact > cap
-        yield finding("MEM-TRAIN-OOM",
-                      f"{_ranks(s)} ({s.layers} layers): predicted peak {_gib(s.total)} > {est.device.name} "
-                      f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
-                      f"{_assumed(est)}",
-                      where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est),
-                      scope=_ranks(s))
+    phases = [("", est.train)] + ([("the critic's update, ", est.critic_train)] if est.critic_train else [])
+    for phase, train in phases:
+        for s in train.stages:
+            if s.total > cap:
+                yield _train_oom(job, est, s, phase, train.batch_bound, cap)
+
+
+def _train_oom(job: Job, est: MemoryEstimate, s: StageMemory, phase: str, batch_bound: str | None, cap: int) -> Finding:
+    b = s.bytes
+    exact = sum(b.get(k, 0) for k in ("weights", "grads", "optimizer", "ref_weights", "critic_state", "actor_state"))
+    term, key, fix = _train_fix(s, _keys(job))
+    parts = ", ".join(f"{k} {_gib(b[k])}" for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits",
+                                                     "ref_weights", "critic_state", "actor_state", "workspace")
+                      if b.get(k))
+    certain = exact > cap
+    bound = f"; micro batches sized at {batch_bound}" if batch_bound else ""
+    return finding("MEM-TRAIN-OOM",
+                   f"{phase}{_ranks(s)} ({s.layers} layers): predicted device peak {_gib(s.total)} (allocated "
+                   f"{_gib(b['allocated'])}) > {est.device.name} "
+                   f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
+                   f"{bound}{_assumed(est)}",
+                   where(job.value(key), *_engine_sizes(job)), fix=fix, severity=_severity(certain, est),
+                   scope=_ranks(s))
 
 
 def _one_request(r: RolloutMemory) -> int:

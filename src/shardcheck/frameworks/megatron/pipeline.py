@@ -172,7 +172,16 @@ def _check_account(total: int, pp: int, vpp: int | None) -> SplitError | None:
 
 def stage_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None,
                         account_for_embedding: bool = False, account_for_loss: bool = False) -> tuple[tuple[int, ...], ...]:
-    """The 0-based global indices of the decoder layers each pipeline stage builds.
+    """The 0-based global indices of the decoder layers each pipeline stage builds (over its chunks)."""
+    chunks = stage_chunk_layer_indices(split, num_layers, vpp=vpp, account_for_embedding=account_for_embedding,
+                                       account_for_loss=account_for_loss)
+    return tuple(tuple(i for chunk in stage for i in chunk) for stage in chunks)
+
+
+def stage_chunk_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None,
+                              account_for_embedding: bool = False,
+                              account_for_loss: bool = False) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """The 0-based global indices of the decoder layers of each virtual chunk of each pipeline stage.
 
     Megatron-Core numbers layers chunk-major: virtual chunk 0 of every stage in stage order, then chunk 1,
     and so on (transformer_layer.py ``get_transformer_layer_offset``); the virtual embedding / loss slots
@@ -181,7 +190,7 @@ def stage_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None
     pp = len(split.stages)
     chunks = vpp if split.per_chunk is not None and vpp else 1
     raw = split.per_chunk if split.per_chunk is not None else split.stages
-    out: list[list[int]] = [[] for _ in range(pp)]
+    out: list[list[tuple[int, ...]]] = [[] for _ in range(pp)]
     nxt = 0
     for c in range(chunks):
         for s in range(pp):
@@ -189,7 +198,7 @@ def stage_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None
             if split.per_chunk is not None:
                 real -= int(account_for_embedding and s == 0 and c == 0 and _even(split, split.stages[0], raw[0], chunks))
                 real -= int(account_for_loss and s == pp - 1 and c == chunks - 1 and _even(split, split.stages[-1], raw[-1], chunks))
-            out[s].extend(range(nxt, nxt + real))
+            out[s].append(tuple(range(nxt, nxt + real)))
             nxt += real
     if nxt != num_layers:
         raise ValueError(f"layer split {split.stages} does not cover {num_layers} layers")

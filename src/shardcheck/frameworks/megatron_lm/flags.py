@@ -72,6 +72,22 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
             "--fp16", "--use-precision-aware-optimizer", "--accumulate-allreduce-grads-in-fp32",
             "--grad-reduce-in-bf16"),
     Flag("--no-overlap-p2p-communication", "false", True, dest="overlap_p2p_comm"),
+    # Read by the memory estimate (shardcheck/memory): kernels and dropout (TransformerConfig fields:
+    # hidden_dropout / attention_dropout 0.1, attention_backend auto, transformer_impl transformer_engine),
+    # MTP depth, fine-grained activation offload, Megatron-FSDP (arguments.py: --data-parallel-sharding-strategy
+    # default optim_grads_params) and fp8 parameters.
+    Flag("--hidden-dropout", "float", 0.1),
+    Flag("--attention-dropout", "float", 0.1),
+    Flag("--attention-backend", "str", "auto"),
+    Flag("--transformer-impl", "str", "transformer_engine"),
+    Flag("--mtp-num-layers", "int", None),
+    Flag("--offload-modules", "list", None),
+    Flag("--data-parallel-sharding-strategy", "str", "optim_grads_params"),
+    Flag("--fp8-format", "str", None),
+    Flag("--cross-entropy-fusion-impl", "str", "native"),
+    Flag("--microbatch-group-size-per-virtual-pipeline-stage", "int", None),
+    *_table("true", False, "--fine-grained-activation-offloading", "--use-megatron-fsdp", "--fp8-param-gather",
+            "--use-flash-attn", "--cross-entropy-loss-fusion"),
 ]}
 # Flags that are not Megatron-LM's (any more): what argparse does with them, and the flag meant.
 NOT_FLAGS = {

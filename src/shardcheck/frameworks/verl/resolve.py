@@ -68,6 +68,7 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload")),
         ("critic", ("megatron.param_offload", "megatron.optimizer_offload")),  # critic.model.path: FSDP_VALUE_KEYS
+        ("critic", ("ppo_max_token_len_per_gpu",)),  # the critic's own update phase (dynamic batch size)
     ) for key in keys
 )
 # More keys the rollout-engine and critic rules read.

@@ -1,0 +1,21 @@
+#!/bin/bash
+# Megatron-LM functional test gpt/gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline (model_config.yaml MODEL_ARGS; paths and logging flags dropped)
+torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \
+    --num-layers 12 \
+    --hidden-size 512 \
+    --num-attention-heads 8 \
+    --micro-batch-size 4 \
+    --global-batch-size 32 \
+    --seq-length 1024 \
+    --max-position-embeddings 1024 \
+    --transformer-impl transformer_engine \
+    --tensor-model-parallel-size 1 \
+    --pipeline-model-parallel-size 4 \
+    --untie-embeddings-and-output-weights \
+    --no-gradient-accumulation-fusion \
+    --attention-softmax-in-fp32 \
+    --bf16 \
+    --decoder-first-pipeline-num-layers 2 \
+    --decoder-last-pipeline-num-layers 2 \
+    --attention-backend unfused \
+    --vocab-size 50257

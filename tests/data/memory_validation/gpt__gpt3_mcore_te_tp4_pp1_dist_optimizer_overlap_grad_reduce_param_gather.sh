@@ -1,0 +1,21 @@
+#!/bin/bash
+# Megatron-LM functional test gpt/gpt3_mcore_te_tp4_pp1_dist_optimizer_overlap_grad_reduce_param_gather (model_config.yaml MODEL_ARGS; paths and logging flags dropped)
+torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \
+    --num-layers 12 \
+    --hidden-size 512 \
+    --num-attention-heads 8 \
+    --micro-batch-size 4 \
+    --global-batch-size 32 \
+    --seq-length 1024 \
+    --max-position-embeddings 1024 \
+    --transformer-impl transformer_engine \
+    --tensor-model-parallel-size 4 \
+    --pipeline-model-parallel-size 1 \
+    --use-distributed-optimizer \
+    --overlap-grad-reduce \
+    --overlap-param-gather \
+    --no-gradient-accumulation-fusion \
+    --attention-softmax-in-fp32 \
+    --bf16 \
+    --attention-backend unfused \
+    --vocab-size 50257

@@ -1,0 +1,17 @@
+#!/bin/bash
+# Megatron-LM functional test gpt/gpt3_mcore_tp1_pp2 (model_config.yaml MODEL_ARGS; paths and logging flags dropped)
+torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \
+    --num-layers 12 \
+    --hidden-size 512 \
+    --num-attention-heads 8 \
+    --micro-batch-size 4 \
+    --global-batch-size 32 \
+    --seq-length 1024 \
+    --max-position-embeddings 1024 \
+    --transformer-impl local \
+    --tensor-model-parallel-size 1 \
+    --pipeline-model-parallel-size 2 \
+    --no-gradient-accumulation-fusion \
+    --bf16 \
+    --apply-query-key-layer-scaling \
+    --vocab-size 50257

@@ -1,0 +1,81 @@
+#!/bin/bash
+# Megatron-LM functional test moe/deepseek_proxy_fsdp_ep2_fsdp2_ep_overlap (model_config.yaml MODEL_ARGS; paths and logging flags dropped)
+torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \
+    --bf16 \
+    --overlap-moe-expert-parallel-comm \
+    --delay-wgrad-compute \
+    --distributed-timeout-minutes 60 \
+    --tensor-model-parallel-size 1 \
+    --pipeline-model-parallel-size 1 \
+    --expert-model-parallel-size 2 \
+    --context-parallel-size 1 \
+    --expert-tensor-parallel-size 1 \
+    --use-distributed-optimizer \
+    --overlap-grad-reduce \
+    --overlap-param-gather \
+    --attention-backend unfused \
+    --num-distributed-optimizer-instances 1 \
+    --use-megatron-fsdp \
+    --outer-dp-sharding-strategy no_shard \
+    --no-gradient-accumulation-fusion \
+    --megatron-fsdp-main-params-dtype fp32 \
+    --megatron-fsdp-main-grads-dtype fp32 \
+    --megatron-fsdp-grad-comm-dtype fp32 \
+    --sequence-parallel \
+    --disable-bias-linear \
+    --micro-batch-size 4 \
+    --global-batch-size 32 \
+    --no-check-for-nan-in-loss-and-grad \
+    --no-rope-fusion \
+    --manual-gc \
+    --manual-gc-interval 100 \
+    --transformer-impl transformer_engine \
+    --seq-length 1024 \
+    --num-layers 2 \
+    --hidden-size 512 \
+    --ffn-hidden-size 2048 \
+    --num-attention-heads 8 \
+    --kv-channels 128 \
+    --max-position-embeddings 1024 \
+    --position-embedding-type rope \
+    --rotary-base 10000 \
+    --make-vocab-size-divisible-by 64 \
+    --normalization RMSNorm \
+    --norm-epsilon 1e-6 \
+    --swiglu \
+    --untie-embeddings-and-output-weights \
+    --multi-latent-attention \
+    --attention-dropout 0.0 \
+    --hidden-dropout 0.0 \
+    --qk-layernorm \
+    --adam-beta1 0.9 \
+    --adam-beta2 0.95 \
+    --num-experts 8 \
+    --moe-layer-freq '([0]*1+[1]*1)' \
+    --moe-ffn-hidden-size 1024 \
+    --moe-shared-expert-intermediate-size 1024 \
+    --moe-router-load-balancing-type seq_aux_loss \
+    --moe-router-topk 4 \
+    --moe-token-dispatcher-type alltoall \
+    --moe-router-pre-softmax \
+    --moe-grouped-gemm \
+    --moe-aux-loss-coeff 1e-4 \
+    --moe-router-group-topk 2 \
+    --moe-router-num-groups 4 \
+    --moe-router-topk-scaling-factor 2.0 \
+    --moe-router-score-function sigmoid \
+    --moe-router-enable-expert-bias \
+    --moe-router-bias-update-rate 1e-3 \
+    --moe-router-dtype fp32 \
+    --moe-permute-fusion \
+    --q-lora-rank 256 \
+    --kv-lora-rank 128 \
+    --qk-head-dim 128 \
+    --qk-pos-emb-head-dim 64 \
+    --v-head-dim 128 \
+    --rotary-scaling-factor 1.0 \
+    --mscale 1.0 \
+    --mscale-all-dim 1.0 \
+    --init-method-std 0.02 \
+    --logging-level 10 \
+    --vocab-size 50257

@@ -1,0 +1,77 @@
+#!/bin/bash
+# Megatron-LM functional test moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed (model_config.yaml MODEL_ARGS; paths and logging flags dropped)
+torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \
+    --distributed-timeout-minutes 60 \
+    --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 \
+    --num-virtual-stages-per-pipeline-rank 4 \
+    --expert-model-parallel-size 4 \
+    --context-parallel-size 1 \
+    --expert-tensor-parallel-size 1 \
+    --use-distributed-optimizer \
+    --overlap-grad-reduce \
+    --overlap-param-gather \
+    --attention-backend unfused \
+    --sequence-parallel \
+    --disable-bias-linear \
+    --micro-batch-size 4 \
+    --global-batch-size 32 \
+    --no-check-for-nan-in-loss-and-grad \
+    --no-rope-fusion \
+    --cross-entropy-loss-fusion \
+    --cross-entropy-fusion-impl native \
+    --manual-gc \
+    --manual-gc-interval 100 \
+    --transformer-impl transformer_engine \
+    --seq-length 4096 \
+    --num-layers 16 \
+    --hidden-size 1024 \
+    --ffn-hidden-size 4096 \
+    --num-attention-heads 32 \
+    --kv-channels 128 \
+    --max-position-embeddings 4096 \
+    --position-embedding-type rope \
+    --rotary-base 10000 \
+    --make-vocab-size-divisible-by 3232 \
+    --normalization RMSNorm \
+    --norm-epsilon 1e-6 \
+    --swiglu \
+    --untie-embeddings-and-output-weights \
+    --multi-latent-attention \
+    --mtp-num-layers 1 \
+    --mtp-loss-scaling-factor 0.1 \
+    --attention-dropout 0.0 \
+    --hidden-dropout 0.0 \
+    --qk-layernorm \
+    --adam-beta1 0.9 \
+    --adam-beta2 0.95 \
+    --num-experts 32 \
+    --moe-layer-freq '([0]*1+[1]*15)' \
+    --moe-ffn-hidden-size 1024 \
+    --moe-shared-expert-intermediate-size 1024 \
+    --moe-router-load-balancing-type seq_aux_loss \
+    --moe-router-topk 4 \
+    --moe-token-dispatcher-type alltoall \
+    --moe-router-pre-softmax \
+    --moe-grouped-gemm \
+    --moe-aux-loss-coeff 1e-4 \
+    --moe-router-group-topk 2 \
+    --moe-router-num-groups 4 \
+    --moe-router-topk-scaling-factor 2.0 \
+    --moe-router-score-function sigmoid \
+    --moe-router-enable-expert-bias \
+    --moe-router-bias-update-rate 1e-3 \
+    --moe-router-dtype fp32 \
+    --moe-permute-fusion \
+    --q-lora-rank 1536 \
+    --kv-lora-rank 512 \
+    --qk-head-dim 128 \
+    --qk-pos-emb-head-dim 64 \
+    --v-head-dim 128 \
+    --rotary-scaling-factor 40 \
+    --mscale 1.0 \
+    --mscale-all-dim 1.0 \
+    --init-method-std 0.02 \
+    --logging-level 40 \
+    --bf16 \
+    --vocab-size 50257
