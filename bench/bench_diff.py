@@ -5,13 +5,17 @@ different), commits, changes every script's layout to the after one (TP 4→2, P
 last stage 11→5), commits, and times the whole command (a child process: start-up, git, both sides' checks,
 mesh, memory, rendering), median of the runs. Target (issue 15): ≤ 5 s for 100 scripts.
 
+Also prints the CPU seconds of all its processes (wall on a shared machine says little).
+
 Usage: python bench/bench_diff.py [--scripts N] [--runs R] [--format json|text|markdown|sarif] [--jobs J]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,25 +56,35 @@ def main() -> None:
     ap.add_argument("--scripts", type=int, default=100)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--format", default="json")
+    ap.add_argument("--jobs", type=int, default=None, help="passed to diff --jobs (default: its own)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         repo.mkdir()
         a, b = build(repo, args.scripts)
         cmd = [sys.executable, "-m", "shardcheck", "diff", "--git", f"{a}..{b}", "--format", args.format]
-        walls = []
+        if args.jobs is not None:
+            cmd += ["--jobs", str(args.jobs)]
+        walls, cpus = [], []
         for _ in range(args.runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=False)
             walls.append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the command and its worker processes
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             if done.returncode not in (0, 1):
                 sys.exit(f"shardcheck diff failed ({done.returncode}): {done.stderr[-500:]}")
-        count = done.stdout.count('"path": "jobs/') if args.format == "json" else args.scripts
+        count = len(json.loads(done.stdout)["diffs"]) if args.format == "json" else args.scripts
+        wall, cpu = statistics.median(walls), statistics.median(cpus)
+        cores = os.cpu_count() or 1
         print(f"shardcheck diff --git A..B over {args.scripts} changed launch scripts ({count} diffs, "
-              f"{2 * args.scripts} checks), --format {args.format}: median {statistics.median(walls):.2f} s "
-              f"wall over {args.runs} runs (min {min(walls):.2f}, max {max(walls):.2f}); "
-              f"{1000 * statistics.median(walls) / args.scripts:.0f} ms per script; target ≤ 5 s")
-
+              f"{2 * args.scripts} checks), --format {args.format}, {cores} CPUs, load average "
+              f"{os.getloadavg()[0]:.1f} at the end:")
+        print(f"  wall {wall:.2f} s (median of {args.runs}; min {min(walls):.2f}), target ≤ 5 s")
+        print(f"  CPU {cpu:.2f} s in all processes = {1000 * cpu / (2 * args.scripts):.0f} ms per check; on an idle "
+              f"machine that is ≈ {cpu / min(cores, 8):.1f} s wall over {min(cores, 8)} workers, "
+              f"≈ {cpu / 8:.1f} s over 8")
 
 if __name__ == "__main__":
     main()

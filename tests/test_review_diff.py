@@ -90,8 +90,11 @@ def test_git_range_reads_both_sides_from_objects(tmp_path, monkeypatch):
     d = diffs[0]
     assert {c.what: (c.before, c.after) for c in d.changes}["actor.ep"] == (32, 16)
     assert d.before.label == first and d.after.label == second
-    # findings are named by the path in the repository, not the temporary tree
+    # findings are named by the path in the repository, not the temporary tree; their lines as committed
     assert all(f.path == "scripts/run.sh" for f in d.kept + d.resolved)
+    assert (26, "train_ep=32") in d.before.context[("scripts/run.sh", 26)]
+    assert (61, "    actor_rollout_ref.actor.megatron.grad_offload=${all_offload}") in \
+        d.after.context[("scripts/run.sh", 61)]
 
 
 @needs_git
@@ -102,9 +105,14 @@ def test_git_default_is_head_against_the_work_tree(tmp_path, monkeypatch):
     [d] = diff_git(None)
     assert d.before.label == "HEAD" and d.after.label == "work tree"
     assert {c.what: (c.before, c.after) for c in d.changes}["actor.ep"] == (16, 32)
-    # a path limits (and keeps even a non-launch file, reported as such)
+    # a path limits (and keeps even a non-launch file, reported as such); a directory, its changed launches
     [n] = diff_git("HEAD~1", ["notes.sh"])
     assert n.skipped and n.exit_code == 0
+    monkeypatch.chdir(repo)
+    assert [d.path for d in diff_git("HEAD", ["scripts"])] == ["scripts/run.sh"]
+    assert diff_git("HEAD~1", ["scripts"]) == []  # the work tree holds HEAD~1's script again
+    (repo / "empty").mkdir()
+    assert diff_git("HEAD", ["empty"]) == []
 
 
 @needs_git

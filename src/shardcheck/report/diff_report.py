@@ -136,6 +136,12 @@ def memory_rows(memory: dict | None) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def no_estimate_reason(memory: dict | None) -> str:
+    if memory and memory.get("problems"):
+        return "; ".join(memory["problems"])
+    return "the layout is not valid or not known"
+
+
 def rollout_memory_text(memory: dict | None) -> str | None:
     """The rollout phase on one device: weights, KV cache, reserve, training state left there; total and %."""
     ro = (memory or {}).get("rollout")
@@ -194,6 +200,8 @@ def render_diff_text(diffs: list[ScriptDiff]) -> str:
         for side in (d.before, d.after):
             head, mrows = memory_rows(side.memory)
             if not head:
+                if side.result is not None and side.result.job is not None:
+                    out.append(f"  memory {side.label}: no training estimate ({no_estimate_reason(side.memory)})")
                 continue
             m = side.memory
             out.append(f"  memory {side.label} (per device, GiB; {m['device']}, "

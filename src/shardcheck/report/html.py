@@ -45,7 +45,7 @@ th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}tr.changed t
 .finding pre{margin:4px 0;padding:4px 6px;background:#fff;border:1px solid #d8dee4;overflow-x:auto}
 .fix{color:#116329}.legend span{display:inline-block;margin-right:10px}.legend i{display:inline-block;width:10px;
 height:10px;margin-right:4px;vertical-align:middle}svg text{font:10px system-ui,sans-serif;fill:#57606a}
-.rank.dim{opacity:.25}.summary{font-weight:600;margin:8px 0}.note{color:#57606a}
+.rank.dim{opacity:.25}mark{background:#fff8c5;display:inline-block;width:100%}.summary{font-weight:600;margin:8px 0}.note{color:#57606a}
 """
 
 JS = """
@@ -69,12 +69,17 @@ def _verdict_badge(word: str) -> str:
     return f'<span class="verdict {cls}">{escape(word)}</span>'
 
 
-def _finding_html(f) -> str:
+def _finding_html(f, context: dict) -> str:
     where = f.origin.first_script_line() if getattr(f, "origin", None) else None
     loc = f"{f.path}:{f.line}" if f.path and f.line else (f.path or "")
     parts = [(f'<div class="finding {escape(f.severity)}"><b>{escape(f.rule)}</b> {escape(f.severity)} '
              f'<code>{escape(loc)}</code><div>{escape(f.message)}</div>')]
-    if where is not None and where.text:
+    lines = context.get((f.path, f.line))
+    if lines:
+        parts.append("<pre>" + "\n".join(
+            (f"<mark>{n:>5} | {escape(text)}</mark>" if n == f.line else f"{n:>5} | {escape(text)}")
+            for n, text in lines) + "</pre>")
+    elif where is not None and where.text:
         parts.append(f"<pre>{where.line:>5} | {escape(where.text)}</pre>")
     if f.fix:
         parts.append(f'<div class="fix">fix: {escape(f.fix)}</div>')
@@ -218,7 +223,7 @@ def _side_html(side: Side, side_id: str, heading: str) -> str:
         model = job.model.name if job.model else f"model not found: {job.model_problem}"
         out.append(f'<p class="note">{escape(job.framework)} {escape(job.framework_version)}; {escape(model)}</p>')
     out.append(f"<h3>findings ({len(r.findings)})</h3>")
-    out.extend(_finding_html(f) for f in r.findings)
+    out.extend(_finding_html(f, side.context) for f in r.findings)
     if not r.findings:
         out.append('<p class="note">none</p>')
     out.append("<h3>layout</h3>" + _layout_table(side))

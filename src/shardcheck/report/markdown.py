@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from shardcheck.report.diff_report import layout_rows, memory_rows, placement_rows, rollout_memory_text
+from shardcheck.report.diff_report import (
+    layout_rows,
+    memory_rows,
+    no_estimate_reason,
+    placement_rows,
+    rollout_memory_text,
+)
 from shardcheck.review.diff import ScriptDiff, verdict_word
 
 ICONS = {"valid": "✅", "will not start": "❌", "undecided": "❔", "absent": "∅", "not a launch": "·",
@@ -49,6 +55,8 @@ def render_diff_markdown(diffs: list[ScriptDiff]) -> str:
         for side in (d.before, d.after):
             head, mrows = memory_rows(side.memory)
             if not head:
+                if side.result is not None and side.result.job is not None:
+                    out += [f"Memory {side.label}: no training estimate ({_cell(no_estimate_reason(side.memory))})", ""]
                 continue
             m = side.memory
             out += [(f"<details><summary>memory {side.label}: per device, GiB ({m['device']}, "

@@ -39,6 +39,7 @@ class Side:
     placement: dict | None = None  # {"devices_per_node", "groups": {kind: {size, groups, crossing}}}
     rollout: dict | None = None
     memory: dict | None = None  # {"device", "capacity_bytes", "stages": [...], "rollout": {...}}
+    context: dict[tuple[str, int], list[tuple[int, str]]] = field(default_factory=dict)  # finding's lines ± 2
 
     @property
     def exists(self) -> bool:
@@ -90,6 +91,7 @@ def judge(path: Path | str, display: str, label: str, *, env: dict[str, str] | N
     """Check one version of a script and derive what a diff compares."""
     result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
     side = Side(label, result)
+    side.context = _context(result.findings, Path(path), display)
     job = result.job
     if job is None:
         return side
@@ -100,6 +102,33 @@ def judge(path: Path | str, display: str, label: str, *, env: dict[str, str] | N
     side.placement, side.rollout = _placement(job)
     side.memory = _memory(job)
     return side
+
+
+CONTEXT_LINES = 2
+
+
+def _context(findings: list, local: Path, display: str) -> dict[tuple[str, int], list[tuple[int, str]]]:
+    """The script lines around each finding's line, read from where the file lies now (a git side's
+    temporary tree is gone after judging): ``(path, line) -> [(number, text), ...]``."""
+    out: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    texts: dict[Path, list[str] | None] = {}
+    for f in findings[:200]:
+        if not f.path or not f.line or (f.path, f.line) in out:
+            continue
+        rel = os.path.relpath(f.path, os.path.dirname(display) or ".")
+        where = Path(os.path.normpath(local.parent / rel))
+        if where not in texts:
+            try:
+                texts[where] = where.read_text(encoding="utf-8", errors="replace").splitlines() \
+                    if where.is_file() and where.stat().st_size <= 4 << 20 else None
+            except OSError:
+                texts[where] = None
+        lines = texts[where]
+        if lines is None or f.line > len(lines):
+            continue
+        lo, hi = max(1, f.line - CONTEXT_LINES), min(len(lines), f.line + CONTEXT_LINES)
+        out[(f.path, f.line)] = [(n, lines[n - 1][:300]) for n in range(lo, hi + 1)]
+    return out
 
 
 def _placement(job) -> tuple[dict | None, dict | None]:
@@ -378,7 +407,8 @@ def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOpti
              cwd: Path | None = None) -> list[ScriptDiff]:
     """Compare launch scripts between two revisions (or a revision and the work tree).
 
-    ``paths`` (relative to ``cwd`` or absolute, inside the repository) limit the comparison; without
+    ``paths`` (relative to ``cwd`` or absolute, inside the repository) limit the comparison: a file is
+    compared (and reported even without a launch), a directory stands for its changed scripts; without
     them every changed ``*.sh`` / ``*.bash`` file is compared, and those without a launch on either
     side are left out.
     """
@@ -390,11 +420,20 @@ def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOpti
     rev_a, rev_b = parse_rev_range(spec)
     commit_a = resolve_rev(root, rev_a)
     commit_b = resolve_rev(root, rev_b) if rev_b is not None else None
-    explicit = paths is not None and len(paths) > 0
-    if explicit:
-        wanted = [_repo_path(root, here, p) for p in paths]
+    explicit: set[str] = set()  # files named on the command line: reported even without a launch
+    changed = [p for p in changed_files(root, commit_a, commit_b) if is_script_path(p)]
+    if paths:
+        wanted = []
+        for given in paths:
+            p = _repo_path(root, here, given)
+            below = [c for c in changed if p in ("", ".") or c.startswith(p.rstrip("/") + "/")]
+            if (root / p).is_dir() or (below and not (root / p).is_file()):  # a directory: its changed scripts
+                wanted += [c for c in below if c not in wanted]
+            elif p not in wanted:
+                wanted.append(p)
+                explicit.add(p)
     else:
-        wanted = [p for p in changed_files(root, commit_a, commit_b) if is_script_path(p)]
+        wanted = changed
     rel_cwd = here.relative_to(root) if here.is_relative_to(root) else Path()
     label_a = rev_a if rev_b is not None or rev_a != "HEAD" else "HEAD"
     label_b = rev_b if rev_b is not None else "work tree"
@@ -418,10 +457,10 @@ def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOpti
         if tree_b is not None:
             tree_b.close()
     for p in wanted:
-        if explicit and not sides_a[p].exists and not sides_b[p].exists:
+        if p in explicit and not sides_a[p].exists and not sides_b[p].exists:
             raise InputError(f"{p}: neither in {label_a} nor in {label_b}; give the path of a launch script there")
         d = compare(p, sides_a[p], sides_b[p])
-        if explicit or not d.skipped:
+        if p in explicit or not d.skipped:
             out.append(d)
     return out
 
