@@ -99,8 +99,9 @@ def side_by_side(commands: list[list[str]], runs: int) -> list[tuple[float, floa
     for _ in range(runs):
         for i, cmd in enumerate(commands):
             samples[i].append(child_cpu(cmd))
-    return [(min(c for c, _ in s), statistics.median(c for c, _ in s), statistics.median(w for _, w in s))
-            for s in samples]
+    return [
+        (min(c for c, _ in s), statistics.median(c for c, _ in s), statistics.median(w for _, w in s)) for s in samples
+    ]
 
 
 def main() -> None:
@@ -113,13 +114,16 @@ def main() -> None:
     import compileall
 
     compileall.compile_dir(str(ROOT / "src" / "shardcheck"), quiet=1)
-    floor, cli = side_by_side([[sys.executable, "-c", "pass"],
-                               [sys.executable, "-m", "shardcheck", "check", args.script]], args.runs)
+    floor, cli = side_by_side(
+        [[sys.executable, "-c", "pass"], [sys.executable, "-m", "shardcheck", "check", args.script]], args.runs
+    )
     print("CPU seconds of the whole process (user + sys), run alternately: minimum and median of the runs")
     print(f"python -c pass                      min {floor[0]:.3f}  median {floor[1]:.3f}")
     print(f"shardcheck check (example)          min {cli[0]:.3f}  median {cli[1]:.3f}   wall {cli[2]:.3f}")
-    print(f"shardcheck / python -c pass         {cli[0] / floor[0]:.1f}x (minimum)  {cli[1] / floor[1]:.1f}x (median)"
-          "   target <= 5x")
+    print(
+        f"shardcheck / python -c pass         {cli[0] / floor[0]:.1f}x (minimum)  {cli[1] / floor[1]:.1f}x (median)"
+        "   target <= 5x"
+    )
     have_megatron = importlib.util.find_spec("megatron") and importlib.util.find_spec("torch")
     if have_megatron:
         code = MEGATRON_INIT.format(world=256, tp=2, pp=16, cp=8, ep=16, etp=1, dp=1)

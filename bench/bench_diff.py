@@ -25,8 +25,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "tests" / "data" / "cases"
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.invalid", "GIT_COMMITTER_NAME": "b",
-       "GIT_COMMITTER_EMAIL": "b@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "b",
+    "GIT_AUTHOR_EMAIL": "b@example.invalid",
+    "GIT_COMMITTER_NAME": "b",
+    "GIT_COMMITTER_EMAIL": "b@example.invalid",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def git(repo: Path, *args: str) -> str:
@@ -78,13 +85,18 @@ def main() -> None:
         count = len(json.loads(done.stdout)["diffs"]) if args.format == "json" else args.scripts
         wall, cpu = statistics.median(walls), statistics.median(cpus)
         cores = os.cpu_count() or 1
-        print(f"shardcheck diff --git A..B over {args.scripts} changed launch scripts ({count} diffs, "
-              f"{2 * args.scripts} checks), --format {args.format}, {cores} CPUs, load average "
-              f"{os.getloadavg()[0]:.1f} at the end:")
+        print(
+            f"shardcheck diff --git A..B over {args.scripts} changed launch scripts ({count} diffs, "
+            f"{2 * args.scripts} checks), --format {args.format}, {cores} CPUs, load average "
+            f"{os.getloadavg()[0]:.1f} at the end:"
+        )
         print(f"  wall {wall:.2f} s (median of {args.runs}; min {min(walls):.2f}), target ≤ 5 s")
-        print(f"  CPU {cpu:.2f} s in all processes = {1000 * cpu / (2 * args.scripts):.0f} ms per check; on an idle "
-              f"machine that is ≈ {cpu / min(cores, 8):.1f} s wall over {min(cores, 8)} workers, "
-              f"≈ {cpu / 8:.1f} s over 8")
+        print(
+            f"  CPU {cpu:.2f} s in all processes = {1000 * cpu / (2 * args.scripts):.0f} ms per check; on an idle "
+            f"machine that is ≈ {cpu / min(cores, 8):.1f} s wall over {min(cores, 8)} workers, "
+            f"≈ {cpu / 8:.1f} s over 8"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -67,13 +67,19 @@ def main(argv: list[str]) -> int:
     total = [u + s for u, s in cpus]
     best = min(range(repeat), key=lambda k: total[k])
     print(f"scripts:          {n}  (one `shardcheck check --format json` call, {repeat} run(s))")
-    print(f"exit code:        {proc.returncode}  (0 all valid, 1 some error finding, 2 some unusable input; "
-          "a traceback also exits 1)")
+    print(
+        f"exit code:        {proc.returncode}  (0 all valid, 1 some error finding, 2 some unusable input; "
+        "a traceback also exits 1)"
+    )
     print(f"stdout:           {len(proc.stdout)} bytes, {parsed}; stderr {len(proc.stderr)} bytes")
-    print(f"wall time:        best {min(walls):.3f} s, median {statistics.median(walls):.3f} s  "
-          f"({1000 * min(walls) / n:.1f} ms/script best)")
-    print(f"CPU user+sys:     best {total[best]:.3f} s (user {cpus[best][0]:.3f}, sys {cpus[best][1]:.3f}), "
-          f"median {statistics.median(total):.3f} s  ({1000 * total[best] / n:.1f} ms/script best)")
+    print(
+        f"wall time:        best {min(walls):.3f} s, median {statistics.median(walls):.3f} s  "
+        f"({1000 * min(walls) / n:.1f} ms/script best)"
+    )
+    print(
+        f"CPU user+sys:     best {total[best]:.3f} s (user {cpus[best][0]:.3f}, sys {cpus[best][1]:.3f}), "
+        f"median {statistics.median(total):.3f} s  ({1000 * total[best] / n:.1f} ms/script best)"
+    )
     print(f"peak RSS (child): {peak_mib:.1f} MiB")
     if proc.stderr.strip():
         print("stderr tail:")

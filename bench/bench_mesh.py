@@ -38,11 +38,52 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     shard = [sys.executable, "-m", "shardcheck"]
-    report("mesh, 8192 ranks, JSON (TP8 PP8 CP2 EP16 ETP1)",
-           shard + ["mesh", "--world", "8192", "--devices-per-node", "8", "--tp", "8", "--pp", "8", "--cp", "2",
-                    "--ep", "16", "--etp", "1", "--format", "json"], args.runs)
-    report("mesh, 8192 ranks, text summary", shard + ["mesh", "--world", "8192", "--devices-per-node", "8", "--tp", "8",
-                                                      "--pp", "8", "--cp", "2", "--ep", "16", "--etp", "1"], args.runs)
+    report(
+        "mesh, 8192 ranks, JSON (TP8 PP8 CP2 EP16 ETP1)",
+        shard
+        + [
+            "mesh",
+            "--world",
+            "8192",
+            "--devices-per-node",
+            "8",
+            "--tp",
+            "8",
+            "--pp",
+            "8",
+            "--cp",
+            "2",
+            "--ep",
+            "16",
+            "--etp",
+            "1",
+            "--format",
+            "json",
+        ],
+        args.runs,
+    )
+    report(
+        "mesh, 8192 ranks, text summary",
+        shard
+        + [
+            "mesh",
+            "--world",
+            "8192",
+            "--devices-per-node",
+            "8",
+            "--tp",
+            "8",
+            "--pp",
+            "8",
+            "--cp",
+            "2",
+            "--ep",
+            "16",
+            "--etp",
+            "1",
+        ],
+        args.runs,
+    )
     if importlib.util.find_spec("torch") and importlib.util.find_spec("megatron"):
         case = str(ROOT / "tests/data/cases/qwen3_235b_256k_after.sh")
         report("check --verify, 256K example (256 ranks)", shard + ["check", case, "--verify"], args.runs)

@@ -18,8 +18,9 @@ EXAMPLE = ROOT / "src" / "shardcheck" / "examples" / "qwen3_235b_256k.sh"
 
 def whole_process() -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "shardcheck", "plan", str(EXAMPLE), "--device", "910c"],
-                   check=False, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "shardcheck", "plan", str(EXAMPLE), "--device", "910c"], check=False, capture_output=True
+    )
     return time.perf_counter() - started
 
 
@@ -27,8 +28,9 @@ def search(world: int) -> tuple[float, dict]:
     from shardcheck.plan import plan_model
 
     started = time.perf_counter()
-    result = plan_model("Qwen3-235B-A22B", world=world, devices_per_node=16, device="910c", seq_len=262144,
-                        global_batch=16, proof=False)
+    result = plan_model(
+        "Qwen3-235B-A22B", world=world, devices_per_node=16, device="910c", seq_len=262144, global_batch=16, proof=False
+    )
     return time.perf_counter() - started, result.counts
 
 
@@ -41,8 +43,10 @@ def main() -> None:
         print(f"shardcheck plan {EXAMPLE.name} --device 910c (whole process): {whole_process():.1f} s")
     for world in (int(w) for w in args.worlds.split(",")):
         seconds, counts = search(world)
-        print(f"world {world:>6}: {seconds:6.1f} s  layouts {counts['layouts']:>6}  options {counts['memory_options']:>7}"
-              f"  bounded {counts['bounded']:>7}  timed {counts['timed']:>5}  judged {counts['judged']:>4}")
+        print(
+            f"world {world:>6}: {seconds:6.1f} s  layouts {counts['layouts']:>6}  options {counts['memory_options']:>7}"
+            f"  bounded {counts['bounded']:>7}  timed {counts['timed']:>5}  judged {counts['judged']:>4}"
+        )
 
 
 if __name__ == "__main__":

@@ -37,10 +37,12 @@ def main() -> None:
     parser.add_argument("--script", type=Path, default=CASE)
     args = parser.parse_args()
     shard = [sys.executable, "-m", "shardcheck", "check"]
-    rows = [("python -c pass", [sys.executable, "-c", "pass"]),
-            ("check (inferred version)", [*shard, str(args.script)]),
-            ("check --verl-version 0.9.1", [*shard, "--verl-version", "0.9.1", str(args.script)]),
-            ("check --versions", [*shard, "--versions", str(args.script)])]
+    rows = [
+        ("python -c pass", [sys.executable, "-c", "pass"]),
+        ("check (inferred version)", [*shard, str(args.script)]),
+        ("check --verl-version 0.9.1", [*shard, "--verl-version", "0.9.1", str(args.script)]),
+        ("check --versions", [*shard, "--versions", str(args.script)]),
+    ]
     for name, cmd in rows:
         times = [child_cpu(cmd) for _ in range(args.runs)]
         print(f"{name:<30} {statistics.median(times):6.3f} s CPU (median of {args.runs})")

@@ -38,8 +38,9 @@ WEIGHTS = {"reader": 6, "check": 2, "memory": 1, "mesh": 1, "plan": 1}
 def make_input(seed: str, k: int, seeds: list[fuzzing.Seed], commands: tuple[str, ...]):
     rng = random.Random(f"{seed}:{k}")
     base = seeds[rng.randrange(len(seeds))]
-    ops = [(rng.choice(fuzzing.KINDS), rng.randrange(1 << 16), rng.randrange(1 << 16))
-           for _ in range(rng.randint(1, 6))]
+    ops = [
+        (rng.choice(fuzzing.KINDS), rng.randrange(1 << 16), rng.randrange(1 << 16)) for _ in range(rng.randint(1, 6))
+    ]
     command = rng.choices(commands, weights=[WEIGHTS.get(c, 1) for c in commands])[0]
     return base, ops, command, fuzzing.mutate(base.text, ops, [s.text for s in seeds])
 
@@ -63,8 +64,11 @@ def _worker(job: tuple[int, int, argparse.Namespace]) -> dict:
         start = time.perf_counter()
         error = None
         try:
-            _, why = run_guarded(functools.partial(fuzzing.run_command, command, path, data),
-                                 seconds=args.time_limit, memory=args.memory_limit)
+            _, why = run_guarded(
+                functools.partial(fuzzing.run_command, command, path, data),
+                seconds=args.time_limit,
+                memory=args.memory_limit,
+            )
             if why is not None:
                 error = why
         except Exception:  # noqa: BLE001 - the contract broken: a traceback
@@ -72,8 +76,9 @@ def _worker(job: tuple[int, int, argparse.Namespace]) -> dict:
         elapsed = time.perf_counter() - start
         path.unlink()
         stats["inputs"][command] = stats["inputs"].get(command, 0) + 1
-        stats["slowest"] = sorted(stats["slowest"] + [(elapsed, f"input {k} ({command}, seed {base.name}, ops {ops})")],
-                                  reverse=True)[:5]
+        stats["slowest"] = sorted(
+            stats["slowest"] + [(elapsed, f"input {k} ({command}, seed {base.name}, ops {ops})")], reverse=True
+        )[:5]
         total, worst = stats["per_command"].get(command, (0.0, 0.0))
         stats["per_command"][command] = (total + elapsed, max(worst, elapsed))
         if error is not None:
@@ -94,9 +99,16 @@ def main() -> None:
     parser.add_argument("--inputs", type=int, default=1000)
     parser.add_argument("--seed", default="17")
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--commands", default="", help="comma-separated (default: all: reader,check,memory,mesh[,plan])")
-    parser.add_argument("--weights", default="", help="e.g. reader=16,check=2,memory=1,mesh=1 (default: "
-                        + ",".join(f"{k}={v}" for k, v in WEIGHTS.items()) + ")")
+    parser.add_argument(
+        "--commands", default="", help="comma-separated (default: all: reader,check,memory,mesh[,plan])"
+    )
+    parser.add_argument(
+        "--weights",
+        default="",
+        help="e.g. reader=16,check=2,memory=1,mesh=1 (default: "
+        + ",".join(f"{k}={v}" for k, v in WEIGHTS.items())
+        + ")",
+    )
     parser.add_argument("--time-limit", type=float, default=10.0)
     parser.add_argument("--memory-limit", type=int, default=1 << 30)
     parser.add_argument("--failures", default="", help="write failing inputs here")
@@ -125,8 +137,10 @@ def main() -> None:
         for c, (total, worst) in r["per_command"].items():
             t0, w0 = per_command.get(c, (0.0, 0.0))
             per_command[c] = (t0 + total, max(w0, worst))
-    print(f"shardcheck fuzz: seed {args.seed}, {sum(inputs.values())} inputs in {time.time() - start:.0f} s "
-          f"({jobs} jobs; limits {args.time_limit:g} s, {args.memory_limit >> 20} MiB per input)")
+    print(
+        f"shardcheck fuzz: seed {args.seed}, {sum(inputs.values())} inputs in {time.time() - start:.0f} s "
+        f"({jobs} jobs; limits {args.time_limit:g} s, {args.memory_limit >> 20} MiB per input)"
+    )
     for c in sorted(inputs):
         total, worst = per_command[c]
         print(f"  {c:<7} {inputs[c]:>7} inputs, mean {total / inputs[c] * 1000:.0f} ms, slowest {worst:.2f} s")

@@ -51,8 +51,10 @@ def value(rng: random.Random) -> str:
     if pick < 0.7:
         return str(rng.randint(-(10**50), 10**50))
     if pick < 0.85:
-        return repr(rng.choice([rng.uniform(-1e6, 1e6), rng.random(), rng.uniform(-2, 2) * 10 ** rng.randint(-300, 300)]))
-    alphabet = "abcxyz019_-.,:[]{}$ =é\\\""
+        return repr(
+            rng.choice([rng.uniform(-1e6, 1e6), rng.random(), rng.uniform(-2, 2) * 10 ** rng.randint(-300, 300)])
+        )
+    alphabet = 'abcxyz019_-.,:[]{}$ =é\\"'
     return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
 
 
@@ -61,8 +63,9 @@ def make_input(rng: random.Random, keys, mlm_flags, slime_flags) -> str:
     n = rng.randint(1, 4)
     if base in ("megatron", "fsdp"):
         pairs = [(rng.choice(keys), value(rng)) for _ in range(n)]
-        words = " ".join(shlex.quote(f"{'++' if '.override_transformer_config.' in k else ''}{k}={v}")
-                         for k, v in pairs)
+        words = " ".join(
+            shlex.quote(f"{'++' if '.override_transformer_config.' in k else ''}{k}={v}") for k, v in pairs
+        )
         body = VERL_EXAMPLE.read_text() if base == "megatron" else FSDP_BASE
         return f"set -- {words}\n{body}"
     flags = mlm_flags if base == "megatron-lm" else slime_flags
@@ -111,7 +114,9 @@ def main_loop() -> int:
         if code not in (0, 1, 2) or "Traceback" in output:
             kept = out_dir / f"failure-{len(failures)}.sh"
             kept.write_text(text)
-            failures.append((" ".join(command), str(kept), output.strip().splitlines()[-1][:300] if output else str(code)))
+            failures.append(
+                (" ".join(command), str(kept), output.strip().splitlines()[-1][:300] if output else str(code))
+            )
         if (i + 1) % 1000 == 0:
             print(f"  {i + 1} inputs, {len(failures)} failures, {time.perf_counter() - start:.0f} s", flush=True)
     wall = time.perf_counter() - start

@@ -47,17 +47,40 @@ class Layout:
 
     def flags(self) -> list[str]:
         """The Megatron-LM flags of this layout (what shardcheck reads)."""
-        f = [f"--num-layers {self.layers}", f"--hidden-size {self.hidden}", f"--num-attention-heads {self.heads}",
-             "--group-query-attention", f"--num-query-groups {self.kv_heads}", f"--kv-channels {self.hidden // self.heads}",
-             f"--ffn-hidden-size {self.ffn}", "--swiglu", "--normalization RMSNorm", "--disable-bias-linear",
-             "--position-embedding-type rope", "--untie-embeddings-and-output-weights", f"--vocab-size {self.vocab}",
-             "--make-vocab-size-divisible-by 128", f"--seq-length {self.seq}", f"--max-position-embeddings {self.seq}",
-             f"--micro-batch-size {self.micro}", f"--global-batch-size {self.micro}", "--bf16",
-             "--use-distributed-optimizer", "--transformer-impl local", "--hidden-dropout 0", "--attention-dropout 0",
-             "--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1"]
+        f = [
+            f"--num-layers {self.layers}",
+            f"--hidden-size {self.hidden}",
+            f"--num-attention-heads {self.heads}",
+            "--group-query-attention",
+            f"--num-query-groups {self.kv_heads}",
+            f"--kv-channels {self.hidden // self.heads}",
+            f"--ffn-hidden-size {self.ffn}",
+            "--swiglu",
+            "--normalization RMSNorm",
+            "--disable-bias-linear",
+            "--position-embedding-type rope",
+            "--untie-embeddings-and-output-weights",
+            f"--vocab-size {self.vocab}",
+            "--make-vocab-size-divisible-by 128",
+            f"--seq-length {self.seq}",
+            f"--max-position-embeddings {self.seq}",
+            f"--micro-batch-size {self.micro}",
+            f"--global-batch-size {self.micro}",
+            "--bf16",
+            "--use-distributed-optimizer",
+            "--transformer-impl local",
+            "--hidden-dropout 0",
+            "--attention-dropout 0",
+            "--tensor-model-parallel-size 1",
+            "--pipeline-model-parallel-size 1",
+        ]
         if self.experts:
-            f += [f"--num-experts {self.experts}", f"--moe-router-topk {self.topk}",
-                  f"--moe-ffn-hidden-size {self.moe_ffn}", "--moe-token-dispatcher-type alltoall"]
+            f += [
+                f"--num-experts {self.experts}",
+                f"--moe-router-topk {self.topk}",
+                f"--moe-ffn-hidden-size {self.moe_ffn}",
+                "--moe-token-dispatcher-type alltoall",
+            ]
         if self.recompute == "full":
             f += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
         elif self.recompute == "selective":
@@ -72,8 +95,19 @@ LAYOUTS = [
     Layout("dense-4L-h1024-s4096-selective", 4, 1024, 16, 4, 3072, 4096, recompute="selective"),
     Layout("qwen3moe-4L-h1024-e16k4-s2048", 4, 1024, 16, 4, 3072, 2048, experts=16, topk=4, moe_ffn=768),
     Layout("qwen3moe-4L-h1024-e16k4-s4096", 4, 1024, 16, 4, 3072, 4096, experts=16, topk=4, moe_ffn=768),
-    Layout("qwen3moe-4L-h1024-e16k4-s4096-full", 4, 1024, 16, 4, 3072, 4096, experts=16, topk=4, moe_ffn=768,
-           recompute="full"),
+    Layout(
+        "qwen3moe-4L-h1024-e16k4-s4096-full",
+        4,
+        1024,
+        16,
+        4,
+        3072,
+        4096,
+        experts=16,
+        topk=4,
+        moe_ffn=768,
+        recompute="full",
+    ),
 ]
 
 
@@ -91,16 +125,36 @@ def _config(layout: Layout):
     import torch
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    kw = dict(num_layers=layout.layers, hidden_size=layout.hidden, num_attention_heads=layout.heads,
-              num_query_groups=layout.kv_heads, kv_channels=layout.hidden // layout.heads,
-              ffn_hidden_size=layout.ffn, gated_linear_unit=True, activation_func=torch.nn.functional.silu,
-              normalization="RMSNorm", add_bias_linear=False, bf16=True, params_dtype=torch.bfloat16,
-              hidden_dropout=0.0, attention_dropout=0.0, gradient_accumulation_fusion=False,
-              bias_activation_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
-              apply_rope_fusion=False, pipeline_dtype=torch.bfloat16)
+    kw = dict(
+        num_layers=layout.layers,
+        hidden_size=layout.hidden,
+        num_attention_heads=layout.heads,
+        num_query_groups=layout.kv_heads,
+        kv_channels=layout.hidden // layout.heads,
+        ffn_hidden_size=layout.ffn,
+        gated_linear_unit=True,
+        activation_func=torch.nn.functional.silu,
+        normalization="RMSNorm",
+        add_bias_linear=False,
+        bf16=True,
+        params_dtype=torch.bfloat16,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        gradient_accumulation_fusion=False,
+        bias_activation_fusion=False,
+        masked_softmax_fusion=False,
+        persist_layer_norm=False,
+        apply_rope_fusion=False,
+        pipeline_dtype=torch.bfloat16,
+    )
     if layout.experts:
-        kw.update(num_moe_experts=layout.experts, moe_router_topk=layout.topk, moe_ffn_hidden_size=layout.moe_ffn,
-                  moe_token_dispatcher_type="alltoall", moe_aux_loss_coeff=0.0)
+        kw.update(
+            num_moe_experts=layout.experts,
+            moe_router_topk=layout.topk,
+            moe_ffn_hidden_size=layout.moe_ffn,
+            moe_token_dispatcher_type="alltoall",
+            moe_aux_loss_coeff=0.0,
+        )
     if layout.recompute == "full":
         kw.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
     elif layout.recompute == "selective":
@@ -122,12 +176,19 @@ def measure(layout: Layout) -> int:
     config = _config(layout)
     spec = get_gpt_layer_local_spec(num_experts=layout.experts or None, normalization="RMSNorm")
     padded = -(-layout.vocab // 128) * 128
-    model = GPTModel(config=config, transformer_layer_spec=spec, vocab_size=padded, max_sequence_length=layout.seq,
-                     position_embedding_type="rope", share_embeddings_and_output_weights=False).cuda()
+    model = GPTModel(
+        config=config,
+        transformer_layer_spec=spec,
+        vocab_size=padded,
+        max_sequence_length=layout.seq,
+        position_embedding_type="rope",
+        share_embeddings_and_output_weights=False,
+    ).cuda()
     ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, use_distributed_optimizer=True)
     model = DistributedDataParallel(config, ddp, model)
-    opt = get_megatron_optimizer(OptimizerConfig(optimizer="adam", lr=1e-4, bf16=True, use_distributed_optimizer=True),
-                                 [model])
+    opt = get_megatron_optimizer(
+        OptimizerConfig(optimizer="adam", lr=1e-4, bf16=True, use_distributed_optimizer=True), [model]
+    )
     tokens = torch.randint(0, layout.vocab, (layout.micro, layout.seq), device="cuda")
     position = torch.arange(layout.seq, device="cuda").unsqueeze(0).expand(layout.micro, -1)
     for _ in range(2):
@@ -191,11 +252,21 @@ def main() -> int:
             _config(layout)
             measured = None
         ratio = predicted / measured if measured and predicted else None
-        rows.append({"case": layout.name, "flags": layout.flags(), "device": device, "measured_allocated": measured,
-                     "predicted_allocated": predicted, "ratio": round(ratio, 4) if ratio else None})
+        rows.append(
+            {
+                "case": layout.name,
+                "flags": layout.flags(),
+                "device": device,
+                "measured_allocated": measured,
+                "predicted_allocated": predicted,
+                "ratio": round(ratio, 4) if ratio else None,
+            }
+        )
         shown = f"{measured / 2**30:8.3f}" if measured else "       -"
-        print(f"{layout.name:44} measured {shown} GiB  predicted {predicted / 2**30:8.3f} GiB"
-              + (f"  ratio {ratio:.3f}" if ratio else ""))
+        print(
+            f"{layout.name:44} measured {shown} GiB  predicted {predicted / 2**30:8.3f} GiB"
+            + (f"  ratio {ratio:.3f}" if ratio else "")
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

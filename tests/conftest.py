@@ -52,4 +52,3 @@ def _check_reports_match_the_schema(monkeypatch):
 
     monkeypatch.setattr(json_report, "render_json", render_and_validate)
     yield
-

@@ -23,13 +23,13 @@ SMALL_SEEDS = {
         "  actor_rollout_ref.model.path=$MODEL actor_rollout_ref.rollout.name=vllm \\\n"
         "  actor_rollout_ref.actor.ulysses_sequence_parallel_size=$SP data.train_batch_size=$((GPUS * 32)) \\\n"
         "  actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \\\n"
-        "  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 \"$@\"\n"
+        '  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 "$@"\n'
     ),
     "verl-megatron.sh": (
         "#!/bin/bash\nTP=2\nPP=2\nARGS=(actor_rollout_ref.actor.megatron.tensor_model_parallel_size=$TP\n"
         "      actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=$PP)\n"
         "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=2 "
-        "trainer.n_gpus_per_node=8 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B \"${ARGS[@]}\" "
+        'trainer.n_gpus_per_node=8 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "${ARGS[@]}" '
         "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=4\n"
     ),
     "megatron-lm.sh": (
@@ -43,26 +43,92 @@ SMALL_SEEDS = {
 
 # Lines a careless or hostile author could put in a script (issue 17's classes and their relatives).
 HOSTILE_LINES = (
-    "X=$((1<<-1))", "X=$(( 1 << -1 ))", "X=$((9**9**9))", "X=$((2**63))", "X=$((" + "9" * 5000 + "))",
-    "X=" + "9" * 5000, "printf -v X '%99999999999s' a", "a[-1]=3", "a[2**40]=1", "a[1099511627776]=1",
-    "X=${a[-7]}", "X=$X$X$X$X", 'A=("${A[@]}" "${A[@]}")', "f() { f; f; }; f", "X=${X%*b*}", "X=${X//a/$X$X}",
-    "source /dev/zero", "source /proc/self/fd/0", "source " + "a" * 5000, ". ./missing.sh", "source $0",
-    "X=$((" + "(" * 300 + "1" + ")" * 300 + "))", "X=" + "${A:-" * 200 + "}" * 200, "eval X=1",
-    "for i in 1 2; do X=$X$X; done", "if [ $A ]; then X=1; fi", "X=$(cat /etc/passwd)", "X=`id`",
-    "export $(cat .env)", "X=${!A}", "X=${#A[@]}", "X=${A:0:99999999999999999999}", "trainer.nnodes=0",
-    "X=\"unterminated", "X='unterminated", "X=${unterminated", "case $A in a) X=1;; esac", "X=$'\\x00'",
-    "declare -A M=([a]=1)", "set -- a b c", "shift 99999999999999999999", "read -r X", "let X=2**64",
+    "X=$((1<<-1))",
+    "X=$(( 1 << -1 ))",
+    "X=$((9**9**9))",
+    "X=$((2**63))",
+    "X=$((" + "9" * 5000 + "))",
+    "X=" + "9" * 5000,
+    "printf -v X '%99999999999s' a",
+    "a[-1]=3",
+    "a[2**40]=1",
+    "a[1099511627776]=1",
+    "X=${a[-7]}",
+    "X=$X$X$X$X",
+    'A=("${A[@]}" "${A[@]}")',
+    "f() { f; f; }; f",
+    "X=${X%*b*}",
+    "X=${X//a/$X$X}",
+    "source /dev/zero",
+    "source /proc/self/fd/0",
+    "source " + "a" * 5000,
+    ". ./missing.sh",
+    "source $0",
+    "X=$((" + "(" * 300 + "1" + ")" * 300 + "))",
+    "X=" + "${A:-" * 200 + "}" * 200,
+    "eval X=1",
+    "for i in 1 2; do X=$X$X; done",
+    "if [ $A ]; then X=1; fi",
+    "X=$(cat /etc/passwd)",
+    "X=`id`",
+    "export $(cat .env)",
+    "X=${!A}",
+    "X=${#A[@]}",
+    "X=${A:0:99999999999999999999}",
+    "trainer.nnodes=0",
+    'X="unterminated',
+    "X='unterminated",
+    "X=${unterminated",
+    "case $A in a) X=1;; esac",
+    "X=$'\\x00'",
+    "declare -A M=([a]=1)",
+    "set -- a b c",
+    "shift 99999999999999999999",
+    "read -r X",
+    "let X=2**64",
 )
 
-EXTREME_NUMBERS = ("0", "-1", "1.5", "1e400", "-0", "abc", "", "9223372036854775808", "99999999999", "9" * 5000,
-                   "0x7fffffffffffffff", "100000000", "65536", "3", "7", "2**40", "1/0", "nan", "inf", "0o7")
+EXTREME_NUMBERS = (
+    "0",
+    "-1",
+    "1.5",
+    "1e400",
+    "-0",
+    "abc",
+    "",
+    "9223372036854775808",
+    "99999999999",
+    "9" * 5000,
+    "0x7fffffffffffffff",
+    "100000000",
+    "65536",
+    "3",
+    "7",
+    "2**40",
+    "1/0",
+    "nan",
+    "inf",
+    "0o7",
+)
 
 UNICODE = ("é", "∞", "٣", "\u202e", "\u200b", "𝟘", "ß", "\ufeff", "\u0301", "ﬁ", "🙂", "\t", "\r", "\x0b", "\x1b[31m")
 
 QUOTES = ("'", '"', "\\", "$(", "${", "$((", "`", ")", "}", "))", "\\\n", "#", ";", "&&", "|", "<<", "<<-", "=", "+")
 
-KINDS = ("byte", "insert", "delete", "line-delete", "line-dup", "line-swap", "splice", "hostile", "number",
-         "quote", "unicode", "truncate")
+KINDS = (
+    "byte",
+    "insert",
+    "delete",
+    "line-delete",
+    "line-dup",
+    "line-swap",
+    "splice",
+    "hostile",
+    "number",
+    "quote",
+    "unicode",
+    "truncate",
+)
 
 
 @dataclass(frozen=True)

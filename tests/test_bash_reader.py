@@ -29,8 +29,7 @@ def args_of(src: str, env=None) -> dict[str, tuple]:
             key, _, value = shown.partition("=")
             origin = f.value_origin(len(key) + 1)
             where = origin.first_script_line()
-            out[key] = (f.text.partition("=")[2] if f.known else None, where.line if where else None,
-                        origin.kind)
+            out[key] = (f.text.partition("=")[2] if f.known else None, where.line if where else None, origin.kind)
     return out
 
 
@@ -172,15 +171,18 @@ def test_comments_are_ignored():
     assert a == {"tp": ("2", 2, "script")}
 
 
-@pytest.mark.parametrize("construct", [
-    "V=$(nproc)",
-    "V=`hostname`",
-    "for i in 1 2; do V=$i; done",
-    "f() { V=1; }; f",
-    "read V",
-    "eval V=3",
-    "source ./settings.sh",
-])
+@pytest.mark.parametrize(
+    "construct",
+    [
+        "V=$(nproc)",
+        "V=`hostname`",
+        "for i in 1 2; do V=$i; done",
+        "f() { V=1; }; f",
+        "read V",
+        "eval V=3",
+        "source ./settings.sh",
+    ],
+)
 def test_code_is_never_run_and_yields_unknown(construct):
     a = args_of(f"""
         {construct}
@@ -202,15 +204,21 @@ def test_known_condition_picks_its_branch_unknown_condition_merges():
     assert a["cp"][0] is None
 
 
-@pytest.mark.parametrize("line, module, launcher", [
-    ("python3 -m verl.trainer.main_ppo a=1", "verl.trainer.main_ppo", ()),
-    ("python -u -m verl.trainer.main_ppo a=1", "verl.trainer.main_ppo", ()),
-    ("torchrun --nnodes 2 --nproc_per_node=8 -m verl.trainer.main_ppo a=1", "verl.trainer.main_ppo", ("torchrun",)),
-    ("ray job submit --address=x --runtime-env=r.yaml -- python3 -m verl.trainer.main_ppo a=1",
-     "verl.trainer.main_ppo", ("ray job submit",)),
-    ("nohup env X=1 python3 -m verl.trainer.main_ppo a=1 > log 2>&1 &", "verl.trainer.main_ppo", ("env",)),
-    ("uv run --with x python3 -m verl.trainer.main_ppo a=1", "verl.trainer.main_ppo", ("uv",)),
-])
+@pytest.mark.parametrize(
+    "line, module, launcher",
+    [
+        ("python3 -m verl.trainer.main_ppo a=1", "verl.trainer.main_ppo", ()),
+        ("python -u -m verl.trainer.main_ppo a=1", "verl.trainer.main_ppo", ()),
+        ("torchrun --nnodes 2 --nproc_per_node=8 -m verl.trainer.main_ppo a=1", "verl.trainer.main_ppo", ("torchrun",)),
+        (
+            "ray job submit --address=x --runtime-env=r.yaml -- python3 -m verl.trainer.main_ppo a=1",
+            "verl.trainer.main_ppo",
+            ("ray job submit",),
+        ),
+        ("nohup env X=1 python3 -m verl.trainer.main_ppo a=1 > log 2>&1 &", "verl.trainer.main_ppo", ("env",)),
+        ("uv run --with x python3 -m verl.trainer.main_ppo a=1", "verl.trainer.main_ppo", ("uv",)),
+    ],
+)
 def test_launch_commands(line, module, launcher):
     (launch,) = find_launches(read(line + "\n").commands)
     assert launch.module == module
@@ -309,11 +317,14 @@ def test_torchrun_option_with_unknown_value():
 
 
 def test_tilde_in_defaults_and_assignments_is_home():
-    a = args_of("""
+    a = args_of(
+        """
         D=${D:-~/data}
         E=~/ckpt
         python3 -m verl.trainer.main_ppo d=$D e=$E f=~/literal
-    """, {"HOME": "/home/u"})
+    """,
+        {"HOME": "/home/u"},
+    )
     assert a["d"][0] == "/home/u/data" and a["e"][0] == "/home/u/ckpt"
     assert a["f"][0] == "~/literal"  # not an assignment word: bash leaves the tilde
 

@@ -15,10 +15,13 @@ def errors(result):
     return [f for f in result.findings if f.severity == "error"]
 
 
-@pytest.mark.parametrize("name, stages", [
-    ("qwen3_235b_256k_after.sh", [5] + [6] * 14 + [5]),
-    ("qwen3_235b_256k_before.sh", [11] + [12] * 6 + [11]),
-])
+@pytest.mark.parametrize(
+    "name, stages",
+    [
+        ("qwen3_235b_256k_after.sh", [5] + [6] * 14 + [5]),
+        ("qwen3_235b_256k_before.sh", [11] + [12] * 6 + [11]),
+    ],
+)
 def test_valid_layouts(name, stages):
     r = check(CASES / name)
     layout = r.layout_summary()

@@ -39,8 +39,20 @@ def test_json_schema(capsys):
     assert len(doc["results"]) == 2
     ok, bad = doc["results"]
     assert set(ok) >= {"path", "framework", "valid", "layout", "model", "findings"}
-    assert set(ok["layout"]) >= {"world", "nnodes", "devices_per_node", "tp", "pp", "cp", "ep", "etp", "dp", "edp",
-                                 "vpp", "layers_per_stage"}
+    assert set(ok["layout"]) >= {
+        "world",
+        "nnodes",
+        "devices_per_node",
+        "tp",
+        "pp",
+        "cp",
+        "ep",
+        "etp",
+        "dp",
+        "edp",
+        "vpp",
+        "layers_per_stage",
+    }
     assert ok["valid"] is True and ok["layout"]["dp"] == 1 and ok["model"]["name"].startswith("Qwen3-235B")
     assert bad["valid"] is False
     f = next(f for f in bad["findings"] if f["rule"] == "MCORE-PS-EXPERT-FOLD")
@@ -48,12 +60,19 @@ def test_json_schema(capsys):
     assert f["line"] == 26  # EP's line: the fix sets ETP (unset, it follows TP) or changes EP
 
 
-@pytest.mark.parametrize("content, expected, status, code", [
-    (None, "INPUT-UNREADABLE error: no such file", "failed", 2),  # no input could be read
-    ("echo hello\n", "INPUT-NO-LAUNCH info: no launch command; skipped", "skipped", 0),
-    ('X="unterminated\npython3 -m verl.trainer.main_ppo\n', ":1: INPUT-UNUSABLE error: unterminated double quote",
-     "failed", 1),
-])
+@pytest.mark.parametrize(
+    "content, expected, status, code",
+    [
+        (None, "INPUT-UNREADABLE error: no such file", "failed", 2),  # no input could be read
+        ("echo hello\n", "INPUT-NO-LAUNCH info: no launch command; skipped", "skipped", 0),
+        (
+            'X="unterminated\npython3 -m verl.trainer.main_ppo\n',
+            ":1: INPUT-UNUSABLE error: unterminated double quote",
+            "failed",
+            1,
+        ),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, content, expected, status, code):
     path = tmp_path / "run.sh"
     if content is not None:
@@ -63,14 +82,18 @@ def test_bad_input_is_one_line(tmp_path, content, expected, status, code):
     assert "Traceback" not in proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert len(lines) == 2 and expected in lines[0] and lines[0].startswith(str(path))
-    assert lines[1] == f"1 file: {int(status == 'judged')} judged, {int(status == 'skipped')} skipped (no launch " \
-                       f"command), {int(status == 'failed')} failed; {int(code != 0)} error{'s' * (code == 0)}, 0 warnings"
+    assert (
+        lines[1] == f"1 file: {int(status == 'judged')} judged, {int(status == 'skipped')} skipped (no launch "
+        f"command), {int(status == 'failed')} failed; {int(code != 0)} error{'s' * (code == 0)}, 0 warnings"
+    )
 
 
 def test_non_integer_size_is_a_finding(tmp_path):
     path = tmp_path / "run.sh"
-    path.write_text("python3 -m verl.trainer.main_ppo model_engine=megatron "
-                    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2.5\n")
+    path.write_text(
+        "python3 -m verl.trainer.main_ppo model_engine=megatron "
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2.5\n"
+    )
     proc = run("check", str(path))
     assert proc.returncode == 1
     assert f"{path}:1: VALUE-BAD-SIZE error" in proc.stdout
@@ -103,8 +126,10 @@ def test_rule_docs_do_not_drift():
 
 def test_default_install_stays_light():
     """`check` never imports torch, megatron or verl."""
-    code = ("import sys; from shardcheck.api import check; from shardcheck.cli import EXAMPLE; check(EXAMPLE); "
-            "print(sorted(m for m in ('torch', 'megatron', 'verl', 'rich') if m in sys.modules))")
+    code = (
+        "import sys; from shardcheck.api import check; from shardcheck.cli import EXAMPLE; check(EXAMPLE); "
+        "print(sorted(m for m in ('torch', 'megatron', 'verl', 'rich') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "[]", proc.stderr
 
@@ -127,12 +152,14 @@ def test_top_level_api():
 
 def test_deferred_hydra_package_is_the_real_one_afterwards():
     """shardcheck defers hydra/__init__.py; later users of Hydra still get the whole package."""
-    code = ("from shardcheck.api import check; from shardcheck.cli import EXAMPLE; check(EXAMPLE); "
-            "import sys; print('hydra.utils' in sys.modules); "
-            "import hydra; from hydra import compose, initialize_config_dir, MissingConfigException, utils; "
-            "from hydra.errors import MissingConfigException as M; "
-            "print(callable(compose), MissingConfigException is M, hydra.__version__ == hydra.version.__version__ "
-            "if hasattr(hydra.version, '__version__') else True, 'hydra.utils' in sys.modules)")
+    code = (
+        "from shardcheck.api import check; from shardcheck.cli import EXAMPLE; check(EXAMPLE); "
+        "import sys; print('hydra.utils' in sys.modules); "
+        "import hydra; from hydra import compose, initialize_config_dir, MissingConfigException, utils; "
+        "from hydra.errors import MissingConfigException as M; "
+        "print(callable(compose), MissingConfigException is M, hydra.__version__ == hydra.version.__version__ "
+        "if hasattr(hydra.version, '__version__') else True, 'hydra.utils' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True", "True", "True", "True"], proc.stdout
@@ -145,15 +172,31 @@ def test_config_cache_gives_the_same_result(tmp_path):
     # a deletion (~key) is applied by Hydra on OmegaConf, not by the plain tree: the cached tree is used
     deleting = tmp_path / "scripts" / "run.sh"
     deleting.parent.mkdir()
-    deleting.write_text(EXAMPLE.read_text().replace("    trainer.device=npu \\\n",
-                                                    "    trainer.device=npu \\\n    ~trainer.val_before_train \\\n"))
+    deleting.write_text(
+        EXAMPLE.read_text().replace(
+            "    trainer.device=npu \\\n", "    trainer.device=npu \\\n    ~trainer.val_before_train \\\n"
+        )
+    )
     assert "~trainer.val_before_train" in deleting.read_text()
     outputs = []
     for cache in ("0", "1", "1"):  # no cache, cold cache, warm cache
         env = dict(os.environ, SHARDCHECK_CACHE=cache, XDG_CACHE_HOME=str(tmp_path))
-        proc = subprocess.run([sys.executable, "-m", "shardcheck", "check", "--format", "json", str(EXAMPLE),
-                               str(CASES / "qwen3_235b_256k_etp_unset.sh"), str(deleting)], capture_output=True,
-                              text=True, env=env)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "shardcheck",
+                "check",
+                "--format",
+                "json",
+                str(EXAMPLE),
+                str(CASES / "qwen3_235b_256k_etp_unset.sh"),
+                str(deleting),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         outputs.append(proc.stdout)
     assert json.loads(outputs[0])["results"][2]["status"] == "judged"
     assert outputs[0] == outputs[1] == outputs[2]
@@ -161,8 +204,10 @@ def test_config_cache_gives_the_same_result(tmp_path):
 
 
 def test_suppression_comments(tmp_path):
-    bad = ("python3 -m verl.trainer.main_ppo model_engine=megatron "
-           "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3 \\\n  trainer.n_gpus_per_node=8\n")
+    bad = (
+        "python3 -m verl.trainer.main_ppo model_engine=megatron "
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3 \\\n  trainer.n_gpus_per_node=8\n"
+    )
     path = tmp_path / "run.sh"
     path.write_text(bad)
     assert "MCORE-PS-WORLD" in {f.rule for f in __import__("shardcheck").check(path).findings}
@@ -174,8 +219,10 @@ def test_suppression_comments(tmp_path):
 
 def test_pyproject_settings_and_exit_zero(tmp_path):
     path = tmp_path / "run.sh"
-    path.write_text("python3 -m verl.trainer.main_ppo model_engine=megatron "
-                    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3\n")
+    path.write_text(
+        "python3 -m verl.trainer.main_ppo model_engine=megatron "
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3\n"
+    )
     assert main(["check", str(path)]) == 1
     assert main(["check", "--exit-zero", str(path)]) == 0
     (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nignore = ["MCORE-PS-WORLD"]\n')

@@ -15,15 +15,24 @@ from shardcheck.cli import EXAMPLE, main
 
 CASES = Path(__file__).parent / "data" / "cases"
 ETP_UNSET = CASES / "qwen3_235b_256k_etp_unset.sh"
-TP3 = ("python3 -m verl.trainer.main_ppo model_engine=megatron "
-       "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3 \\\n  trainer.n_gpus_per_node=8\n")
+TP3 = (
+    "python3 -m verl.trainer.main_ppo model_engine=megatron "
+    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3 \\\n  trainer.n_gpus_per_node=8\n"
+)
 
 
 def run(*args: str, cwd=None, env=None, stdin: str | None = None) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "shardcheck", *args], capture_output=True, text=True, cwd=cwd,
-                          env=full_env, input=stdin, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "shardcheck", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        input=stdin,
+        check=False,
+    )
 
 
 def folder(tmp_path: Path, **files: str) -> Path:
@@ -40,9 +49,18 @@ def summary(out: str) -> str:
 
 # --- exit status per run, as ruff ----------------------------------------------------------------
 
+
 def test_mixed_folder_judges_the_launches_and_skips_the_rest(tmp_path):
-    d = folder(tmp_path, **{"good.sh": EXAMPLE.read_text(), "helper.sh": "echo preparing data\n",
-                            "sub/bad.sh": ETP_UNSET.read_text(), ".hidden/skip.sh": "exit 1\n", "notes.txt": "x\n"})
+    d = folder(
+        tmp_path,
+        **{
+            "good.sh": EXAMPLE.read_text(),
+            "helper.sh": "echo preparing data\n",
+            "sub/bad.sh": ETP_UNSET.read_text(),
+            ".hidden/skip.sh": "exit 1\n",
+            "notes.txt": "x\n",
+        },
+    )
     proc = run("check", str(d))
     assert proc.returncode == 1  # bad.sh has an error; the helper does not make it 2
     assert summary(proc.stdout) == "3 files: 2 judged, 1 skipped (no launch command), 0 failed; 2 errors, 1 warning"
@@ -69,8 +87,15 @@ def test_missing_file_in_json(tmp_path, capsys):
     assert good["status"] == "judged" and bad["status"] == "failed" and bad["valid"] is False
     assert [f["rule"] for f in bad["findings"]] == ["INPUT-UNREADABLE"]
     assert bad["findings"][0]["path"].endswith("typo.sh") and bad["findings"][0]["line"] is None
-    assert doc["summary"] == {"files": 2, "judged": 1, "skipped": 0, "failed": 1, "errors": 1, "warnings": 0,
-                              "infos": 0}
+    assert doc["summary"] == {
+        "files": 2,
+        "judged": 1,
+        "skipped": 0,
+        "failed": 1,
+        "errors": 1,
+        "warnings": 0,
+        "infos": 0,
+    }
 
 
 def test_usage_errors_exit_2():
@@ -79,6 +104,7 @@ def test_usage_errors_exit_2():
 
 
 # --- conventions ----------------------------------------------------------------------------------
+
 
 def test_version():
     from shardcheck import __version__
@@ -96,7 +122,9 @@ def test_stdin(tmp_path):
     # --stdin-filename: the name shown, and the folder whose settings apply
     (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nignore = ["MCORE-PS-EXPERT-FOLD"]\n')
     proc = run("check", "-", "--quiet", "--stdin-filename", str(tmp_path / "run.sh"), stdin=ETP_UNSET.read_text())
-    assert "MCORE-PS-EXPERT-FOLD" not in proc.stdout and f"{tmp_path / 'run.sh'}:59: VERL-CFG-UNKNOWN-KEY" in proc.stdout
+    assert (
+        "MCORE-PS-EXPERT-FOLD" not in proc.stdout and f"{tmp_path / 'run.sh'}:59: VERL-CFG-UNKNOWN-KEY" in proc.stdout
+    )
 
 
 def test_select_ignore_fail_on_on_the_command_line(tmp_path, capsys):
@@ -125,8 +153,11 @@ def test_quiet_statistics_and_output_format_alias(capsys):
     assert main(["check", "--statistics", str(ETP_UNSET), str(CASES / "qwen3_235b_256k_before.sh")]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:3] == ["2", "VERL-CFG-UNKNOWN-KEY", "error"]
-    assert {line.split()[1] for line in out[1:-1]} == {"MCORE-PS-EXPERT-FOLD", "MCORE-PS-LOCALITY",
-                                                       "VERL-MC-ETP-MISMATCH"}
+    assert {line.split()[1] for line in out[1:-1]} == {
+        "MCORE-PS-EXPERT-FOLD",
+        "MCORE-PS-LOCALITY",
+        "VERL-MC-ETP-MISMATCH",
+    }
     assert out[-1].startswith("2 files: 2 judged")
     main(["check", "--output-format", "json", str(EXAMPLE)])
     assert json.loads(capsys.readouterr().out)["results"][0]["valid"] is True
@@ -146,8 +177,9 @@ def _pty_run(args: list[str], env: dict[str, str]) -> str:
     full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     full_env.update(env, TERM="xterm")
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "shardcheck", *args], stdout=slave, stderr=slave,
-                            stdin=subprocess.DEVNULL, env=full_env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shardcheck", *args], stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=full_env
+    )
     os.close(slave)
     chunks = []
     while True:
@@ -203,6 +235,7 @@ def test_progress_only_on_a_terminal_after_a_second(monkeypatch):
 
 # --- grouped findings ------------------------------------------------------------------------------
 
+
 def test_one_finding_per_rule_and_cause_over_pipeline_stages(tmp_path, capsys):
     text = EXAMPLE.read_text().replace("trainer.device=npu", "trainer.device=cuda")
     text = "\n".join(line for line in text.splitlines() if "recompute_" not in line)
@@ -219,8 +252,14 @@ def test_one_finding_per_rule_and_cause_over_pipeline_stages(tmp_path, capsys):
 
 
 def test_actor_and_ref_share_one_finding(tmp_path, capsys):
-    text = EXAMPLE.read_text().replace("train_tp=2", "train_tp=$(get_tp)").replace(
-        "    actor_rollout_ref.model.path=", "    actor_rollout_ref.actor.use_kl_loss=True\n    actor_rollout_ref.model.path=")
+    text = (
+        EXAMPLE.read_text()
+        .replace("train_tp=2", "train_tp=$(get_tp)")
+        .replace(
+            "    actor_rollout_ref.model.path=",
+            "    actor_rollout_ref.actor.use_kl_loss=True\n    actor_rollout_ref.model.path=",
+        )
+    )
     assert "use_kl_loss=True" in text
     path = folder(tmp_path, **{"run.sh": text}) / "run.sh"
     from shardcheck import check
@@ -242,11 +281,14 @@ def test_group_labels():
 
 # --- suppression -----------------------------------------------------------------------------------
 
+
 def test_disable_before_a_multi_line_command_covers_the_command(tmp_path):
     from shardcheck import check
 
-    script = ("N=3\n# shardcheck: disable=MCORE-PS-WORLD\npython3 -m verl.trainer.main_ppo model_engine=megatron \\\n"
-              "  trainer.n_gpus_per_node=8 \\\n  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=$N\n")
+    script = (
+        "N=3\n# shardcheck: disable=MCORE-PS-WORLD\npython3 -m verl.trainer.main_ppo model_engine=megatron \\\n"
+        "  trainer.n_gpus_per_node=8 \\\n  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=$N\n"
+    )
     path = folder(tmp_path, **{"run.sh": script}) / "run.sh"
     assert "MCORE-PS-WORLD" not in {f.rule for f in check(path).findings}
     # the same comment two lines above the command (not right before it) does not reach it
@@ -295,6 +337,7 @@ def test_renamed_and_removed_ids_are_redirected(tmp_path, monkeypatch):
 
 # --- messages --------------------------------------------------------------------------------------
 
+
 def test_one_node_is_singular(tmp_path, capsys):
     text = EXAMPLE.read_text().replace("NNODES=${NNODES:-16}", "NNODES=${NNODES:-1}")
     main(["check", str(folder(tmp_path, **{"run.sh": text}) / "run.sh")])
@@ -313,9 +356,11 @@ def test_fix_text_without_a_dangling_or():
 def test_megatron_lm_reports_use_its_own_names(tmp_path):
     from shardcheck import check
 
-    script = ("torchrun --nnodes $NODES --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "
-              "--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 "
-              "--micro-batch-size 1 --global-batch-size 8\n")
+    script = (
+        "torchrun --nnodes $NODES --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "
+        "--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 "
+        "--micro-batch-size 1 --global-batch-size 8\n"
+    )
     r = check(folder(tmp_path, **{"run.sh": script}) / "run.sh")
     text = " ".join(f"{f.message} {f.fix}" for f in r.findings)
     assert "torchrun --nnodes" in text
@@ -342,7 +387,9 @@ def test_json_layout_origins(capsys):
 def test_a_suppressed_layout_error_does_not_make_the_layout_valid(tmp_path, capsys):
     from shardcheck import check
 
-    path = folder(tmp_path, **{"run.sh": "# shardcheck: disable=MCORE-PS-WORLD,MCORE-PS-EXPERT-FOLD\n" + TP3}) / "run.sh"
+    path = (
+        folder(tmp_path, **{"run.sh": "# shardcheck: disable=MCORE-PS-WORLD,MCORE-PS-EXPERT-FOLD\n" + TP3}) / "run.sh"
+    )
     r = check(path)
     assert not {f.rule for f in r.findings} & {"MCORE-PS-WORLD", "MCORE-PS-EXPERT-FOLD"}
     assert r.layout_valid is False and len(r.suppressed) == 2

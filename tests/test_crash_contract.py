@@ -27,11 +27,17 @@ ROOT = Path(__file__).resolve().parents[1]
 VERL_EXAMPLE = ROOT / "src" / "shardcheck" / "examples" / "qwen3_235b_256k.sh"
 MLM_EXAMPLE = ROOT / "examples" / "megatron_lm_pretrain_gpt.sh"
 SLIME_EXAMPLE = ROOT / "examples" / "slime" / "run-qwen3-235B-A22B-8x8.sh"
-FSDP_BASE = ("python3 -m verl.trainer.main_ppo critic.enable=true actor_rollout_ref.actor.use_kl_loss=true "
-             "actor_rollout_ref.model.path=/models/Qwen3-30B-A3B actor_rollout_ref.rollout.name=sglang \"$@\"\n")
+FSDP_BASE = (
+    "python3 -m verl.trainer.main_ppo critic.enable=true actor_rollout_ref.actor.use_kl_loss=true "
+    'actor_rollout_ref.model.path=/models/Qwen3-30B-A3B actor_rollout_ref.rollout.name=sglang "$@"\n'
+)
 SCALE = int(os.environ.get("SHARDCHECK_FUZZ_EXAMPLES", "0"))
-FUZZ = settings(max_examples=SCALE or 150, deadline=None, derandomize=not SCALE,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=SCALE or 150,
+    deadline=None,
+    derandomize=not SCALE,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @functools.cache
@@ -47,10 +53,12 @@ def verl_keys() -> tuple[str, ...]:
         read.setdefault(key)
         return original(self, key, _depth)
 
-    bases = {"megatron.sh": VERL_EXAMPLE.read_text().replace("trainer.total_epochs=15",
-                                                               "critic.enable=true actor_rollout_ref.actor."
-                                                               "use_kl_loss=true"),
-             "fsdp.sh": FSDP_BASE}
+    bases = {
+        "megatron.sh": VERL_EXAMPLE.read_text().replace(
+            "trainer.total_epochs=15", "critic.enable=true actor_rollout_ref.actor.use_kl_loss=true"
+        ),
+        "fsdp.sh": FSDP_BASE,
+    }
     VerlConfig.get = recording
     try:
         import tempfile
@@ -75,10 +83,43 @@ def flag_names(framework: str) -> tuple[str, ...]:
     return tuple(MEGATRON_LM_FLAGS)
 
 
-SPECIAL = ["0", "-1", "1", "2", "1.5", "-0", "1e400", "-1e400", "nan", "inf", "1e-400", "2147483648",
-           str(1 << 40), str((1 << 40) + 1), "9" * 40, "abc", "null", "true", "false", "''", '""', "[]", "[1,2]",
-           "{}", "{a: 1}", "[[]]", "${oc.env:HOME}", "${trainer.nnodes}", "${oc.select:data.train_batch_size,0}",
-           "0x10", "1_000", " ", "é", "\\", "${"]
+SPECIAL = [
+    "0",
+    "-1",
+    "1",
+    "2",
+    "1.5",
+    "-0",
+    "1e400",
+    "-1e400",
+    "nan",
+    "inf",
+    "1e-400",
+    "2147483648",
+    str(1 << 40),
+    str((1 << 40) + 1),
+    "9" * 40,
+    "abc",
+    "null",
+    "true",
+    "false",
+    "''",
+    '""',
+    "[]",
+    "[1,2]",
+    "{}",
+    "{a: 1}",
+    "[[]]",
+    "${oc.env:HOME}",
+    "${trainer.nnodes}",
+    "${oc.select:data.train_batch_size,0}",
+    "0x10",
+    "1_000",
+    " ",
+    "é",
+    "\\",
+    "${",
+]
 VALUES = st.one_of(
     st.sampled_from(SPECIAL),
     st.integers(min_value=-(10**6), max_value=10**6).map(str),
@@ -102,10 +143,14 @@ def _assert_contract(script: Path, commands) -> None:
         assert "Traceback" not in out and "internal error" not in out, out[-600:]
 
 
-COMMANDS = (("check", "--env", "WORK_DIR=/w"), ("check", "--format", "json", "--env", "WORK_DIR=/w"),
-            ("memory", "--env", "WORK_DIR=/w"), ("memory", "--format", "json", "--device", "h200",
-                                                  "--env", "WORK_DIR=/w"), ("mesh", "--env", "WORK_DIR=/w"),
-            ("mesh", "--format", "json", "--env", "WORK_DIR=/w"))
+COMMANDS = (
+    ("check", "--env", "WORK_DIR=/w"),
+    ("check", "--format", "json", "--env", "WORK_DIR=/w"),
+    ("memory", "--env", "WORK_DIR=/w"),
+    ("memory", "--format", "json", "--device", "h200", "--env", "WORK_DIR=/w"),
+    ("mesh", "--env", "WORK_DIR=/w"),
+    ("mesh", "--format", "json", "--env", "WORK_DIR=/w"),
+)
 
 
 @pytest.fixture(scope="module")
@@ -150,15 +195,37 @@ SIZES = st.one_of(st.integers(min_value=-3, max_value=70), st.sampled_from([1 <<
 
 
 @FUZZ
-@given(world=SIZES, dpn=st.one_of(st.none(), SIZES), tp=SIZES, pp=SIZES, cp=SIZES, ep=SIZES,
-       etp=st.one_of(st.none(), SIZES), vpp=st.one_of(st.none(), SIZES), rank=st.one_of(st.none(), SIZES),
-       order=st.sampled_from(["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-dp", "pp-dp-tp-cp-ep", "x-y", ""]),
-       as_json=st.booleans())
+@given(
+    world=SIZES,
+    dpn=st.one_of(st.none(), SIZES),
+    tp=SIZES,
+    pp=SIZES,
+    cp=SIZES,
+    ep=SIZES,
+    etp=st.one_of(st.none(), SIZES),
+    vpp=st.one_of(st.none(), SIZES),
+    rank=st.one_of(st.none(), SIZES),
+    order=st.sampled_from(["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-dp", "pp-dp-tp-cp-ep", "x-y", ""]),
+    as_json=st.booleans(),
+)
 def test_mesh_any_sizes(world, dpn, tp, pp, cp, ep, etp, vpp, rank, order, as_json):
     if world > 4096 or (dpn or 1) > 4096:
         world = world % 4096  # world-size caps are issue 17's; here: any value short of a huge enumeration
-    argv = ["mesh", "--world", str(world), "--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--ep", str(ep),
-            "--order", order]
+    argv = [
+        "mesh",
+        "--world",
+        str(world),
+        "--tp",
+        str(tp),
+        "--pp",
+        str(pp),
+        "--cp",
+        str(cp),
+        "--ep",
+        str(ep),
+        "--order",
+        order,
+    ]
     for name, value in (("--devices-per-node", dpn), ("--etp", etp), ("--vpp", vpp), ("--rank", rank)):
         if value is not None:
             argv += [name, str(value)]

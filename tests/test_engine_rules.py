@@ -45,8 +45,10 @@ def test_vllm_derived_length_text(tmp_path):
     from test_rules import CASES
 
     found, _ = rule_findings(tmp_path, CASES["VLLM-MAXLEN-DERIVED"][0], "VLLM-MAXLEN-DERIVED")
-    assert ("User-specified max_model_len (131072) is greater than the derived max_model_len "
-            "(max_position_embeddings=65536.0 or model_max_length=None") in found[0].message
+    assert (
+        "User-specified max_model_len (131072) is greater than the derived max_model_len "
+        "(max_position_embeddings=65536.0 or model_max_length=None"
+    ) in found[0].message
     assert "max_model_len=65536" in found[0].fix
 
 
@@ -70,8 +72,10 @@ def test_critic_mini_batch_over_critic_dp(tmp_path, critic):
 
 
 def test_no_critic_with_grpo(tmp_path):
-    text = script(f"algorithm.adv_estimator=grpo {M}.tensor_model_parallel_size=2 data.train_batch_size=4 "
-                  f"{A}.ppo_mini_batch_size=4 critic.ppo_micro_batch_size_per_gpu=null")
+    text = script(
+        f"algorithm.adv_estimator=grpo {M}.tensor_model_parallel_size=2 data.train_batch_size=4 "
+        f"{A}.ppo_mini_batch_size=4 critic.ppo_micro_batch_size_per_gpu=null"
+    )
     for rule_id in ("VERL-ENG-MINI-DP", "VERL-ACT-MBS"):
         found, _ = rule_findings(tmp_path, text, rule_id)
         assert not found, rule_id
@@ -94,11 +98,13 @@ def test_critic_train_batch_at_least_mini(tmp_path):
 
 def test_vpp_with_dynamic_batch_size_needs_pp_samples_per_rank(tmp_path):
     vpp = f"{M}.pipeline_model_parallel_size=4 {M}.virtual_pipeline_model_parallel_size=2 {A}.use_dynamic_bsz=True"
-    found, _ = rule_findings(tmp_path, script(f"{vpp} data.train_batch_size=4 {A}.ppo_mini_batch_size=4"),
-                             "VERL-ENG-VPP-MB")
+    found, _ = rule_findings(
+        tmp_path, script(f"{vpp} data.train_batch_size=4 {A}.ppo_mini_batch_size=4"), "VERL-ENG-VPP-MB"
+    )
     assert found and "Requested 4 non-empty micro-batches, but a rank has only 2 forced groups." in found[0].message
-    found, _ = rule_findings(tmp_path, script(f"{vpp} data.train_batch_size=8 {A}.ppo_mini_batch_size=8"),
-                             "VERL-ENG-VPP-MB")
+    found, _ = rule_findings(
+        tmp_path, script(f"{vpp} data.train_batch_size=8 {A}.ppo_mini_batch_size=8"), "VERL-ENG-VPP-MB"
+    )
     assert not found  # verl rounds the count up to a multiple of PP itself
 
 
@@ -113,8 +119,11 @@ def test_256k_example_has_only_the_hydra_error_and_prints_the_rollout():
 
 @pytest.mark.skipif(not CASES_DIR.is_dir(), reason="shared cases not present")
 def test_misspelt_pipeline_stage_key_is_caught_with_its_consequence(tmp_path):
-    text = (CASES_DIR / "qwen3_235b_256k_after.sh").read_text().replace(
-        "num_layers_in_first_pipeline_stage", "num_layers_in_first_pipline_stage")
+    text = (
+        (CASES_DIR / "qwen3_235b_256k_after.sh")
+        .read_text()
+        .replace("num_layers_in_first_pipeline_stage", "num_layers_in_first_pipline_stage")
+    )
     path = tmp_path / "run.sh"
     path.write_text(text)
     result = check(path)

@@ -57,10 +57,12 @@ def test_critic_is_judged_from_its_own_section(tmp_path):
     """A gae critic with the actor's PP but not its uneven split: the critic's model cannot be built."""
     path = tmp_path / "run.sh"
     otc = "+actor_rollout_ref.actor.megatron.override_transformer_config"
-    path.write_text(f"{V.replace('Qwen3-30B-A3B', 'Qwen3-235B-A22B')} trainer.nnodes=2 trainer.n_gpus_per_node=8 "
-                    "algorithm.adv_estimator=gae actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=16 "
-                    f"{otc}.num_layers_in_first_pipeline_stage=5 {otc}.num_layers_in_last_pipeline_stage=5 "
-                    "critic.megatron.pipeline_model_parallel_size=16\n")
+    path.write_text(
+        f"{V.replace('Qwen3-30B-A3B', 'Qwen3-235B-A22B')} trainer.nnodes=2 trainer.n_gpus_per_node=8 "
+        "algorithm.adv_estimator=gae actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=16 "
+        f"{otc}.num_layers_in_first_pipeline_stage=5 {otc}.num_layers_in_last_pipeline_stage=5 "
+        "critic.megatron.pipeline_model_parallel_size=16\n"
+    )
     roles = {f.role for f in check(path).findings if f.rule == "MCORE-BUILD-LAYERS-PP"}
     assert roles == {"critic"}
     path.write_text(path.read_text().replace("algorithm.adv_estimator=gae", "algorithm.adv_estimator=grpo"))
@@ -70,14 +72,17 @@ def test_critic_is_judged_from_its_own_section(tmp_path):
 def test_moe_capacity_in_an_engines_own_section(tmp_path):
     otc = "+actor_rollout_ref.ref.megatron.override_transformer_config"
     path = tmp_path / "run.sh"
-    path.write_text(f"{V} actor_rollout_ref.actor.use_kl_loss=True algorithm.adv_estimator=grpo "
-                    f"{otc}.moe_expert_capacity_factor=1.0 {otc}.moe_router_load_balancing_type=sinkhorn\n")
+    path.write_text(
+        f"{V} actor_rollout_ref.actor.use_kl_loss=True algorithm.adv_estimator=grpo "
+        f"{otc}.moe_expert_capacity_factor=1.0 {otc}.moe_router_load_balancing_type=sinkhorn\n"
+    )
     (f,) = [f for f in check(path).findings if f.rule == "MCORE-TC-MOE-CAPACITY"]
     assert f.role == "ref" and "only works with aux_loss" in f.message
     path.write_text(path.read_text().replace("sinkhorn", "seq_aux_loss"))
     assert not [f for f in check(path).findings if f.rule == "MCORE-TC-MOE-CAPACITY"]
-    path.write_text(f"{V} +actor_rollout_ref.actor.megatron.override_transformer_config."
-                    "moe_pad_expert_input_to_capacity=True\n")
+    path.write_text(
+        f"{V} +actor_rollout_ref.actor.megatron.override_transformer_config.moe_pad_expert_input_to_capacity=True\n"
+    )
     (f,) = [f for f in check(path).findings if f.rule == "MCORE-TC-MOE-CAPACITY"]
     assert "must be set to use moe_pad_expert_input_to_capacity" in f.message
 
@@ -102,12 +107,16 @@ def test_distillation_pool_and_teacher_replicas(tmp_path):
     assert _teachers(tmp_path, f"{two} ++distillation.teacher_models.extra.num_replicas=2")[0] == set()
 
 
-SLIME = ("ray job submit -- python3 train.py --actor-num-nodes 1 --actor-num-gpus-per-node 8 --rollout-num-gpus 8 "
-         "--rollout-num-gpus-per-engine 8 --rollout-batch-size 32 --n-samples-per-prompt 8 --global-batch-size 256 "
-         "--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --group-query-attention --num-query-groups 4 "
-         "--seq-length 4096 --max-position-embeddings 40960 --tensor-model-parallel-size 2 ")
-ROLES = "megatron:\n  - name: c\n    role: critic\n    overrides:\n      tensor_model_parallel_size: 4\n" \
-        "      pipeline_model_parallel_size: {pp}\n"
+SLIME = (
+    "ray job submit -- python3 train.py --actor-num-nodes 1 --actor-num-gpus-per-node 8 --rollout-num-gpus 8 "
+    "--rollout-num-gpus-per-engine 8 --rollout-batch-size 32 --n-samples-per-prompt 8 --global-batch-size 256 "
+    "--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --group-query-attention --num-query-groups 4 "
+    "--seq-length 4096 --max-position-embeddings 40960 --tensor-model-parallel-size 2 "
+)
+ROLES = (
+    "megatron:\n  - name: c\n    role: critic\n    overrides:\n      tensor_model_parallel_size: 4\n"
+    "      pipeline_model_parallel_size: {pp}\n"
+)
 
 
 def _slime(tmp_path, flags: str, pp: int = 2):

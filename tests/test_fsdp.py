@@ -30,12 +30,14 @@ def rules(result, rule_id: str):
 
 def qwen14(tmp_path, nodes: int, sp: int):
     """The issue's example: Qwen2.5-14B (40 heads, 8 KV heads) at 64K context under FSDP."""
-    text = (f"python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo "
-            f"actor_rollout_ref.model.path=/models/Qwen2.5-14B trainer.nnodes={nodes} "
-            f"trainer.n_gpus_per_node=8 data.max_prompt_length=2048 data.max_response_length=63488 "
-            f"data.train_batch_size=32 {A}.ppo_mini_batch_size=16 {A}.use_dynamic_bsz=True "
-            f"{A}.ppo_max_token_len_per_gpu=16384 {A}.ulysses_sequence_parallel_size={sp} "
-            f"{RO}.name=vllm {RO}.tensor_model_parallel_size=4 {RO}.n=8 {RO}.max_model_len=65536\n")
+    text = (
+        f"python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo "
+        f"actor_rollout_ref.model.path=/models/Qwen2.5-14B trainer.nnodes={nodes} "
+        f"trainer.n_gpus_per_node=8 data.max_prompt_length=2048 data.max_response_length=63488 "
+        f"data.train_batch_size=32 {A}.ppo_mini_batch_size=16 {A}.use_dynamic_bsz=True "
+        f"{A}.ppo_max_token_len_per_gpu=16384 {A}.ulysses_sequence_parallel_size={sp} "
+        f"{RO}.name=vllm {RO}.tensor_model_parallel_size=4 {RO}.n=8 {RO}.max_model_len=65536\n"
+    )
     return run(tmp_path, text)
 
 
@@ -58,8 +60,15 @@ def test_qwen25_14b_sp16_on_16_gpus_is_an_error_listing_valid_sizes(tmp_path):
     assert found[0].line == 1
 
 
-@pytest.mark.parametrize(("heads", "kv", "valid"), [(40, 8, [1, 2, 4, 8, 40]), (32, 4, [1, 2, 4, 8, 16, 32]),
-                                                    (28, 4, [1, 2, 4, 28]), (64, 64, [1, 2, 4, 8, 16, 32, 64])])
+@pytest.mark.parametrize(
+    ("heads", "kv", "valid"),
+    [
+        (40, 8, [1, 2, 4, 8, 40]),
+        (32, 4, [1, 2, 4, 8, 16, 32]),
+        (28, 4, [1, 2, 4, 28]),
+        (64, 64, [1, 2, 4, 8, 16, 32, 64]),
+    ],
+)
 def test_ulysses_sizes(heads, kv, valid):
     from shardcheck.rules.verl_fsdp import ulysses_sizes
 
@@ -74,8 +83,14 @@ def test_kv_heads_rule_fires_when_heads_divide(tmp_path):
 
 
 def test_role_level_sp_overrides_the_engine_and_reaches_the_ref(tmp_path):
-    result = run(tmp_path, script(f"{A}.use_kl_loss=True {A}.ulysses_sequence_parallel_size=4 "
-                                  f"{A}.fsdp_config.ulysses_sequence_parallel_size=2", config=FSDP))
+    result = run(
+        tmp_path,
+        script(
+            f"{A}.use_kl_loss=True {A}.ulysses_sequence_parallel_size=4 "
+            f"{A}.fsdp_config.ulysses_sequence_parallel_size=2",
+            config=FSDP,
+        ),
+    )
     job = result.job
     assert [lay.role for lay in job.fsdp_layouts] == ["actor", "ref", "critic"]
     assert job.fsdp_layout("actor").sp.value == 4 and job.fsdp_layout("ref").sp.value == 4
@@ -85,8 +100,9 @@ def test_role_level_sp_overrides_the_engine_and_reaches_the_ref(tmp_path):
 
 
 def test_engine_level_sp_does_not_reach_the_ref(tmp_path):
-    result = run(tmp_path, script(f"{A}.use_kl_loss=True {A}.fsdp_config.ulysses_sequence_parallel_size=4",
-                                  config=FSDP))
+    result = run(
+        tmp_path, script(f"{A}.use_kl_loss=True {A}.fsdp_config.ulysses_sequence_parallel_size=4", config=FSDP)
+    )
     assert result.job.fsdp_layout("ref").sp.value == 1
     found = rules(result, "VERL-FSDP-REF-SP")
     assert found and found[0].fix.startswith(f"{REF}.fsdp_config.ulysses_sequence_parallel_size=4")
@@ -108,8 +124,9 @@ def test_megatron_jobs_have_no_fsdp_layouts_and_fsdp_jobs_no_megatron_ones(tmp_p
 
 
 def test_hybrid_sharding_sizes(tmp_path):
-    result = run(tmp_path, script(f"{A}.fsdp_config.fsdp_size=8 {A}.fsdp_config.param_offload=True", nodes=2,
-                                  config=FSDP))
+    result = run(
+        tmp_path, script(f"{A}.fsdp_config.fsdp_size=8 {A}.fsdp_config.param_offload=True", nodes=2, config=FSDP)
+    )
     layout = result_to_dict(result)["layout"]
     assert (layout["shard"], layout["replicate"], layout["param_offload"]) == (8, 2, True)
     assert result.valid is True
@@ -122,64 +139,107 @@ def test_fsdp_size_zero_is_an_error(tmp_path):
 
 # The batch rules judge FSDP jobs with DP = world / SP (verl FSDPEngine.get_data_parallel_size).
 
+
 def test_mini_batch_is_split_over_world_over_sp(tmp_path):
     # 8 GPUs, SP 2: DP 4. mini 6 · n 1 = 6 does not divide over 4; with SP 1 (DP 8) it does not either,
     # and with SP 4 (DP 2) it does.
     base = f"data.train_batch_size=24 {A}.ppo_mini_batch_size=6"
-    found = rules(run(tmp_path, script(f"{base} {A}.ulysses_sequence_parallel_size=2", config=FSDP)),
-                  "VERL-ENG-MINI-DP")
+    found = rules(
+        run(tmp_path, script(f"{base} {A}.ulysses_sequence_parallel_size=2", config=FSDP)), "VERL-ENG-MINI-DP"
+    )
     assert found and "self.engine.get_data_parallel_size()=4" in found[0].message
-    assert not rules(run(tmp_path, script(f"{base} {A}.ulysses_sequence_parallel_size=4", config=FSDP)),
-                     "VERL-ENG-MINI-DP")
+    assert not rules(
+        run(tmp_path, script(f"{base} {A}.ulysses_sequence_parallel_size=4", config=FSDP)), "VERL-ENG-MINI-DP"
+    )
 
 
 def test_real_batch_divides_by_the_gpus_for_fsdp(tmp_path):
     # validate_config: minimal_bsz = n_gpus for non-megatron strategies, whatever SP and micro are.
-    found = rules(run(tmp_path, script(f"data.train_batch_size=12 {A}.ppo_mini_batch_size=4 "
-                                       f"{A}.ulysses_sequence_parallel_size=4", config=FSDP)), "VERL-CFG-REAL-BSZ")
+    found = rules(
+        run(
+            tmp_path,
+            script(
+                f"data.train_batch_size=12 {A}.ppo_mini_batch_size=4 {A}.ulysses_sequence_parallel_size=4", config=FSDP
+            ),
+        ),
+        "VERL-CFG-REAL-BSZ",
+    )
     assert found and "minimal possible batch size (8)" in found[0].message
-    assert not rules(run(tmp_path, script(f"data.train_batch_size=16 {A}.ppo_mini_batch_size=4 "
-                                          f"{A}.ppo_micro_batch_size_per_gpu=2", config=FSDP)), "VERL-CFG-REAL-BSZ")
+    assert not rules(
+        run(
+            tmp_path,
+            script(
+                f"data.train_batch_size=16 {A}.ppo_mini_batch_size=4 {A}.ppo_micro_batch_size_per_gpu=2", config=FSDP
+            ),
+        ),
+        "VERL-CFG-REAL-BSZ",
+    )
 
 
 def test_token_budget_is_multiplied_by_sp(tmp_path):
     long = f"{A}.use_dynamic_bsz=True data.max_prompt_length=1024 data.max_response_length=32768"
     found = rules(run(tmp_path, script(long, config=FSDP)), "VERL-ENG-DYN-TOKENS")
     assert found and "· SP 1 =" in found[0].message
-    assert not rules(run(tmp_path, script(f"{long} {A}.ulysses_sequence_parallel_size=4", config=FSDP)),
-                     "VERL-ENG-DYN-TOKENS")
+    assert not rules(
+        run(tmp_path, script(f"{long} {A}.ulysses_sequence_parallel_size=4", config=FSDP)), "VERL-ENG-DYN-TOKENS"
+    )
 
 
 def test_micro_batch_per_rank_uses_fsdp_dp(tmp_path):
     # mini 16 over DP 8 (SP 1) = 2 per rank: micro 4 does not divide; with SP 4, DP 2: 8 per rank, it does.
     base = f"data.train_batch_size=16 {A}.ppo_mini_batch_size=16 {A}.ppo_micro_batch_size_per_gpu=4"
     assert rules(run(tmp_path, script(base, config=FSDP)), "VERL-ENG-MICRO-DIV")
-    assert not rules(run(tmp_path, script(f"{base} {A}.ulysses_sequence_parallel_size=4", config=FSDP)),
-                     "VERL-ENG-MICRO-DIV")
+    assert not rules(
+        run(tmp_path, script(f"{base} {A}.ulysses_sequence_parallel_size=4", config=FSDP)), "VERL-ENG-MICRO-DIV"
+    )
 
 
 def test_actor_micro_batch_messages_for_fsdp(tmp_path):
     none = rules(run(tmp_path, script(f"{A}.ppo_micro_batch_size_per_gpu=null", config=FSDP)), "VERL-ACT-MBS")
     assert none and "Please set at least one of" in none[0].message
-    legacy = rules(run(tmp_path, script(f"{A}.ppo_micro_batch_size_per_gpu=null {A}.ppo_micro_batch_size=8",
-                                        config=FSDP)), "VERL-ACT-MBS")
+    legacy = rules(
+        run(tmp_path, script(f"{A}.ppo_micro_batch_size_per_gpu=null {A}.ppo_micro_batch_size=8", config=FSDP)),
+        "VERL-ACT-MBS",
+    )
     assert legacy and "deprecated" in legacy[0].message
 
 
 def test_vlm_without_verl_slicing_patch_warns(tmp_path):
     model = tmp_path / "llava"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "model_type": "llava", "vision_config": {"model_type": "clip_vision_model"},
-        "text_config": {"model_type": "llama", "num_hidden_layers": 32, "num_attention_heads": 32,
-                        "num_key_value_heads": 8, "hidden_size": 4096}}))
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llava",
+                "vision_config": {"model_type": "clip_vision_model"},
+                "text_config": {
+                    "model_type": "llama",
+                    "num_hidden_layers": 32,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 8,
+                    "hidden_size": 4096,
+                },
+            }
+        )
+    )
     text = script(f"{A}.ulysses_sequence_parallel_size=2", config=FSDP).replace("/models/Qwen3-30B-A3B", str(model))
     found = rules(run(tmp_path, text), "VERL-FSDP-SP-NOPATCH")
     assert found and "type llava" in found[0].message
-    (model / "config.json").write_text(json.dumps({
-        "model_type": "qwen2_5_vl", "vision_config": {"depth": 32},
-        "text_config": {"model_type": "qwen2_5_vl_text", "num_hidden_layers": 28, "num_attention_heads": 28,
-                        "num_key_value_heads": 4, "hidden_size": 3584}}))
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "qwen2_5_vl",
+                "vision_config": {"depth": 32},
+                "text_config": {
+                    "model_type": "qwen2_5_vl_text",
+                    "num_hidden_layers": 28,
+                    "num_attention_heads": 28,
+                    "num_key_value_heads": 4,
+                    "hidden_size": 3584,
+                },
+            }
+        )
+    )
     assert not rules(run(tmp_path, text), "VERL-FSDP-SP-NOPATCH")
 
 
@@ -208,8 +268,10 @@ def test_mesh_of_an_fsdp_job_says_there_are_no_megatron_groups(tmp_path, capsys)
 
 
 def test_critic_on_the_same_model_gets_the_head_check(tmp_path):
-    bad = ("algorithm.adv_estimator=gae critic.model.path=/models/Qwen2.5-14B critic.ppo_micro_batch_size_per_gpu=1 "
-           "critic.fsdp.ulysses_sequence_parallel_size=16 critic.ulysses_sequence_parallel_size=16")
+    bad = (
+        "algorithm.adv_estimator=gae critic.model.path=/models/Qwen2.5-14B critic.ppo_micro_batch_size_per_gpu=1 "
+        "critic.fsdp.ulysses_sequence_parallel_size=16 critic.ulysses_sequence_parallel_size=16"
+    )
     found = rules(run(tmp_path, script(bad, model="Qwen2.5-14B", nodes=2, config=FSDP)), "VERL-FSDP-SP-HEADS")
     assert [f.role for f in found] == ["critic"]
     other = bad.replace("critic.model.path=/models/Qwen2.5-14B", "critic.model.path=/models/my-critic")
@@ -218,12 +280,15 @@ def test_critic_on_the_same_model_gets_the_head_check(tmp_path):
 
 def test_old_critic_engine_spelling_points_at_the_new_one(tmp_path):
     """verl up to v0.7 kept the critic engine under critic.model.fsdp_config (v0.8 moved it to critic.fsdp)."""
-    found = rules(run(tmp_path, script("critic.model.fsdp_config.param_offload=True", config=FSDP)),
-                  "VERL-CFG-UNKNOWN-KEY")
+    found = rules(
+        run(tmp_path, script("critic.model.fsdp_config.param_offload=True", config=FSDP)), "VERL-CFG-UNKNOWN-KEY"
+    )
     assert found and "critic.fsdp.param_offload" in found[0].fix
 
 
 def test_critic_engine_key_alone_is_not_flagged(tmp_path):
-    result = run(tmp_path, script("algorithm.adv_estimator=gae critic.fsdp.ulysses_sequence_parallel_size=2", config=FSDP))
+    result = run(
+        tmp_path, script("algorithm.adv_estimator=gae critic.fsdp.ulysses_sequence_parallel_size=2", config=FSDP)
+    )
     assert result.job.fsdp_layout("critic").sp.value == 2
     assert not rules(result, "VERL-FSDP-CRITIC-SP")

@@ -44,7 +44,8 @@ def _case(rng: random.Random) -> dict[str, object]:
     micro = rng.choice([None, 1, 2, 4])
     both = micro is not None and rng.random() < 0.15  # the deprecated key as well: verl refuses both
     return {
-        "trainer.nnodes": nodes, "trainer.n_gpus_per_node": gpus,
+        "trainer.nnodes": nodes,
+        "trainer.n_gpus_per_node": gpus,
         "data.train_batch_size": rng.choice([mini, 2 * mini, 3 * mini, max(1, mini // 2), world, 24]),
         f"{A}.ppo_mini_batch_size": mini,
         f"{A}.ppo_micro_batch_size_per_gpu": micro,
@@ -90,8 +91,10 @@ def _verl_verdict(values: dict[str, object]) -> tuple[bool, object, object]:
 
 def _script(values: dict[str, object]) -> str:
     words = " ".join(f"{k}={'null' if v is None else v}" for k, v in values.items())
-    return (f"python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=/models/Qwen3-8B "
-            f"{RO}.name=vllm {RO}.tensor_model_parallel_size=1 {words}\n")
+    return (
+        f"python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=/models/Qwen3-8B "
+        f"{RO}.name=vllm {RO}.tensor_model_parallel_size=1 {words}\n"
+    )
 
 
 def test_start_up_batch_verdicts_and_sp_agree_with_verl(tmp_path):

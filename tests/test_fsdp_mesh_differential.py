@@ -73,16 +73,28 @@ def test_mesh_verdicts_agree_with_verl(tmp_path):
     while len(cases) < 120:
         gpus, nodes = rng.choice([1, 2, 4, 6, 8]), rng.choice([1, 2, 3, 4])
         world = gpus * nodes
-        cases.append((world, rng.choice([-1, 0, world, world + 1, rng.randint(1, world)]),
-                      rng.choice([1, 2, 3, 4, 8, rng.randint(1, world)])))
+        cases.append(
+            (
+                world,
+                rng.choice([-1, 0, world, world + 1, rng.randint(1, world)]),
+                rng.choice([1, 2, 3, 4, 8, rng.randint(1, world)]),
+            )
+        )
     disagreements = []
     outcomes = set()
     path = tmp_path / "run.sh"
     for world, fsdp_size, sp in cases:
         verl_ok = _engine_builds(create_device_mesh, world, fsdp_size, sp)
         outcomes.add(verl_ok)
-        path.write_text(script(f"{A}.fsdp_config.fsdp_size={fsdp_size} {A}.ulysses_sequence_parallel_size={sp} "
-                               "algorithm.adv_estimator=grpo", nodes=1, gpus=world, config=FSDP))
+        path.write_text(
+            script(
+                f"{A}.fsdp_config.fsdp_size={fsdp_size} {A}.ulysses_sequence_parallel_size={sp} "
+                "algorithm.adv_estimator=grpo",
+                nodes=1,
+                gpus=world,
+                config=FSDP,
+            )
+        )
         result = check(path)
         ours = [f for f in result.findings if f.rule in ("VERL-FSDP-SP-WORLD", "VERL-FSDP-SIZE")]
         if verl_ok == bool(ours):

@@ -25,8 +25,9 @@ MEMORY = 1 << 30
 SEEDS = fuzzing.seeds()
 POOL = [s.text for s in SEEDS]
 
-ops = st.lists(st.tuples(st.sampled_from(fuzzing.KINDS), st.integers(0, 1 << 16), st.integers(0, 1 << 16)),
-               min_size=1, max_size=6)
+ops = st.lists(
+    st.tuples(st.sampled_from(fuzzing.KINDS), st.integers(0, 1 << 16), st.integers(0, 1 << 16)), min_size=1, max_size=6
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,9 @@ def workdir(tmp_path_factory):
     for folder in ("examples", "tests/data/cases"):
         shutil.copytree(fuzzing.ROOT / folder, root / folder)
     for seed in SEEDS[:3]:  # warm the imports and the config cache outside any budget
-        fuzzing.run_command("check", fuzzing.ROOT / seed.name, seed.text) if (fuzzing.ROOT / seed.name).is_file() else None
+        fuzzing.run_command("check", fuzzing.ROOT / seed.name, seed.text) if (
+            fuzzing.ROOT / seed.name
+        ).is_file() else None
     return root
 
 
@@ -52,8 +55,13 @@ def _run(command: str, workdir, seed_index: int, mutations) -> None:
     assert time.monotonic() - start < SECONDS + 1
 
 
-COMMON = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+COMMON = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.mark.parametrize("command", [c for c in fuzzing.commands() if c != "reader"])
@@ -63,8 +71,13 @@ def test_commands_survive_mutated_scripts(workdir, command, seed_index, mutation
     _run(command, workdir, seed_index, mutations)
 
 
-@settings(max_examples=EXAMPLES * 4, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES * 4,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(seed_index=st.integers(0, 1 << 10), mutations=ops)
 def test_reader_survives_mutated_scripts(workdir, seed_index, mutations):
     _run("reader", workdir, seed_index, mutations)
@@ -77,23 +90,39 @@ def test_hostile_lines_before_a_launch(tmp_path_factory, lines):
     data = ("\n".join(lines) + "\n" + fuzzing.SMALL_SEEDS["megatron-lm.sh"]).encode()
     path.write_bytes(data)
     for command in ("reader", "check"):
-        _, why = run_guarded(functools.partial(fuzzing.run_command, command, path, data), seconds=SECONDS,
-                             memory=MEMORY)
+        _, why = run_guarded(
+            functools.partial(fuzzing.run_command, command, path, data), seconds=SECONDS, memory=MEMORY
+        )
         assert why is None, f"{command} on {lines}: {why}"
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
-@given(world=st.integers(1, 1 << 40), tp=st.sampled_from([1, 2, 3, 8, 1 << 20]), pp=st.sampled_from([1, 2, 4, 7]),
-       cp=st.sampled_from([1, 2, 16]), ep=st.sampled_from([1, 2, 64]), per_node=st.sampled_from([1, 8, 16, 1000]),
-       rank=st.integers(0, 1 << 40))
+@given(
+    world=st.integers(1, 1 << 40),
+    tp=st.sampled_from([1, 2, 3, 8, 1 << 20]),
+    pp=st.sampled_from([1, 2, 4, 7]),
+    cp=st.sampled_from([1, 2, 16]),
+    ep=st.sampled_from([1, 2, 64]),
+    per_node=st.sampled_from([1, 8, 16, 1000]),
+    rank=st.integers(0, 1 << 40),
+)
 def test_mesh_of_any_sizes(world, tp, pp, cp, ep, per_node, rank):
     from shardcheck.api import mesh
     from shardcheck.frameworks.megatron.direct import job_from_sizes
     from shardcheck.report.mesh_report import render_mesh_json, render_mesh_text
 
     def run():
-        job = job_from_sizes(world=world, devices_per_node=per_node, tp=tp, pp=pp, cp=cp, ep=ep, etp=None, vpp=None,
-                             order="tp-cp-ep-dp-pp")
+        job = job_from_sizes(
+            world=world,
+            devices_per_node=per_node,
+            tp=tp,
+            pp=pp,
+            cp=cp,
+            ep=ep,
+            etp=None,
+            vpp=None,
+            order="tp-cp-ep-dp-pp",
+        )
         result = mesh(job)
         render_mesh_text(result)
         render_mesh_json(result)

@@ -24,7 +24,9 @@ def _run(repo: Path, tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess
     summary.write_text("")
     output.write_text("")
     env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output)}
-    done = subprocess.run([sys.executable, str(SCRIPT), *args], cwd=repo, capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=repo, capture_output=True, text=True, env=env, check=False
+    )
     outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
     return done, summary.read_text(), outputs
 

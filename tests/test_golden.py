@@ -19,8 +19,9 @@ GOLDEN = ROOT / "tests" / "data" / "golden"
 CASES = ["qwen3_235b_256k_before", "qwen3_235b_256k_after", "qwen3_235b_256k_etp_unset"]
 
 if importlib.util.find_spec("verl") is not None:  # an installed verl changes the defaults' source text
-    pytest.skip("an installed verl replaces the bundled defaults the golden files were made with",
-                allow_module_level=True)
+    pytest.skip(
+        "an installed verl replaces the bundled defaults the golden files were made with", allow_module_level=True
+    )
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])

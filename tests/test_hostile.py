@@ -27,7 +27,7 @@ from shardcheck.problems import Kind
 from shardcheck.rules.registry import render
 
 SECONDS = 10.0  # far above any input here; each runs in well under a second alone
-LAUNCH = "python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=8 +x.value=\"$X\"\n"
+LAUNCH = 'python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=8 +x.value="$X"\n'
 
 
 def bounded(fn):
@@ -48,7 +48,9 @@ def value_of(src: str, name: str = "X"):
     reading = read(src + "\n" + LAUNCH.replace("$X", f"${name}"))
     (launch,) = find_launches(reading.commands)
     field = next(f for f in launch.args if f.render().startswith("+x.value="))
-    return field.text.partition("=")[2] if field.known else None, (field.unknowns[0].unknown if not field.known else None)
+    return field.text.partition("=")[2] if field.known else None, (
+        field.unknowns[0].unknown if not field.known else None
+    )
 
 
 def bound_notes(src: str) -> list[str]:
@@ -57,19 +59,23 @@ def bound_notes(src: str) -> list[str]:
 
 # -- arithmetic --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("expr, reason", [
-    ("1<<-1", "shift by -1"),
-    ("1 << -1", "shift by -1"),
-    ("1<<64", "shift by 64"),
-    ("1>>99999999999", "shift by 99999999999"),
-    ("9**9**9", "64-bit"),
-    ("2**63", "64-bit"),
-    ("2**62*4", "64-bit"),
-    ("9" * 5000, "64-bit"),  # past Python's 4,300-digit str limit
-    ("0x" + "f" * 5000, "64-bit"),
-    ("(" * 5000 + "1" + ")" * 5000, "nested"),
-    ("-" * 5000 + "1", "nested"),
-])
+
+@pytest.mark.parametrize(
+    "expr, reason",
+    [
+        ("1<<-1", "shift by -1"),
+        ("1 << -1", "shift by -1"),
+        ("1<<64", "shift by 64"),
+        ("1>>99999999999", "shift by 99999999999"),
+        ("9**9**9", "64-bit"),
+        ("2**63", "64-bit"),
+        ("2**62*4", "64-bit"),
+        ("9" * 5000, "64-bit"),  # past Python's 4,300-digit str limit
+        ("0x" + "f" * 5000, "64-bit"),
+        ("(" * 5000 + "1" + ")" * 5000, "nested"),
+        ("-" * 5000 + "1", "nested"),
+    ],
+)
 def test_arithmetic_past_its_bounds_is_unknown_with_the_reason(expr, reason):
     text, why = value_of(f"X=$(({expr}))")
     assert text is None and reason in why
@@ -85,12 +91,13 @@ def test_arithmetic_inside_its_bounds_is_exact():
 
 def test_arithmetic_through_variables_has_a_work_bound():
     # each variable names the one before it 50 times: 50**5 evaluations if followed naively
-    src = "A0=1\n" + "".join(f"A{k}=\"{'+'.join([f'A{k - 1}'] * 50)}\"\n" for k in range(1, 6)) + "X=$((A5))"
+    src = "A0=1\n" + "".join(f'A{k}="{"+".join([f"A{k - 1}"] * 50)}"\n' for k in range(1, 6)) + "X=$((A5))"
     text, why = value_of(src)
     assert text is None and "tokens" in why
 
 
 # -- values, arrays, printf, patterns -----------------------------------------------------------------
+
 
 def test_printf_width_past_the_bound():
     text, why = value_of("printf -v X '%99999999999s' a")
@@ -186,6 +193,7 @@ def test_nul_byte_after_4_kib():
 
 # -- source and files ---------------------------------------------------------------------------------
 
+
 def _launch_script(tmp_path, body: str, name: str = "run.sh"):
     p = tmp_path / name
     p.write_text(body + "\n" + LAUNCH)
@@ -240,13 +248,16 @@ def test_script_that_is_not_a_regular_small_file(tmp_path, special):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB: nothing read whole
 
 
-@pytest.mark.parametrize("content, expected", [
-    ("fifo", "FIFO"),
-    ("/dev/zero", "character device"),
-    (b"\xff\xfe{}", "not UTF-8"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ('{"num_attention_heads": ' + "9" * 5000 + "}", "too long"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("fifo", "FIFO"),
+        ("/dev/zero", "character device"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"num_attention_heads": ' + "9" * 5000 + "}", "too long"),
+    ],
+)
 def test_model_config_that_cannot_be_read(tmp_path, content, expected):
     if content == "fifo":
         path = tmp_path / "config.json"
@@ -261,16 +272,22 @@ def test_model_config_that_cannot_be_read(tmp_path, content, expected):
     assert result.error and expected in result.error and "\n" not in result.error
 
 
-@pytest.mark.parametrize("config, expected", [
-    ({"num_attention_heads": [1, 2], "num_hidden_layers": 2}, '"num_attention_heads": [1, 2] is not a whole number'),
-    ({"num_attention_heads": 32, "num_hidden_layers": "x"}, '"num_hidden_layers": "x" is not a whole number'),
-    ({"num_attention_heads": 32, "num_hidden_layers": 1.5}, "1.5 is not a whole number"),
-    ({"num_attention_heads": True, "num_hidden_layers": 2}, "true is not a whole number"),
-    ({"num_attention_heads": 32, "num_hidden_layers": 2, "vocab_size": -5}, "-5 is not a whole number"),
-    ({"num_attention_heads": 32, "num_hidden_layers": 2, "intermediate_size": 1e300}, "is not a whole number"),
-    ({"num_attention_heads": 32, "num_hidden_layers": 2, "layer_types": 5}, "is not a JSON list"),
-    ({"text_config": [1], "num_attention_heads": 3}, "not an HF model config"),
-])
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        (
+            {"num_attention_heads": [1, 2], "num_hidden_layers": 2},
+            '"num_attention_heads": [1, 2] is not a whole number',
+        ),
+        ({"num_attention_heads": 32, "num_hidden_layers": "x"}, '"num_hidden_layers": "x" is not a whole number'),
+        ({"num_attention_heads": 32, "num_hidden_layers": 1.5}, "1.5 is not a whole number"),
+        ({"num_attention_heads": True, "num_hidden_layers": 2}, "true is not a whole number"),
+        ({"num_attention_heads": 32, "num_hidden_layers": 2, "vocab_size": -5}, "-5 is not a whole number"),
+        ({"num_attention_heads": 32, "num_hidden_layers": 2, "intermediate_size": 1e300}, "is not a whole number"),
+        ({"num_attention_heads": 32, "num_hidden_layers": 2, "layer_types": 5}, "is not a JSON list"),
+        ({"text_config": [1], "num_attention_heads": 3}, "not an HF model config"),
+    ],
+)
 def test_model_config_fields_of_the_wrong_type(tmp_path, config, expected):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config, indent=1))
@@ -282,6 +299,7 @@ def test_model_config_fields_of_the_wrong_type(tmp_path, config, expected):
 
 # -- huge numbers in the frameworks' values -----------------------------------------------------------
 
+
 def test_hydra_override_past_the_int_digit_limit(tmp_path):
     p = tmp_path / "run.sh"
     p.write_text(f"python3 -m verl.trainer.main_ppo trainer.nnodes=1 +x.value={'9' * 5000}\n")
@@ -291,9 +309,11 @@ def test_hydra_override_past_the_int_digit_limit(tmp_path):
 
 def test_megatron_lm_flag_past_the_int_digit_limit(tmp_path):
     p = tmp_path / "run.sh"
-    p.write_text("torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 64 "
-                 f"--num-attention-heads 4 --micro-batch-size 1 --global-batch-size {'9' * 5000} "
-                 f"--tensor-model-parallel-size {'9' * 5000} --seq-length 128 --max-position-embeddings 128\n")
+    p.write_text(
+        "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 64 "
+        f"--num-attention-heads 4 --micro-batch-size 1 --global-batch-size {'9' * 5000} "
+        f"--tensor-model-parallel-size {'9' * 5000} --seq-length 128 --max-position-embeddings 128\n"
+    )
     result = bounded(lambda: check(p))
     assert result.job is not None
     bounded(lambda: memory(p))
@@ -301,13 +321,18 @@ def test_megatron_lm_flag_past_the_int_digit_limit(tmp_path):
 
 # -- worlds: formulas, never enumeration --------------------------------------------------------------
 
+
 def test_mesh_of_a_world_of_a_hundred_million(capsys):
     code = bounded(lambda: main(["mesh", "--world", "100000000", "--format", "json"]))
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["groups"] is None and doc["nodes"] is None
     assert doc["group_sizes"]["dp"] == {"groups": 1, "size": 100_000_000}
-    assert bounded(lambda: main(["mesh", "--world", "100000000", "--tp", "8", "--devices-per-node", "8",
-                                 "--rank", "99999999"])) == 0
+    assert (
+        bounded(
+            lambda: main(["mesh", "--world", "100000000", "--tp", "8", "--devices-per-node", "8", "--rank", "99999999"])
+        )
+        == 0
+    )
     assert "99999992" in capsys.readouterr().out
 
 
@@ -315,25 +340,32 @@ def test_crossings_from_the_strides_agree_with_listing():
     grid = build_grid(world=4096, tp=8, pp=4, cp=2, ep=8, etp=2)
     listed = crossings(grid, 12)
     gen, token = grid._generator("tp")
-    assert listed and all(c.groups_crossing == sum(1 for g in grid.groups(c.name) if g[0] // 12 != g[-1] // 12)
-                          for c in listed)
+    assert listed and all(
+        c.groups_crossing == sum(1 for g in grid.groups(c.name) if g[0] // 12 != g[-1] // 12) for c in listed
+    )
     assert gen.crossing_count(token, 12) == next(c.groups_crossing for c in listed if c.name == "tp")
 
 
 def test_huge_worlds_in_check_memory_and_mesh(tmp_path):
     megatron = tmp_path / "megatron.sh"
-    megatron.write_text("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=100000000 "
-                        "trainer.n_gpus_per_node=8 actor_rollout_ref.model.path=Qwen/Qwen3-8B "
-                        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 "
-                        "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=4\n")
+    megatron.write_text(
+        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=100000000 "
+        "trainer.n_gpus_per_node=8 actor_rollout_ref.model.path=Qwen/Qwen3-8B "
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 "
+        "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=4\n"
+    )
     fsdp = tmp_path / "fsdp.sh"
-    fsdp.write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=100000000 trainer.n_gpus_per_node=8 "
-                    "actor_rollout_ref.model.path=Qwen/Qwen3-8B actor_rollout_ref.rollout.name=vllm "
-                    "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2\n")
+    fsdp.write_text(
+        "python3 -m verl.trainer.main_ppo trainer.nnodes=100000000 trainer.n_gpus_per_node=8 "
+        "actor_rollout_ref.model.path=Qwen/Qwen3-8B actor_rollout_ref.rollout.name=vllm "
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2\n"
+    )
     mlm = tmp_path / "mlm.sh"
-    mlm.write_text("torchrun --nnodes 10000000 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 64 "
-                   "--num-attention-heads 4 --micro-batch-size 1 --global-batch-size 80000000 "
-                   "--tensor-model-parallel-size 2 --seq-length 128 --max-position-embeddings 128\n")
+    mlm.write_text(
+        "torchrun --nnodes 10000000 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 64 "
+        "--num-attention-heads 4 --micro-batch-size 1 --global-batch-size 80000000 "
+        "--tensor-model-parallel-size 2 --seq-length 128 --max-position-embeddings 128\n"
+    )
     for p in (megatron, fsdp, mlm):
         result = bounded(functools.partial(check, p))
         assert result.job is not None and result.job.cluster.world.value >= 80_000_000
@@ -343,21 +375,28 @@ def test_huge_worlds_in_check_memory_and_mesh(tmp_path):
 
 def test_deep_script_in_mesh(tmp_path, capsys):
     p = tmp_path / "deep.sh"
-    p.write_text("f() { X=1; }\n" + "if [ -n \"$A\" ]; then\n" * 400 + "f\n" + "fi\n" * 400
-                 + "torchrun --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2\n")
+    p.write_text(
+        "f() { X=1; }\n"
+        + 'if [ -n "$A" ]; then\n' * 400
+        + "f\n"
+        + "fi\n" * 400
+        + "torchrun --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2\n"
+    )
     assert bounded(lambda: main(["mesh", str(p)])) in (0, 1)
     assert "Traceback" not in capsys.readouterr().out
 
 
 def test_mesh_of_sizes_past_the_list_limit_by_rank():
-    job = job_from_sizes(world=1 << 20, devices_per_node=8, tp=4, pp=2, cp=1, ep=1, etp=None, vpp=None,
-                         order="tp-cp-ep-dp-pp")
+    job = job_from_sizes(
+        world=1 << 20, devices_per_node=8, tp=4, pp=2, cp=1, ep=1, etp=None, vpp=None, order="tp-cp-ep-dp-pp"
+    )
     result = bounded(lambda: mesh(job))
     assert result.grid is not None and not result.grid.listable
     assert result.grid.group_of("tp", 5) == [4, 5, 6, 7]
 
 
 # -- the per-input limits -----------------------------------------------------------------------------
+
 
 def test_time_limit_per_input_in_a_batch(tmp_path, monkeypatch, capsys):
     from shardcheck import api
@@ -381,7 +420,9 @@ def test_time_limit_per_input_in_a_batch(tmp_path, monkeypatch, capsys):
     by_path = {r["path"]: r for r in doc["results"]}
     assert code == 1
     slow_result = by_path[str(slow)]
-    assert slow_result["findings"][0]["rule"] == "INPUT-UNUSABLE" and "time limit" in slow_result["findings"][0]["message"]
+    assert (
+        slow_result["findings"][0]["rule"] == "INPUT-UNUSABLE" and "time limit" in slow_result["findings"][0]["message"]
+    )
     for other in (good, after):  # judged before and after the input that ran out of time
         assert all(f["rule"] != "INPUT-UNUSABLE" for f in by_path[str(other)]["findings"])
 
@@ -408,21 +449,26 @@ def test_memory_guard_per_input(tmp_path, monkeypatch, capsys):
 
 # -- failures the fuzzer found (bench/fuzz.py), as minimal inputs ---------------------------------------
 
+
 def test_fix_texts_never_loop_to_a_huge_size(tmp_path):
     # n_gpus_per_node=99999999999: the fix text listed the divisors of the world by trying every number
     p = tmp_path / "run.sh"
-    p.write_text("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=2 "
-                 "trainer.n_gpus_per_node=99999999999 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
-                 "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 "
-                 "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8\n")
+    p.write_text(
+        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=2 "
+        "trainer.n_gpus_per_node=99999999999 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 "
+        "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8\n"
+    )
     result = bounded(functools.partial(check, p))
     assert result.job is not None
     # --num-layers 99999999999: the first/last-stage options were tried for every layer count; it is past
     # the 100,000 layers a value check allows now, so it is out of range before any rule sizes by it
     q = tmp_path / "mlm.sh"
-    q.write_text("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 99999999999 --hidden-size 1024 "
-                 "--num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
-                 "--global-batch-size 64 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4\n")
+    q.write_text(
+        "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 99999999999 --hidden-size 1024 "
+        "--num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+        "--global-batch-size 64 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4\n"
+    )
     result = bounded(functools.partial(check, q))
     assert any(f.rule == "VALUE-BAD-RANGE" and "--num-layers" in f.message for f in result.findings)
 
@@ -431,18 +477,32 @@ def test_divisors_from_prime_factors():
     from shardcheck.rules.divisors import divisors
 
     assert divisors(12) == [1, 2, 3, 4, 6, 12] and divisors(1) == [1] and divisors(0) == []
-    assert divisors(99999999999) == [1, 3, 9, 21649, 64947, 194841, 513239, 1539717, 4619151, 11111111111,
-                                     33333333333, 99999999999]
+    assert divisors(99999999999) == [
+        1,
+        3,
+        9,
+        21649,
+        64947,
+        194841,
+        513239,
+        1539717,
+        4619151,
+        11111111111,
+        33333333333,
+        99999999999,
+    ]
     assert len(bounded(functools.partial(divisors, (2**31 - 1) * (2**31 - 19)))) == 4
 
 
 def test_memory_of_a_split_the_layout_rules_reject(tmp_path):
     # first-stage layers with PP 1 (a fuzzed line deletion): the estimate raised ValueError
     p = tmp_path / "run.sh"
-    p.write_text("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=1 "
-                 "trainer.n_gpus_per_node=8 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
-                 "+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5 "
-                 "+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_last_pipeline_stage=5\n")
+    p.write_text(
+        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=1 "
+        "trainer.n_gpus_per_node=8 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5 "
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_last_pipeline_stage=5\n"
+    )
     result = bounded(functools.partial(memory, p))
     assert result.error is None
 

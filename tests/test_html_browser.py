@@ -19,8 +19,16 @@ from shardcheck.cli import main
 
 CASES = Path(__file__).parent / "data" / "cases"
 PAIR = [str(CASES / "qwen3_235b_256k_before.sh"), str(CASES / "qwen3_235b_256k_after.sh")]
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1600,1200")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1600,1200",
+)
 
 
 def _binary(env: str, *names: str) -> str | None:
@@ -64,8 +72,9 @@ def _write(argv: list[str], capsys) -> str:
 def _expected_bars(memory: dict | None) -> list[tuple[str, dict[str, int]]]:
     if not memory:
         return []
-    return ([(f"stage {s['label']}", s["bytes"]) for s in memory["stages"]]
-            + ([(f"rollout {memory['rollout']['engine']}", memory["rollout"]["bytes"])] if memory["rollout"] else []))
+    return [(f"stage {s['label']}", s["bytes"]) for s in memory["stages"]] + (
+        [(f"rollout {memory['rollout']['engine']}", memory["rollout"]["bytes"])] if memory["rollout"] else []
+    )
 
 
 MEASURE = """
@@ -132,8 +141,11 @@ def test_diff_html_in_chromium(browser, tmp_path, capsys):
 
     def memory(side: str) -> dict:
         dev = d["memory"]["device"][side]
-        return {"capacity_bytes": dev["capacity_bytes"], "stages": d["memory"][side],
-                "rollout": d["memory"]["rollout"][side]}
+        return {
+            "capacity_bytes": dev["capacity_bytes"],
+            "stages": d["memory"][side],
+            "rollout": d["memory"]["rollout"][side],
+        }
 
     html = page.read_text()
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in html
@@ -156,10 +168,15 @@ def test_report_html_in_chromium(browser, tmp_path, capsys):
         stages = [{"label": _label(s["ranks"]), "bytes": _terms(s["bytes"])} for s in train["stages"]] if train else []
         rollout = None
         if ro:
-            rollout = {"engine": ro["engine"], "bytes": {"weights": ro["weights_bytes"],
-                                                         "kv_cache": max(0, ro["kv_budget_bytes"]),
-                                                         "reserve": ro["reserve_bytes"],
-                                                         "training_resident": ro["training_resident_bytes"]}}
+            rollout = {
+                "engine": ro["engine"],
+                "bytes": {
+                    "weights": ro["weights_bytes"],
+                    "kv_cache": max(0, ro["kv_budget_bytes"]),
+                    "reserve": ro["reserve_bytes"],
+                    "training_resident": ro["training_resident_bytes"],
+                },
+            }
         sides.append({"capacity_bytes": mem["device"]["memory_bytes"], "stages": stages, "rollout": rollout})
     _check_page(browser, page, sides, tmp_path)
     body = browser.find_element("tag name", "body").text

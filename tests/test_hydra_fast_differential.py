@@ -16,13 +16,100 @@ from shardcheck.inputs.hydra_fast import fast_override
 
 CASES = int(os.environ.get("SHARDCHECK_OVERRIDE_CASES", "5000"))
 
-_KEY_PARTS = ["a", "trainer", "nnodes", "actor_rollout_ref", "tensor_model_parallel_size", "x-y", "_p", "A9", "9a",
-              "$v", "a@b", "a/b", "", "0", "1", "é", "a b", "-k"]
-_VALUE_PARTS = ["1", "0", "01", "10", "1_0", "1__0", "1_", "-3", "+2", "+2.5", "-0.5", "1e-6", "1E+3", "1e", "2.",
-                ".5", "5.e3", "1_0.2_5", "inf", "-inf", "NaN", "nAn", "Infinity", "true", "False", "TRUE", "truex",
-                "null", "NULL", "nullx", "none", "vllm", "sglang", "Qwen/Qwen3-8B", "x-y", "_z", "a_b", "/", "-", "+",
-                ".", ":", "%", "*", "@", "?", "|", "$", "\\", " ", "'", '"', "[", "]", "{", "}", ",", "(", ")", "=",
-                "~", "#", "${a.b}", "é", "\t", "!", "&", "^", "<", ">", ";", "`"]
+_KEY_PARTS = [
+    "a",
+    "trainer",
+    "nnodes",
+    "actor_rollout_ref",
+    "tensor_model_parallel_size",
+    "x-y",
+    "_p",
+    "A9",
+    "9a",
+    "$v",
+    "a@b",
+    "a/b",
+    "",
+    "0",
+    "1",
+    "é",
+    "a b",
+    "-k",
+]
+_VALUE_PARTS = [
+    "1",
+    "0",
+    "01",
+    "10",
+    "1_0",
+    "1__0",
+    "1_",
+    "-3",
+    "+2",
+    "+2.5",
+    "-0.5",
+    "1e-6",
+    "1E+3",
+    "1e",
+    "2.",
+    ".5",
+    "5.e3",
+    "1_0.2_5",
+    "inf",
+    "-inf",
+    "NaN",
+    "nAn",
+    "Infinity",
+    "true",
+    "False",
+    "TRUE",
+    "truex",
+    "null",
+    "NULL",
+    "nullx",
+    "none",
+    "vllm",
+    "sglang",
+    "Qwen/Qwen3-8B",
+    "x-y",
+    "_z",
+    "a_b",
+    "/",
+    "-",
+    "+",
+    ".",
+    ":",
+    "%",
+    "*",
+    "@",
+    "?",
+    "|",
+    "$",
+    "\\",
+    " ",
+    "'",
+    '"',
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    "(",
+    ")",
+    "=",
+    "~",
+    "#",
+    "${a.b}",
+    "é",
+    "\t",
+    "!",
+    "&",
+    "^",
+    "<",
+    ">",
+    ";",
+    "`",
+]
 
 
 def _generate(rng: random.Random) -> str:
@@ -35,8 +122,10 @@ def _generate(rng: random.Random) -> str:
         quote = rng.choice("'\"")
         value = quote + _fragment(rng, pool) + rng.choice([quote, quote, quote, "", "'\""]) + _fragment(rng, pool, 0)
     elif roll < 0.35:  # a list of primitives and quoted strings
-        items = [_fragment(rng, pool) if rng.random() < 0.6 else f"'{_fragment(rng, pool)}'"
-                 for _ in range(rng.choice([0, 1, 2, 3, 5]))]
+        items = [
+            _fragment(rng, pool) if rng.random() < 0.6 else f"'{_fragment(rng, pool)}'"
+            for _ in range(rng.choice([0, 1, 2, 3, 5]))
+        ]
         sep = rng.choice([",", ", ", " ,", ",,", " "])
         value = rng.choice(["[", "[ ", "[["]) + sep.join(items) + rng.choice(["]", " ]", "]]", ""])
     else:
@@ -81,8 +170,12 @@ def test_fast_override_agrees_with_hydra():
         assert fast[:2] == hydra[:2] and (isinstance(fast[2], list) or _same(fast[2], hydra[2])), (text, fast, hydra)
         typed[type(fast[2]).__name__] = typed.get(type(fast[2]).__name__, 0) + 1
         if isinstance(fast[2], list):
-            assert isinstance(hydra[2], list) and len(fast[2]) == len(hydra[2]) and all(map(_same, fast[2], hydra[2])), (text, fast, hydra)
-    print(f"\n{CASES} generated overrides: the fast path answered {answered}, agreeing with Hydra on all; "
-          f"by type {dict(sorted(typed.items()))}; the rest went to Hydra")
+            assert (
+                isinstance(hydra[2], list) and len(fast[2]) == len(hydra[2]) and all(map(_same, fast[2], hydra[2]))
+            ), (text, fast, hydra)
+    print(
+        f"\n{CASES} generated overrides: the fast path answered {answered}, agreeing with Hydra on all; "
+        f"by type {dict(sorted(typed.items()))}; the rest went to Hydra"
+    )
     # the generator reaches every kind of value the fast path gives, and a good share of all strings
     assert answered >= CASES * 0.25 and set(typed) == {"int", "float", "bool", "NoneType", "str", "list"}

@@ -25,6 +25,25 @@ def _ruff() -> list[str]:
 
 
 def test_ruff_check_passes():
-    run = subprocess.run([*_ruff(), "check", "--no-cache", "src", "tests", "bench", "tools"], cwd=ROOT,
-                         capture_output=True, text=True, check=False, timeout=300)
+    run = subprocess.run(
+        [*_ruff(), "check", "--no-cache", "src", "tests", "bench", "tools"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_ruff_format_is_clean():
+    """The tree is as `ruff format` writes it (run `ruff format src tests bench tools` before committing)."""
+    run = subprocess.run(
+        [*_ruff(), "format", "--check", "--no-cache", "src", "tests", "bench", "tools"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr

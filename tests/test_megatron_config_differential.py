@@ -61,10 +61,20 @@ RECOMPUTE_BAD = [
     {"recompute_granularity": "partial", "recompute_method": "uniform", "recompute_num_layers": 1},
 ]
 # every model-build rule the generator reaches must be megatron-core's first error at least once
-EXPECTED_FIRST = {"MCORE-TC-HEADS-TP", "MCORE-TC-QG-TP", "MCORE-TC-MOE-EP-NOEXP", "MCORE-TC-UNEVEN-POS",
-                  "MCORE-TC-UNEVEN-VPP", "MCORE-TC-UNEVEN-MIDDLE", "MCORE-TC-UNEVEN-ACCOUNT",
-                  "MCORE-TC-ACCOUNT-SPLIT", "MCORE-BUILD-LAYERS-PP", "MCORE-BUILD-VPP", "MCORE-TC-RECOMPUTE",
-                  "MCORE-BUILD-EXPERTS-EP"}
+EXPECTED_FIRST = {
+    "MCORE-TC-HEADS-TP",
+    "MCORE-TC-QG-TP",
+    "MCORE-TC-MOE-EP-NOEXP",
+    "MCORE-TC-UNEVEN-POS",
+    "MCORE-TC-UNEVEN-VPP",
+    "MCORE-TC-UNEVEN-MIDDLE",
+    "MCORE-TC-UNEVEN-ACCOUNT",
+    "MCORE-TC-ACCOUNT-SPLIT",
+    "MCORE-BUILD-LAYERS-PP",
+    "MCORE-BUILD-VPP",
+    "MCORE-TC-RECOMPUTE",
+    "MCORE-BUILD-EXPERTS-EP",
+}
 
 
 def _fit(rng: random.Random, choices: list, n: int, p: float = 0.6):
@@ -107,9 +117,23 @@ def draw(rng: random.Random) -> dict:
     cp = rng.choice(CP)
     etp_eff = tp if etp is None else etp
     world = math.lcm(tp * pp * cp, etp_eff * ep * pp) * rng.choice([1, 1, 2])
-    return {"world": world, "layers": layers, "heads": heads, "groups": groups, "experts": experts, "tp": tp,
-            "pp": pp, "cp": cp, "ep": ep, "etp": etp, "vpp": vpp, "first": first, "last": last,
-            "account": account, "recompute": recompute}
+    return {
+        "world": world,
+        "layers": layers,
+        "heads": heads,
+        "groups": groups,
+        "experts": experts,
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "ep": ep,
+        "etp": etp,
+        "vpp": vpp,
+        "first": first,
+        "last": last,
+        "account": account,
+        "recompute": recompute,
+    }
 
 
 def generate(n: int = N_CASES, seed: int = SEED) -> list[dict]:
@@ -118,21 +142,42 @@ def generate(n: int = N_CASES, seed: int = SEED) -> list[dict]:
 
 
 def make_job(c: dict):
-    model = ModelFacts(name=f"L{c['layers']}-H{c['heads']}-G{c['groups']}-E{c['experts']}", source="random",
-                       origin=Origin(kind="model", text="random model"), num_hidden_layers=c["layers"],
-                       num_attention_heads=c["heads"], num_key_value_heads=c["groups"],
-                       hidden_size=c["heads"] * 128, num_experts=c["experts"])
-    job = job_from_sizes(world=c["world"], tp=c["tp"], pp=c["pp"], cp=c["cp"], ep=c["ep"], etp=c["etp"],
-                         vpp=c["vpp"], first_stage_layers=c["first"], last_stage_layers=c["last"], model=model)
-    layout = replace(job.layouts[0], account_for_embedding=Traced(c["account"][0], GIVEN),
-                     account_for_loss=Traced(c["account"][1], GIVEN),
-                     transformer_overrides={k: Traced(v, GIVEN) for k, v in c["recompute"].items()})
+    model = ModelFacts(
+        name=f"L{c['layers']}-H{c['heads']}-G{c['groups']}-E{c['experts']}",
+        source="random",
+        origin=Origin(kind="model", text="random model"),
+        num_hidden_layers=c["layers"],
+        num_attention_heads=c["heads"],
+        num_key_value_heads=c["groups"],
+        hidden_size=c["heads"] * 128,
+        num_experts=c["experts"],
+    )
+    job = job_from_sizes(
+        world=c["world"],
+        tp=c["tp"],
+        pp=c["pp"],
+        cp=c["cp"],
+        ep=c["ep"],
+        etp=c["etp"],
+        vpp=c["vpp"],
+        first_stage_layers=c["first"],
+        last_stage_layers=c["last"],
+        model=model,
+    )
+    layout = replace(
+        job.layouts[0],
+        account_for_embedding=Traced(c["account"][0], GIVEN),
+        account_for_loss=Traced(c["account"][1], GIVEN),
+        transformer_overrides={k: Traced(v, GIVEN) for k, v in c["recompute"].items()},
+    )
     return replace(job, layouts=(layout,))
 
 
 def _fmt(c: dict) -> str:
-    return ("L{layers} H{heads} G{groups} E{experts} W{world} TP{tp} PP{pp} CP{cp} EP{ep} ETP{etp} VPP{vpp} "
-            "first {first} last {last} account {account} recompute {recompute}").format(**c)
+    return (
+        "L{layers} H{heads} G{groups} E{experts} W{world} TP{tp} PP{pp} CP{cp} EP{ep} ETP{etp} VPP{vpp} "
+        "first {first} last {last} account {account} recompute {recompute}"
+    ).format(**c)
 
 
 def test_model_configs_against_transformer_config():
@@ -143,18 +188,24 @@ def test_model_configs_against_transformer_config():
     jobs = [make_job(c) for c in cases]
     reports = verify_jobs(jobs, all_ranks_limit=8, worker_jobs=2)
     seconds = time.perf_counter() - t0
-    disagreements = [f"{_fmt(c)}:\n    " + "\n    ".join(r.disagreements + r.unverified)
-                     for c, r in zip(cases, reports) if not r.agrees]
+    disagreements = [
+        f"{_fmt(c)}:\n    " + "\n    ".join(r.disagreements + r.unverified)
+        for c, r in zip(cases, reports)
+        if not r.agrees
+    ]
     megatron = [r.engines[0]["megatron"] for r in reports]
     n_valid = sum(bool(m["config_valid"]) for m in megatron)
     first = Counter(config_rule_of(m["config_error"]) or m["config_error"] for m in megatron if not m["config_valid"])
     ps_valid = sum(bool(m["valid"]) for m in megatron)
-    print(f"\nmegatron TransformerConfig differential: {len(cases)} model configs, {n_valid} build, "
-          f"{len(cases) - n_valid} raise; {len(cases) - len(disagreements)}/{len(cases)} agree "
-          f"({ps_valid} parallel states initialise); {seconds:.1f} s\n  first errors: {dict(first)}")
+    print(
+        f"\nmegatron TransformerConfig differential: {len(cases)} model configs, {n_valid} build, "
+        f"{len(cases) - n_valid} raise; {len(cases) - len(disagreements)}/{len(cases)} agree "
+        f"({ps_valid} parallel states initialise); {seconds:.1f} s\n  first errors: {dict(first)}"
+    )
     assert len(cases) >= 300
     assert min(n_valid, len(cases) - n_valid) >= len(cases) // 4, (n_valid, len(cases))
     assert EXPECTED_FIRST <= set(first), EXPECTED_FIRST - set(first)
     assert not disagreements, (
         f"{len(disagreements)} of {len(cases)} model configs disagree with megatron-core "
-        f"(first {min(20, len(disagreements))}):\n" + "\n".join(disagreements[:20]))
+        f"(first {min(20, len(disagreements))}):\n" + "\n".join(disagreements[:20])
+    )

@@ -68,8 +68,41 @@ ORDERS = {
 }
 
 # worlds 8 ... 8192: powers of two, 3·2^k, 5·2^k, 7·2^k, 9·2^k and odd ones
-SMALL_WORLDS = [8, 9, 10, 12, 14, 15, 16, 18, 20, 24, 27, 28, 30, 32, 36, 40, 45, 48, 56, 60, 64, 72,
-                80, 96, 112, 120, 128, 144, 160, 192, 224, 240, 256]
+SMALL_WORLDS = [
+    8,
+    9,
+    10,
+    12,
+    14,
+    15,
+    16,
+    18,
+    20,
+    24,
+    27,
+    28,
+    30,
+    32,
+    36,
+    40,
+    45,
+    48,
+    56,
+    60,
+    64,
+    72,
+    80,
+    96,
+    112,
+    120,
+    128,
+    144,
+    160,
+    192,
+    224,
+    240,
+    256,
+]
 MID_WORLDS = [288, 320, 384, 448, 480, 512, 576, 640, 768, 960, 1000, 1024]
 LARGE_WORLDS = [1152, 1536, 2000, 2048, 2304, 3072]
 HUGE_WORLDS = [4096, 6144, 8192]
@@ -90,17 +123,29 @@ MAX_VALID_HUGE = 40
 # tokens are checked twice: dense generator before the expert grid, expert generator after it)
 RULE_OF_CHECK = (
     ("MCORE-PS-WORLD", re.compile(r"^world_size \(\d+\) is not divisible by \d+$")),
-    ("MCORE-PS-VPP-PP", re.compile(
-        r"^pipeline-model-parallel size should be greater than 1 with interleaved schedule$")),
-    ("MCORE-PS-ORDER-TOKEN", re.compile(
-        r"^The size of \((tp|pp|dp|ep|cp)\) is \(\d+\), but you haven'tspecified the order \([^)]*\)\.$")),
-    ("MCORE-PS-EXPERT-FOLD", re.compile(
-        r"^world_size \(\d+\) is not divisible by expert_tensor_model_pipeline_parallel size \(\d+\)$")),
-    ("MCORE-PS-ORDER-PPLAST", re.compile(
-        r"^When not using pp-last rank ordering, the data parallel size of the attention and moe "
-        r"layers must be the same$")),
-    ("MCORE-PS-PP-GROUPS", re.compile(
-        r"^Pipeline parallel groups are expected to be the same for Non-Expert and Expert part, .*but got ")),
+    (
+        "MCORE-PS-VPP-PP",
+        re.compile(r"^pipeline-model-parallel size should be greater than 1 with interleaved schedule$"),
+    ),
+    (
+        "MCORE-PS-ORDER-TOKEN",
+        re.compile(r"^The size of \((tp|pp|dp|ep|cp)\) is \(\d+\), but you haven'tspecified the order \([^)]*\)\.$"),
+    ),
+    (
+        "MCORE-PS-EXPERT-FOLD",
+        re.compile(r"^world_size \(\d+\) is not divisible by expert_tensor_model_pipeline_parallel size \(\d+\)$"),
+    ),
+    (
+        "MCORE-PS-ORDER-PPLAST",
+        re.compile(
+            r"^When not using pp-last rank ordering, the data parallel size of the attention and moe "
+            r"layers must be the same$"
+        ),
+    ),
+    (
+        "MCORE-PS-PP-GROUPS",
+        re.compile(r"^Pipeline parallel groups are expected to be the same for Non-Expert and Expert part, .*but got "),
+    ),
 )
 RULES = tuple(rid for rid, _ in RULE_OF_CHECK)
 # rules whose check megatron-core has passed when it fails the given one (so shardcheck must not
@@ -122,8 +167,7 @@ def _tiles(case: dict) -> bool:
     generator's mix of expensive cases, never as the expected verdict."""
     w, tp, pp, cp, ep = (case[k] for k in ("world", "tp", "pp", "cp", "ep"))
     etp = tp if case["etp"] is None else case["etp"]
-    return (w % (tp * pp * cp) == 0 and w % (etp * ep * pp) == 0
-            and (case["vpp"] is None or pp > 1))
+    return w % (tp * pp * cp) == 0 and w % (etp * ep * pp) == 0 and (case["vpp"] is None or pp > 1)
 
 
 def _pick(rng: random.Random, choices: list, n: int | None, fit: float):
@@ -145,8 +189,11 @@ def _draw(rng: random.Random, world: int, order: str) -> dict:
     # Sometimes an expert grid as wide as the dense TP·CP (EDP = DP): what an order without pp
     # last needs (pp-last check), and, with ETP != TP, what reaches the pp-group check.
     matched = rng.random() < (0.25 if order.endswith("pp") else 0.55)
-    pairs = [(etp, tp * cp // (tp if etp is None else etp)) for etp in ETP_SET
-             if (tp * cp) % (tp if etp is None else etp) == 0 and tp * cp // (tp if etp is None else etp) in EP_SET]
+    pairs = [
+        (etp, tp * cp // (tp if etp is None else etp))
+        for etp in ETP_SET
+        if (tp * cp) % (tp if etp is None else etp) == 0 and tp * cp // (tp if etp is None else etp) in EP_SET
+    ]
     if matched and pairs:
         etp, ep = rng.choice(pairs)
     else:
@@ -163,8 +210,17 @@ def _draw(rng: random.Random, world: int, order: str) -> dict:
         ep = _pick(rng, EP_SET, rest_e, fit)
     vpp = None if rng.random() < 0.8 else rng.choice(VPP_SET)
     ranks = [0, world - 1, *rng.sample(range(1, world - 1), 2)]
-    return {"world": world, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "etp": etp, "vpp": vpp,
-            "order": order, "ranks": ranks}
+    return {
+        "world": world,
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "ep": ep,
+        "etp": etp,
+        "vpp": vpp,
+        "order": order,
+        "ranks": ranks,
+    }
 
 
 def generate_cases(n: int = N_CASES, seed: int = SEED) -> list[dict]:
@@ -195,7 +251,11 @@ def generate_cases(n: int = N_CASES, seed: int = SEED) -> list[dict]:
 def run_oracle(cases: list[dict]) -> list[dict]:
     proc = subprocess.run(
         [sys.executable, str(ORACLE), "--jobs", str(ORACLE_JOBS)],
-        input=json.dumps(cases), capture_output=True, text=True, timeout=ORACLE_TIMEOUT_S, check=False,
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=ORACLE_TIMEOUT_S,
+        check=False,
     )
     if proc.returncode != 0:
         pytest.fail(f"megatron oracle exited {proc.returncode}:\n{proc.stderr[-4000:]}")
@@ -252,14 +312,22 @@ def compare(case: dict, oracle: dict, mine: dict) -> tuple[str | None, int]:
     if (oracle.get("error") or "").startswith("OracleError"):
         return f"oracle failed: {oracle['error']}", 0
     if not (oracle["valid"] == mine["valid"] == isinstance(grid, Grid)):
-        return (f"validity: megatron-core {'valid' if oracle['valid'] else 'invalid'} "
-                f"({oracle.get('error')}); shardcheck rules {'valid' if mine['valid'] else 'invalid'} "
-                f"({mine['errors']}); build_grid {_show_grid(grid)}"), 0
+        return (
+            f"validity: megatron-core {'valid' if oracle['valid'] else 'invalid'} "
+            f"({oracle.get('error')}); shardcheck rules {'valid' if mine['valid'] else 'invalid'} "
+            f"({mine['errors']}); build_grid {_show_grid(grid)}"
+        ), 0
     if oracle["valid"]:
-        diffs = [f"{k.upper()} megatron-core {oracle[k]} != shardcheck rules {mine[k]}"
-                 for k in ("dp", "edp") if oracle[k] != mine[k]]
-        diffs += [f"{k.upper()} megatron-core {oracle[k]} != build_grid {getattr(grid, k)}"
-                  for k in ("dp", "edp", "etp") if oracle[k] != getattr(grid, k)]
+        diffs = [
+            f"{k.upper()} megatron-core {oracle[k]} != shardcheck rules {mine[k]}"
+            for k in ("dp", "edp")
+            if oracle[k] != mine[k]
+        ]
+        diffs += [
+            f"{k.upper()} megatron-core {oracle[k]} != build_grid {getattr(grid, k)}"
+            for k in ("dp", "edp", "etp")
+            if oracle[k] != getattr(grid, k)
+        ]
         ranks = 0
         for r in case["ranks"]:
             theirs = (oracle.get("groups") or {}).get(str(r))
@@ -286,8 +354,11 @@ def compare(case: dict, oracle: dict, mine: dict) -> tuple[str | None, int]:
     if early:
         problems.append(f"rules report {early}, checks megatron-core passed")
     if problems:
-        return (f"first error: megatron-core {oracle['error']!r} (-> {rule}); " + "; ".join(problems)
-                + f"; shardcheck errors {mine['errors']}"), 0
+        return (
+            f"first error: megatron-core {oracle['error']!r} (-> {rule}); "
+            + "; ".join(problems)
+            + f"; shardcheck errors {mine['errors']}"
+        ), 0
     return None, 0
 
 
@@ -298,14 +369,25 @@ def _fmt(case: dict) -> str:
 # Fixed cases from tests/data/cases (Qwen3-235B-A22B at 256K context, 16 nodes x 16 devices),
 # verdicts confirmed on megatron-core 0.16.1.
 NAMED = [
-    pytest.param({"world": 256, "tp": 2, "pp": 16, "cp": 8, "ep": 16, "etp": 1, "vpp": None},
-                 {"valid": True, "dp": 1, "edp": 1, "error": None}, id="qwen3_235b_256k_after"),
-    pytest.param({"world": 256, "tp": 2, "pp": 16, "cp": 8, "ep": 16, "etp": None, "vpp": None},
-                 {"valid": False, "error": "RuntimeError: world_size (256) is not divisible by "
-                                           "expert_tensor_model_pipeline_parallel size (512)"},
-                 id="qwen3_235b_256k_etp_unset"),
-    pytest.param({"world": 256, "tp": 4, "pp": 8, "cp": 8, "ep": 32, "etp": 1, "vpp": None},
-                 {"valid": True, "dp": 1, "edp": 1, "error": None}, id="qwen3_235b_256k_before"),
+    pytest.param(
+        {"world": 256, "tp": 2, "pp": 16, "cp": 8, "ep": 16, "etp": 1, "vpp": None},
+        {"valid": True, "dp": 1, "edp": 1, "error": None},
+        id="qwen3_235b_256k_after",
+    ),
+    pytest.param(
+        {"world": 256, "tp": 2, "pp": 16, "cp": 8, "ep": 16, "etp": None, "vpp": None},
+        {
+            "valid": False,
+            "error": "RuntimeError: world_size (256) is not divisible by "
+            "expert_tensor_model_pipeline_parallel size (512)",
+        },
+        id="qwen3_235b_256k_etp_unset",
+    ),
+    pytest.param(
+        {"world": 256, "tp": 4, "pp": 8, "cp": 8, "ep": 32, "etp": 1, "vpp": None},
+        {"valid": True, "dp": 1, "edp": 1, "error": None},
+        id="qwen3_235b_256k_before",
+    ),
 ]
 
 
@@ -318,13 +400,19 @@ def batch(request) -> dict:
     """One oracle run (one ~5 s megatron import) for the random and the named cases; the random
     cases only when their test is selected."""
     t0 = time.perf_counter()
-    wanted = any(item.name == test_differential_random_layouts.__name__ and item.module is request.module
-                 for item in request.session.items)
+    wanted = any(
+        item.name == test_differential_random_layouts.__name__ and item.module is request.module
+        for item in request.session.items
+    )
     cases = generate_cases() if wanted else []
     named = [_named_case(p.values[0]) for p in NAMED]
     results = run_oracle(cases + named)
-    return {"cases": cases, "oracle": results[:len(cases)], "t0": t0,
-            "named": {p.id: res for p, res in zip(NAMED, results[len(cases):])}}
+    return {
+        "cases": cases,
+        "oracle": results[: len(cases)],
+        "t0": t0,
+        "named": {p.id: res for p, res in zip(NAMED, results[len(cases) :])},
+    }
 
 
 def test_differential_random_layouts(batch):
@@ -342,12 +430,15 @@ def test_differential_random_layouts(batch):
     n_valid = len(valid)
     n_invalid = len(cases) - n_valid
     agree = len(cases) - len(disagreements)
-    print(f"\nmegatron differential: {len(cases)} cases, {n_valid} valid, {n_invalid} invalid, "
-          f"{agree}/{len(cases)} agree, {ranks_compared} ranks x {len(KINDS)} groups compared, "
-          f"{seconds:.1f} s")
+    print(
+        f"\nmegatron differential: {len(cases)} cases, {n_valid} valid, {n_invalid} invalid, "
+        f"{agree}/{len(cases)} agree, {ranks_compared} ranks x {len(KINDS)} groups compared, "
+        f"{seconds:.1f} s"
+    )
     assert not disagreements, (
         f"{len(disagreements)} of {len(cases)} layouts disagree with megatron-core "
-        f"(first {min(20, len(disagreements))}):\n" + "\n".join(disagreements[:20]))
+        f"(first {min(20, len(disagreements))}):\n" + "\n".join(disagreements[:20])
+    )
 
     # the mix must be as wide as claimed and exercise both verdicts and every check
     assert len(cases) >= 5000
@@ -356,8 +447,9 @@ def test_differential_random_layouts(batch):
     checks = Counter(_check_of(r["error"]) for r in oracle if not r["valid"])
     assert None not in checks, checks
     assert set(RULES) <= set(checks) and min(checks[rid] for rid in RULES) >= 5, checks
-    tokens = {re.search(r"\((\w+)\)", r["error"]).group(1) for r in oracle
-              if _check_of(r["error"]) == "MCORE-PS-ORDER-TOKEN"}
+    tokens = {
+        re.search(r"\((\w+)\)", r["error"]).group(1) for r in oracle if _check_of(r["error"]) == "MCORE-PS-ORDER-TOKEN"
+    }
     assert "ep" in tokens and tokens - {"ep"}, tokens  # the expert generator's check and the dense one's
     valid_orders = Counter(c["order"] for c in valid)
     assert set(ORDERS) <= set(valid_orders), valid_orders

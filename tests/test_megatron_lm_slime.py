@@ -30,8 +30,10 @@ def _flags(line: str):
 
 
 def test_flags_last_wins_equals_form_and_booleans():
-    f = _flags("python3 pretrain_gpt.py --tensor-model-parallel-size 2 --sequence-parallel "
-               "--tensor-model-parallel-size=8 --num-layers 4")
+    f = _flags(
+        "python3 pretrain_gpt.py --tensor-model-parallel-size 2 --sequence-parallel "
+        "--tensor-model-parallel-size=8 --num-layers 4"
+    )
     assert f.get("--tensor-model-parallel-size").value == 8
     assert f.get("--sequence-parallel").value is True
     assert f.get("--pipeline-model-parallel-size").value == 1
@@ -53,18 +55,26 @@ def test_unknown_word_in_flag_position_is_an_open_argument():
 
 
 def test_source_follows_files_with_their_own_origins(tmp_path):
-    _write(tmp_path, "models/m.sh", """
+    _write(
+        tmp_path,
+        "models/m.sh",
+        """
         # model
         MODEL_ARGS=(--num-layers ${NL:-12})
-    """)
-    run = _write(tmp_path, "run.sh", """
+    """,
+    )
+    run = _write(
+        tmp_path,
+        "run.sh",
+        """
         DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" &>/dev/null && pwd)"
         NL=30 source "${DIR}/models/m.sh"
         . $DIR/missing.sh
         source run.sh
         printf -v TP "%d" 4
         python3 pretrain_gpt.py ${MODEL_ARGS[@]} --tensor-model-parallel-size $TP
-    """)
+    """,
+    )
     reading = read_bash(run, display="run.sh")
     (launch,) = find_launches(reading.commands)
     words = [w.text for w in launch.args]
@@ -115,11 +125,15 @@ def test_verl_only_rules_stay_silent_on_flag_jobs():
 
 
 def test_tp_pp_dp_mapping_sets_megatron_lms_order(tmp_path):
-    run = _write(tmp_path, "run.sh", """
+    run = _write(
+        tmp_path,
+        "run.sh",
+        """
         torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --num-attention-heads 8 --use-tp-pp-dp-mapping \\
             --pipeline-model-parallel-size 2 --expert-model-parallel-size 8 --num-experts 8 \\
             --expert-tensor-parallel-size 1 --tensor-model-parallel-size 1 --context-parallel-size 1
-    """)
+    """,
+    )
     result = check(run)
     assert result.job.layout("actor").order == "tp-cp-ep-pp-dp"
     assert "MCORE-PS-EXPERT-FOLD" in {f.rule for f in result.findings}

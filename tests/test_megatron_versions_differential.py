@@ -38,16 +38,24 @@ def _cases(minor: str, n: int) -> list[dict]:
     out = []
     for _ in range(n):
         world = rng.choice([8, 16, 32, 64, 128])
-        out.append({"world": world, "tp": rng.choice([1, 1, 2, 2, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 4, 8, 3]),
-                    "cp": rng.choice([1, 1, 2, 4]), "ep": rng.choice([1, 2, 4, 8, 16, 32]),
-                    "etp": rng.choice([1, 1, 2, 4])})
+        out.append(
+            {
+                "world": world,
+                "tp": rng.choice([1, 1, 2, 2, 4, 8, 3]),
+                "pp": rng.choice([1, 1, 2, 4, 8, 3]),
+                "cp": rng.choice([1, 1, 2, 4]),
+                "ep": rng.choice([1, 2, 4, 8, 16, 32]),
+                "etp": rng.choice([1, 1, 2, 4]),
+            }
+        )
     return out
 
 
 def _oracle(minor: str, cases: list[dict]) -> list[dict]:
     env = {**os.environ, "PYTHONPATH": str(Path(ROOT) / minor)}
-    done = subprocess.run([sys.executable, str(ORACLE)], input=json.dumps(cases), capture_output=True, text=True,
-                          env=env, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, str(ORACLE)], input=json.dumps(cases), capture_output=True, text=True, env=env, timeout=1800
+    )
     if done.returncode != 0:
         pytest.skip(f"megatron-core {minor} does not run here: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout)["results"]
@@ -62,8 +70,15 @@ def test_layout_verdicts_equal_megatron_core(minor):
     real = _oracle(minor, cases)
     mismatches = []
     for case, truth in zip(cases, real):
-        mine = build_grid(world=case["world"], tp=case["tp"], pp=case["pp"], cp=case["cp"], ep=case["ep"],
-                          etp=case["etp"], mcore=minor)
+        mine = build_grid(
+            world=case["world"],
+            tp=case["tp"],
+            pp=case["pp"],
+            cp=case["cp"],
+            ep=case["ep"],
+            etp=case["etp"],
+            mcore=minor,
+        )
         ok = isinstance(mine, Grid)
         if ok != truth["ok"] or (not ok and mine.message != truth["error"]):
             mismatches.append((case, truth, None if ok else mine.message))

@@ -34,7 +34,9 @@ def arch_of(name: str, layers: int | None = None):
     assert problem is None
     arch = architecture(model)
     if layers is not None:  # the first layers only, to keep a meta-device build small
-        arch = dataclasses.replace(arch, num_layers=layers, moe_layers=frozenset(i for i in arch.moe_layers if i < layers))
+        arch = dataclasses.replace(
+            arch, num_layers=layers, moe_layers=frozenset(i for i in arch.moe_layers if i < layers)
+        )
     return arch
 
 
@@ -47,21 +49,31 @@ def counts(arch, *, tp, pp, ep, etp, stage, vpp=None, first=None, last=None, te=
 # ---- exact parameter counts, against megatron-core's GPTModel (test extra) ----
 
 DENSE_LAYOUTS = [  # (model, layers or None, tp, pp, vpp, first, last)
-    ("Qwen3-0.6B", None, 1, 1, None, None, None), ("Qwen3-0.6B", None, 2, 2, None, None, None),
-    ("Qwen3-0.6B", None, 4, 4, 7, None, None), ("Qwen3-8B", None, 8, 4, None, None, None),
-    ("Qwen3-8B", None, 2, 4, None, 8, 8), ("Qwen3-8B", None, 4, 3, None, 10, None),
-    ("Qwen2.5-7B", None, 4, 2, None, None, None), ("Qwen2.5-7B", None, 2, 4, 7, None, None),
-    ("Llama-3.1-8B", None, 8, 2, None, None, None), ("Llama-3.1-8B", None, 1, 4, 2, None, None),
-    ("Llama-3.1-70B", 16, 8, 4, None, None, None), ("Qwen2.5-72B", 16, 8, 2, None, 6, None),
+    ("Qwen3-0.6B", None, 1, 1, None, None, None),
+    ("Qwen3-0.6B", None, 2, 2, None, None, None),
+    ("Qwen3-0.6B", None, 4, 4, 7, None, None),
+    ("Qwen3-8B", None, 8, 4, None, None, None),
+    ("Qwen3-8B", None, 2, 4, None, 8, 8),
+    ("Qwen3-8B", None, 4, 3, None, 10, None),
+    ("Qwen2.5-7B", None, 4, 2, None, None, None),
+    ("Qwen2.5-7B", None, 2, 4, 7, None, None),
+    ("Llama-3.1-8B", None, 8, 2, None, None, None),
+    ("Llama-3.1-8B", None, 1, 4, 2, None, None),
+    ("Llama-3.1-70B", 16, 8, 4, None, None, None),
+    ("Qwen2.5-72B", 16, 8, 2, None, 6, None),
 ]
 MOE_LAYOUTS = [  # (model, layers or None, tp, pp, ep, etp, vpp, first, last)
     ("Qwen3-235B-A22B", None, 2, 16, 16, 1, None, 5, 5),  # the 256K example's layout
     ("Qwen3-235B-A22B", None, 4, 8, 32, 1, None, 11, 11),  # its layout before the change
     ("Qwen3-235B-A22B", None, 4, 2, 8, 2, None, None, None),
-    ("Qwen3-30B-A3B", None, 2, 4, 8, 1, None, None, None), ("Qwen3-30B-A3B", None, 1, 4, 4, 1, 3, None, None),
-    ("Qwen3-30B-A3B", None, 4, 2, 2, 4, None, 20, None), ("Mixtral-8x7B", None, 2, 4, 8, 1, None, None, None),
-    ("Mixtral-8x7B", None, 8, 2, 1, 8, None, None, None), ("DeepSeek-V3", 16, 8, 4, 64, 1, None, None, None),
-    ("DeepSeek-V3", 12, 4, 3, 32, 2, None, 2, None), ("GLM-4.5-Air", 8, 2, 4, 8, 1, None, None, None),
+    ("Qwen3-30B-A3B", None, 2, 4, 8, 1, None, None, None),
+    ("Qwen3-30B-A3B", None, 1, 4, 4, 1, 3, None, None),
+    ("Qwen3-30B-A3B", None, 4, 2, 2, 4, None, 20, None),
+    ("Mixtral-8x7B", None, 2, 4, 8, 1, None, None, None),
+    ("Mixtral-8x7B", None, 8, 2, 1, 8, None, None, None),
+    ("DeepSeek-V3", 16, 8, 4, 64, 1, None, None, None),
+    ("DeepSeek-V3", 12, 4, 3, 32, 2, None, 2, None),
+    ("GLM-4.5-Air", 8, 2, 4, 8, 1, None, None, None),
     ("Kimi-K2-Instruct", 8, 8, 2, 64, 1, None, None, None),
 ]
 
@@ -79,8 +91,9 @@ def test_dense_counts_equal_megatron(case):
     arch = arch_of(name, layers)
     for stage in _stages(pp):
         mine = counts(arch, tp=tp, pp=pp, ep=1, etp=tp, stage=stage, vpp=vpp, first=first, last=last)
-        assert mine == megatron_stage_params(arch, tp=tp, pp=pp, ep=1, etp=tp, stage=stage, vpp=vpp, first=first,
-                                             last=last), (name, stage)
+        assert mine == megatron_stage_params(
+            arch, tp=tp, pp=pp, ep=1, etp=tp, stage=stage, vpp=vpp, first=first, last=last
+        ), (name, stage)
 
 
 @pytest.mark.parametrize("case", MOE_LAYOUTS, ids=lambda c: "-".join(map(str, c)))
@@ -92,8 +105,9 @@ def test_moe_counts_equal_megatron(case):
     arch = arch_of(name, layers)
     for stage in _stages(pp):
         mine = counts(arch, tp=tp, pp=pp, ep=ep, etp=etp, stage=stage, vpp=vpp, first=first, last=last)
-        assert mine == megatron_stage_params(arch, tp=tp, pp=pp, ep=ep, etp=etp, stage=stage, vpp=vpp, first=first,
-                                             last=last), (name, stage)
+        assert mine == megatron_stage_params(
+            arch, tp=tp, pp=pp, ep=ep, etp=etp, stage=stage, vpp=vpp, first=first, last=last
+        ), (name, stage)
 
 
 def test_256k_middle_stage_holds_about_1_1_billion():
@@ -117,7 +131,9 @@ def test_megatron_lm_pads_the_vocab_and_verl_does_not():
     arch = dataclasses.replace(arch_of("Qwen3-0.6B"), vocab=151_000)
     plain = stage_params(arch, (), 0, Sharding(4, 1, 4, 1))
     padded = stage_params(arch, (), 0, Sharding(4, 1, 4, 1, vocab_divisible_by=128))
-    assert plain.embedding == 151_000 // 4 * 1024 and padded.embedding == 151_040 // 4 * 1024  # the next multiple of 128 · TP 4 = 512
+    assert (
+        plain.embedding == 151_000 // 4 * 1024 and padded.embedding == 151_040 // 4 * 1024
+    )  # the next multiple of 128 · TP 4 = 512
 
 
 def test_architectures_without_exact_counts_are_unknown():
@@ -143,8 +159,9 @@ def test_paper_attention_term_for_gpt3_and_mt_nlg():
     # §5: 5as/h is 80 for GPT-3 and 64 for MT-NLG, so selective recomputation saves 70% and 65%.
     for model, term, saving in ((GPT3, 80, 0.70), (MTNLG, 64, 0.65)):
         full = korthikanti_layer_bytes(model["s"], 1, model["h"], model["a"], t=8, sequence_parallel=True)
-        selective = korthikanti_layer_bytes(model["s"], 1, model["h"], model["a"], t=8, sequence_parallel=True,
-                                            selective=True)
+        selective = korthikanti_layer_bytes(
+            model["s"], 1, model["h"], model["a"], t=8, sequence_parallel=True, selective=True
+        )
         assert 5 * model["a"] * model["s"] / model["h"] == term
         assert round(1 - selective / full, 2) == saving
 
@@ -159,22 +176,27 @@ def test_paper_tensor_parallel_without_sequence_parallel():
 def test_term_by_term_formula_reduces_to_the_paper(tp, sp):
     """A GPT layer (MHA, 4h GeLU MLP, dropout, unfused attention) in the generalised formula = eqs. 1-3."""
     s, h, a = GPT3["s"], GPT3["h"], GPT3["a"]
-    gpt = dataclasses.replace(arch_of("Qwen3-8B"), hidden=h, heads=a, kv_heads=a, head_dim=h // a, ffn=4 * h,
-                              gated=False)
+    gpt = dataclasses.replace(
+        arch_of("Qwen3-8B"), hidden=h, heads=a, kv_heads=a, head_dim=h // a, ffn=4 * h, gated=False
+    )
     p = Parallel(tp=tp, sequence_parallel=sp)
     paper = Kernels(flash=False, hidden_dropout=True, attention_dropout=True)
     assert layer_bytes(gpt, 0, s, s, p, Recompute(), paper) == pytest.approx(
-        korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp))
+        korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp)
+    )
     # each difference from the paper's layer moves the figure: flash attention drops the 5as/h term,
     # no dropout drops the masks, a gated MLP keeps a twice as wide activation input
     assert layer_bytes(gpt, 0, s, s, p, Recompute(), Kernels(flash=True, hidden_dropout=True)) == pytest.approx(
-        korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp, selective=True) + s * 4 * a / tp)
+        korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp, selective=True) + s * 4 * a / tp
+    )
     masks = 2 * s * h / (tp if sp or tp == 1 else 1)
     assert layer_bytes(gpt, 0, s, s, p, Recompute(), Kernels(False, False, True)) == pytest.approx(
-        korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp) - masks)
+        korthikanti_layer_bytes(s, 1, h, a, t=tp, sequence_parallel=sp) - masks
+    )
     swiglu = dataclasses.replace(gpt, gated=True)
-    assert layer_bytes(swiglu, 0, s, s, p, Recompute(), paper) - layer_bytes(gpt, 0, s, s, p, Recompute(), paper) \
-        == pytest.approx(2 * s * 4 * h / tp)
+    assert layer_bytes(swiglu, 0, s, s, p, Recompute(), paper) - layer_bytes(
+        gpt, 0, s, s, p, Recompute(), paper
+    ) == pytest.approx(2 * s * 4 * h / tp)
 
 
 def test_attention_output_is_every_query_head_wide_under_gqa():
@@ -189,6 +211,7 @@ def test_attention_output_is_every_query_head_wide_under_gqa():
 
 
 # ---- rollout KV cache ----
+
 
 def test_kv_cache_of_the_256k_example():
     arch = arch_of("Qwen3-235B-A22B-Instruct-2507")
@@ -208,6 +231,7 @@ def test_mla_caches_the_latent():
 
 
 # ---- the estimate ----
+
 
 def _job(tmp_path, text):
     path = tmp_path / "run.sh"
@@ -241,8 +265,10 @@ def test_terms_add_up(tmp_path):
     est = estimate(_job(tmp_path, script(FITS, nodes=4)), "h200")
     for s in est.train.stages:
         b = s.bytes
-        assert b["allocated"] == sum(b[k] for k in ("weights", "grads", "optimizer", "gathered", "activations",
-                                                    "logits", "ref_weights", "workspace"))
+        assert b["allocated"] == sum(
+            b[k]
+            for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits", "ref_weights", "workspace")
+        )
         assert b["weights"] == 2 * s.params.total and b["grads"] == 4 * s.params.total
         # the device peak: static terms as they are, fragmentation on the rest, the outside allowance
         static = b["weights"] + b["grads"] + b["optimizer"] + b["ref_weights"]
@@ -251,7 +277,9 @@ def test_terms_add_up(tmp_path):
 
 def test_distributed_optimizer_shards_the_state(tmp_path):
     on = estimate(_job(tmp_path, script(FITS, nodes=4)), "h200").train.stages[0]
-    off = estimate(_job(tmp_path, script(f"{FITS} {M}.use_distributed_optimizer=False", nodes=4)), "h200").train.stages[0]
+    off = estimate(_job(tmp_path, script(f"{FITS} {M}.use_distributed_optimizer=False", nodes=4)), "h200").train.stages[
+        0
+    ]
     # DP = 32 / PP 4 = 8 shards the dense state; EDP = 32 / (EP 8 · PP 4) = 1 leaves the experts whole
     dense = on.params.total - on.params.expert
     assert off.bytes["optimizer"] == 12 * on.params.total
@@ -260,14 +288,23 @@ def test_distributed_optimizer_shards_the_state(tmp_path):
 
 def test_recompute_and_fused_kernels_shrink_their_terms(tmp_path):
     base = estimate(_job(tmp_path, script(FITS, nodes=4)), "h200").train.stages
-    full = estimate(_job(tmp_path, script(f"{FITS} +{M}.override_transformer_config.recompute_granularity=full "
-                                          f"+{M}.override_transformer_config.recompute_method=uniform "
-                                          f"+{M}.override_transformer_config.recompute_num_layers=1", nodes=4)),
-                    "h200").train.stages
+    full = estimate(
+        _job(
+            tmp_path,
+            script(
+                f"{FITS} +{M}.override_transformer_config.recompute_granularity=full "
+                f"+{M}.override_transformer_config.recompute_method=uniform "
+                f"+{M}.override_transformer_config.recompute_num_layers=1",
+                nodes=4,
+            ),
+        ),
+        "h200",
+    ).train.stages
     long = f"{FITS} data.max_prompt_length=1024 data.max_response_length=15360"
     unfused = estimate(_job(tmp_path, script(long, nodes=4)), "h200").train.stages
-    fused = estimate(_job(tmp_path, script(f"{long} actor_rollout_ref.model.use_fused_kernels=True", nodes=4)),
-                     "h200").train.stages
+    fused = estimate(
+        _job(tmp_path, script(f"{long} actor_rollout_ref.model.use_fused_kernels=True", nodes=4)), "h200"
+    ).train.stages
     assert full[0].bytes["activations"] < base[0].bytes["activations"] / 3
     assert fused[-1].bytes["logits"] < unfused[-1].bytes["logits"] / 2  # one 4096-token chunk of 16,384 tokens
 
@@ -275,7 +312,9 @@ def test_recompute_and_fused_kernels_shrink_their_terms(tmp_path):
 def test_offload_moves_state_to_the_host(tmp_path):
     est = estimate(_job(tmp_path, script(f"{FITS} {M}.param_offload=True {M}.optimizer_offload=True", nodes=4)), "h200")
     worst = max(est.train.stages, key=lambda s: s.total)
-    assert est.host.offloaded_bytes_per_device == worst.bytes["weights"] + worst.bytes["grads"] + worst.bytes["optimizer"]
+    assert (
+        est.host.offloaded_bytes_per_device == worst.bytes["weights"] + worst.bytes["grads"] + worst.bytes["optimizer"]
+    )
     assert est.host.bytes_per_node == 8 * est.host.offloaded_bytes_per_device
     assert est.rollout.training_resident_bytes == 0
     kept = estimate(_job(tmp_path, script(FITS, nodes=4)), "h200")
@@ -344,8 +383,9 @@ def test_sglang_engine_spans_the_replica(tmp_path):
     ro = "actor_rollout_ref.rollout"
     base = f"{FITS} {ro}.name=sglang {ro}.tensor_model_parallel_size=2 {ro}.data_parallel_size=2"
     plain = estimate(_job(tmp_path, script(base, nodes=4)), "h200").rollout
-    attn = estimate(_job(tmp_path, script(f"{base} +{ro}.engine_kwargs.sglang.enable_dp_attention=True", nodes=4)),
-                    "h200").rollout
+    attn = estimate(
+        _job(tmp_path, script(f"{base} +{ro}.engine_kwargs.sglang.enable_dp_attention=True", nodes=4)), "h200"
+    ).rollout
     assert (plain.tp, plain.dp) == (4, 1) and (attn.tp, attn.dp) == (2, 2)
     assert plain.reserve_bytes == 0  # mem_fraction_static holds weights and KV only
     assert plain.kv_bytes_per_token * 2 == attn.kv_bytes_per_token  # 4 KV heads over 4 vs over 2 ranks
@@ -353,10 +393,13 @@ def test_sglang_engine_spans_the_replica(tmp_path):
 
 # ---- FSDP (verl's FSDP / FSDP2 engine) ----
 
+
 def fsdp(overrides: str = "", *, gpus: int = 8, model: str = "Qwen2.5-14B") -> str:
-    words = ("data.max_prompt_length=2048 data.max_response_length=14336 "
-             f"{A}.use_dynamic_bsz=True {A}.ppo_max_token_len_per_gpu=16384 {A}.ulysses_sequence_parallel_size=2 "
-             "actor_rollout_ref.rollout.tensor_model_parallel_size=4 " + overrides)
+    words = (
+        "data.max_prompt_length=2048 data.max_response_length=14336 "
+        f"{A}.use_dynamic_bsz=True {A}.ppo_max_token_len_per_gpu=16384 {A}.ulysses_sequence_parallel_size=2 "
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=4 " + overrides
+    )
     return script(words, model=model, gpus=gpus, config="--config-name=ppo_trainer")
 
 
@@ -369,8 +412,9 @@ def test_fsdp_shards_the_whole_model(tmp_path):
     b = stage.bytes
     # model_dtype fp32: the parameters are the master weights; fp32 grads; AdamW's two fp32 moments
     assert b["weights"] == 4 * stage.params.total and b["grads"] == b["weights"] and b["optimizer"] == 2 * b["weights"]
-    assert b["allocated"] == sum(b[k] for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits",
-                                                "ref_weights", "workspace"))
+    assert b["allocated"] == sum(
+        b[k] for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits", "ref_weights", "workspace")
+    )
     assert b["total"] > b["allocated"]
     assert est.train.tokens_per_micro_batch == 16384 * 2  # the token budget · Ulysses SP
 
@@ -388,8 +432,9 @@ def test_fsdp_checkpointing_and_offload_terms(tmp_path):
     on = estimate(_job(tmp_path, fsdp()), "h100").train.stages[0]
     off = estimate(_job(tmp_path, fsdp("actor_rollout_ref.model.enable_gradient_checkpointing=False")), "h100")
     assert off.train.stages[0].bytes["activations"] > 5 * on.bytes["activations"]
-    moved = estimate(_job(tmp_path, fsdp(f"{A}.fsdp_config.param_offload=True {A}.fsdp_config.optimizer_offload=True")),
-                     "h100")
+    moved = estimate(
+        _job(tmp_path, fsdp(f"{A}.fsdp_config.param_offload=True {A}.fsdp_config.optimizer_offload=True")), "h100"
+    )
     assert moved.host.offloaded_bytes_per_device == on.bytes["weights"] + on.bytes["grads"] + on.bytes["optimizer"]
     assert any("fsdp_config.param_offload" in t for t in moved.host.terms)
     assert moved.rollout.training_resident_bytes == 0
@@ -406,10 +451,12 @@ def test_fsdp_training_oom_names_fsdp_keys(tmp_path):
 def test_a_quantized_checkpoint_makes_the_kv_verdict_an_estimate(tmp_path):
     """DeepSeek-V3 ships fp8 weights: vLLM may load fewer bytes than bf16, so no certain error."""
     ro = "actor_rollout_ref.rollout"
-    layout = (f"{M}.tensor_model_parallel_size=8 {M}.pipeline_model_parallel_size=16 {M}.expert_model_parallel_size=32 "
-              f"{M}.expert_tensor_parallel_size=1 +{M}.override_transformer_config.num_layers_in_first_pipeline_stage=3 "
-              f"+{M}.override_transformer_config.num_layers_in_last_pipeline_stage=2 "
-              f"{ro}.tensor_model_parallel_size=16 {ro}.gpu_memory_utilization=0.5 {ro}.max_model_len=163840")
+    layout = (
+        f"{M}.tensor_model_parallel_size=8 {M}.pipeline_model_parallel_size=16 {M}.expert_model_parallel_size=32 "
+        f"{M}.expert_tensor_parallel_size=1 +{M}.override_transformer_config.num_layers_in_first_pipeline_stage=3 "
+        f"+{M}.override_transformer_config.num_layers_in_last_pipeline_stage=2 "
+        f"{ro}.tensor_model_parallel_size=16 {ro}.gpu_memory_utilization=0.5 {ro}.max_model_len=163840"
+    )
     path = tmp_path / "run.sh"
     path.write_text(script(layout, model="DeepSeek-V3", nodes=64))
     est = estimate(resolve_script(path), "h100")
@@ -425,13 +472,32 @@ def test_a_colocated_critic_keeps_its_state_on_the_device(tmp_path):
     b = first.bytes
     assert first.params.output == 0  # stage 0 of PP 4: no output layer, so the critic's share is the whole stage
     assert b["critic_state"] == b["weights"] + b["grads"] + b["optimizer"]
-    assert b["allocated"] == sum(b[k] for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits",
-                                                "ref_weights", "critic_state", "workspace"))
-    off = estimate(_job(tmp_path, script(f"{gae} critic.megatron.param_offload=True critic.megatron.optimizer_offload=True",
-                                         nodes=4)), "h200")
+    assert b["allocated"] == sum(
+        b[k]
+        for k in (
+            "weights",
+            "grads",
+            "optimizer",
+            "gathered",
+            "activations",
+            "logits",
+            "ref_weights",
+            "critic_state",
+            "workspace",
+        )
+    )
+    off = estimate(
+        _job(
+            tmp_path,
+            script(f"{gae} critic.megatron.param_offload=True critic.megatron.optimizer_offload=True", nodes=4),
+        ),
+        "h200",
+    )
     assert off.train.stages[0].bytes["critic_state"] == 0
-    other = estimate(_job(tmp_path, script(f"{FITS} algorithm.adv_estimator=gae critic.model.path=/models/Qwen3-8B",
-                                           nodes=4)), "h200")
+    other = estimate(
+        _job(tmp_path, script(f"{FITS} algorithm.adv_estimator=gae critic.model.path=/models/Qwen3-8B", nodes=4)),
+        "h200",
+    )
     assert "critic_state" not in other.train.stages[0].bytes and any("critic" in p for p in other.problems)
     grpo = estimate(_job(tmp_path, script(f"{FITS} algorithm.adv_estimator=grpo", nodes=4)), "h200")
     assert "critic_state" not in grpo.train.stages[0].bytes and not any("critic" in p for p in grpo.problems)

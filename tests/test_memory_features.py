@@ -22,6 +22,7 @@ def last(e):
 
 # ---- kernels and dropout (items 3, 4) ----
 
+
 def test_unfused_attention_and_local_impl_keep_the_softmax(tmp_path):
     base, _ = est(MLM)
     unfused, _ = est(variant(tmp_path, MLM, "--bf16", "--bf16 --attention-backend unfused"))
@@ -43,6 +44,7 @@ def test_dropout_masks_follow_the_flags(tmp_path):
 
 # ---- MTP (item 6) ----
 
+
 def test_mtp_adds_a_layer_its_norms_projection_and_logits_to_the_last_stage(tmp_path):
     base, _ = est(MLM)
     mtp, _ = est(variant(tmp_path, MLM, "--bf16", "--bf16 --mtp-num-layers 1"))
@@ -60,6 +62,7 @@ def test_mtp_adds_a_layer_its_norms_projection_and_logits_to_the_last_stage(tmp_
 
 
 # ---- layout strings (item 6) ----
+
 
 def test_layout_string_splits_like_megatron_core():
     """Differential: every rank's decoder layers equal PipelineParallelLayerLayout.get_layer_id_list."""
@@ -106,10 +109,17 @@ def test_layout_string_drives_the_estimate(tmp_path):
 
 # ---- fine-grained activation offload (item 6) ----
 
+
 def test_fine_grained_offload_moves_the_listed_modules_inputs(tmp_path):
     base, _ = est(MLM)
-    off, _ = est(variant(tmp_path, MLM, "--bf16", "--bf16 --fine-grained-activation-offloading "
-                                                  "--offload-modules core_attn attn_proj expert_fc1"))
+    off, _ = est(
+        variant(
+            tmp_path,
+            MLM,
+            "--bf16",
+            "--bf16 --fine-grained-activation-offloading --offload-modules core_attn attn_proj expert_fc1",
+        )
+    )
     ignored, _ = est(variant(tmp_path / "i", MLM, "--bf16", "--bf16 --offload-modules core_attn"))
     assert stage(off, 0).bytes["activations"] < stage(base, 0).bytes["activations"]
     assert stage(ignored, 0).bytes["activations"] == stage(base, 0).bytes["activations"]  # the switch is off
@@ -117,11 +127,15 @@ def test_fine_grained_offload_moves_the_listed_modules_inputs(tmp_path):
 
 # ---- Megatron-FSDP and fp8 parameters (item 6) ----
 
+
 def test_megatron_fsdp_shards_weights_and_grads_over_dp(tmp_path):
     base, _ = est(MLM)
     fsdp, _ = est(variant(tmp_path, MLM, "--bf16", "--bf16 --use-megatron-fsdp"))
-    grads_only, _ = est(variant(tmp_path / "g", MLM, "--bf16", "--bf16 --use-megatron-fsdp "
-                                                               "--data-parallel-sharding-strategy optim_grads"))
+    grads_only, _ = est(
+        variant(
+            tmp_path / "g", MLM, "--bf16", "--bf16 --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads"
+        )
+    )
     b, f, g = stage(base, 1), stage(fsdp, 1), stage(grads_only, 1)
     dense = b.params.embedding + b.params.dense + b.params.output
     # DP·CP 2 for dense parameters, EDP 1 for the experts
@@ -138,6 +152,7 @@ def test_fp8_param_gather_keeps_one_byte_weights(tmp_path):
 
 
 # ---- allocated and total (item 3 of the build list) ----
+
 
 def test_total_is_allocated_plus_fragmentation_and_outside_memory():
     from shardcheck.memory.overhead import FRAGMENTATION, OUTSIDE_ALLOCATOR, device_total
@@ -162,6 +177,7 @@ def test_memory_json_has_allocated_beside_total(capsys):
 
 # ---- dynamic batch size at given sample lengths ----
 
+
 def test_sample_tokens_size_dynamic_batches_and_say_which_bound(tmp_path):
     from test_rules import FITS, A, script
 
@@ -169,15 +185,19 @@ def test_sample_tokens_size_dynamic_batches_and_say_which_bound(tmp_path):
 
     path = tmp_path / "run.sh"
     # 64 samples per step over DP 8: 8 per rank, 24,000 tokens at a mean of 3,000 — one micro batch
-    path.write_text(script(f"{FITS} {A}.use_dynamic_bsz=True {A}.ppo_max_token_len_per_gpu=65536", nodes=4)
-                    .replace(f"{A}.ppo_mini_batch_size=1441440", f"{A}.ppo_mini_batch_size=64"))
+    path.write_text(
+        script(f"{FITS} {A}.use_dynamic_bsz=True {A}.ppo_max_token_len_per_gpu=65536", nodes=4).replace(
+            f"{A}.ppo_mini_batch_size=1441440", f"{A}.ppo_mini_batch_size=64"
+        )
+    )
     bound = memory(path, device="h200").estimate
     given = memory(path, device="h200", sample_tokens=(3000, 12000)).estimate
     assert bound.train.batch_bound.startswith("the token budget") and bound.train_at_budget is None
     assert given.train.batch_bound == "--sample-tokens 3000,12000"
     assert given.train.tokens_per_micro_batch == 24_000 < bound.train.tokens_per_micro_batch
-    assert max(s.bytes["activations"] for s in given.train.stages) < max(s.bytes["activations"]
-                                                                         for s in bound.train.stages)
+    assert max(s.bytes["activations"] for s in given.train.stages) < max(
+        s.bytes["activations"] for s in bound.train.stages
+    )
     # the bound stays in the report beside the figure the findings use
     assert [s.bytes for s in given.train_at_budget.stages] == [s.bytes for s in bound.train.stages]
 
@@ -189,14 +209,17 @@ def test_sample_tokens_option_rejects_bad_values(capsys):
 
 # ---- the critic's own update phase (item 6) ----
 
+
 def test_the_critic_update_holds_its_state_activations_and_the_actors_state(tmp_path):
     from test_rules import FITS, M, script
 
     from shardcheck.api import resolve_script
     from shardcheck.memory.estimate import estimate
 
-    gae = (f"{FITS} algorithm.adv_estimator=gae critic.model.path=/models/Qwen3-30B-A3B "
-           "critic.ppo_micro_batch_size_per_gpu=2")
+    gae = (
+        f"{FITS} algorithm.adv_estimator=gae critic.model.path=/models/Qwen3-30B-A3B "
+        "critic.ppo_micro_batch_size_per_gpu=2"
+    )
     path = tmp_path / "run.sh"
     path.write_text(script(gae, nodes=4))
     e = estimate(resolve_script(path), "h200")

@@ -43,6 +43,7 @@ def stage(e, index: int):
 
 # ---- the shipped examples give complete estimates ----
 
+
 def test_slime_example_is_estimated_completely():
     e, result = est(SLIME)
     assert result.job.framework == "slime" and e.problems == []
@@ -75,6 +76,7 @@ def test_megatron_lm_example_is_estimated_completely_without_a_rollout():
 
 # ---- the flags give the preset's counts ----
 
+
 def test_slime_flag_counts_equal_the_preset_for_the_same_layout():
     e, result = est(SLIME)
     flags_arch = architecture(result.job.model)
@@ -85,7 +87,9 @@ def test_slime_flag_counts_equal_the_preset_for_the_same_layout():
     split = split_layers(94, 4, last=22)
     for index, layers in enumerate(stage_layer_indices(split, 94)):
         mine = stage(e, index).params
-        assert mine == stage_params(preset, layers, index, sharding) == stage_params(flags_arch, layers, index, sharding)
+        assert (
+            mine == stage_params(preset, layers, index, sharding) == stage_params(flags_arch, layers, index, sharding)
+        )
     unpadded = stage_params(preset, tuple(range(24)), 0, Sharding(4, 16, 1, 4))
     assert stage(e, 0).params.embedding - unpadded.embedding == (152064 - 151936) // 4 * 4096
 
@@ -109,6 +113,7 @@ def test_flag_architecture_equals_megatron(tmp_path):
 
 # ---- flags change the terms ----
 
+
 def test_distributed_optimizer_shards_adam_over_dp(tmp_path):
     on, _ = est(MLM)
     off, _ = est(variant(tmp_path, MLM, " --use-distributed-optimizer", ""))
@@ -120,8 +125,12 @@ def test_distributed_optimizer_shards_adam_over_dp(tmp_path):
 
 
 def test_offload_fraction_moves_that_share_to_the_host(tmp_path):
-    path = variant(tmp_path, MLM, "--bf16", "--bf16 --optimizer-cpu-offload --use-precision-aware-optimizer "
-                                            "--optimizer-offload-fraction 0.25")
+    path = variant(
+        tmp_path,
+        MLM,
+        "--bf16",
+        "--bf16 --optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction 0.25",
+    )
     base, _ = est(MLM)
     e, _ = est(path)
     full = stage(base, 0).bytes["optimizer"]
@@ -132,8 +141,14 @@ def test_offload_fraction_moves_that_share_to_the_host(tmp_path):
 
 def test_recompute_full_keeps_only_layer_inputs(tmp_path):
     base, _ = est(MLM)
-    full, _ = est(variant(tmp_path, MLM, "--bf16", "--bf16 --recompute-granularity full --recompute-method uniform "
-                                                  "--recompute-num-layers 1"))
+    full, _ = est(
+        variant(
+            tmp_path,
+            MLM,
+            "--bf16",
+            "--bf16 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+        )
+    )
     selective, _ = est(variant(tmp_path / "s", MLM, "--bf16", "--bf16 --recompute-activations"))
     a, f, s = (stage(x, 0).bytes["activations"] for x in (base, full, selective))
     assert f < s < a or f < s <= a
@@ -159,14 +174,18 @@ def test_swiglu_default_ffn_follows_validate_args(tmp_path):
 
 # ---- unknown flags are reported, never guessed ----
 
-@pytest.mark.parametrize("old,new,said", [
-    ("--micro-batch-size 1", "--micro-batch-size $MBS", "--micro-batch-size"),
-    ("--vocab-size 50257", "--vocab-size $VOCAB", "vocab size is unknown"),
-    ("--vocab-size 50257", "", "vocab size is unknown"),
-    ("--num-experts 64", "--num-experts 64 --moe-layer-freq \"$(make_pattern)\"", "--moe-layer-freq"),
-    ("--num-experts 64", "--num-experts 64 --moe-layer-freq \"[__import__('os')]*48\"", "--moe-layer-freq"),
-    ("--num-experts 64", "--num-experts 64 --optimizer sgd", "--optimizer sgd"),
-])
+
+@pytest.mark.parametrize(
+    "old,new,said",
+    [
+        ("--micro-batch-size 1", "--micro-batch-size $MBS", "--micro-batch-size"),
+        ("--vocab-size 50257", "--vocab-size $VOCAB", "vocab size is unknown"),
+        ("--vocab-size 50257", "", "vocab size is unknown"),
+        ("--num-experts 64", '--num-experts 64 --moe-layer-freq "$(make_pattern)"', "--moe-layer-freq"),
+        ("--num-experts 64", "--num-experts 64 --moe-layer-freq \"[__import__('os')]*48\"", "--moe-layer-freq"),
+        ("--num-experts 64", "--num-experts 64 --optimizer sgd", "--optimizer sgd"),
+    ],
+)
 def test_unknown_flags_leave_the_estimate_unknown(tmp_path, old, new, said):
     e, _ = est(variant(tmp_path, MLM, old, new))
     assert e.train is None
@@ -195,8 +214,12 @@ def test_moe_layer_freq_forms():
 
 
 def test_mla_without_qk_layernorm_has_no_latent_norms(tmp_path):
-    path = variant(tmp_path, MLM, "--kv-channels 128", "--kv-channels 128 --multi-latent-attention --q-lora-rank 512 "
-                                                      "--kv-lora-rank 256")
+    path = variant(
+        tmp_path,
+        MLM,
+        "--kv-channels 128",
+        "--kv-channels 128 --multi-latent-attention --q-lora-rank 512 --kv-lora-rank 256",
+    )
     _, result = est(path)
     arch = architecture(result.job.model)
     with_norms = dataclasses.replace(arch, qk_layernorm=True)
@@ -206,6 +229,7 @@ def test_mla_without_qk_layernorm_has_no_latent_norms(tmp_path):
 
 
 # ---- the MEM-* rules fire with flag-named fixes ----
+
 
 def test_train_oom_names_megatron_lm_flags():
     result = check(MLM, device="a100-40")

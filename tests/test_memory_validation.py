@@ -29,7 +29,8 @@ def test_row_ratio_has_not_drifted(row):
     ratio = predicted / row["measured_allocated"]
     assert abs(ratio - row["ratio"]) <= DRIFT, (
         f"{row['case']}: predicted/measured {ratio:.4f}, recorded {row['ratio']:.4f}; rerun "
-        "tools/megatron_memory_rows.py --record and update docs/validation.md if the change is intended")
+        "tools/megatron_memory_rows.py --record and update docs/validation.md if the change is intended"
+    )
 
 
 def test_recorded_rows_meet_the_aims():

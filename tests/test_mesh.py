@@ -34,14 +34,17 @@ def test_every_rank_is_in_exactly_one_group_of_each_kind():
         assert all(g.group_of(name, r) in g.groups(name) for r in (0, 17, 95))
 
 
-@pytest.mark.parametrize("sizes, rule", [
-    (dict(world=24, tp=5), "MCORE-PS-WORLD"),
-    (dict(world=8, vpp=2), "MCORE-PS-VPP-PP"),
-    (dict(world=16, tp=2, cp=2, order="tp-dp-pp"), "MCORE-PS-ORDER-TOKEN"),
-    (dict(world=256, tp=2, pp=16, cp=8, ep=16, etp=None), "MCORE-PS-EXPERT-FOLD"),
-    (dict(world=16, tp=2, pp=2, ep=4, etp=1, order="tp-cp-ep-pp-dp"), "MCORE-PS-ORDER-PPLAST"),
-    (dict(world=8, tp=2, pp=2, ep=2, etp=1, order="tp-pp-cp-ep-dp"), "MCORE-PS-PP-GROUPS"),
-])
+@pytest.mark.parametrize(
+    "sizes, rule",
+    [
+        (dict(world=24, tp=5), "MCORE-PS-WORLD"),
+        (dict(world=8, vpp=2), "MCORE-PS-VPP-PP"),
+        (dict(world=16, tp=2, cp=2, order="tp-dp-pp"), "MCORE-PS-ORDER-TOKEN"),
+        (dict(world=256, tp=2, pp=16, cp=8, ep=16, etp=None), "MCORE-PS-EXPERT-FOLD"),
+        (dict(world=16, tp=2, pp=2, ep=4, etp=1, order="tp-cp-ep-pp-dp"), "MCORE-PS-ORDER-PPLAST"),
+        (dict(world=8, tp=2, pp=2, ep=2, etp=1, order="tp-pp-cp-ep-dp"), "MCORE-PS-PP-GROUPS"),
+    ],
+)
 def test_invalid_grids_name_the_rule(sizes, rule):
     base = dict(tp=1, pp=1, cp=1, ep=1, etp=None)
     result = build_grid(**{**base, **sizes})
@@ -60,8 +63,30 @@ def test_mesh_json_for_a_script(capsys):
 
 
 def test_mesh_rank_narrows_groups(capsys):
-    assert main(["mesh", "--world", "16", "--tp", "2", "--cp", "2", "--pp", "2", "--ep", "4", "--etp", "1",
-                 "--rank", "13", "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "mesh",
+                "--world",
+                "16",
+                "--tp",
+                "2",
+                "--cp",
+                "2",
+                "--pp",
+                "2",
+                "--ep",
+                "4",
+                "--etp",
+                "1",
+                "--rank",
+                "13",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["groups"]["dp"] == [[9, 13]]
 

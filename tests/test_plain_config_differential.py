@@ -20,11 +20,25 @@ from shardcheck.inputs.hydra_overrides import parse_hydra_args
 from shardcheck.inputs.launch import find_launches
 
 CASES = int(os.environ.get("SHARDCHECK_CONFIG_CASES", "100"))
-LAYOUT = [f"actor_rollout_ref.{role}.megatron.{size}" for role in ("actor", "ref") for size in (
-    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-    "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size",
-    "override_transformer_config")] + ["trainer.nnodes", "trainer.n_gpus_per_node", "trainer.device",
-                                       "actor_rollout_ref.model.path", "actor_rollout_ref.actor.strategy"]
+LAYOUT = [
+    f"actor_rollout_ref.{role}.megatron.{size}"
+    for role in ("actor", "ref")
+    for size in (
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "context_parallel_size",
+        "expert_model_parallel_size",
+        "expert_tensor_parallel_size",
+        "virtual_pipeline_model_parallel_size",
+        "override_transformer_config",
+    )
+] + [
+    "trainer.nnodes",
+    "trainer.n_gpus_per_node",
+    "trainer.device",
+    "actor_rollout_ref.model.path",
+    "actor_rollout_ref.actor.strategy",
+]
 
 
 def _leaves(tree: dict, prefix: str = "") -> list[tuple[str, object]]:
@@ -46,9 +60,34 @@ def _dicts(tree: dict, prefix: str = "") -> list[str]:
     return out
 
 
-_VALUES = ["1", "2", "8", "0", "-1", "1e-6", "0.5", "true", "False", "null", "vllm", "megatron", "fsdp2", "cuda",
-           "/models/Qwen3-8B", "x-y", "'quoted'", "[1,2]", "[console,wandb]", "['a','b']", "[]",
-           "{a:1}", "${trainer.nnodes}", "???", "[[1]]", "'a\\\\b'"]
+_VALUES = [
+    "1",
+    "2",
+    "8",
+    "0",
+    "-1",
+    "1e-6",
+    "0.5",
+    "true",
+    "False",
+    "null",
+    "vllm",
+    "megatron",
+    "fsdp2",
+    "cuda",
+    "/models/Qwen3-8B",
+    "x-y",
+    "'quoted'",
+    "[1,2]",
+    "[console,wandb]",
+    "['a','b']",
+    "[]",
+    "{a:1}",
+    "${trainer.nnodes}",
+    "???",
+    "[[1]]",
+    "'a\\\\b'",
+]
 
 
 def _overrides(rng: random.Random, leaves, dicts, interpolated) -> list[str]:
@@ -102,13 +141,22 @@ def test_plain_tree_agrees_with_omegaconf(config_name):
         fast = apply_overrides(defaults, hydra.overrides)
         took_plain = fast.plain is not None
         slow = apply_overrides(defaults, hydra.overrides, fast=False)
-        keys = sorted(set(VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS + tuple(LAYOUT)
-                          + tuple(o.key for o in hydra.overrides) + tuple(rng.sample(interpolated, 2))))
+        keys = sorted(
+            set(
+                VALUE_KEYS
+                + MEMORY_KEYS
+                + FSDP_VALUE_KEYS
+                + tuple(LAYOUT)
+                + tuple(o.key for o in hydra.overrides)
+                + tuple(rng.sample(interpolated, 2))
+            )
+        )
         a, b = _read(fast, keys), _read(slow, keys)
         for key in keys:
             assert a[key] == b[key], (words, key, a[key], b[key])
-        assert [(i.kind, i.message, i.suggestion) for i in fast.issues] == \
-               [(i.kind, i.message, i.suggestion) for i in slow.issues], words
+        assert [(i.kind, i.message, i.suggestion) for i in fast.issues] == [
+            (i.kind, i.message, i.suggestion) for i in slow.issues
+        ], words
         assert fast.set_by.keys() == slow.set_by.keys() and fast.unknown == slow.unknown, words
         assert [i.source for i in fast.applied] == [i.source for i in slow.applied], words
         plain_sets += took_plain and fast.plain is not None  # answered every read without OmegaConf

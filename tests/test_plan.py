@@ -61,8 +61,9 @@ def _brute(search: _Search, space: Space, rollouts: list) -> tuple[set, int]:
     """Every member of ``space``, unpruned, judged by the rules."""
     L = space.layers
     kept, total = set(), 0
-    for tp, pp, cp, ep, etp, order in itertools.product(space.tp, space.pp, space.cp, space.ep, space.etp,
-                                                        space.orders):
+    for tp, pp, cp, ep, etp, order in itertools.product(
+        space.tp, space.pp, space.cp, space.ep, space.etp, space.orders
+    ):
         top = -(-L // pp)
         ends = [None] + list(range(max(1, top - space.end_spread), top + 1)) if pp > 1 else [None]
         for vpp, first, last in itertools.product(space.vpp, ends, ends):
@@ -85,10 +86,26 @@ def test_kept_set_equals_brute_force_layouts(moe_job):
     """World 8, Qwen3-30B-A3B: TP, PP, CP, EP, ETP, VPP and uneven stages, including sizes that do not
     divide (3): the planner's kept set is exactly the set ``check`` accepts."""
     _, job = moe_job
-    space = Space(world=8, layers=48, heads=32, kv_heads=4, experts=128, orders=("tp-cp-ep-dp-pp",),
-                  tp=(1, 2, 3, 4), pp=(1, 2, 3, 4), cp=(1, 2, 3), ep=(1, 2, 4, 8), etp=(None, 1, 2),
-                  vpp=(None, 2), end_spread=1, recompute=RC[:1], distributed_optimizer=(True,), offload=(False,),
-                  rollout_tp=(2,), rollout_dp=(1,))
+    space = Space(
+        world=8,
+        layers=48,
+        heads=32,
+        kv_heads=4,
+        experts=128,
+        orders=("tp-cp-ep-dp-pp",),
+        tp=(1, 2, 3, 4),
+        pp=(1, 2, 3, 4),
+        cp=(1, 2, 3),
+        ep=(1, 2, 4, 8),
+        etp=(None, 1, 2),
+        vpp=(None, 2),
+        end_spread=1,
+        recompute=RC[:1],
+        distributed_optimizer=(True,),
+        offload=(False,),
+        rollout_tp=(2,),
+        rollout_dp=(1,),
+    )
     result = plan_job(job, space=space, keep_all=True)
     planned = {(p.layout, p.memory, p.rollout) for p in result.plans}
     search = _Search(job, find_device("h200"), result.margin, space)
@@ -100,14 +117,31 @@ def test_kept_set_equals_brute_force_layouts(moe_job):
 def test_kept_set_equals_brute_force_memory_and_rollout(moe_job):
     """Recompute, distributed optimizer, offload and the rollout's TP / DP / EP, for two training layouts."""
     _, job = moe_job
-    space = Space(world=8, layers=48, heads=32, kv_heads=4, experts=128, orders=("tp-cp-ep-dp-pp",),
-                  tp=(2,), pp=(1, 2), cp=(1,), ep=(4,), etp=(None,), vpp=(None,), uneven=False, end_spread=0,
-                  recompute=("auto",), rollout_tp=(1, 2, 3, 4, 8), rollout_dp=(1, 2, 3, 4, 8))
+    space = Space(
+        world=8,
+        layers=48,
+        heads=32,
+        kv_heads=4,
+        experts=128,
+        orders=("tp-cp-ep-dp-pp",),
+        tp=(2,),
+        pp=(1, 2),
+        cp=(1,),
+        ep=(4,),
+        etp=(None,),
+        vpp=(None,),
+        uneven=False,
+        end_spread=0,
+        recompute=("auto",),
+        rollout_tp=(1, 2, 3, 4, 8),
+        rollout_dp=(1, 2, 3, 4, 8),
+    )
     result = plan_job(job, space=space, keep_all=True)
     planned = {(p.layout, p.memory, p.rollout) for p in result.plans}
     search = _Search(job, find_device("h200"), result.margin, space)
-    rollouts = [Rollout(tp, dp, ep) for tp in space.rollout_tp for dp in space.rollout_dp
-                for ep in sorted({1, tp * dp, 2})]
+    rollouts = [
+        Rollout(tp, dp, ep) for tp in space.rollout_tp for dp in space.rollout_dp for ep in sorted({1, tp * dp, 2})
+    ]
     from shardcheck.plan.space import recompute_options
 
     brute = set()
@@ -187,8 +221,24 @@ def test_cli_plan_json_schema(moe_job, capsys):
 def test_cli_plan_bad_input(capsys):
     from shardcheck.cli import main
 
-    assert main(["plan", "--model", "Qwen3-8B", "--world", "12", "--devices-per-node", "8", "--device", "h100",
-                 "--seq-len", "4096"]) == 2
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "Qwen3-8B",
+                "--world",
+                "12",
+                "--devices-per-node",
+                "8",
+                "--device",
+                "h100",
+                "--seq-len",
+                "4096",
+            ]
+        )
+        == 2
+    )
     assert "multiple of --devices-per-node" in capsys.readouterr().err
 
 
@@ -196,9 +246,20 @@ def test_cli_plan_bad_input(capsys):
 
 
 def _gpt(layers=24, hidden=2048, heads=16, vocab=51200) -> Architecture:
-    return Architecture(model_type="gpt", num_layers=layers, hidden=hidden, ffn=4 * hidden, heads=heads,
-                        kv_heads=heads, head_dim=hidden // heads, vocab=vocab, tied=False, qk_layernorm=False,
-                        qkv_bias=False, gated=False)
+    return Architecture(
+        model_type="gpt",
+        num_layers=layers,
+        hidden=hidden,
+        ffn=4 * hidden,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads,
+        vocab=vocab,
+        tied=False,
+        qk_layernorm=False,
+        qkv_bias=False,
+        gated=False,
+    )
 
 
 @pytest.mark.parametrize("layers,hidden,seq", [(24, 2048, 2048), (96, 12288, 2048), (80, 8192, 4096)])
@@ -239,9 +300,21 @@ def test_layout_part_matches_megatron_core():
     megatron-core (initialize_model_parallel on the fake process group, TransformerConfig, the layer split)
     accepts exactly those."""
     world, layers, heads, experts = 8, 24, 24, 24
-    space = Space(world=world, layers=layers, heads=heads, kv_heads=heads, experts=experts,
-                  orders=("tp-cp-ep-dp-pp",), tp=(1, 2, 3, 4), pp=(1, 2, 3, 4), cp=(1, 2, 3), ep=(1, 2, 3, 4),
-                  etp=(1, 2), vpp=(None, 2), end_spread=1)
+    space = Space(
+        world=world,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        experts=experts,
+        orders=("tp-cp-ep-dp-pp",),
+        tp=(1, 2, 3, 4),
+        pp=(1, 2, 3, 4),
+        cp=(1, 2, 3),
+        ep=(1, 2, 3, 4),
+        etp=(1, 2),
+        vpp=(None, 2),
+        end_spread=1,
+    )
     planned = set(train_layouts(space))
     cases, raw = [], []
     for tp, pp, cp, ep, etp, vpp in itertools.product(space.tp, space.pp, space.cp, space.ep, space.etp, space.vpp):
@@ -249,17 +322,41 @@ def test_layout_part_matches_megatron_core():
         ends = [None] + list(range(top - 1, top + 1)) if pp > 1 else [None]
         for first, last in itertools.product(ends, ends):
             raw.append(TrainLayout(tp, pp, cp, ep, etp, vpp, first, last, "tp-cp-ep-dp-pp"))
-            model = {"num_layers": layers, "hidden_size": 48 * heads, "num_attention_heads": heads,
-                     "num_query_groups": heads, "num_moe_experts": experts, "ffn_hidden_size": 96,
-                     "moe_ffn_hidden_size": 48, "add_bias_linear": False}
+            model = {
+                "num_layers": layers,
+                "hidden_size": 48 * heads,
+                "num_attention_heads": heads,
+                "num_query_groups": heads,
+                "num_moe_experts": experts,
+                "ffn_hidden_size": 96,
+                "moe_ffn_hidden_size": 48,
+                "add_bias_linear": False,
+            }
             if first is not None:
                 model["num_layers_in_first_pipeline_stage"] = first
             if last is not None:
                 model["num_layers_in_last_pipeline_stage"] = last
-            cases.append({"world": world, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "etp": etp, "vpp": vpp,
-                          "order": "tp-cp-ep-dp-pp", "model": model})
-    proc = subprocess.run([sys.executable, "-m", "shardcheck.verify.worker", "--jobs", "2"], input=json.dumps(cases),
-                          capture_output=True, text=True, timeout=600, check=False)
+            cases.append(
+                {
+                    "world": world,
+                    "tp": tp,
+                    "pp": pp,
+                    "cp": cp,
+                    "ep": ep,
+                    "etp": etp,
+                    "vpp": vpp,
+                    "order": "tp-cp-ep-dp-pp",
+                    "model": model,
+                }
+            )
+    proc = subprocess.run(
+        [sys.executable, "-m", "shardcheck.verify.worker", "--jobs", "2"],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout)
     accepted = {t for t, r in zip(raw, results) if r["valid"] and r["config_valid"]}

@@ -35,8 +35,11 @@ def fixture_repo(tmp_path_factory):
     if not have_git() or not (ROOT / ".git").exists():
         pytest.skip("needs git and a git checkout of shardcheck")
     repo = init_repo(tmp_path_factory.mktemp("precommit") / "jobs")
-    (repo / "good.sh").write_text(AFTER.read_text().replace("actor_rollout_ref.actor.megatron.grad_offload=",
-                                                            "actor_rollout_ref.actor.megatron.param_offload="))
+    (repo / "good.sh").write_text(
+        AFTER.read_text().replace(
+            "actor_rollout_ref.actor.megatron.grad_offload=", "actor_rollout_ref.actor.megatron.param_offload="
+        )
+    )
     (repo / "bad.sh").write_text((CASES / "qwen3_235b_256k_etp_unset.sh").read_text())
     (repo / "helpers.sh").write_text("#!/bin/bash\n# sourced by the launchers\nexport LOG_DIR=/tmp/logs\n")
     (repo / "notes.txt").write_text("not a shell file\n")
@@ -47,8 +50,15 @@ def fixture_repo(tmp_path_factory):
 def _try_repo(repo: Path, *files: str) -> subprocess.CompletedProcess:
     env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(repo.parent / "cache"), "PRE_COMMIT_COLOR": "never"}
     env.pop("VIRTUAL_ENV", None)
-    done = subprocess.run([*_pre_commit(), "try-repo", str(ROOT), "shardcheck", "--verbose", "--files", *files],
-                          cwd=repo, capture_output=True, text=True, env=env, timeout=900, check=False)
+    done = subprocess.run(
+        [*_pre_commit(), "try-repo", str(ROOT), "shardcheck", "--verbose", "--files", *files],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
     if "An unexpected error has occurred" in done.stdout + done.stderr and "pip" in done.stdout + done.stderr:
         log = repo.parent / "cache" / "pre-commit.log"
         reason = log.read_text()[-600:] if log.exists() else (done.stdout + done.stderr)[-600:]

@@ -13,9 +13,15 @@ from shardcheck.models.facts import load_model, match_preset
 CASE = "tests/data/cases/qwen3_235b_256k_after.sh"
 
 
-@pytest.mark.parametrize(("name", "preset"), [("Qwen3-8B", "Qwen3-8B"), ("qwen3-8b", "Qwen3-8B"),
-                                              ("Meta-Llama-3.1-8B", "Llama-3.1-8B"),
-                                              ("Qwen3-235B-A22B-Instruct-2507", "Qwen3-235B-A22B-Instruct-2507")])
+@pytest.mark.parametrize(
+    ("name", "preset"),
+    [
+        ("Qwen3-8B", "Qwen3-8B"),
+        ("qwen3-8b", "Qwen3-8B"),
+        ("Meta-Llama-3.1-8B", "Llama-3.1-8B"),
+        ("Qwen3-235B-A22B-Instruct-2507", "Qwen3-235B-A22B-Instruct-2507"),
+    ],
+)
 def test_preset_by_name_or_alias(name, preset):
     assert match_preset(name) == preset
 
@@ -28,9 +34,19 @@ def test_preset_never_by_prefix(name):
     assert model is None and "different model" in problem
 
 
-@pytest.mark.parametrize(("text", "name"), [("h200", "H200-SXM-141GB"), ("h20", "H20-96GB"), ("a100-80", "A100-80GB-SXM"),
-                                            ("910c", "Ascend-910C"), ("l40s", "L40S-48GB"), ("mi355x", "MI355X"),
-                                            ("gb200", "GB200"), ("4090", "RTX-4090-24GB")])
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("h200", "H200-SXM-141GB"),
+        ("h20", "H20-96GB"),
+        ("a100-80", "A100-80GB-SXM"),
+        ("910c", "Ascend-910C"),
+        ("l40s", "L40S-48GB"),
+        ("mi355x", "MI355X"),
+        ("gb200", "GB200"),
+        ("4090", "RTX-4090-24GB"),
+    ],
+)
 def test_device_presets(text, name):
     assert find_device(text).name == name
 
@@ -59,10 +75,12 @@ def _oom(tmp_path, model: str):
     from shardcheck.api import check
 
     path = tmp_path / "run.sh"
-    path.write_text("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer "
-                    f"actor_rollout_ref.model.path=/models/{model} trainer.nnodes=1 trainer.n_gpus_per_node=8 "
-                    "data.train_batch_size=8 actor_rollout_ref.actor.ppo_mini_batch_size=8 "
-                    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 algorithm.adv_estimator=grpo\n")
+    path.write_text(
+        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer "
+        f"actor_rollout_ref.model.path=/models/{model} trainer.nnodes=1 trainer.n_gpus_per_node=8 "
+        "data.train_batch_size=8 actor_rollout_ref.actor.ppo_mini_batch_size=8 "
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 algorithm.adv_estimator=grpo\n"
+    )
     return [f for f in check(path).findings if f.rule == "MEM-TRAIN-OOM"]
 
 

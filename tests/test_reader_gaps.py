@@ -51,7 +51,7 @@ def test_case_with_unknown_subject_names_the_variable(tmp_path):
 
 
 def test_case_without_a_match_runs_nothing(tmp_path):
-    text = f'TP=1\ncase big in small) TP=2 ;; esac\n{V} {TP}=$TP\n'
+    text = f"TP=1\ncase big in small) TP=2 ;; esac\n{V} {TP}=$TP\n"
     assert _job(tmp_path, text).layout("actor").tp.value == 1
 
 
@@ -70,13 +70,13 @@ def test_test_and_or_assignment(tmp_path, flag, vpp):
 
 
 def test_test_and_or_unknown_is_unknown(tmp_path):
-    text = f'[ -f /etc/x ] && VPP=2 || VPP=null\n{V} {VPP}=$VPP\n'
+    text = f"[ -f /etc/x ] && VPP=2 || VPP=null\n{V} {VPP}=$VPP\n"
     vpp = _job(tmp_path, text).layout("actor").vpp
     assert not vpp.known and "line 1" in vpp.unknown
 
 
 def test_plain_and_list_still_runs_both(tmp_path):
-    text = f'cd /tmp && {V} {TP}=2\n'
+    text = f"cd /tmp && {V} {TP}=2\n"
     assert _job(tmp_path, text).layout("actor").tp.value == 2
 
 
@@ -91,8 +91,9 @@ def test_escaped_space_before_comment(tmp_path):
     assert "SHELL-CONTINUATION" not in silent and "HYDRA-OVERRIDE" not in silent
 
 
-@pytest.mark.parametrize(("tail", "expect"), [("\n", "unexpected token `newline'"),
-                                               (" \\\n  trainer.nnodes=1\n", "reads as redirections")])
+@pytest.mark.parametrize(
+    ("tail", "expect"), [("\n", "unexpected token `newline'"), (" \\\n  trainer.nnodes=1\n", "reads as redirections")]
+)
 def test_placeholder_is_shell_syntax(tmp_path, tail, expect):
     text = f"{V} \\\n  actor_rollout_ref.model.path=<your model path>{tail}"
     finding = _rules(tmp_path, text)["SHELL-SYNTAX"]
@@ -116,9 +117,11 @@ def test_real_redirections_are_not_placeholders(tmp_path):
 
 @pytest.mark.parametrize("entry", ['python3 "${SLIME_DIR}/train.py"', "python3 ${SLIME_DIR}/train.py"])
 def test_unknown_directory_known_file_name(tmp_path, entry):
-    text = (f"ray job submit -- {entry} --actor-num-nodes 1 --actor-num-gpus-per-node 8 --rollout-num-gpus 8 "
-            "--rollout-num-gpus-per-engine 8 --rollout-batch-size 32 --n-samples-per-prompt 8 "
-            "--global-batch-size 256 --tensor-model-parallel-size 2\n")
+    text = (
+        f"ray job submit -- {entry} --actor-num-nodes 1 --actor-num-gpus-per-node 8 --rollout-num-gpus 8 "
+        "--rollout-num-gpus-per-engine 8 --rollout-batch-size 32 --n-samples-per-prompt 8 "
+        "--global-batch-size 256 --tensor-model-parallel-size 2\n"
+    )
     job = _job(tmp_path, text)
     assert job.framework == "slime" and job.layout("actor").tp.value == 2
 

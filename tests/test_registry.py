@@ -32,8 +32,11 @@ def test_lower_layers_name_no_rule_ids():
     current = set(all_rules())
     for folder in ("inputs", "mesh", "frameworks", "memory", "models"):
         for path in (SRC / folder).rglob("*.py"):
-            strings = {n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)
-                       and isinstance(n.value, str)}
+            strings = {
+                n.value
+                for n in ast.walk(ast.parse(path.read_text()))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            }
             assert not strings & current, (path, strings & current)
 
 

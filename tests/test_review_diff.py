@@ -42,18 +42,25 @@ def test_the_256k_change_shows_sizes_locality_and_memory():
     # findings: the locality warning is resolved, the unknown key (grad_offload) kept
     assert [f.rule for f in d.resolved] == ["MCORE-PS-LOCALITY"]
     assert [f.rule for f in d.kept] == ["VERL-CFG-UNKNOWN-KEY"] and d.new == []
-    assert d.summary.startswith("after: will not start (VERL-CFG-UNKNOWN-KEY); the Megatron-Core layout itself is "
-                                "valid with megatron-core ≥ 0.10")
+    assert d.summary.startswith(
+        "after: will not start (VERL-CFG-UNKNOWN-KEY); the Megatron-Core layout itself is "
+        "valid with megatron-core ≥ 0.10"
+    )
 
 
 def test_summary_names_a_valid_after_side_and_a_new_error(tmp_path):
     fixed = tmp_path / "fixed.sh"
-    fixed.write_text(AFTER.read_text().replace("actor_rollout_ref.actor.megatron.grad_offload=${all_offload}",
-                                               "actor_rollout_ref.actor.megatron.param_offload=${all_offload}"))
+    fixed.write_text(
+        AFTER.read_text().replace(
+            "actor_rollout_ref.actor.megatron.grad_offload=${all_offload}",
+            "actor_rollout_ref.actor.megatron.param_offload=${all_offload}",
+        )
+    )
     [d] = diff_files(str(BEFORE), str(fixed))
     assert d.summary.startswith("after: valid on verl 0.9.1 with megatron-core ≥ 0.10;"), d.summary
-    assert [f.rule for f in d.resolved] == ["MCORE-PS-LOCALITY", "VERL-CFG-UNKNOWN-KEY"] or \
-        sorted(f.rule for f in d.resolved) == ["MCORE-PS-LOCALITY", "VERL-CFG-UNKNOWN-KEY"]
+    assert [f.rule for f in d.resolved] == ["MCORE-PS-LOCALITY", "VERL-CFG-UNKNOWN-KEY"] or sorted(
+        f.rule for f in d.resolved
+    ) == ["MCORE-PS-LOCALITY", "VERL-CFG-UNKNOWN-KEY"]
     assert d.exit_code == 0
     [d2] = diff_files(str(AFTER), str(CASES / "qwen3_235b_256k_etp_unset.sh"))
     assert "MCORE-PS-EXPERT-FOLD" in [f.rule for f in d2.new], [f.rule for f in d2.new]
@@ -93,8 +100,9 @@ def test_git_range_reads_both_sides_from_objects(tmp_path, monkeypatch):
     # findings are named by the path in the repository, not the temporary tree; their lines as committed
     assert all(f.path == "scripts/run.sh" for f in d.kept + d.resolved)
     assert (26, "train_ep=32") in d.before.context[("scripts/run.sh", 26)]
-    assert (61, "    actor_rollout_ref.actor.megatron.grad_offload=${all_offload}") in \
-        d.after.context[("scripts/run.sh", 61)]
+    assert (61, "    actor_rollout_ref.actor.megatron.grad_offload=${all_offload}") in d.after.context[
+        ("scripts/run.sh", 61)
+    ]
 
 
 @needs_git
@@ -128,7 +136,7 @@ def test_git_sides_resolve_sourced_files_and_settings_as_committed(tmp_path, mon
     (repo / "pyproject.toml").write_text('[tool.shardcheck]\nignore = ["VERL-CFG-UNKNOWN-KEY"]\n')
     first = commit_all(repo, "ep 32")
     (repo / "jobs" / "common" / "layout.sh").write_text("train_ep=16\n")
-    (repo / "pyproject.toml").write_text('[tool.shardcheck]\nignore = []\n')
+    (repo / "pyproject.toml").write_text("[tool.shardcheck]\nignore = []\n")
     second = commit_all(repo, "ep 16")
     monkeypatch.chdir(tmp_path)
     [d] = diff_git(f"{first}..{second}", [str(repo / "jobs" / "run.sh")], cwd=repo)
@@ -172,9 +180,13 @@ def test_cli_diff_exit_codes_and_bad_input(tmp_path, monkeypatch, capsys):
 
     from shardcheck.report.json_report import JSON_VERSION
 
-    validate_report({"version": JSON_VERSION, "results": [entry["before"], entry["after"]],
-                     "summary": {"files": 2, "judged": 2, "skipped": 0, "failed": 0, "errors": 2, "warnings": 1,
-                                 "infos": 0}})
+    validate_report(
+        {
+            "version": JSON_VERSION,
+            "results": [entry["before"], entry["after"]],
+            "summary": {"files": 2, "judged": 2, "skipped": 0, "failed": 0, "errors": 2, "warnings": 1, "infos": 0},
+        }
+    )
     assert doc["check_version"] == JSON_VERSION
     assert main(["diff", "--git", f"{first}..{second}", "--exit-zero"]) == 0
     capsys.readouterr()
@@ -190,8 +202,12 @@ def test_cli_diff_exit_codes_and_bad_input(tmp_path, monkeypatch, capsys):
 
 
 def test_cli_diff_of_two_files_via_the_command(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "shardcheck", "diff", str(BEFORE), str(AFTER), "--format", "markdown"],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "shardcheck", "diff", str(BEFORE), str(AFTER), "--format", "markdown"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 1, done.stderr
     assert "| actor EP | 32 | **16** |" in done.stdout
     assert "| EP | 32: 8 of 8 cross nodes | **16: all inside a node** |" in done.stdout

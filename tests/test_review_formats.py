@@ -36,8 +36,10 @@ def test_sarif_of_check_is_valid_and_complete(capsys, monkeypatch, tmp_path):
     helper = tmp_path / "helper.sh"
     helper.write_text("echo hello\n")  # no launch: skipped, as check skips it
     missing = tmp_path / "missing.sh"
-    code, out = _run(["check", "--format", "sarif", *PAIR, str(CASES / "qwen3_235b_256k_etp_unset.sh"), str(helper),
-                      str(missing)], capsys)
+    code, out = _run(
+        ["check", "--format", "sarif", *PAIR, str(CASES / "qwen3_235b_256k_etp_unset.sh"), str(helper), str(missing)],
+        capsys,
+    )
     assert code == 1  # the exit status is the check's, whatever the format
     log = json.loads(out)
     errors = sorted(_validator().iter_errors(log), key=str)
@@ -66,8 +68,16 @@ def test_sarif_of_check_is_valid_and_complete(capsys, monkeypatch, tmp_path):
 
 
 def test_sarif_of_diff_marks_new_and_unchanged(capsys):
-    code, out = _run(["diff", "--format", "sarif", str(CASES / "qwen3_235b_256k_after.sh"),
-                      str(CASES / "qwen3_235b_256k_etp_unset.sh")], capsys)
+    code, out = _run(
+        [
+            "diff",
+            "--format",
+            "sarif",
+            str(CASES / "qwen3_235b_256k_after.sh"),
+            str(CASES / "qwen3_235b_256k_etp_unset.sh"),
+        ],
+        capsys,
+    )
     assert code == 1
     log = json.loads(out)
     assert not list(_validator().iter_errors(log))
@@ -79,11 +89,15 @@ def test_sarif_validation_can_fail():
     """The schema check is not vacuous: a log without a tool, or with a bad level, is rejected."""
     v = _validator()
     assert list(v.iter_errors({"version": "2.1.0", "runs": [{"results": []}]}))
-    bad_level = {"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "x"}},
-                                               "results": [{"message": {"text": "m"}, "level": "fatal"}]}]}
+    bad_level = {
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "x"}}, "results": [{"message": {"text": "m"}, "level": "fatal"}]}],
+    }
     assert list(v.iter_errors(bad_level))
-    relative_help = {"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "x", "rules": [
-        {"id": "R", "helpUri": "docs/rules/R.md"}]}}}]}
+    relative_help = {
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "x", "rules": [{"id": "R", "helpUri": "docs/rules/R.md"}]}}}],
+    }
     assert list(v.iter_errors(relative_help))  # helpUri must be absolute: hence SHARDCHECK_DOCS_URL
 
 
@@ -91,8 +105,10 @@ def test_github_commands(capsys):
     code, out = _run(["check", "--format", "github", str(CASES / "qwen3_235b_256k_etp_unset.sh")], capsys)
     assert code == 1
     lines = out.splitlines()
-    assert any(line.startswith(f"::error file={CASES}/qwen3_235b_256k_etp_unset.sh,line=26,title=MCORE-PS-EXPERT-FOLD::")
-               for line in lines), lines
+    assert any(
+        line.startswith(f"::error file={CASES}/qwen3_235b_256k_etp_unset.sh,line=26,title=MCORE-PS-EXPERT-FOLD::")
+        for line in lines
+    ), lines
     assert any(line.startswith("::warning ") for line in lines)
     assert all(line.startswith("::") and "\n" not in line for line in lines)
 
@@ -105,8 +121,17 @@ def test_github_escaping():
 
 def test_junit(capsys, tmp_path):
     bad = tmp_path / "missing.sh"
-    code, out = _run(["check", "--format", "junit", str(CASES / "qwen3_235b_256k_etp_unset.sh"), str(bad),
-                      str(CASES / "qwen3_235b_256k_before.sh")], capsys)
+    code, out = _run(
+        [
+            "check",
+            "--format",
+            "junit",
+            str(CASES / "qwen3_235b_256k_etp_unset.sh"),
+            str(bad),
+            str(CASES / "qwen3_235b_256k_before.sh"),
+        ],
+        capsys,
+    )
     assert code == 1
     root = ET.fromstring(out.split("\n", 1)[1])
     suite = root.find("testsuite")

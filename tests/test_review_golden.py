@@ -49,4 +49,5 @@ def test_golden(name, capsys, monkeypatch):
     assert target.exists(), f"no golden file {target}; run SHARDCHECK_UPDATE_GOLDEN=1 pytest {__file__}"
     assert out == target.read_text(encoding="utf-8"), (
         f"{name} differs from {target}; if the change is meant, regenerate with "
-        f"SHARDCHECK_UPDATE_GOLDEN=1 pytest tests/test_review_golden.py and review the diff")
+        f"SHARDCHECK_UPDATE_GOLDEN=1 pytest tests/test_review_golden.py and review the diff"
+    )

@@ -42,8 +42,10 @@ def test_every_rule_has_a_case_file():
 def test_bad_case_reports_exactly(tmp_path, rule_id):
     bad = CASES[rule_id][0]
     found, _ = run_case(bad, tmp_path)
-    got = [(f.line, f.message.replace(str(tmp_path), "{tmp}"), f.fix.replace(str(tmp_path), "{tmp}") if f.fix else None)
-           for f in found]
+    got = [
+        (f.line, f.message.replace(str(tmp_path), "{tmp}"), f.fix.replace(str(tmp_path), "{tmp}") if f.fix else None)
+        for f in found
+    ]
     assert got == [(e.line, e.message, e.fix) for e in bad.expect]
     for f in found:
         assert f.severity == all_rules()[rule_id].severity

@@ -39,8 +39,11 @@ def _case_input(case):
 
 
 # rule id -> (bad, good): each rule's cases, from its case file.
-CASES = {rid: (_case_input(bad), _case_input(good)) for rid, (bad, good) in rule_cases().items()
-         if bad.launch not in ("script", "missing")}
+CASES = {
+    rid: (_case_input(bad), _case_input(good))
+    for rid, (bad, good) in rule_cases().items()
+    if bad.launch not in ("script", "missing")
+}
 # The memory rules' cases name their device (and host RAM), as `--device` / `--host-memory` would.
 DEVICES = {rid: bad.device for rid, (bad, _) in rule_cases().items() if bad.device}
 HOST_MEMORY = {rid: bad.host_memory for rid, (bad, _) in rule_cases().items() if bad.host_memory}
@@ -95,8 +98,10 @@ def test_model_rules_are_skipped_without_a_model(tmp_path):
 
 
 def test_ref_layout_is_judged_when_it_differs(tmp_path):
-    text = script(f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
-                  "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=3")
+    text = script(
+        f"actor_rollout_ref.actor.use_kl_loss=True {M}.tensor_model_parallel_size=2 "
+        "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=3"
+    )
     found, result = rule_findings(tmp_path, text, "MCORE-PS-WORLD")
     assert [f.role for f in found] == ["ref"]
 
@@ -104,8 +109,9 @@ def test_ref_layout_is_judged_when_it_differs(tmp_path):
 def test_local_config_json_is_used(tmp_path):
     model = tmp_path / "mymodel"
     model.mkdir()
-    (model / "config.json").write_text('{"num_hidden_layers": 10, "num_attention_heads": 12, '
-                                       '"num_key_value_heads": 12, "hidden_size": 768}')
+    (model / "config.json").write_text(
+        '{"num_hidden_layers": 10, "num_attention_heads": 12, "num_key_value_heads": 12, "hidden_size": 768}'
+    )
     text = script(f"{M}.pipeline_model_parallel_size=4").replace("/models/Qwen3-30B-A3B", str(model))
     found, result = rule_findings(tmp_path, text, "MCORE-BUILD-LAYERS-PP")
     assert found and result.job.model.source.startswith("config.json at")
@@ -119,22 +125,27 @@ def test_an_unknown_argument_leaves_the_verdict_undecided(tmp_path):
 
 
 def test_a_layout_behind_an_unknown_if_is_still_judged(tmp_path):
-    text = script('"${A[@]}"', before="A=(actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3)\n"
-                                      "if [ -f /x ]; then :; fi")
+    text = script(
+        '"${A[@]}"',
+        before="A=(actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3)\nif [ -f /x ]; then :; fi",
+    )
     found, _ = rule_findings(tmp_path, text, "MCORE-PS-WORLD")
     assert found
 
 
 def test_other_engines_configs_are_read(tmp_path):
-    text = ("python3 -m verl.trainer.main_ppo model_engine=veomni "
-            "actor_rollout_ref.actor.veomni.enable_full_shard=True\n")
+    text = (
+        "python3 -m verl.trainer.main_ppo model_engine=veomni actor_rollout_ref.actor.veomni.enable_full_shard=True\n"
+    )
     found, result = rule_findings(tmp_path, text, "VERL-CFG-UNKNOWN-KEY")
     assert not found and result.job.config_name == "ppo_veomni_trainer"
 
 
 def test_a_recipe_config_makes_defaults_unknown_not_assumed(tmp_path):
-    text = ("python3 -m recipe.dapo.main_dapo --config-path=config --config-name=dapo_trainer "
-            f"{M}.tensor_model_parallel_size=2 some.recipe.key=1\n")
+    text = (
+        "python3 -m recipe.dapo.main_dapo --config-path=config --config-name=dapo_trainer "
+        f"{M}.tensor_model_parallel_size=2 some.recipe.key=1\n"
+    )
     path = tmp_path / "run.sh"
     path.write_text(text)
     result = check(path)
@@ -173,6 +184,7 @@ def test_the_critic_engine_creates_the_process_groups(tmp_path):
     """verl's default estimator (gae) uses a Megatron critic, built first: its sizes must follow the actor's."""
     found, _ = rule_findings(tmp_path, script(f"{M}.tensor_model_parallel_size=2"), "VERL-MC-ONE-INIT")
     assert found and "critic" in found[0].message and "critic.megatron.tensor_model_parallel_size=2" in found[0].fix
-    quiet, _ = rule_findings(tmp_path, script(f"{M}.tensor_model_parallel_size=2 algorithm.adv_estimator=grpo"),
-                             "VERL-MC-ONE-INIT")
+    quiet, _ = rule_findings(
+        tmp_path, script(f"{M}.tensor_model_parallel_size=2 algorithm.adv_estimator=grpo"), "VERL-MC-ONE-INIT"
+    )
     assert not quiet  # no critic: the actor's sizes create the groups

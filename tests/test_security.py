@@ -204,8 +204,17 @@ LEAKS = [
 
 
 @pytest.mark.parametrize("override", LEAKS)
-@pytest.mark.parametrize("command", [["check"], ["check", "--format", "json"], ["memory"],
-                                     ["memory", "--format", "json"], ["mesh"], ["mesh", "--format", "json"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check"],
+        ["check", "--format", "json"],
+        ["memory"],
+        ["memory", "--format", "json"],
+        ["mesh"],
+        ["mesh", "--format", "json"],
+    ],
+)
 def test_environment_never_printed(override, command, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SECRET_TOKEN", SECRET)
     script = _verl_script(tmp_path, override, "trainer.total_training_steps=${trainer.project_name}")
@@ -237,6 +246,7 @@ def test_oc_env_takes_the_env_option(tmp_path):
 
 
 # ---- source: only what the launch's own tree shows everyone, or --allow-source ----
+
 
 def _sourcing(tmp_path: Path, target: str) -> Path:
     script = tmp_path / "job" / "run.sh"
@@ -294,8 +304,10 @@ def test_file_outside_the_tree_is_not_sourced(tmp_path, how, capsys):
 
 # ---- settings: the work tree's own, or --config ----
 
-BAD_WORLD = ("python3 -m verl.trainer.main_ppo model_engine=megatron "
-             "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3\n")
+BAD_WORLD = (
+    "python3 -m verl.trainer.main_ppo model_engine=megatron "
+    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3\n"
+)
 
 
 def _tree(tmp_path: Path) -> Path:
@@ -338,10 +350,19 @@ def test_settings_file_in_json_and_config_option(tmp_path, capsys):
     assert code == 0 and doc["results"][0]["settings"] == str(mine)
 
 
-@pytest.mark.parametrize("body", [
-    'ignore = [""]', 'ignore = "MCORE-"', "select = [1, 2]", "fail-on = 3", 'fail-on = ["error"]',
-    "ignore = [[]]", "shardcheck = 1", 'select = {a = 1}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        'ignore = [""]',
+        'ignore = "MCORE-"',
+        "select = [1, 2]",
+        "fail-on = 3",
+        'fail-on = ["error"]',
+        "ignore = [[]]",
+        "shardcheck = 1",
+        "select = {a = 1}",
+    ],
+)
 def test_ill_typed_settings_are_one_line_exit_2(tmp_path, body, capsys):
     script = _tree(tmp_path)
     toml = tmp_path / "shared" / "repo" / "pyproject.toml"
@@ -358,6 +379,7 @@ def test_missing_config_file_is_exit_2(tmp_path, capsys):
 
 
 # ---- the crash contract ----
+
 
 def test_internal_error_is_exit_4_one_line(monkeypatch, capsys, tmp_path):
     from shardcheck.rules import registry
@@ -378,11 +400,22 @@ def test_internal_error_is_exit_4_one_line(monkeypatch, capsys, tmp_path):
     assert code == 4 and "internal error" in json.loads(out.split("\nshardcheck: internal")[0])["error"]
 
 
-@pytest.mark.parametrize("argv", [
-    ["--world", "-8"], ["--world", "8", "--tp", "-1"], ["--world", "8", "--etp", "0"], ["--world", "0"],
-    ["--world", "8", "--vpp", "0"], ["--world", "8", "--devices-per-node", "0"], ["--world", "abc"],
-    ["--world", "8", "--rank", "-1"], ["--world", "8", "--rank", "99"], [], ["/no/such/script.sh"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--world", "-8"],
+        ["--world", "8", "--tp", "-1"],
+        ["--world", "8", "--etp", "0"],
+        ["--world", "0"],
+        ["--world", "8", "--vpp", "0"],
+        ["--world", "8", "--devices-per-node", "0"],
+        ["--world", "abc"],
+        ["--world", "8", "--rank", "-1"],
+        ["--world", "8", "--rank", "99"],
+        [],
+        ["/no/such/script.sh"],
+    ],
+)
 def test_mesh_json_is_always_json(argv, capsys):
     import json
 
@@ -428,13 +461,16 @@ def test_bad_verl_value_is_a_finding_at_its_line(override, rule, command, tmp_pa
         assert code in (0, 1)
 
 
-@pytest.mark.parametrize("old,new,rule", [
-    ("--global-batch-size 256", "--global-batch-size 0", "VALUE-BAD-RANGE"),
-    ("--num-virtual-stages-per-pipeline-rank 2", "--num-virtual-stages-per-pipeline-rank 0", "VALUE-BAD-RANGE"),
-    ("--seq-length 8192", "--seq-length 1e400", "VALUE-BAD-SIZE"),
-    ("--micro-batch-size 1", "--micro-batch-size -3", "VALUE-BAD-RANGE"),
-    ("--micro-batch-size 1", "--micro-batch-size " + "9" * 5000, "VALUE-BAD-SIZE"),
-])
+@pytest.mark.parametrize(
+    "old,new,rule",
+    [
+        ("--global-batch-size 256", "--global-batch-size 0", "VALUE-BAD-RANGE"),
+        ("--num-virtual-stages-per-pipeline-rank 2", "--num-virtual-stages-per-pipeline-rank 0", "VALUE-BAD-RANGE"),
+        ("--seq-length 8192", "--seq-length 1e400", "VALUE-BAD-SIZE"),
+        ("--micro-batch-size 1", "--micro-batch-size -3", "VALUE-BAD-RANGE"),
+        ("--micro-batch-size 1", "--micro-batch-size " + "9" * 5000, "VALUE-BAD-SIZE"),
+    ],
+)
 @pytest.mark.parametrize("command", [["check"], ["memory"], ["mesh"]])
 def test_bad_megatron_lm_flag_is_a_finding(old, new, rule, command, tmp_path, capsys):
     script = tmp_path / "pretrain.sh"
@@ -458,8 +494,10 @@ def test_verl_defaults_are_never_bad_values(config, tmp_path):
     import shardcheck
 
     script = tmp_path / "run.sh"
-    script.write_text(f"python3 -m verl.trainer.main_ppo --config-name={config} critic.enable=true "
-                      "actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.rollout.name=sglang\n")
+    script.write_text(
+        f"python3 -m verl.trainer.main_ppo --config-name={config} critic.enable=true "
+        "actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.rollout.name=sglang\n"
+    )
     result = shardcheck.check(script)
     assert not [f.message for f in result.findings if f.rule.startswith("VALUE-BAD")]
 

@@ -47,8 +47,9 @@ def _script(row: dict) -> str:
         f"trainer.nnodes={nodes} trainer.n_gpus_per_node=8 trainer.device=cuda",
     ]
     if account:
-        words.append(f"+{OTC}.account_for_embedding_in_pipeline_split=True "
-                     f"+{OTC}.account_for_loss_in_pipeline_split=True")
+        words.append(
+            f"+{OTC}.account_for_embedding_in_pipeline_split=True +{OTC}.account_for_loss_in_pipeline_split=True"
+        )
     return " \\\n    ".join(words) + "\n"
 
 
@@ -81,8 +82,10 @@ def test_published_tables_replay(table, tmp_path):
     measured = [r["tflops"] for r in rows]
     predicted = [predicted_tflops(r, tmp_path) for r in rows]
     for r, p in zip(rows, predicted):
-        print(f"{table} {r['model']:<16} {r['gpus']:>5} GPUs TP{r['tp']} PP{r['pp']} CP{r['cp']} VP{r['vpp']} "
-              f"EP{r['ep']}: measured {r['tflops']} ({r['precision']}), predicted {p:.0f} (bf16)")
+        print(
+            f"{table} {r['model']:<16} {r['gpus']:>5} GPUs TP{r['tp']} PP{r['pp']} CP{r['cp']} VP{r['vpp']} "
+            f"EP{r['ep']}: measured {r['tflops']} ({r['precision']}), predicted {p:.0f} (bf16)"
+        )
     rho = spearman(measured, predicted)
     within = sum(abs(p - m) <= 0.2 * m for p, m in zip(predicted, measured))
     print(f"{table}: spearman {rho:.2f}, within 20 %: {within} of {len(rows)}")

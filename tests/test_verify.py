@@ -27,9 +27,16 @@ CASES = Path(__file__).parent / "data" / "cases"
 SCRIPTS = ("qwen3_235b_256k_after", "qwen3_235b_256k_before", "qwen3_235b_256k_etp_unset")
 needs_megatron = pytest.mark.skipif(verify_available() is not None, reason=str(verify_available()))
 
-QWEN3_235B = ModelFacts(name="Qwen3-235B-A22B", source="test", origin=Origin(kind="model", text="test"),
-                        num_hidden_layers=94, num_attention_heads=64, num_key_value_heads=4, hidden_size=4096,
-                        num_experts=128)
+QWEN3_235B = ModelFacts(
+    name="Qwen3-235B-A22B",
+    source="test",
+    origin=Origin(kind="model", text="test"),
+    num_hidden_layers=94,
+    num_attention_heads=64,
+    num_key_value_heads=4,
+    hidden_size=4096,
+    num_experts=128,
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +44,19 @@ def verified():
     """The three known scripts (all 256 ranks compared) and two small layouts, in one worker run."""
     results = {name: check(CASES / f"{name}.sh") for name in SCRIPTS}
     small = [
-        job_from_sizes(world=64, devices_per_node=8, tp=2, pp=4, cp=2, ep=4, etp=1, vpp=2,
-                       first_stage_layers=22, last_stage_layers=24, model=QWEN3_235B),  # valid, 64 ranks
+        job_from_sizes(
+            world=64,
+            devices_per_node=8,
+            tp=2,
+            pp=4,
+            cp=2,
+            ep=4,
+            etp=1,
+            vpp=2,
+            first_stage_layers=22,
+            last_stage_layers=24,
+            model=QWEN3_235B,
+        ),  # valid, 64 ranks
         job_from_sizes(world=16, tp=4, pp=2, cp=1, ep=8, etp=2, model=QWEN3_235B),  # EP·ETP·PP = 32 > 16
         job_from_sizes(world=8, tp=2, pp=2, ep=2, etp=1),  # no model: the layout alone
     ]
@@ -49,10 +67,13 @@ def verified():
 
 
 @needs_megatron
-@pytest.mark.parametrize("name, stages", [
-    ("qwen3_235b_256k_after", [5] + [6] * 14 + [5]),
-    ("qwen3_235b_256k_before", [11] + [12] * 6 + [11]),
-])
+@pytest.mark.parametrize(
+    "name, stages",
+    [
+        ("qwen3_235b_256k_after", [5] + [6] * 14 + [5]),
+        ("qwen3_235b_256k_before", [11] + [12] * 6 + [11]),
+    ],
+)
 def test_valid_scripts_agree_with_megatron(verified, name, stages):
     report = verified[name]
     assert report.agrees, report.text()
@@ -73,14 +94,17 @@ def test_etp_unset_is_invalid_on_both_sides(verified):
     assert report.agrees, report.text()
     (engine,) = report.engines
     assert engine["megatron"]["valid"] is False
-    assert engine["megatron"]["error"] == ("RuntimeError: world_size (256) is not divisible by "
-                                           "expert_tensor_model_pipeline_parallel size (512)")
+    assert engine["megatron"]["error"] == (
+        "RuntimeError: world_size (256) is not divisible by expert_tensor_model_pipeline_parallel size (512)"
+    )
     assert engine["shardcheck"]["valid"] is False
     assert [rule for rule, _ in engine["shardcheck"]["errors"]] == ["MCORE-PS-EXPERT-FOLD"]
     # the model itself builds: verl's add_bias_linear=False allows ETP 2 with experts
     assert engine["megatron"]["config_valid"] is True
-    assert report.text().startswith("verified against megatron-core 0.16.1: agrees (megatron-core rejects it too: "
-                                    "RuntimeError: world_size (256) is not divisible by")
+    assert report.text().startswith(
+        "verified against megatron-core 0.16.1: agrees (megatron-core rejects it too: "
+        "RuntimeError: world_size (256) is not divisible by"
+    )
 
 
 @needs_megatron
@@ -111,8 +135,11 @@ def test_wrong_expectations_are_caught(verified):
     real = dict(megatron, groups={str(r): g for r, g in plan.expected.groups.items()})
     assert compare(plan.case, real, plan.expected) == []
 
-    wrong = replace(plan.expected, config_valid=False,
-                    config_errors=[("MCORE-TC-HEADS-TP", 'megatron-core: "num_attention_heads (64) must be ..."')])
+    wrong = replace(
+        plan.expected,
+        config_valid=False,
+        config_errors=[("MCORE-TC-HEADS-TP", 'megatron-core: "num_attention_heads (64) must be ..."')],
+    )
     (line,) = compare(plan.case, real, wrong)
     assert line.startswith("[actor] model build: megatron-core accepts") and "shardcheck says invalid" in line
 
@@ -126,13 +153,29 @@ def test_wrong_expectations_are_caught(verified):
 
 @needs_megatron
 def test_worker_protocol_through_the_shim():
-    case = [{"world": 8, "tp": 2, "pp": 2, "cp": 1, "ep": 2, "etp": 1, "ranks": [0, 7],
-             "model": {"num_layers": 6, "hidden_size": 256, "num_attention_heads": 4, "num_moe_experts": 4,
-                       "num_layers_in_first_pipeline_stage": 2}}]
+    case = [
+        {
+            "world": 8,
+            "tp": 2,
+            "pp": 2,
+            "cp": 1,
+            "ep": 2,
+            "etp": 1,
+            "ranks": [0, 7],
+            "model": {
+                "num_layers": 6,
+                "hidden_size": 256,
+                "num_attention_heads": 4,
+                "num_moe_experts": 4,
+                "num_layers_in_first_pipeline_stage": 2,
+            },
+        }
+    ]
     # the fixture above ran `python -m shardcheck.verify.worker`; this is the tests' shim over it
     shim = Path(__file__).parent / "oracle" / "megatron_oracle.py"
-    proc = subprocess.run([sys.executable, str(shim)], input=json.dumps(case), capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(shim)], input=json.dumps(case), capture_output=True, text=True, timeout=300, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (res,) = json.loads(proc.stdout)
     assert res["valid"] is True and res["config_valid"] is True and res["layers_per_stage"] == [2, 4]
@@ -151,9 +194,16 @@ def _plan(job):
 def _agreeing_result(plan) -> dict:
     """What megatron-core would return if it agreed with shardcheck's expectation."""
     e = plan.expected
-    return {"valid": e.valid, "error": None, "dp": e.dp, "edp": e.edp,
-            "groups": {str(r): g for r, g in (e.groups or {}).items()},
-            "config_valid": e.config_valid, "config_error": None, "layers_per_stage": e.layers_per_stage}
+    return {
+        "valid": e.valid,
+        "error": None,
+        "dp": e.dp,
+        "edp": e.edp,
+        "groups": {str(r): g for r, g in (e.groups or {}).items()},
+        "config_valid": e.config_valid,
+        "config_error": None,
+        "layers_per_stage": e.layers_per_stage,
+    }
 
 
 def test_compare_config_verdicts_and_first_error():
@@ -161,13 +211,18 @@ def test_compare_config_verdicts_and_first_error():
     plan = _plan(job)
     assert plan.expected.config_valid is False
     assert [r for r, _ in plan.expected.config_errors] == ["MCORE-TC-HEADS-TP"]
-    result = dict(_agreeing_result(plan), config_valid=False,
-                  config_error="ValueError: num_attention_heads (40) must be a multiple of "
-                               "tensor_model_parallel_size (16).")
+    result = dict(
+        _agreeing_result(plan),
+        config_valid=False,
+        config_error="ValueError: num_attention_heads (40) must be a multiple of tensor_model_parallel_size (16).",
+    )
     assert compare(plan.case, result, plan.expected) == []
     # megatron-core's first error is another check than the one shardcheck reports
-    other = dict(result, config_error="ValueError: num_query_groups (8) must be a multiple or divisor of "
-                                      "tensor_model_parallel_size (16).")
+    other = dict(
+        result,
+        config_error="ValueError: num_query_groups (8) must be a multiple or divisor of "
+        "tensor_model_parallel_size (16).",
+    )
     (line,) = compare(plan.case, other, plan.expected)
     assert "is MCORE-TC-QG-TP's check, but shardcheck reports MCORE-TC-HEADS-TP" in line
     # the same rule, but shardcheck quotes a different text
@@ -189,22 +244,31 @@ def test_compare_parallel_state_and_groups():
     assert compare(plan.case, good, plan.expected) == []
     bad = json.loads(json.dumps(good))
     bad["groups"]["3"]["tp"] = [3, 4]
-    assert compare(plan.case, bad, plan.expected) == ["[actor] rank 3 tp group: megatron-core [3, 4] != shardcheck [2, 3]"]
+    assert compare(plan.case, bad, plan.expected) == [
+        "[actor] rank 3 tp group: megatron-core [3, 4] != shardcheck [2, 3]"
+    ]
     raised = dict(good, valid=False, error="RuntimeError: world_size (16) is not divisible by 3")
     lines = compare(plan.case, raised, plan.expected)
     assert lines[0].startswith("[actor] parallel state: megatron-core raises (RuntimeError: world_size (16)")
     assert any(line.startswith("[actor] rank grid:") for line in lines)
     assert compare(plan.case, dict(good, error="OracleError: boom", valid=False), plan.expected) == [
-        "[actor] the megatron-core worker failed: OracleError: boom"]
+        "[actor] the megatron-core worker failed: OracleError: boom"
+    ]
 
 
 def test_config_rule_of_megatron_texts():
-    assert config_rule_of("AssertionError: num_layers_per_pipeline_rank 6             should be divisible by "
-                          "vp_size 4") == "MCORE-BUILD-VPP"
-    assert config_rule_of('ValueError: Using recompute_granularity: full so recompute_method must be "block" or '
-                          '"uniform"') == "MCORE-TC-RECOMPUTE"
-    assert config_rule_of("AssertionError: num_moe_experts % ep_size == 0 (128 % 48; BaseMoELayer.__init__)") == \
-        "MCORE-BUILD-EXPERTS-EP"
+    assert (
+        config_rule_of("AssertionError: num_layers_per_pipeline_rank 6             should be divisible by vp_size 4")
+        == "MCORE-BUILD-VPP"
+    )
+    assert (
+        config_rule_of('ValueError: Using recompute_granularity: full so recompute_method must be "block" or "uniform"')
+        == "MCORE-TC-RECOMPUTE"
+    )
+    assert (
+        config_rule_of("AssertionError: num_moe_experts % ep_size == 0 (128 % 48; BaseMoELayer.__init__)")
+        == "MCORE-BUILD-EXPERTS-EP"
+    )
     assert config_rule_of("ValueError: unrelated") is None
 
 
@@ -216,7 +280,10 @@ def test_model_dict_follows_verl_and_the_overrides():
     assert model["num_moe_experts"] == 128
     assert (model["num_layers_in_first_pipeline_stage"], model["num_layers_in_last_pipeline_stage"]) == (5, 5)
     assert (model["recompute_granularity"], model["recompute_method"], model["recompute_num_layers"]) == (
-        "full", "uniform", 1)
+        "full",
+        "uniform",
+        1,
+    )
     assert model["moe_token_dispatcher_type"] == "alltoall" and model["variable_seq_lengths"] is True
     assert model["add_bias_linear"] is False and model["sequence_parallel"] is True
     assert plan.case["etp"] == 1 and plan.case["world"] == 256
@@ -270,15 +337,23 @@ def test_verify_available_without_megatron(monkeypatch):
 
 
 def test_verify_does_not_import_torch_in_the_parent():
-    code = ("import sys; from shardcheck.verify import verify_available, verify_job; verify_available(); "
-            "print(sorted(m for m in ('torch', 'megatron') if m in sys.modules))")
+    code = (
+        "import sys; from shardcheck.verify import verify_available, verify_job; verify_available(); "
+        "print(sorted(m for m in ('torch', 'megatron') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.stdout.strip() == "[]", proc.stderr
 
 
 def test_report_text_lists_each_disagreement():
-    report = VerifyReport(path="x", disagreements=["[actor] DP: megatron-core 1 != shardcheck 2", "[ref] y"],
-                          megatron_version="0.16.1", engines=[{}], ranks_checked=[0], world=1)
+    report = VerifyReport(
+        path="x",
+        disagreements=["[actor] DP: megatron-core 1 != shardcheck 2", "[ref] y"],
+        megatron_version="0.16.1",
+        engines=[{}],
+        ranks_checked=[0],
+        world=1,
+    )
     assert not report.agrees
     assert report.text().splitlines() == [
         "verified against megatron-core 0.16.1: disagrees: [actor] DP: megatron-core 1 != shardcheck 2",
@@ -294,8 +369,10 @@ def test_cli_check_and_mesh_verify(capsys):
 
     assert main(["check", str(EXAMPLE), "--verify"]) == 0
     assert "verified against megatron-core 0.16.1: agrees" in capsys.readouterr().out
-    assert main(["mesh", "--world", "16", "--tp", "2", "--cp", "2", "--pp", "2", "--ep", "4", "--etp", "1",
-                 "--verify"]) == 0
+    assert (
+        main(["mesh", "--world", "16", "--tp", "2", "--cp", "2", "--pp", "2", "--ep", "4", "--etp", "1", "--verify"])
+        == 0
+    )
     assert "agrees (16 ranks" in capsys.readouterr().out
 
 
@@ -303,7 +380,8 @@ def test_cli_verify_without_megatron_says_how_to_install(monkeypatch, capsys):
     import shardcheck.verify as verify
     from shardcheck.cli import EXAMPLE, main
 
-    monkeypatch.setattr(verify, "verify_available", lambda: "--verify needs torch and megatron-core: "
-                                                            "pip install 'shardcheck[verify]'")
+    monkeypatch.setattr(
+        verify, "verify_available", lambda: "--verify needs torch and megatron-core: pip install 'shardcheck[verify]'"
+    )
     assert main(["check", str(EXAMPLE), "--verify"]) == 2
     assert "pip install 'shardcheck[verify]'" in capsys.readouterr().err

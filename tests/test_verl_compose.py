@@ -71,184 +71,422 @@ class Case:
 
 
 OTC_DEFAULT = {
-    "recompute_granularity": None, "recompute_modules": ["core_attn"], "recompute_method": None,
-    "recompute_num_layers": None, "attention_backend": "flash",
+    "recompute_granularity": None,
+    "recompute_modules": ["core_attn"],
+    "recompute_method": None,
+    "recompute_num_layers": None,
+    "attention_backend": "flash",
 }
-SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
-         "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size")
+SIZES = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "virtual_pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+)
 
 SYNTHETIC = [
-    Case("no_overrides", "", expect={
-        M: {f"{R}.megatron.{s}": v for s, v in zip(SIZES, (1, 1, None, 1, 1, None))}
-        | {f"{R}.megatron.override_transformer_config": OTC_DEFAULT,
-           f"{A}.megatron.override_transformer_config": OTC_DEFAULT,
-           "critic.forward_max_token_len_per_gpu": 32768},
-    }, rejects={M: (), F: ()}),
-    Case("actor_megatron_sizes_followed_by_ref", " ".join([
-        f"{A}.megatron.tensor_model_parallel_size=4", f"{A}.megatron.pipeline_model_parallel_size=8",
-        f"{A}.megatron.virtual_pipeline_model_parallel_size=2", f"{A}.megatron.context_parallel_size=2",
-        f"{A}.megatron.expert_model_parallel_size=16", f"{A}.megatron.expert_tensor_parallel_size=1",
-        f"{A}.megatron.param_offload=True", f"{A}.megatron.seed=7", f"{A}.megatron.use_mbridge=True",
-    ]), expect={
-        M: {f"{R}.megatron.{s}": v for s, v in zip(SIZES, (4, 8, 2, 2, 16, 1))}
-        | {f"{R}.megatron.param_offload": True, f"{R}.megatron.seed": 7, f"{R}.megatron.use_mbridge": True,
-           f"{R}.megatron.optimizer_offload": False},
-    }, rejects={M: (), F: tuple(f"{A}.megatron.{k}" for k in (
-        *SIZES, "param_offload", "seed", "use_mbridge"))}),
-    Case("ref_sizes_explicit", " ".join([
-        f"{A}.megatron.tensor_model_parallel_size=4", f"{A}.megatron.pipeline_model_parallel_size=8",
-        f"{A}.megatron.context_parallel_size=2", f"{R}.megatron.tensor_model_parallel_size=2",
-        f"{R}.megatron.pipeline_model_parallel_size=1", f"{R}.megatron.expert_tensor_parallel_size=null",
-    ]), expect={
-        M: {f"{R}.megatron.tensor_model_parallel_size": 2, f"{R}.megatron.pipeline_model_parallel_size": 1,
-            f"{R}.megatron.context_parallel_size": 2, f"{R}.megatron.expert_tensor_parallel_size": None,
-            f"{A}.megatron.tensor_model_parallel_size": 4},
-    }, rejects={M: ()}),
-    Case("interpolation_as_value", " ".join([
-        f"'{R}.megatron.tensor_model_parallel_size=${{{A}.megatron.pipeline_model_parallel_size}}'",
-        f"{A}.megatron.pipeline_model_parallel_size=8",
-        "'+trainer.rel_nnodes=${.nnodes}'", "trainer.nnodes=3",
-        "'trainer.n_gpus_per_node=${oc.select:trainer.no_such_key,6}'",
-    ]), expect={
-        M: {f"{R}.megatron.tensor_model_parallel_size": 8},
-        "*": {"trainer.rel_nnodes": 3, "trainer.n_gpus_per_node": 6},
-    }),
+    Case(
+        "no_overrides",
+        "",
+        expect={
+            M: {f"{R}.megatron.{s}": v for s, v in zip(SIZES, (1, 1, None, 1, 1, None))}
+            | {
+                f"{R}.megatron.override_transformer_config": OTC_DEFAULT,
+                f"{A}.megatron.override_transformer_config": OTC_DEFAULT,
+                "critic.forward_max_token_len_per_gpu": 32768,
+            },
+        },
+        rejects={M: (), F: ()},
+    ),
+    Case(
+        "actor_megatron_sizes_followed_by_ref",
+        " ".join(
+            [
+                f"{A}.megatron.tensor_model_parallel_size=4",
+                f"{A}.megatron.pipeline_model_parallel_size=8",
+                f"{A}.megatron.virtual_pipeline_model_parallel_size=2",
+                f"{A}.megatron.context_parallel_size=2",
+                f"{A}.megatron.expert_model_parallel_size=16",
+                f"{A}.megatron.expert_tensor_parallel_size=1",
+                f"{A}.megatron.param_offload=True",
+                f"{A}.megatron.seed=7",
+                f"{A}.megatron.use_mbridge=True",
+            ]
+        ),
+        expect={
+            M: {f"{R}.megatron.{s}": v for s, v in zip(SIZES, (4, 8, 2, 2, 16, 1))}
+            | {
+                f"{R}.megatron.param_offload": True,
+                f"{R}.megatron.seed": 7,
+                f"{R}.megatron.use_mbridge": True,
+                f"{R}.megatron.optimizer_offload": False,
+            },
+        },
+        rejects={M: (), F: tuple(f"{A}.megatron.{k}" for k in (*SIZES, "param_offload", "seed", "use_mbridge"))},
+    ),
+    Case(
+        "ref_sizes_explicit",
+        " ".join(
+            [
+                f"{A}.megatron.tensor_model_parallel_size=4",
+                f"{A}.megatron.pipeline_model_parallel_size=8",
+                f"{A}.megatron.context_parallel_size=2",
+                f"{R}.megatron.tensor_model_parallel_size=2",
+                f"{R}.megatron.pipeline_model_parallel_size=1",
+                f"{R}.megatron.expert_tensor_parallel_size=null",
+            ]
+        ),
+        expect={
+            M: {
+                f"{R}.megatron.tensor_model_parallel_size": 2,
+                f"{R}.megatron.pipeline_model_parallel_size": 1,
+                f"{R}.megatron.context_parallel_size": 2,
+                f"{R}.megatron.expert_tensor_parallel_size": None,
+                f"{A}.megatron.tensor_model_parallel_size": 4,
+            },
+        },
+        rejects={M: ()},
+    ),
+    Case(
+        "interpolation_as_value",
+        " ".join(
+            [
+                f"'{R}.megatron.tensor_model_parallel_size=${{{A}.megatron.pipeline_model_parallel_size}}'",
+                f"{A}.megatron.pipeline_model_parallel_size=8",
+                "'+trainer.rel_nnodes=${.nnodes}'",
+                "trainer.nnodes=3",
+                "'trainer.n_gpus_per_node=${oc.select:trainer.no_such_key,6}'",
+            ]
+        ),
+        expect={
+            M: {f"{R}.megatron.tensor_model_parallel_size": 8},
+            "*": {"trainer.rel_nnodes": 3, "trainer.n_gpus_per_node": 6},
+        },
+    ),
     # an override's value referring to a section nothing else touches (critic, data)
-    Case("interpolation_into_untouched_section",
-         "'trainer.nnodes=${critic.ppo_epochs}' '+trainer.bsz=${data.train_batch_size}'",
-         expect={"*": {"trainer.nnodes": 1, "trainer.bsz": 1024}}),
-    Case("otc_add_read_back_under_actor_and_ref", " ".join([
-        f"+{A}.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5",
-        f"{A}.megatron.override_transformer_config.recompute_method=uniform",
-    ]), expect={
-        M: {f"{A}.megatron.override_transformer_config.num_layers_in_first_pipeline_stage": 5,
-            f"{R}.megatron.override_transformer_config.num_layers_in_first_pipeline_stage": 5,
-            f"{R}.megatron.override_transformer_config.recompute_method": "uniform"},
-    }, rejects={M: ()}),
-    Case("force_add_existing_and_new", " ".join([
-        "++trainer.nnodes=4", "++trainer.brand_new=1", "++trainer.deep.new.path=x",
-        f"++{A}.megatron.override_transformer_config.recompute_num_layers=2",
-        f"++{A}.megatron.override_transformer_config.new_field=x",
-    ]), expect={
-        "*": {"trainer.nnodes": 4, "trainer.brand_new": 1, "trainer.deep.new.path": "x"},
-        M: {f"{R}.megatron.override_transformer_config.recompute_num_layers": 2,
-            f"{R}.megatron.override_transformer_config.new_field": "x"},
-    }, rejects={M: ()}),
+    Case(
+        "interpolation_into_untouched_section",
+        "'trainer.nnodes=${critic.ppo_epochs}' '+trainer.bsz=${data.train_batch_size}'",
+        expect={"*": {"trainer.nnodes": 1, "trainer.bsz": 1024}},
+    ),
+    Case(
+        "otc_add_read_back_under_actor_and_ref",
+        " ".join(
+            [
+                f"+{A}.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=5",
+                f"{A}.megatron.override_transformer_config.recompute_method=uniform",
+            ]
+        ),
+        expect={
+            M: {
+                f"{A}.megatron.override_transformer_config.num_layers_in_first_pipeline_stage": 5,
+                f"{R}.megatron.override_transformer_config.num_layers_in_first_pipeline_stage": 5,
+                f"{R}.megatron.override_transformer_config.recompute_method": "uniform",
+            },
+        },
+        rejects={M: ()},
+    ),
+    Case(
+        "force_add_existing_and_new",
+        " ".join(
+            [
+                "++trainer.nnodes=4",
+                "++trainer.brand_new=1",
+                "++trainer.deep.new.path=x",
+                f"++{A}.megatron.override_transformer_config.recompute_num_layers=2",
+                f"++{A}.megatron.override_transformer_config.new_field=x",
+            ]
+        ),
+        expect={
+            "*": {"trainer.nnodes": 4, "trainer.brand_new": 1, "trainer.deep.new.path": "x"},
+            M: {
+                f"{R}.megatron.override_transformer_config.recompute_num_layers": 2,
+                f"{R}.megatron.override_transformer_config.new_field": "x",
+            },
+        },
+        rejects={M: ()},
+    ),
     # `~key` words are quoted: unquoted, bash leaves them as they are (no user `trainer.x`), which
     # test_unquoted_tilde_deletion checks on its own.
-    Case("delete_existing", " ".join([
-        "'~trainer.val_before_train'", "~trainer.nnodes=1", f"'~{A}.megatron.tensor_model_parallel_size'",
-        "'~critic.ppo_max_token_len_per_gpu'",
-    ]), expect={
-        "*": {"critic.forward_max_token_len_per_gpu": RAISES},  # ${.ppo_max_token_len_per_gpu} is gone
-        M: {f"{R}.megatron.tensor_model_parallel_size": 1},  # oc.select's default
-    }, rejects={M: (), F: (f"{A}.megatron.tensor_model_parallel_size",)}),
-    Case("delete_rejected", "~trainer.nnodes=5 '~trainer.no_such_key' '~critic.no_such_key'",
-         rejects={M: ("trainer.nnodes", "trainer.no_such_key", "critic.no_such_key"),
-                  F: ("trainer.nnodes", "trainer.no_such_key", "critic.no_such_key")}),
-    Case("delete_interpolated_nodes", " ".join([
-        f"'~{R}.megatron.override_transformer_config'", f"'~{R}.megatron.tensor_model_parallel_size'",
-    ]), rejects={M: ()}),
+    Case(
+        "delete_existing",
+        " ".join(
+            [
+                "'~trainer.val_before_train'",
+                "~trainer.nnodes=1",
+                f"'~{A}.megatron.tensor_model_parallel_size'",
+                "'~critic.ppo_max_token_len_per_gpu'",
+            ]
+        ),
+        expect={
+            "*": {"critic.forward_max_token_len_per_gpu": RAISES},  # ${.ppo_max_token_len_per_gpu} is gone
+            M: {f"{R}.megatron.tensor_model_parallel_size": 1},  # oc.select's default
+        },
+        rejects={M: (), F: (f"{A}.megatron.tensor_model_parallel_size",)},
+    ),
+    Case(
+        "delete_rejected",
+        "~trainer.nnodes=5 '~trainer.no_such_key' '~critic.no_such_key'",
+        rejects={
+            M: ("trainer.nnodes", "trainer.no_such_key", "critic.no_such_key"),
+            F: ("trainer.nnodes", "trainer.no_such_key", "critic.no_such_key"),
+        },
+    ),
+    Case(
+        "delete_interpolated_nodes",
+        " ".join(
+            [
+                f"'~{R}.megatron.override_transformer_config'",
+                f"'~{R}.megatron.tensor_model_parallel_size'",
+            ]
+        ),
+        rejects={M: ()},
+    ),
     # Hydra: `~k` fails when k's value is null ("does not exist"); `+k=v` succeeds when it is null,
     # and `+k={...}` / `+k=[...]` always (merged).
-    Case("null_valued_keys_add_and_delete", " ".join([
-        "'~trainer.total_training_steps'", "+trainer.total_training_steps=5", f"+{A}.megatron.override_ddp_config={{}}",
-        "'+trainer.logger=[console]'",
-    ]), expect={"*": {"trainer.total_training_steps": 5, "trainer.logger": ["console"]}},
-        rejects={M: ("trainer.total_training_steps",), F: ("trainer.total_training_steps",)}),
-    Case("add_under_interpolated_node", f"+{R}.megatron.override_transformer_config.foo=1", expect={
-        M: {f"{R}.megatron.override_transformer_config": {"foo": 1},  # Hydra replaces the interpolation
-            f"{A}.megatron.override_transformer_config": OTC_DEFAULT},
-    }, rejects={M: ()}),
-    Case("change_under_interpolated_node", " ".join([
-        f"{R}.megatron.override_transformer_config.recompute_method=uniform",
-        f"{R}.megatron.override_transformer_config.foo=1",
-    ])),
-    Case("force_add_under_interpolated_node", f"++{R}.megatron.override_transformer_config.foo=1", expect={
-        M: {f"{R}.megatron.override_transformer_config.foo": 1},
-    }, rejects={M: ()}),
-    Case("add_existing_rejected", " ".join([
-        "+trainer.nnodes=3", f"+{R}.megatron.tensor_model_parallel_size=2", "+trainer.device=cpu",
-    ]), rejects={M: ("trainer.nnodes", f"{R}.megatron.tensor_model_parallel_size", "trainer.device")}),
-    Case("unknown_keys_rejected", " ".join([
-        "trainer.nnode=2", f"{A}.megatron.grad_offload=True", "data.train_batch_sizee=8", "no_such_section.x=1",
-    ]), rejects={M: ("trainer.nnode", f"{A}.megatron.grad_offload", "data.train_batch_sizee",
-                     "no_such_section.x")}),
-    Case("lists_and_dicts", " ".join([
-        "trainer.logger=['console','tensorboard']", "'data.train_files=[a.parquet,b.parquet]'",
-        f"'{A}.megatron.override_transformer_config.recompute_modules=[mlp,core_attn]'",
-        "'+trainer.new_dict={a:1,b:{c:2},d:[1,2]}'", "'+trainer.new_list=[1,[2,3],{x:y}]'",
-        "'+actor_rollout_ref.model.override_config.foo={a:1}'",
-        f"'{A}.megatron.override_ddp_config={{grad_reduce_in_fp32:true}}'",
-        "'+trainer.empty_list=[]'", "'+trainer.empty_dict={}'",
-    ]), expect={
-        "*": {"trainer.logger": ["console", "tensorboard"], "data.train_files": ["a.parquet", "b.parquet"],
-              "trainer.new_dict": {"a": 1, "b": {"c": 2}, "d": [1, 2]}, "trainer.new_list": [1, [2, 3], {"x": "y"}],
-              "actor_rollout_ref.model.override_config.foo": {"a": 1}, "trainer.empty_list": [],
-              "trainer.empty_dict": {}},
-        M: {f"{R}.megatron.override_transformer_config.recompute_modules": ["mlp", "core_attn"]},
-    }),
-    Case("dict_value_merged_into_existing", " ".join([
-        f"'{A}.megatron.override_transformer_config={{recompute_method:block}}'",
-        f"'{A}.megatron.override_transformer_config={{num_layers_in_first_pipeline_stage:5}}'",
-        "'trainer.nnodes={a:1}'", "'trainer.logger={a:1}'",
-    ])),
-    Case("quoted_strings", (
-        "trainer.project_name='my project' trainer.experiment_name=\"exp-1\" 'trainer.default_local_dir=\"/a b/c\"' "
-        "\"data.prompt_key='1e-6'\" '+trainer.quoted_num=\"123\"' '+trainer.with_equals=\"a=b\"' "
-        "+trainer.url=http://host:1/p '+trainer.quoted_null=\"null\"' '+trainer.spaced=a b'"
-    ), expect={
-        "*": {"trainer.project_name": "my project", "trainer.experiment_name": "exp-1",
-              "trainer.default_local_dir": "/a b/c", "data.prompt_key": "1e-6", "trainer.quoted_num": "123",
-              "trainer.with_equals": "a=b", "trainer.url": "http://host:1/p", "trainer.quoted_null": "null",
-              "trainer.spaced": "a b"},
-    }),
-    Case("null_values", " ".join([
-        f"{A}.megatron.expert_tensor_parallel_size=null", f"{A}.megatron.virtual_pipeline_model_parallel_size=null",
-        "trainer.total_training_steps=null", "+trainer.upper_null=NULL", "trainer.nnodes=null",
-    ]), expect={
-        "*": {"trainer.total_training_steps": None, "trainer.upper_null": None, "trainer.nnodes": None},
-        M: {f"{R}.megatron.expert_tensor_parallel_size": None},
-    }),
-    Case("numbers", " ".join([
-        f"{A}.optim.lr=1e-6", f"{A}.optim.weight_decay=0.1", "actor_rollout_ref.rollout.gpu_memory_utilization=.5",
-        f"{A}.clip_ratio=2E-1", "+trainer.big=1e10", "+trainer.pinf=inf", "+trainer.ninf=-inf", "+trainer.nan=nan",
-        "+trainer.neg=-3", "+trainer.plus=+3", "+trainer.underscored=1_000", "algorithm.kl_ctrl.kl_coef=1e-3",
-        "+trainer.int_str=010", "+trainer.version=0.9.1",
-    ]), expect={
-        "*": {f"{A}.optim.lr": 1e-6, "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
-              f"{A}.clip_ratio": 0.2, "trainer.big": 1e10, "trainer.pinf": math.inf, "trainer.ninf": -math.inf,
-              "trainer.nan": math.nan, "trainer.neg": -3, "trainer.plus": 3, "trainer.underscored": 1000,
-              "algorithm.kl_ctrl.kl_coef": 1e-3, "trainer.version": "0.9.1"},
-    }),
-    Case("booleans", "trainer.val_before_train=false +trainer.yes=True '+trainer.str_true=\"true\"' +trainer.t=TRUE",
-         expect={"*": {"trainer.val_before_train": False, "trainer.yes": True, "trainer.str_true": "true",
-                       "trainer.t": True}}),
-    Case("relative_interpolation", " ".join([
-        "critic.ppo_max_token_len_per_gpu=12345", f"{A}.checkpoint.save_contents=[model]",
-    ]), expect={
-        "*": {"critic.forward_max_token_len_per_gpu": 12345, f"{A}.checkpoint.load_contents": ["model"]},
-    }),
-    Case("relative_interpolation_overridden",
-         "critic.forward_max_token_len_per_gpu=7 critic.ppo_max_token_len_per_gpu=9",
-         expect={"*": {"critic.forward_max_token_len_per_gpu": 7}}),
-    Case("repeated_keys",
-         "trainer.nnodes=2 trainer.nnodes=3 +trainer.foo=1 +trainer.foo=2 +trainer.bar=1 trainer.bar=2",
-         expect={"*": {"trainer.nnodes": 3, "trainer.foo": 1, "trainer.bar": 2}},
-         rejects={M: ("trainer.foo",), F: ("trainer.foo",)}),
+    Case(
+        "null_valued_keys_add_and_delete",
+        " ".join(
+            [
+                "'~trainer.total_training_steps'",
+                "+trainer.total_training_steps=5",
+                f"+{A}.megatron.override_ddp_config={{}}",
+                "'+trainer.logger=[console]'",
+            ]
+        ),
+        expect={"*": {"trainer.total_training_steps": 5, "trainer.logger": ["console"]}},
+        rejects={M: ("trainer.total_training_steps",), F: ("trainer.total_training_steps",)},
+    ),
+    Case(
+        "add_under_interpolated_node",
+        f"+{R}.megatron.override_transformer_config.foo=1",
+        expect={
+            M: {
+                f"{R}.megatron.override_transformer_config": {"foo": 1},  # Hydra replaces the interpolation
+                f"{A}.megatron.override_transformer_config": OTC_DEFAULT,
+            },
+        },
+        rejects={M: ()},
+    ),
+    Case(
+        "change_under_interpolated_node",
+        " ".join(
+            [
+                f"{R}.megatron.override_transformer_config.recompute_method=uniform",
+                f"{R}.megatron.override_transformer_config.foo=1",
+            ]
+        ),
+    ),
+    Case(
+        "force_add_under_interpolated_node",
+        f"++{R}.megatron.override_transformer_config.foo=1",
+        expect={
+            M: {f"{R}.megatron.override_transformer_config.foo": 1},
+        },
+        rejects={M: ()},
+    ),
+    Case(
+        "add_existing_rejected",
+        " ".join(
+            [
+                "+trainer.nnodes=3",
+                f"+{R}.megatron.tensor_model_parallel_size=2",
+                "+trainer.device=cpu",
+            ]
+        ),
+        rejects={M: ("trainer.nnodes", f"{R}.megatron.tensor_model_parallel_size", "trainer.device")},
+    ),
+    Case(
+        "unknown_keys_rejected",
+        " ".join(
+            [
+                "trainer.nnode=2",
+                f"{A}.megatron.grad_offload=True",
+                "data.train_batch_sizee=8",
+                "no_such_section.x=1",
+            ]
+        ),
+        rejects={M: ("trainer.nnode", f"{A}.megatron.grad_offload", "data.train_batch_sizee", "no_such_section.x")},
+    ),
+    Case(
+        "lists_and_dicts",
+        " ".join(
+            [
+                "trainer.logger=['console','tensorboard']",
+                "'data.train_files=[a.parquet,b.parquet]'",
+                f"'{A}.megatron.override_transformer_config.recompute_modules=[mlp,core_attn]'",
+                "'+trainer.new_dict={a:1,b:{c:2},d:[1,2]}'",
+                "'+trainer.new_list=[1,[2,3],{x:y}]'",
+                "'+actor_rollout_ref.model.override_config.foo={a:1}'",
+                f"'{A}.megatron.override_ddp_config={{grad_reduce_in_fp32:true}}'",
+                "'+trainer.empty_list=[]'",
+                "'+trainer.empty_dict={}'",
+            ]
+        ),
+        expect={
+            "*": {
+                "trainer.logger": ["console", "tensorboard"],
+                "data.train_files": ["a.parquet", "b.parquet"],
+                "trainer.new_dict": {"a": 1, "b": {"c": 2}, "d": [1, 2]},
+                "trainer.new_list": [1, [2, 3], {"x": "y"}],
+                "actor_rollout_ref.model.override_config.foo": {"a": 1},
+                "trainer.empty_list": [],
+                "trainer.empty_dict": {},
+            },
+            M: {f"{R}.megatron.override_transformer_config.recompute_modules": ["mlp", "core_attn"]},
+        },
+    ),
+    Case(
+        "dict_value_merged_into_existing",
+        " ".join(
+            [
+                f"'{A}.megatron.override_transformer_config={{recompute_method:block}}'",
+                f"'{A}.megatron.override_transformer_config={{num_layers_in_first_pipeline_stage:5}}'",
+                "'trainer.nnodes={a:1}'",
+                "'trainer.logger={a:1}'",
+            ]
+        ),
+    ),
+    Case(
+        "quoted_strings",
+        (
+            "trainer.project_name='my project' trainer.experiment_name=\"exp-1\" "
+            "'trainer.default_local_dir=\"/a b/c\"' "
+            "\"data.prompt_key='1e-6'\" '+trainer.quoted_num=\"123\"' '+trainer.with_equals=\"a=b\"' "
+            "+trainer.url=http://host:1/p '+trainer.quoted_null=\"null\"' '+trainer.spaced=a b'"
+        ),
+        expect={
+            "*": {
+                "trainer.project_name": "my project",
+                "trainer.experiment_name": "exp-1",
+                "trainer.default_local_dir": "/a b/c",
+                "data.prompt_key": "1e-6",
+                "trainer.quoted_num": "123",
+                "trainer.with_equals": "a=b",
+                "trainer.url": "http://host:1/p",
+                "trainer.quoted_null": "null",
+                "trainer.spaced": "a b",
+            },
+        },
+    ),
+    Case(
+        "null_values",
+        " ".join(
+            [
+                f"{A}.megatron.expert_tensor_parallel_size=null",
+                f"{A}.megatron.virtual_pipeline_model_parallel_size=null",
+                "trainer.total_training_steps=null",
+                "+trainer.upper_null=NULL",
+                "trainer.nnodes=null",
+            ]
+        ),
+        expect={
+            "*": {"trainer.total_training_steps": None, "trainer.upper_null": None, "trainer.nnodes": None},
+            M: {f"{R}.megatron.expert_tensor_parallel_size": None},
+        },
+    ),
+    Case(
+        "numbers",
+        " ".join(
+            [
+                f"{A}.optim.lr=1e-6",
+                f"{A}.optim.weight_decay=0.1",
+                "actor_rollout_ref.rollout.gpu_memory_utilization=.5",
+                f"{A}.clip_ratio=2E-1",
+                "+trainer.big=1e10",
+                "+trainer.pinf=inf",
+                "+trainer.ninf=-inf",
+                "+trainer.nan=nan",
+                "+trainer.neg=-3",
+                "+trainer.plus=+3",
+                "+trainer.underscored=1_000",
+                "algorithm.kl_ctrl.kl_coef=1e-3",
+                "+trainer.int_str=010",
+                "+trainer.version=0.9.1",
+            ]
+        ),
+        expect={
+            "*": {
+                f"{A}.optim.lr": 1e-6,
+                "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
+                f"{A}.clip_ratio": 0.2,
+                "trainer.big": 1e10,
+                "trainer.pinf": math.inf,
+                "trainer.ninf": -math.inf,
+                "trainer.nan": math.nan,
+                "trainer.neg": -3,
+                "trainer.plus": 3,
+                "trainer.underscored": 1000,
+                "algorithm.kl_ctrl.kl_coef": 1e-3,
+                "trainer.version": "0.9.1",
+            },
+        },
+    ),
+    Case(
+        "booleans",
+        "trainer.val_before_train=false +trainer.yes=True '+trainer.str_true=\"true\"' +trainer.t=TRUE",
+        expect={
+            "*": {"trainer.val_before_train": False, "trainer.yes": True, "trainer.str_true": "true", "trainer.t": True}
+        },
+    ),
+    Case(
+        "relative_interpolation",
+        " ".join(
+            [
+                "critic.ppo_max_token_len_per_gpu=12345",
+                f"{A}.checkpoint.save_contents=[model]",
+            ]
+        ),
+        expect={
+            "*": {"critic.forward_max_token_len_per_gpu": 12345, f"{A}.checkpoint.load_contents": ["model"]},
+        },
+    ),
+    Case(
+        "relative_interpolation_overridden",
+        "critic.forward_max_token_len_per_gpu=7 critic.ppo_max_token_len_per_gpu=9",
+        expect={"*": {"critic.forward_max_token_len_per_gpu": 7}},
+    ),
+    Case(
+        "repeated_keys",
+        "trainer.nnodes=2 trainer.nnodes=3 +trainer.foo=1 +trainer.foo=2 +trainer.bar=1 trainer.bar=2",
+        expect={"*": {"trainer.nnodes": 3, "trainer.foo": 1, "trainer.bar": 2}},
+        rejects={M: ("trainer.foo",), F: ("trainer.foo",)},
+    ),
     Case("section_replaced_by_scalar", "trainer.nnodes=3 trainer=x", expect={"*": {"trainer": "x"}}),
     # verl's documented way to pick the Megatron engine (ppo_megatron_trainer.yaml's header): a
     # defaults-list (config group) override, not a config key.
-    Case("model_engine_group_override", f"model_engine=megatron {A}.megatron.tensor_model_parallel_size=4",
-         expect={"*": {f"{R}.megatron.tensor_model_parallel_size": 4, f"{A}.strategy": "megatron",
-                       "model_engine": "megatron"}},
-         rejects={M: (), F: ()}),
-    Case("model_engine_dp", "model_engine=dp trainer.nnodes=2",
-         expect={"*": {f"{A}.strategy": "fsdp", "model_engine": "dp"}}, rejects={M: (), F: ()}),
-    Case("model_engine_veomni", "model_engine=veomni trainer.nnodes=2",
-         expect={"*": {"model_engine": "veomni"}}, rejects={M: (), F: ()}),
-    Case("model_engine_torchtitan", "trainer.nnodes=2 model_engine=torchtitan",
-         expect={"*": {"model_engine": "torchtitan"}}, rejects={M: (), F: ()}),
+    Case(
+        "model_engine_group_override",
+        f"model_engine=megatron {A}.megatron.tensor_model_parallel_size=4",
+        expect={
+            "*": {
+                f"{R}.megatron.tensor_model_parallel_size": 4,
+                f"{A}.strategy": "megatron",
+                "model_engine": "megatron",
+            }
+        },
+        rejects={M: (), F: ()},
+    ),
+    Case(
+        "model_engine_dp",
+        "model_engine=dp trainer.nnodes=2",
+        expect={"*": {f"{A}.strategy": "fsdp", "model_engine": "dp"}},
+        rejects={M: (), F: ()},
+    ),
+    Case(
+        "model_engine_veomni",
+        "model_engine=veomni trainer.nnodes=2",
+        expect={"*": {"model_engine": "veomni"}},
+        rejects={M: (), F: ()},
+    ),
+    Case(
+        "model_engine_torchtitan",
+        "trainer.nnodes=2 model_engine=torchtitan",
+        expect={"*": {"model_engine": "torchtitan"}},
+        rejects={M: (), F: ()},
+    ),
 ]
 
 SCRIPTS = sorted(CASES_DIR.glob("*.sh")) if CASES_DIR.is_dir() else []
@@ -334,7 +572,7 @@ def _hydra_outcome(config_name: str, overrides: list[str]):
                 pos = hi - 1
             rejected[remaining[pos]] = " ".join(message.split())
             accepted += remaining[:pos]
-            remaining = remaining[pos + 1:]
+            remaining = remaining[pos + 1 :]
             continue
         result = (composed, rejected)
         _COMPOSED[(config_name, tuple(overrides))] = result
@@ -415,13 +653,16 @@ def _value_problems(wants: dict, config, keys, label: str) -> list[str]:
         if want is RAISES and got is RAISES:
             continue
         if want is RAISES or got is RAISES or not _same(want, got):
-            problems.append(f"{label}key {key}: compose {_shown(want)}, shardcheck {_shown(got)}"
-                            + (f" (unknown: {traced.unknown})" if traced.unknown else ""))
+            problems.append(
+                f"{label}key {key}: compose {_shown(want)}, shardcheck {_shown(got)}"
+                + (f" (unknown: {traced.unknown})" if traced.unknown else "")
+            )
     return problems
 
 
-def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str], expect: dict,
-             rejects: tuple | None) -> None:
+def _compare(
+    case_id: str, config_name: str, hydra, compose_overrides: list[str], expect: dict, rejects: tuple | None
+) -> None:
     assert not hydra.errors, [e.message for e in hydra.errors]
     assert [o.hydra_override().input_line for o in hydra.overrides] == compose_overrides
     composed, rejected = _hydra_outcome(config_name, compose_overrides)
@@ -435,7 +676,8 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
     for key, value in expect.items():
         want = _select(composed, key)
         assert want is value or (want is not RAISES and value is not RAISES and _same(want, value)), (
-            f"oracle: compose gives {key} = {_shown(want)}, the case expects {_shown(value)}")
+            f"oracle: compose gives {key} = {_shown(want)}, the case expects {_shown(value)}"
+        )
 
     # 1. the overrides compose rejects are the ones shardcheck records a Hydra-side issue for
     for label, config in (("", whole), ("[pruned tree] ", pruned), ("[plain tree] ", plain)):
@@ -448,11 +690,15 @@ def _compare(case_id: str, config_name: str, hydra, compose_overrides: list[str]
             hydra_side = [x for x in flagged.get(i, []) if x.kind in HYDRA_KINDS]
             others = [(x.kind, x.message) for x in flagged.get(i, [])]
             if i in rejected and not hydra_side:
-                problems.append(f"{label}override {text!r}: compose rejects it ({rejected[i]}) but shardcheck "
-                                f"records no unknown_key/hydra issue ({others})")
+                problems.append(
+                    f"{label}override {text!r}: compose rejects it ({rejected[i]}) but shardcheck "
+                    f"records no unknown_key/hydra issue ({others})"
+                )
             if i not in rejected and hydra_side:
-                problems.append(f"{label}override {text!r}: compose accepts it but shardcheck records "
-                                f"{[(x.kind, x.message) for x in hydra_side]}")
+                problems.append(
+                    f"{label}override {text!r}: compose accepts it but shardcheck records "
+                    f"{[(x.kind, x.message) for x in hydra_side]}"
+                )
 
     # 2. the whole tree: the same keys, and the same resolved value at every key compose has
     composed_keys = [k for k in _keys(composed) if k not in COMPOSE_ONLY_KEYS]

@@ -40,16 +40,31 @@ A, R, C = "actor_rollout_ref.actor.megatron", "actor_rollout_ref.ref.megatron", 
 RM, D = "reward.reward_model", "distillation"
 OTC = "override_transformer_config"
 SECTIONS = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref", "critic": "critic"}
-SIZES = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size", "cp": "context_parallel_size",
-         "ep": "expert_model_parallel_size", "etp_setting": "expert_tensor_parallel_size",
-         "vpp": "virtual_pipeline_model_parallel_size"}
+SIZES = {
+    "tp": "tensor_model_parallel_size",
+    "pp": "pipeline_model_parallel_size",
+    "cp": "context_parallel_size",
+    "ep": "expert_model_parallel_size",
+    "etp_setting": "expert_tensor_parallel_size",
+    "vpp": "virtual_pipeline_model_parallel_size",
+}
 # verl/workers/config/engine.py McoreEngineConfig and verl/workers/config/rollout.py RolloutConfig field
 # defaults (verl 0.9.1): what a key deleted from its section becomes when verl builds the dataclass.
-MCORE_DEFAULTS = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "context_parallel_size": 1,
-                  "expert_model_parallel_size": 1, "expert_tensor_parallel_size": None,
-                  "virtual_pipeline_model_parallel_size": None, "sequence_parallel": True}
-ROLLOUT_DEFAULTS = {"tensor_model_parallel_size": 2, "data_parallel_size": 1, "pipeline_model_parallel_size": 1,
-                    "expert_parallel_size": 1}
+MCORE_DEFAULTS = {
+    "tensor_model_parallel_size": 1,
+    "pipeline_model_parallel_size": 1,
+    "context_parallel_size": 1,
+    "expert_model_parallel_size": 1,
+    "expert_tensor_parallel_size": None,
+    "virtual_pipeline_model_parallel_size": None,
+    "sequence_parallel": True,
+}
+ROLLOUT_DEFAULTS = {
+    "tensor_model_parallel_size": 2,
+    "data_parallel_size": 1,
+    "pipeline_model_parallel_size": 1,
+    "expert_parallel_size": 1,
+}
 N_SCRIPTS = 50
 TRAINER = ["trainer.nnodes=2", "trainer.n_gpus_per_node=8"]
 
@@ -59,33 +74,54 @@ def _pool(rng: random.Random) -> list[str]:
     n = rng.choice
     return [
         # the actor: sizes and its own override_transformer_config
-        f"{A}.tensor_model_parallel_size={n([1, 2, 4])}", f"{A}.pipeline_model_parallel_size={n([1, 2, 4])}",
-        f"{A}.virtual_pipeline_model_parallel_size={n([2, 'null'])}", f"{A}.expert_model_parallel_size={n([1, 8])}",
+        f"{A}.tensor_model_parallel_size={n([1, 2, 4])}",
+        f"{A}.pipeline_model_parallel_size={n([1, 2, 4])}",
+        f"{A}.virtual_pipeline_model_parallel_size={n([2, 'null'])}",
+        f"{A}.expert_model_parallel_size={n([1, 8])}",
         f"+{A}.{OTC}.num_layers_in_first_pipeline_stage={n([3, 5])}",
         f"+{A}.{OTC}.num_layers_in_last_pipeline_stage={n([3, 5])}",
-        f"++{A}.{OTC}.recompute_granularity=full", f"~{A}.{OTC}.attention_backend",
+        f"++{A}.{OTC}.recompute_granularity=full",
+        f"~{A}.{OTC}.attention_backend",
         # which engines are built
-        f"actor_rollout_ref.actor.use_kl_loss={n(['True', 'False'])}", f"algorithm.use_kl_in_reward={n(['True', 'False'])}",
-        f"algorithm.adv_estimator={n(['gae', 'grpo'])}", f"critic.enable={n(['True', 'False', 'null'])}",
+        f"actor_rollout_ref.actor.use_kl_loss={n(['True', 'False'])}",
+        f"algorithm.use_kl_in_reward={n(['True', 'False'])}",
+        f"algorithm.adv_estimator={n(['gae', 'grpo'])}",
+        f"critic.enable={n(['True', 'False', 'null'])}",
         # the ref: its sizes follow the actor's; its override_transformer_config is the actor's until replaced
-        f"{R}.tensor_model_parallel_size={n([1, 2])}", f"{R}.pipeline_model_parallel_size={n([2, 4])}",
-        f"++{R}.{OTC}.use_flash_attn=True", f"+{R}.{OTC}.num_layers_in_first_pipeline_stage={n([4, 5])}",
-        f"++{R}.{OTC}.num_layers_in_last_pipeline_stage={n([4, 5])}", f"{R}.{OTC}.recompute_method=uniform",
-        f"~{R}.{OTC}", f"~{R}.{OTC}.attention_backend", f"~{R}.virtual_pipeline_model_parallel_size",
+        f"{R}.tensor_model_parallel_size={n([1, 2])}",
+        f"{R}.pipeline_model_parallel_size={n([2, 4])}",
+        f"++{R}.{OTC}.use_flash_attn=True",
+        f"+{R}.{OTC}.num_layers_in_first_pipeline_stage={n([4, 5])}",
+        f"++{R}.{OTC}.num_layers_in_last_pipeline_stage={n([4, 5])}",
+        f"{R}.{OTC}.recompute_method=uniform",
+        f"~{R}.{OTC}",
+        f"~{R}.{OTC}.attention_backend",
+        f"~{R}.virtual_pipeline_model_parallel_size",
         f"{R}.sequence_parallel={n(['True', 'False'])}",
         # the critic: its own sizes and its own override_transformer_config
-        f"{C}.tensor_model_parallel_size={n([1, 2, 4])}", f"{C}.pipeline_model_parallel_size={n([1, 2])}",
-        f"+{C}.{OTC}.num_layers_in_first_pipeline_stage={n([2, 3])}", f"++{C}.{OTC}.recompute_granularity=full",
-        f"~{C}.{OTC}", f"~{C}.{OTC}.recompute_modules", f"~{C}.expert_tensor_parallel_size",
+        f"{C}.tensor_model_parallel_size={n([1, 2, 4])}",
+        f"{C}.pipeline_model_parallel_size={n([1, 2])}",
+        f"+{C}.{OTC}.num_layers_in_first_pipeline_stage={n([2, 3])}",
+        f"++{C}.{OTC}.recompute_granularity=full",
+        f"~{C}.{OTC}",
+        f"~{C}.{OTC}.recompute_modules",
+        f"~{C}.expert_tensor_parallel_size",
         f"+{C}.{OTC}.account_for_loss_in_pipeline_split=True",
         # the reward model's rollout server and its pool
-        f"{RM}.enable={n(['True', 'False'])}", f"{RM}.enable_resource_pool={n(['True', 'False'])}",
-        f"{RM}.nnodes={n([1, 2])}", f"{RM}.n_gpus_per_node={n([4, 8])}", f"{RM}.rollout.name=vllm",
-        f"{RM}.rollout.tensor_model_parallel_size={n([1, 4])}", f"++{RM}.rollout.data_parallel_size={n([1, 2])}",
-        f"~{RM}.rollout.pipeline_model_parallel_size", f"+{RM}.rollout.expert_parallel_size={n([2, 4])}",
+        f"{RM}.enable={n(['True', 'False'])}",
+        f"{RM}.enable_resource_pool={n(['True', 'False'])}",
+        f"{RM}.nnodes={n([1, 2])}",
+        f"{RM}.n_gpus_per_node={n([4, 8])}",
+        f"{RM}.rollout.name=vllm",
+        f"{RM}.rollout.tensor_model_parallel_size={n([1, 4])}",
+        f"++{RM}.rollout.data_parallel_size={n([1, 2])}",
+        f"~{RM}.rollout.pipeline_model_parallel_size",
+        f"+{RM}.rollout.expert_parallel_size={n([2, 4])}",
         f"~{RM}.rollout.tensor_model_parallel_size",
         # distillation teachers
-        f"{D}.enabled={n(['True', 'False'])}", f"{D}.nnodes={n([1, 2])}", f"{D}.n_gpus_per_node={n([4, 8])}",
+        f"{D}.enabled={n(['True', 'False'])}",
+        f"{D}.nnodes={n([1, 2])}",
+        f"{D}.n_gpus_per_node={n([4, 8])}",
         f"{D}.teacher_models.teacher_model.inference.tensor_model_parallel_size={n([1, 4])}",
         f"+{D}.teacher_models.teacher_model.inference.pipeline_model_parallel_size={n([1, 2])}",
         f"++{D}.teacher_models.extra.inference.tensor_model_parallel_size={n([2, 4])}",
@@ -159,11 +195,15 @@ def _oracle(cfg) -> dict:
         base = f"{section}.megatron"
         otc = _get(cfg, f"{base}.{OTC}", {}) or {}
         engine = {k: _get(cfg, f"{base}.{key}", MCORE_DEFAULTS[key]) for k, key in SIZES.items()}
-        engine.update(first=otc.get("num_layers_in_first_pipeline_stage"), last=otc.get("num_layers_in_last_pipeline_stage"),
-                      emb=bool(otc.get("account_for_embedding_in_pipeline_split", False)),
-                      loss=bool(otc.get("account_for_loss_in_pipeline_split", False)),
-                      layout=otc.get("pipeline_model_parallel_layout"),
-                      sp=bool(_get(cfg, f"{base}.sequence_parallel", True)), otc=otc)
+        engine.update(
+            first=otc.get("num_layers_in_first_pipeline_stage"),
+            last=otc.get("num_layers_in_last_pipeline_stage"),
+            emb=bool(otc.get("account_for_embedding_in_pipeline_split", False)),
+            loss=bool(otc.get("account_for_loss_in_pipeline_split", False)),
+            layout=otc.get("pipeline_model_parallel_layout"),
+            sp=bool(_get(cfg, f"{base}.sequence_parallel", True)),
+            otc=otc,
+        )
         engines[role] = engine
     servers = {}
     if _get(cfg, f"{RM}.enable"):
@@ -195,14 +235,26 @@ def _shardcheck(tmp_path: Path, words: list[str]) -> dict:
     engines = {}
     for e in job.layouts:
         engine = {k: _plain(getattr(e, k)) for k in SIZES}
-        engine.update(first=_plain(e.first_stage_layers), last=_plain(e.last_stage_layers),
-                      emb=_plain(e.account_for_embedding), loss=_plain(e.account_for_loss),
-                      layout=_plain(e.layout_string), sp=_plain(e.sequence_parallel),
-                      otc={k: _plain(t) for k, t in e.transformer_overrides.items()})
+        engine.update(
+            first=_plain(e.first_stage_layers),
+            last=_plain(e.last_stage_layers),
+            emb=_plain(e.account_for_embedding),
+            loss=_plain(e.account_for_loss),
+            layout=_plain(e.layout_string),
+            sp=_plain(e.sequence_parallel),
+            otc={k: _plain(t) for k, t in e.transformer_overrides.items()},
+        )
         engines[e.role] = engine
-    servers = {s.role: {"tensor_model_parallel_size": _plain(s.tp), "data_parallel_size": _plain(s.dp),
-                        "pipeline_model_parallel_size": _plain(s.pp), "expert_parallel_size": _plain(s.ep),
-                        "pool": (_plain(s.nnodes), _plain(s.devices_per_node))} for s in job.servers}
+    servers = {
+        s.role: {
+            "tensor_model_parallel_size": _plain(s.tp),
+            "data_parallel_size": _plain(s.dp),
+            "pipeline_model_parallel_size": _plain(s.pp),
+            "expert_parallel_size": _plain(s.ep),
+            "pool": (_plain(s.nnodes), _plain(s.devices_per_node)),
+        }
+        for s in job.servers
+    }
     return {"engines": engines, "servers": servers}
 
 
@@ -211,8 +263,10 @@ def test_scripts_cover_every_section_and_kind():
     words = [w for s in SCRIPTS for w in s]
     for section in (R, C, RM):
         for prefix in ("+", "++", "~"):
-            assert any(w.startswith(prefix) and not w.startswith(prefix + "+") and w.lstrip("+~").startswith(section)
-                       for w in words), (prefix, section)
+            assert any(
+                w.startswith(prefix) and not w.startswith(prefix + "+") and w.lstrip("+~").startswith(section)
+                for w in words
+            ), (prefix, section)
     assert len(SCRIPTS) >= 50
 
 
@@ -226,8 +280,12 @@ def test_every_engine_matches_compose(hydra_ctx, tmp_path: Path, index: int) -> 
 
 def test_ref_override_replaces_inherited_dict(hydra_ctx, tmp_path: Path) -> None:
     """The case of the issue: a ``++`` under the ref's override_transformer_config drops the actor's split."""
-    words = [f"+{A}.{OTC}.num_layers_in_first_pipeline_stage=5", f"+{A}.{OTC}.num_layers_in_last_pipeline_stage=5",
-             "actor_rollout_ref.actor.use_kl_loss=True", f"++{R}.{OTC}.use_flash_attn=True"]
+    words = [
+        f"+{A}.{OTC}.num_layers_in_first_pipeline_stage=5",
+        f"+{A}.{OTC}.num_layers_in_last_pipeline_stage=5",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        f"++{R}.{OTC}.use_flash_attn=True",
+    ]
     cfg = _composed(words)
     assert _get(cfg, f"{R}.{OTC}") == {"use_flash_attn": True}
     got = _shardcheck(tmp_path, words)["engines"]

@@ -105,8 +105,10 @@ def test_every_fsdp_example_reads():
         for f in r.findings:
             rules[(f.severity, f.rule)] += 1
     print()
-    print(f"verl examples: {len(results)} checked, {sum(strategies.values())} read fully, strategies "
-          f"{dict(strategies)}, FSDP jobs {len(fsdp)}")
+    print(
+        f"verl examples: {len(results)} checked, {sum(strategies.values())} read fully, strategies "
+        f"{dict(strategies)}, FSDP jobs {len(fsdp)}"
+    )
     for (severity, rule), n in sorted(rules.items()):
         print(f"    {severity:8} {rule:28} {n}")
     assert fsdp, "no FSDP example was read"

@@ -64,8 +64,10 @@ def test_megatron_core_09_has_no_moe_folding():
     assert r.layout_valid is False
     assert check(AFTER, megatron_core_version="0.10").layout_valid is True
     etp_unset = check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.9.0", megatron_core_version="0.12")
-    assert any("decoder world_size (256) is not divisible by expert_tensor_model_pipeline_parallel size (512)"
-               in f.message for f in errors(etp_unset))
+    assert any(
+        "decoder world_size (256) is not divisible by expert_tensor_model_pipeline_parallel size (512)" in f.message
+        for f in errors(etp_unset)
+    )
 
 
 def test_version_matrix_shows_releases_and_the_megatron_core_floor():
@@ -121,9 +123,12 @@ def test_setting_verl_version(tmp_path):
 
 def _script(tmp_path, *words: str) -> Path:
     script = tmp_path / "run.sh"
-    script.write_text("python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer "
-                      "actor_rollout_ref.model.path=Qwen/Qwen3-8B trainer.nnodes=1 trainer.n_gpus_per_node=8 "
-                      + " ".join(words) + "\n")
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer "
+        "actor_rollout_ref.model.path=Qwen/Qwen3-8B trainer.nnodes=1 trainer.n_gpus_per_node=8 "
+        + " ".join(words)
+        + "\n"
+    )
     return script
 
 
@@ -134,16 +139,23 @@ def test_rollout_sync_mode_only_fails_where_it_was_removed(tmp_path):
 
 
 def test_batched_tokens_verdict_depends_on_the_version(tmp_path):
-    script = _script(tmp_path, f"{RO}.name=vllm", f"{RO}.enable_chunked_prefill=False",
-                     f"{RO}.max_num_batched_tokens=4096", f"{RO}.max_model_len=32768")
+    script = _script(
+        tmp_path,
+        f"{RO}.name=vllm",
+        f"{RO}.enable_chunked_prefill=False",
+        f"{RO}.max_num_batched_tokens=4096",
+        f"{RO}.max_model_len=32768",
+    )
 
     def mnbt(**kw):
         return [f for f in check(script, **kw).findings if f.rule == "VERL-RO-MNBT"]
 
     assert [f.severity for f in mnbt(verl_version="0.9.1")] == ["warning"]
     (error,) = mnbt(verl_version="0.9.0")
-    assert error.severity == "error" and "max_num_batched_tokens (4096) is smaller than max_model_len (32768)" in \
-        error.message
+    assert (
+        error.severity == "error"
+        and "max_num_batched_tokens (4096) is smaller than max_model_len (32768)" in error.message
+    )
     inferred = mnbt()  # 0.9.1 is judged; the older accepted versions fail: a warning naming them
     assert all(f.severity == "warning" for f in inferred)
     assert any(f.message.startswith("under verl ") and "0.9.0" in f.message for f in inferred)
@@ -156,8 +168,11 @@ def test_a_version_dependent_error_is_a_warning_under_an_inferred_version():
     assert "holds for verl 0.6.1 … 0.9.0, main, not for 0.6.0" in inferred[0].message
     given = check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.9.0")
     assert [f.severity for f in given.findings if f.rule == "MCORE-PS-EXPERT-FOLD"] == ["error"]
-    assert not [f for f in check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.6.0").findings
-                if f.rule == "MCORE-PS-EXPERT-FOLD"]
+    assert not [
+        f
+        for f in check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.6.0").findings
+        if f.rule == "MCORE-PS-EXPERT-FOLD"
+    ]
 
 
 def test_at_least_and_span():
@@ -238,8 +253,9 @@ def _random_overrides(rng: random.Random, name: str, version: str) -> list[str]:
 
 
 def _items(words: list[str]):
-    reading = read_bash_text(("python3 -m verl.trainer.main_ppo " + " ".join(f"'{w}'" for w in words) + "\n").encode(),
-                             "t.sh")
+    reading = read_bash_text(
+        ("python3 -m verl.trainer.main_ppo " + " ".join(f"'{w}'" for w in words) + "\n").encode(), "t.sh"
+    )
     (launch,) = find_launches(reading.commands)
     return parse_hydra_args(launch.args).overrides
 

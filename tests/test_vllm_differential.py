@@ -25,7 +25,9 @@ from shardcheck.origin import Origin
 from shardcheck.rules.vllm_engine import max_len_error
 
 WHEEL = os.environ.get("VLLM_WHEEL") or next(iter(sorted(glob.glob("/tmp/r3dl/vllm/vllm-0.24.0-*.whl"))), None)
-pytestmark = pytest.mark.skipif(not WHEEL or not os.path.isfile(WHEEL), reason="vLLM 0.24.0 wheel not found (VLLM_WHEEL)")
+pytestmark = pytest.mark.skipif(
+    not WHEEL or not os.path.isfile(WHEEL), reason="vLLM 0.24.0 wheel not found (VLLM_WHEEL)"
+)
 
 
 def _function(path: str, name: str, cls: str | None = None):
@@ -36,7 +38,10 @@ def _function(path: str, name: str, cls: str | None = None):
     node = next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
     node.decorator_list = []
     namespace = {
-        "Any": object, "PretrainedConfig": object, "ModelArchitectureConfig": object, "Self": object,
+        "Any": object,
+        "PretrainedConfig": object,
+        "ModelArchitectureConfig": object,
+        "Self": object,
         "logger": SimpleNamespace(warning=lambda *a: None, warning_once=lambda *a: None, info=lambda *a: None),
         "envs": SimpleNamespace(VLLM_ALLOW_LONG_MAX_MODEL_LEN=False),
         "current_platform": SimpleNamespace(check_max_model_len=lambda n: n),
@@ -47,16 +52,23 @@ def _function(path: str, name: str, cls: str | None = None):
 
 
 def _random_config(rng: random.Random) -> dict:
-    config = {"model_type": rng.choice(["qwen3", "llama", "deepseek_v3"]),
-              "max_position_embeddings": rng.choice([32768, 40960, 131072, 163840, 262144])}
+    config = {
+        "model_type": rng.choice(["qwen3", "llama", "deepseek_v3"]),
+        "max_position_embeddings": rng.choice([32768, 40960, 131072, 163840, 262144]),
+    }
     rope = rng.choice([None, "yarn", "yarn-legacy", "llama3", "linear", "dynamic", "longrope"])
     if rope in ("yarn", "yarn-legacy"):
-        config["rope_scaling"] = {"rope_type" if rope == "yarn" else "type": "yarn",
-                                  "factor": rng.choice([2.0, 4.0, 8.0, 40]),
-                                  "original_max_position_embeddings": rng.choice([4096, 32768, 65536])}
+        config["rope_scaling"] = {
+            "rope_type" if rope == "yarn" else "type": "yarn",
+            "factor": rng.choice([2.0, 4.0, 8.0, 40]),
+            "original_max_position_embeddings": rng.choice([4096, 32768, 65536]),
+        }
     elif rope is not None:
-        config["rope_scaling"] = {"rope_type": rope, "factor": rng.choice([2.0, 8.0]),
-                                  "original_max_position_embeddings": 8192}
+        config["rope_scaling"] = {
+            "rope_type": rope,
+            "factor": rng.choice([2.0, 8.0]),
+            "original_max_position_embeddings": 8192,
+        }
     if rng.random() < 0.15:
         config["model_max_length"] = rng.choice([65536, 300000])
     return config
@@ -64,15 +76,22 @@ def _random_config(rng: random.Random) -> dict:
 
 def test_max_model_len_agrees_with_vllm():
     verify = _function("vllm/config/model.py", "_get_and_verify_max_len")
-    derive = _function("vllm/transformers_utils/model_arch_config_convertor.py", "derive_max_model_len_and_key",
-                       cls="ModelArchConfigConvertorBase")
+    derive = _function(
+        "vllm/transformers_utils/model_arch_config_convertor.py",
+        "derive_max_model_len_and_key",
+        cls="ModelArchConfigConvertorBase",
+    )
     rng = random.Random(11)
     raised = 0
     for _ in range(3000):
         config = _random_config(rng)
         rope = _rope(config)  # transformers patches the legacy "type" key into rope_type, as shardcheck does
-        hf = SimpleNamespace(model_type=config["model_type"], max_position_embeddings=config["max_position_embeddings"],
-                             model_max_length=config.get("model_max_length"), rope_parameters=rope)
+        hf = SimpleNamespace(
+            model_type=config["model_type"],
+            max_position_embeddings=config["max_position_embeddings"],
+            model_max_length=config.get("model_max_length"),
+            rope_parameters=rope,
+        )
         arch = SimpleNamespace(derived_max_model_len_and_key=derive(SimpleNamespace(hf_text_config=hf)))
         # verl passes max_model_len <= max_position_embeddings (its own check), None -> max_position_embeddings
         mml = rng.choice([None, 4096, 32768, 65536, 131072, 262144])
@@ -83,10 +102,18 @@ def test_max_model_len_agrees_with_vllm():
         except ValueError as exc:
             theirs = str(exc)
             raised += 1
-        facts = ModelFacts(name="m", source="test", origin=Origin(kind="model"), num_hidden_layers=1,
-                           num_attention_heads=1, num_key_value_heads=1, model_type=config["model_type"],
-                           max_position_embeddings=config["max_position_embeddings"], rope_scaling=rope,
-                           model_max_length=config.get("model_max_length"))
+        facts = ModelFacts(
+            name="m",
+            source="test",
+            origin=Origin(kind="model"),
+            num_hidden_layers=1,
+            num_attention_heads=1,
+            num_key_value_heads=1,
+            model_type=config["model_type"],
+            max_position_embeddings=config["max_position_embeddings"],
+            rope_scaling=rope,
+            model_max_length=config.get("model_max_length"),
+        )
         ours = max_len_error(facts, mml)
         assert (ours is None) == (theirs is None), (config, mml, ours, theirs)
         if ours is not None:
@@ -98,9 +125,14 @@ def test_scheduler_token_budget_agrees_with_vllm():
     verify = _function("vllm/config/scheduler.py", "verify_max_model_len", cls="SchedulerConfig")
     rng = random.Random(13)
     for _ in range(2000):
-        cfg = SimpleNamespace(max_num_batched_tokens=rng.choice([64, 128, 256, 2048, 8192]),
-                              max_num_seqs=rng.choice([1, 64, 256, 1024]), enable_chunked_prefill=True,
-                              max_num_partial_prefills=1, max_long_partial_prefills=1, long_prefill_token_threshold=0)
+        cfg = SimpleNamespace(
+            max_num_batched_tokens=rng.choice([64, 128, 256, 2048, 8192]),
+            max_num_seqs=rng.choice([1, 64, 256, 1024]),
+            enable_chunked_prefill=True,
+            max_num_partial_prefills=1,
+            max_long_partial_prefills=1,
+            long_prefill_token_threshold=0,
+        )
         try:
             verify(cfg, rng.choice([4096, 32768]))
             theirs = None
@@ -109,5 +141,7 @@ def test_scheduler_token_budget_agrees_with_vllm():
         ours = cfg.max_num_batched_tokens < cfg.max_num_seqs  # VLLM-MNS-MNBT's condition (chunked prefill on)
         assert ours == (theirs is not None), (cfg, theirs)
         if ours:
-            assert theirs == (f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be greater than or equal "
-                              f"to max_num_seqs ({cfg.max_num_seqs}).")
+            assert theirs == (
+                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be greater than or equal "
+                f"to max_num_seqs ({cfg.max_num_seqs})."
+            )

@@ -14,8 +14,19 @@ import json
 import sys
 import types
 
-_STUBBED = {"transformers", "orjson", "codetiming", "ray", "tensordict", "torchdata", "wandb", "pylatexenc",
-            "datasets", "peft", "accelerate"}
+_STUBBED = {
+    "transformers",
+    "orjson",
+    "codetiming",
+    "ray",
+    "tensordict",
+    "torchdata",
+    "wandb",
+    "pylatexenc",
+    "datasets",
+    "peft",
+    "accelerate",
+}
 
 
 class _Any:

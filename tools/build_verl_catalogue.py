@@ -84,8 +84,9 @@ def flat_keys(tree: dict, prefix: str = "") -> list[str]:
 
 
 def wheel_config_dir(version: str, work: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"verl=={version}", "-d", str(work)],
-                   check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"verl=={version}", "-d", str(work)], check=True
+    )
     wheel = next(work.glob(f"verl-{version}-*.whl"))
     target = work / version
     with zipfile.ZipFile(wheel) as archive:
@@ -110,19 +111,39 @@ def main() -> None:
         for version in args.versions:
             config_dir = wheel_config_dir(version, Path(tmp))
             configs, engines = compose_all(config_dir)
-            entries.append((version, f"verl {version} wheel (PyPI), verl/trainer/config composed by Hydra",
-                            configs, engines, config_dir))
+            entries.append(
+                (
+                    version,
+                    f"verl {version} wheel (PyPI), verl/trainer/config composed by Hydra",
+                    configs,
+                    engines,
+                    config_dir,
+                )
+            )
     if args.checkout is not None:
-        revision = subprocess.run(["git", "-C", str(args.checkout), "log", "-1", "--format=%h %cs"],
-                                  capture_output=True, text=True).stdout.strip() or "unknown revision"
+        revision = (
+            subprocess.run(
+                ["git", "-C", str(args.checkout), "log", "-1", "--format=%h %cs"], capture_output=True, text=True
+            ).stdout.strip()
+            or "unknown revision"
+        )
         config_dir = args.checkout / "verl/trainer/config"
         configs, engines = compose_all(config_dir)
-        entries.append((args.label, f"verl {args.label} ({revision}), verl/trainer/config composed by Hydra",
-                        configs, engines, config_dir))
+        entries.append(
+            (
+                args.label,
+                f"verl {args.label} ({revision}), verl/trainer/config composed by Hydra",
+                configs,
+                engines,
+                config_dir,
+            )
+        )
     index: dict = {"versions": [], "releases": [], "keys": {}}
     for bit, (version, source, configs, engines, config_dir) in enumerate(entries):
-        write({"verl_version": version, "source": source, "model_engines": engines, "configs": configs},
-              OUT / f"verl-{version}.json.gz")
+        write(
+            {"verl_version": version, "source": source, "model_engines": engines, "configs": configs},
+            OUT / f"verl-{version}.json.gz",
+        )
         index["versions"].append(version)
         if version in RELEASES:
             index["releases"].append(version)

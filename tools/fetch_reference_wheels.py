@@ -25,14 +25,27 @@ from pathlib import Path
 
 INDEX = Path(__file__).resolve().parent.parent / "src/shardcheck/frameworks/verl/data/catalogue/index.json.gz"
 
-MEGATRON_CORE = {"0.9": "0.9.0", "0.10": "0.10.0", "0.11": "0.11.0", "0.12": "0.12.3", "0.13": "0.13.1",
-                 "0.14": "0.14.0", "0.15": "0.15.3", "0.16": "0.16.1", "0.17": "0.17.1", "0.18": "0.18.2",
-                 "0.19": "0.19.0"}
+MEGATRON_CORE = {
+    "0.9": "0.9.0",
+    "0.10": "0.10.0",
+    "0.11": "0.11.0",
+    "0.12": "0.12.3",
+    "0.13": "0.13.1",
+    "0.14": "0.14.0",
+    "0.15": "0.15.3",
+    "0.16": "0.16.1",
+    "0.17": "0.17.1",
+    "0.18": "0.18.2",
+    "0.19": "0.19.0",
+}
 
 
 def download(spec: str, into: Path, *extra: str, quiet: bool = False) -> Path | None:
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", spec, "-d", str(into), *extra],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", spec, "-d", str(into), *extra],
+        capture_output=True,
+        text=True,
+    )
     wheels = sorted(into.glob(spec.split("==")[0].replace("-", "_") + "-" + spec.split("==")[1] + "-*.whl"))
     if done.returncode != 0 or not wheels:
         if quiet:
@@ -59,8 +72,9 @@ def main() -> None:
             late = minor in ("0.17", "0.18", "0.19")
             wheel = download(f"megatron-core=={version}", Path(tmp), quiet=late)
             if wheel is None and late:
-                wheel = download(f"megatron-core=={version}", Path(tmp), "--python-version", "3.12",
-                                 "--only-binary=:all:")
+                wheel = download(
+                    f"megatron-core=={version}", Path(tmp), "--python-version", "3.12", "--only-binary=:all:"
+                )
             if wheel is not None:
                 unpack(wheel, out / "megatron-core" / minor, "megatron/")
     print(f"export VERL_CONFIGS_DIR={out / 'verl'} MEGATRON_CORE_VERSIONS_DIR={out / 'megatron-core'}")

@@ -41,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         print("::error title=shardcheck::no base revision: pass --base (the pull request's base.sha)")
         return 2
     try:
-        diffs = diff_git(f"{args.base}..{args.head}", args.paths.split() or None, DiffOptions(device=args.device),
-                         cwd=Path.cwd())
+        diffs = diff_git(
+            f"{args.base}..{args.head}", args.paths.split() or None, DiffOptions(device=args.device), cwd=Path.cwd()
+        )
     except InputError as exc:
         print(f"::error title=shardcheck::{exc}")
         _append(os.environ.get("GITHUB_STEP_SUMMARY"), f"## shardcheck\n\n{exc}\n")
@@ -56,8 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     _append(os.environ.get("GITHUB_STEP_SUMMARY"), render_diff("markdown", diffs))
     code = max((d.exit_code for d in diffs), default=0)
     summary = " | ".join(f"{d.path}: {d.summary}" for d in shown) or "no launch scripts changed"
-    _append(os.environ.get("GITHUB_OUTPUT"),
-            f"exit-code={code}\nscripts={' '.join(d.path for d in shown)}\nsummary={summary.replace(chr(10), ' ')}")
+    _append(
+        os.environ.get("GITHUB_OUTPUT"),
+        f"exit-code={code}\nscripts={' '.join(d.path for d in shown)}\nsummary={summary.replace(chr(10), ' ')}",
+    )
     return 0 if args.no_fail else code
 
 

@@ -34,11 +34,38 @@ OUT = ROOT / "tests" / "data" / "memory_validation"
 CASES = ROOT / "tests" / "data" / "memory_validation" / "cases.txt"  # one "<model>/<case>" per line
 PLATFORM = "golden_values_dev_dgx_h100.json"
 # flags whose values are paths or logging: dropped (they do not change memory)
-DROP_PREFIX = ("--log-", "--tensorboard", "--save", "--load", "--data-", "--vocab-file", "--merge-file", "--split",
-               "--wandb", "--ckpt-", "--dist-ckpt", "--async-save", "--use-persistent-ckpt-worker", "--exit-",
-               "--timing-log-level", "--eval-", "--train-iters", "--lr", "--min-lr", "--weight-decay", "--clip-grad",
-               "--tokenizer-model", "--distributed-backend", "--use-checkpoint-args", "--no-load-optim",
-               "--no-load-rng", "--finetune", "--deterministic-mode", "--save-interval", "--use-mcore-models")
+DROP_PREFIX = (
+    "--log-",
+    "--tensorboard",
+    "--save",
+    "--load",
+    "--data-",
+    "--vocab-file",
+    "--merge-file",
+    "--split",
+    "--wandb",
+    "--ckpt-",
+    "--dist-ckpt",
+    "--async-save",
+    "--use-persistent-ckpt-worker",
+    "--exit-",
+    "--timing-log-level",
+    "--eval-",
+    "--train-iters",
+    "--lr",
+    "--min-lr",
+    "--weight-decay",
+    "--clip-grad",
+    "--tokenizer-model",
+    "--distributed-backend",
+    "--use-checkpoint-args",
+    "--no-load-optim",
+    "--no-load-rng",
+    "--finetune",
+    "--deterministic-mode",
+    "--save-interval",
+    "--use-mcore-models",
+)
 GPT2_BPE_VOCAB = 50257  # entries of the GPT-2 BPE vocab.json the cases name with --vocab-file
 # Features shardcheck does not model: a row using one is kept and reported, but not counted in the aims.
 NOT_MODELLED = {
@@ -49,8 +76,9 @@ NOT_MODELLED = {
 
 
 def git_show(git_dir: str, rev: str, path: str) -> str:
-    return subprocess.run(["git", "--git-dir", git_dir, "show", f"{rev}:{path}"], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", git_dir, "show", f"{rev}:{path}"], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def launch(case: str, args: dict) -> str:
@@ -70,21 +98,43 @@ def launch(case: str, args: dict) -> str:
     if "--vocab-file" in args and "--vocab-size" not in args:
         words.append(f"--vocab-size {GPT2_BPE_VOCAB}")
     body = " \\\n    ".join(words)
-    return (f"#!/bin/bash\n# Megatron-LM functional test {case} (model_config.yaml MODEL_ARGS; paths and logging "
-            f"flags dropped)\ntorchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \\\n    {body}\n")
+    return (
+        f"#!/bin/bash\n# Megatron-LM functional test {case} (model_config.yaml MODEL_ARGS; paths and logging "
+        f"flags dropped)\ntorchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \\\n    {body}\n"
+    )
 
 
-SUMMARY = [("--tensor-model-parallel-size", "TP"), ("--pipeline-model-parallel-size", "PP"),
-           ("--num-virtual-stages-per-pipeline-rank", "VPP"), ("--num-layers-per-virtual-pipeline-stage", "L/VPP"),
-           ("--context-parallel-size", "CP"), ("--expert-model-parallel-size", "EP"), ("--num-layers", "L"),
-           ("--hidden-size", "h"), ("--num-experts", "E"), ("--seq-length", "s"), ("--micro-batch-size", "mbs")]
-FEATURES = {"--attention-backend unfused": "unfused attn", "--transformer-impl local": "local impl",
-            "--multi-latent-attention": "MLA", "--mtp-num-layers": "MTP", "--pipeline-model-parallel-layout": "layout",
-            "--recompute-granularity full": "full recompute", "--recompute-granularity selective": "selective",
-            "--fine-grained-activation-offloading": "act. offload", "--use-megatron-fsdp": "M-FSDP",
-            "--fp8-param-gather": "fp8 params", "--fp8-format": "fp8", "--cross-entropy-loss-fusion": "CE fusion",
-            "--sequence-parallel": "SP", "--use-distributed-optimizer": "dist-opt", "--swiglu": "SwiGLU",
-            "--cuda-graph-impl": "CUDA graphs"}
+SUMMARY = [
+    ("--tensor-model-parallel-size", "TP"),
+    ("--pipeline-model-parallel-size", "PP"),
+    ("--num-virtual-stages-per-pipeline-rank", "VPP"),
+    ("--num-layers-per-virtual-pipeline-stage", "L/VPP"),
+    ("--context-parallel-size", "CP"),
+    ("--expert-model-parallel-size", "EP"),
+    ("--num-layers", "L"),
+    ("--hidden-size", "h"),
+    ("--num-experts", "E"),
+    ("--seq-length", "s"),
+    ("--micro-batch-size", "mbs"),
+]
+FEATURES = {
+    "--attention-backend unfused": "unfused attn",
+    "--transformer-impl local": "local impl",
+    "--multi-latent-attention": "MLA",
+    "--mtp-num-layers": "MTP",
+    "--pipeline-model-parallel-layout": "layout",
+    "--recompute-granularity full": "full recompute",
+    "--recompute-granularity selective": "selective",
+    "--fine-grained-activation-offloading": "act. offload",
+    "--use-megatron-fsdp": "M-FSDP",
+    "--fp8-param-gather": "fp8 params",
+    "--fp8-format": "fp8",
+    "--cross-entropy-loss-fusion": "CE fusion",
+    "--sequence-parallel": "SP",
+    "--use-distributed-optimizer": "dist-opt",
+    "--swiglu": "SwiGLU",
+    "--cuda-graph-impl": "CUDA graphs",
+}
 
 
 def summary(text: str) -> str:
@@ -98,14 +148,18 @@ def summary(text: str) -> str:
 
 def markdown() -> str:
     rows = json.loads((OUT / "rows.json").read_text())
-    head = ("| # | Megatron-LM functional test (H100 golden values) | configuration | measured GiB | predicted GiB "
-            "| ratio | modelled |")
+    head = (
+        "| # | Megatron-LM functional test (H100 golden values) | configuration | measured GiB | predicted GiB "
+        "| ratio | modelled |"
+    )
     out = [head, "|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows, 1):
         text = (OUT / f"{r['case']}.sh").read_text()
-        out.append(f"| {i} | `{r['case'].split('__', 1)[1]}` | {summary(text)} | {r['measured_allocated'] / 2**30:.2f} "
-                   f"| {r['predicted_allocated'] / 2**30:.2f} | {r['ratio']:.3f} | "
-                   f"{'yes' if not r['not_modelled'] else 'no: ' + '; '.join(r['not_modelled'])} |")
+        out.append(
+            f"| {i} | `{r['case'].split('__', 1)[1]}` | {summary(text)} | {r['measured_allocated'] / 2**30:.2f} "
+            f"| {r['predicted_allocated'] / 2**30:.2f} | {r['ratio']:.3f} | "
+            f"{'yes' if not r['not_modelled'] else 'no: ' + '; '.join(r['not_modelled'])} |"
+        )
     return "\n".join(out)
 
 
@@ -118,8 +172,9 @@ def main() -> int:
     p.add_argument("--rev", default="HEAD")
     p.add_argument("--record", action="store_true", help="record shardcheck's prediction and ratio in rows.json")
     a = p.parse_args()
-    commit = subprocess.run(["git", "--git-dir", a.git_dir, "rev-parse", a.rev], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "--git-dir", a.git_dir, "rev-parse", a.rev], capture_output=True, text=True, check=True
+    ).stdout.strip()
     rows = []
     for case in [c.strip() for c in CASES.read_text().splitlines() if c.strip() and not c.startswith("#")]:
         base = f"tests/functional_tests/test_cases/{case}"
@@ -129,10 +184,16 @@ def main() -> int:
         name = case.replace("/", "__")
         (OUT / f"{name}.sh").write_text(launch(case, config["MODEL_ARGS"]))
         args = config["MODEL_ARGS"]
-        rows.append({"case": name, "source": f"NVIDIA/Megatron-LM@{commit[:12]} {base}/{PLATFORM}",
-                     "test_type": config.get("TEST_TYPE"), "device": "h100",
-                     "not_modelled": [why for flag, why in NOT_MODELLED.items() if args.get(flag) not in (None, False)],
-                     "measured_allocated": int(max(values))})
+        rows.append(
+            {
+                "case": name,
+                "source": f"NVIDIA/Megatron-LM@{commit[:12]} {base}/{PLATFORM}",
+                "test_type": config.get("TEST_TYPE"),
+                "device": "h100",
+                "not_modelled": [why for flag, why in NOT_MODELLED.items() if args.get(flag) not in (None, False)],
+                "measured_allocated": int(max(values)),
+            }
+        )
     if a.record:
         sys.path.insert(0, str(ROOT / "src"))
         from shardcheck.api import resolve_script

@@ -57,8 +57,9 @@ class Result:
         if self.job is None:
             return None
         # a suppressed layout error still means the engine cannot build the layout
-        layout_errors = [f for f in self.findings + self.suppressed
-                         if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)]
+        layout_errors = [
+            f for f in self.findings + self.suppressed if f.severity == "error" and f.rule.startswith(LAYOUT_RULES)
+        ]
         if any(not f.conditional for f in layout_errors):
             return False
         return None if layout_errors or any(f.rule == "VALUE-UNKNOWN" for f in self.findings) else True
@@ -86,8 +87,16 @@ LAYOUT_RULES = ("MCORE-", "VERL-FSDP-SP-WORLD", "VERL-FSDP-SP-HEADS", "VERL-FSDP
 
 
 # The layout fields only one engine has: None in the other's summary.
-FSDP_ONLY = ("sp", "fsdp_size", "shard", "replicate", "model_dtype", "param_offload", "optimizer_offload",
-             "offload_policy")
+FSDP_ONLY = (
+    "sp",
+    "fsdp_size",
+    "shard",
+    "replicate",
+    "model_dtype",
+    "param_offload",
+    "optimizer_offload",
+    "offload_policy",
+)
 MEGATRON_ONLY = ("tp", "pp", "cp", "ep", "etp", "etp_setting", "edp", "vpp", "layers_per_stage")
 
 
@@ -149,12 +158,22 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
     }
 
 
-def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-          display: str | None = None, settings: Settings | None = None, device: str | None = None,
-          host_memory: int | None = None, text: bytes | None = None,
-          args: tuple[str, ...] = (), sample_tokens: tuple[int, int | None] | None = None,
-          verl_version: str | None = None, megatron_core_version: str | None = None,
-          allow_source: tuple[str | Path, ...] = ()) -> Result:
+def check(
+    path: str | Path,
+    env: dict[str, str] | None = None,
+    *,
+    model_config: str | None = None,
+    display: str | None = None,
+    settings: Settings | None = None,
+    device: str | None = None,
+    host_memory: int | None = None,
+    text: bytes | None = None,
+    args: tuple[str, ...] = (),
+    sample_tokens: tuple[int, int | None] | None = None,
+    verl_version: str | None = None,
+    megatron_core_version: str | None = None,
+    allow_source: tuple[str | Path, ...] = (),
+) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
     ``text``: the script's contents when they do not come from ``path``, e.g. standard input;
@@ -175,9 +194,17 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
     except SettingsError as exc:
         return unusable_result(shown, str(exc), "usage", Settings())
     try:
-        job = resolve_script(path, env, model_config=model_config, display=shown, text=text, args=args,
-                             verl_version=_requested_verl(verl_version, settings),
-                             megatron_core_version=megatron_core_version, allow_source=allow_source)
+        job = resolve_script(
+            path,
+            env,
+            model_config=model_config,
+            display=shown,
+            text=text,
+            args=args,
+            verl_version=_requested_verl(verl_version, settings),
+            megatron_core_version=megatron_core_version,
+            allow_source=allow_source,
+        )
         if device is not None:
             from shardcheck.memory.devices import find_device
 
@@ -187,11 +214,26 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
 
         findings, skipped = run_rules(job)
         if job.framework == "verl" and job.version_source == "inferred" and len(job.accepted_versions) > 1:
-            findings = _across_versions(job, findings, lambda v: replace(resolve_script(
-                path, env, model_config=model_config, display=shown, text=text, args=args,
-                verl_version=(v, "the accepted versions"), megatron_core_version=megatron_core_version,
-                allow_source=allow_source),
-                device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens))
+            findings = _across_versions(
+                job,
+                findings,
+                lambda v: replace(
+                    resolve_script(
+                        path,
+                        env,
+                        model_config=model_config,
+                        display=shown,
+                        text=text,
+                        args=args,
+                        verl_version=(v, "the accepted versions"),
+                        megatron_core_version=megatron_core_version,
+                        allow_source=allow_source,
+                    ),
+                    device_choice=device,
+                    host_memory_bytes=host_memory,
+                    sample_tokens=sample_tokens,
+                ),
+            )
     except NoLaunchError as exc:
         return unusable_result(shown, str(exc), "no-launch", settings)
     except UnreadableInput as exc:
@@ -201,8 +243,9 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
     except InputError as exc:
         return unusable_result(shown, str(exc), "unusable", settings)
     except RecursionError:
-        return unusable_result(shown, f"{shown}:1: nested too deeply for shardcheck to read; simplify the script",
-                         "unusable", settings)
+        return unusable_result(
+            shown, f"{shown}:1: nested too deeply for shardcheck to read; simplify the script", "unusable", settings
+        )
     from shardcheck.rules.grouping import group_findings
 
     hidden = [f for f in findings if not settings.reports(f.rule, path) or _suppressed(f, job)]
@@ -212,8 +255,12 @@ def check(path: str | Path, env: dict[str, str] | None = None, *, model_config: 
     return Result(shown, job, group_findings(findings), skipped, settings=settings, suppressed=hidden)
 
 
-_KIND_PROBLEM = {"no-launch": Kind.INPUT_NO_LAUNCH, "unreadable": Kind.INPUT_UNREADABLE,
-                 "unusable": Kind.INPUT_UNUSABLE, "usage": Kind.INPUT_UNUSABLE}
+_KIND_PROBLEM = {
+    "no-launch": Kind.INPUT_NO_LAUNCH,
+    "unreadable": Kind.INPUT_UNREADABLE,
+    "unusable": Kind.INPUT_UNUSABLE,
+    "usage": Kind.INPUT_UNUSABLE,
+}
 
 
 def unusable_result(shown: str, message: str, kind: str, settings: Settings) -> Result:
@@ -225,7 +272,7 @@ def unusable_result(shown: str, message: str, kind: str, settings: Settings) -> 
 
     m = re.match(r"^(.+?):(\d+): ", message)
     origin = Origin(kind="script", path=m.group(1), line=int(m.group(2))) if m else Origin(kind="cli", path=shown)
-    text = message[m.end():] if m else message.removeprefix(f"{shown}: ")
+    text = message[m.end() :] if m else message.removeprefix(f"{shown}: ")
     said = render(Problem(_KIND_PROBLEM[kind], origin, {"message": text}))
     found = [said] if settings.reports(said.rule) else []
     return Result(shown, None, found, error=message, settings=settings, error_kind=kind)
@@ -242,8 +289,15 @@ def _id_findings(job: Job, settings: Settings, path) -> list:
     for line, written in job.suppression_ids:
         problem = id_problem(written, "`# shardcheck: disable=`", prefix_ok=False)
         if problem is not None:
-            out.append(render(Problem(Kind.UNKNOWN_RULE_ID, Origin(kind="script", path=job.path, line=line),
-                                      {"message": problem[0], "fix": problem[1]})))
+            out.append(
+                render(
+                    Problem(
+                        Kind.UNKNOWN_RULE_ID,
+                        Origin(kind="script", path=job.path, line=line),
+                        {"message": problem[0], "fix": problem[1]},
+                    )
+                )
+            )
     for message, fix, source, line in settings.id_problems():
         origin = Origin(kind="script", path=source, line=line or 1) if source else Origin(kind="cli", text=message)
         out.append(render(Problem(Kind.UNKNOWN_RULE_ID, origin, {"message": message, "fix": fix})))
@@ -306,8 +360,12 @@ def _across_versions(job: Job, findings: list, judge) -> list:
             holds = [v for sig, vs in groups.items() if key(f) in errors[sig] for v in vs]
             if len(holds) < len(job.accepted_versions):
                 others = [v for v in job.accepted_versions if v not in holds]
-                f = replace(f, severity="warning", message=f"{f.message} [holds for verl {span(holds)}, not for "
-                                                           f"{span(others)}; give --verl-version to decide]")
+                f = replace(
+                    f,
+                    severity="warning",
+                    message=f"{f.message} [holds for verl {span(holds)}, not for "
+                    f"{span(others)}; give --verl-version to decide]",
+                )
         out.append(f)
     seen = set(errors[mine])
     for sig in groups:
@@ -316,9 +374,15 @@ def _across_versions(job: Job, findings: list, judge) -> list:
                 continue
             seen.add(k)
             holds = [v for s2, vs in groups.items() if k in errors[s2] for v in vs]
-            out.append(replace(f, severity="warning", message=f"under verl {span(holds)}: {f.message} [not for "
-                               f"verl {job.framework_version}, the version judged; give --verl-version to decide]",
-                               fix=f"on verl {span(holds)}: {f.fix}" if f.fix else None))
+            out.append(
+                replace(
+                    f,
+                    severity="warning",
+                    message=f"under verl {span(holds)}: {f.message} [not for "
+                    f"verl {job.framework_version}, the version judged; give --verl-version to decide]",
+                    fix=f"on verl {span(holds)}: {f.fix}" if f.fix else None,
+                )
+            )
     return out
 
 
@@ -334,11 +398,20 @@ def _requested_verl(flag: str | None, settings: Settings) -> tuple[str, str] | N
     return None
 
 
-def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None, text: bytes | None = None, args: tuple[str, ...] = (),
-                   extra_args: tuple[str, ...] = (), verl_version: tuple[str, str] | None = None,
-                   megatron_core_version: str | None = None, memo: dict | None = None,
-                   allow_source: tuple[str | Path, ...] = ()) -> Job:
+def resolve_script(
+    path: str | Path,
+    env: dict[str, str] | None = None,
+    *,
+    model_config: str | None = None,
+    display: str | None = None,
+    text: bytes | None = None,
+    args: tuple[str, ...] = (),
+    extra_args: tuple[str, ...] = (),
+    verl_version: tuple[str, str] | None = None,
+    megatron_core_version: str | None = None,
+    memo: dict | None = None,
+    allow_source: tuple[str | Path, ...] = (),
+) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none.
 
     ``extra_args``: words added at the end of the launch command (``shardcheck plan`` proves its override
@@ -346,23 +419,42 @@ def resolve_script(path: str | Path, env: dict[str, str] | None = None, *, model
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment;
     ``allow_source``: directories ``source`` may read besides the script's own tree."""
-    job = _resolve_script(path, env, model_config=model_config, display=display, text=text, args=args,
-                          extra_args=extra_args, verl_version=verl_version, memo={} if memo is None else memo,
-                          allow_source=allow_source)
+    job = _resolve_script(
+        path,
+        env,
+        model_config=model_config,
+        display=display,
+        text=text,
+        args=args,
+        extra_args=extra_args,
+        verl_version=verl_version,
+        memo={} if memo is None else memo,
+        allow_source=allow_source,
+    )
     from dataclasses import replace
 
     from shardcheck.frameworks.megatron.versions import choose
     from shardcheck.frameworks.verl.versions import implied_megatron_core
 
-    mcore = choose(megatron_core_version, implied_megatron_core(job.framework_version) if job.framework == "verl"
-                   else None)
+    mcore = choose(
+        megatron_core_version, implied_megatron_core(job.framework_version) if job.framework == "verl" else None
+    )
     return replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
 
 
-def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_config: str | None,
-                    display: str | None, text: bytes | None, args: tuple[str, ...], extra_args: tuple[str, ...],
-                    verl_version: tuple[str, str] | None, memo: dict,
-                    allow_source: tuple[str | Path, ...]) -> Job:
+def _resolve_script(
+    path: str | Path,
+    env: dict[str, str] | None,
+    *,
+    model_config: str | None,
+    display: str | None,
+    text: bytes | None,
+    args: tuple[str, ...],
+    extra_args: tuple[str, ...],
+    verl_version: tuple[str, str] | None,
+    memo: dict,
+    allow_source: tuple[str | Path, ...],
+) -> Job:
     from shardcheck.frameworks.interface import detect, resolve
     from shardcheck.frameworks.verl.resolve import unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
@@ -371,8 +463,9 @@ def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_confi
     shown = display or str(path)
     if "reading" not in memo:
         if text is not None:
-            memo["reading"] = read_bash_text(text, shown, env, real_path=Path(path), args=args,
-                                             allow_source=allow_source)
+            memo["reading"] = read_bash_text(
+                text, shown, env, real_path=Path(path), args=args, allow_source=allow_source
+            )
         else:
             memo["reading"] = read_bash(path, env, display=shown, args=args, allow_source=allow_source)
     reading = memo["reading"]
@@ -386,16 +479,25 @@ def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_confi
 
     _stop_at_unterminated(reading, found)
     flag_launch = next(((launch, framework) for launch, framework in detected if framework is not None), None)
-    flag_job = (resolve(flag_launch[1], flag_launch[0], reading, shown, model_config=model_config)
-                if not launches and flag_launch is not None else None)
+    flag_job = (
+        resolve(flag_launch[1], flag_launch[0], reading, shown, model_config=model_config)
+        if not launches and flag_launch is not None
+        else None
+    )
     if flag_job is not None:
-        return replace(flag_job, notes=_shell_notes(reading) + flag_job.notes, suppressions=reading.suppressions,
-                       suppression_ids=reading.suppression_ids)
+        return replace(
+            flag_job,
+            notes=_shell_notes(reading) + flag_job.notes,
+            suppressions=reading.suppressions,
+            suppression_ids=reading.suppression_ids,
+        )
     if not launches:
         other = next((launch for launch in found if unmodelled_verl_entry(launch)), None)
         if other is not None:
-            raise NoLaunchError(f"{other.origin.location}: {other.module} is not modelled yet; skipped (shardcheck "
-                                "reads verl.trainer.main_ppo launches)")
+            raise NoLaunchError(
+                f"{other.origin.location}: {other.module} is not modelled yet; skipped (shardcheck "
+                "reads verl.trainer.main_ppo launches)"
+            )
         syntax = next((d for d in reading.diagnostics if d.kind in _BASH_REJECTS), None)
         if syntax is not None:
             from shardcheck.rules.registry import render
@@ -404,8 +506,10 @@ def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_confi
         modules = [launch for launch in found if launch.module and launch.module.split(".")[0] not in _TOOL_MODULES]
         if modules:
             names = ", ".join(dict.fromkeys(launch.module for launch in modules))
-            raise NoLaunchError(f"{modules[0].origin.location}: not modelled: {names} (python -m); skipped (shardcheck "
-                                "reads verl.trainer.main_ppo, Megatron-LM's pretrain_*.py and slime's train.py launches)")
+            raise NoLaunchError(
+                f"{modules[0].origin.location}: not modelled: {names} (python -m); skipped (shardcheck "
+                "reads verl.trainer.main_ppo, Megatron-LM's pretrain_*.py and slime's train.py launches)"
+            )
         raise NoLaunchError(
             f"{shown}:1: no launch command; skipped (shardcheck reads verl's python3 -m verl.trainer.main_ppo, "
             "Megatron-LM's torchrun pretrain_gpt.py and slime's python3 train.py launches)"
@@ -413,10 +517,23 @@ def _resolve_script(path: str | Path, env: dict[str, str] | None, *, model_confi
     from shardcheck.frameworks.verl.versions import find_pin
 
     pinned = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None
-    job = resolve("verl", launches[0], reading, shown, model_config=model_config, verl_version=verl_version,
-                  pinned=pinned, memo=memo, env=env)
-    return replace(job, notes=_shell_notes(reading) + job.notes, suppressions=reading.suppressions,
-                   suppression_ids=reading.suppression_ids)
+    job = resolve(
+        "verl",
+        launches[0],
+        reading,
+        shown,
+        model_config=model_config,
+        verl_version=verl_version,
+        pinned=pinned,
+        memo=memo,
+        env=env,
+    )
+    return replace(
+        job,
+        notes=_shell_notes(reading) + job.notes,
+        suppressions=reading.suppressions,
+        suppression_ids=reading.suppression_ids,
+    )
 
 
 def _shell_notes(reading) -> tuple[Problem, ...]:
@@ -428,10 +545,16 @@ def _shell_notes(reading) -> tuple[Problem, ...]:
     notes = list(reading.diagnostics)
     wanted = {name.upper(): name for name in reading.env_wanted}
     for name in reading.env_unread:
-        close = wanted.get(name.upper()) or next(iter(difflib.get_close_matches(name, list(wanted.values()), 1, 0.7)),
-                                                 None)
-        notes.append(Problem(Kind.ENV_UNUSED, Origin(kind="cli", path=reading.path, text=f"--env {name}"),
-                             {"name": name, "path": reading.path, "wanted": list(reading.env_wanted), "close": close}))
+        close = wanted.get(name.upper()) or next(
+            iter(difflib.get_close_matches(name, list(wanted.values()), 1, 0.7)), None
+        )
+        notes.append(
+            Problem(
+                Kind.ENV_UNUSED,
+                Origin(kind="cli", path=reading.path, text=f"--env {name}"),
+                {"name": name, "path": reading.path, "wanted": list(reading.env_wanted), "close": close},
+            )
+        )
     return tuple(notes)
 
 
@@ -448,11 +571,16 @@ def _stop_at_unterminated(reading, found) -> None:
         return
     last = max((f.origin.line or 0 for f in found[0].command.fields), default=0)
     for d in reading.diagnostics:
-        if d.kind is Kind.SHELL_SYNTAX and d["reason"].startswith("unterminated") and d.origin.path == reading.path \
-                and (d.origin.line or 0) <= last:
+        if (
+            d.kind is Kind.SHELL_SYNTAX
+            and d["reason"].startswith("unterminated")
+            and d.origin.path == reading.path
+            and (d.origin.line or 0) <= last
+        ):
             from shardcheck.rules.registry import render
 
             raise InputError(f"{d.origin.location}: {render(d).message}")
+
 
 def _with_args(launch, words: tuple[str, ...]):
     """The launch with ``words`` appended to its arguments (origin: shardcheck plan)."""
@@ -502,9 +630,15 @@ class VersionMatrix:
     error: str | None = None
 
 
-def version_matrix(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                   display: str | None = None, megatron_core_version: str | None = None,
-                   allow_source: tuple[str | Path, ...] = ()) -> VersionMatrix:
+def version_matrix(
+    path: str | Path,
+    env: dict[str, str] | None = None,
+    *,
+    model_config: str | None = None,
+    display: str | None = None,
+    megatron_core_version: str | None = None,
+    allow_source: tuple[str | Path, ...] = (),
+) -> VersionMatrix:
     """The script judged against every bundled verl version, and, under the verl version plain ``check`` picks,
     against every megatron-core minor (runs of minors with the same layout verdict merged)."""
     from dataclasses import replace
@@ -525,16 +659,30 @@ def version_matrix(path: str | Path, env: dict[str, str] | None = None, *, model
         return True, None
 
     try:
-        base = resolve_script(path, env, model_config=model_config, display=shown,
-                              megatron_core_version=megatron_core_version, memo=memo, allow_source=allow_source)
+        base = resolve_script(
+            path,
+            env,
+            model_config=model_config,
+            display=shown,
+            megatron_core_version=megatron_core_version,
+            memo=memo,
+            allow_source=allow_source,
+        )
     except InputError as exc:
         return VersionMatrix(shown, error=str(exc))
     matrix = VersionMatrix(shown, chosen=base.framework_version, reason=base.version_reason)
     if base.framework == "verl":
         for version in catalogue().versions:
-            job = resolve_script(path, env, model_config=model_config, display=shown,
-                                 verl_version=(version, "--versions"), megatron_core_version=megatron_core_version,
-                                 memo=memo, allow_source=allow_source)
+            job = resolve_script(
+                path,
+                env,
+                model_config=model_config,
+                display=shown,
+                verl_version=(version, "--versions"),
+                megatron_core_version=megatron_core_version,
+                memo=memo,
+                allow_source=allow_source,
+            )
             valid, first = judged(job)
             matrix.rows.append(VersionRow("verl", (version,), version in base.accepted_versions, valid, first))
     matrix.megatron_core_verl = base.framework_version
@@ -542,8 +690,9 @@ def version_matrix(path: str | Path, env: dict[str, str] | None = None, *, model
         for minor in MINORS:
             job = replace(base, megatron_core_version=minor)
             layout_errors = [f for f in run_rules(job)[0] if f.rule.startswith("MCORE-PS-") and f.severity == "error"]
-            row = VersionRow("megatron-core", (minor,), None, not layout_errors, layout_errors[0] if layout_errors
-                             else None)
+            row = VersionRow(
+                "megatron-core", (minor,), None, not layout_errors, layout_errors[0] if layout_errors else None
+            )
             last = matrix.rows[-1] if matrix.rows and matrix.rows[-1].framework == "megatron-core" else None
             if last is not None and last.valid == row.valid and _same(last.first, row.first):
                 last.versions += (minor,)
@@ -595,18 +744,30 @@ def mesh_grid(job: Job):
 
     layout = job.group_owner
     grid = None
-    if layout is not None and job.cluster.world.known and all(
-            t.known for t in (layout.tp, layout.pp, layout.cp, layout.ep, layout.etp_setting, layout.vpp)):
-        built = build_grid(world=job.cluster.world.value, tp=layout.tp.value, pp=layout.pp.value, cp=layout.cp.value,
-                           ep=layout.ep.value, etp=layout.etp_setting.value, vpp=layout.vpp.value, order=layout.order)
+    if (
+        layout is not None
+        and job.cluster.world.known
+        and all(t.known for t in (layout.tp, layout.pp, layout.cp, layout.ep, layout.etp_setting, layout.vpp))
+    ):
+        built = build_grid(
+            world=job.cluster.world.value,
+            tp=layout.tp.value,
+            pp=layout.pp.value,
+            cp=layout.cp.value,
+            ep=layout.ep.value,
+            etp=layout.etp_setting.value,
+            vpp=layout.vpp.value,
+            order=layout.order,
+        )
         grid = built if isinstance(built, Grid) else None
     rollout = None
     ro = job.rollout
     ro_world = ro.gpus if ro is not None and ro.gpus is not None else job.cluster.world
     if ro is not None and ro_world.known and ro_world.value and all(t.known for t in (ro.tp, ro.dp, ro.pp)):
         engine = ro.engine.value if ro.engine.known else "rollout"
-        rollout = rollout_replicas(ro_world.value, str(engine), ro.tp.value, 1 if ro.dp_in_engine else ro.dp.value,
-                                   ro.pp.value)
+        rollout = rollout_replicas(
+            ro_world.value, str(engine), ro.tp.value, 1 if ro.dp_in_engine else ro.dp.value, ro.pp.value
+        )
     return layout, grid, rollout
 
 
@@ -627,15 +788,32 @@ class MemoryResult:
         return 1 if any(f.severity == "error" for f in self.findings) else 0
 
 
-def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-           display: str | None = None, device: str | None = None, host_memory: int | None = None,
-           sample_tokens: tuple[int, int | None] | None = None, settings: Settings | None = None,
-           allow_source: tuple[str | Path, ...] = ()) -> MemoryResult:
+def memory(
+    path: str | Path,
+    env: dict[str, str] | None = None,
+    *,
+    model_config: str | None = None,
+    display: str | None = None,
+    device: str | None = None,
+    host_memory: int | None = None,
+    sample_tokens: tuple[int, int | None] | None = None,
+    settings: Settings | None = None,
+    allow_source: tuple[str | Path, ...] = (),
+) -> MemoryResult:
     """What each device holds for the script's job: training stages, rollout, host."""
     from shardcheck.memory.estimate import estimate
 
-    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory,
-                   sample_tokens=sample_tokens, settings=settings, allow_source=allow_source)
+    result = check(
+        path,
+        env,
+        model_config=model_config,
+        display=display,
+        device=device,
+        host_memory=host_memory,
+        sample_tokens=sample_tokens,
+        settings=settings,
+        allow_source=allow_source,
+    )
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
     est = estimate(result.job, device)
@@ -644,5 +822,6 @@ def memory(path: str | Path, env: dict[str, str] | None = None, *, model_config:
         from shardcheck.estimate.step_time import predict
 
         step, _ = predict(result.job)
-    return MemoryResult(result.path, est, [f for f in result.findings if f.rule.startswith(("MEM-", "VALUE-BAD-"))],
-                        step=step)
+    return MemoryResult(
+        result.path, est, [f for f in result.findings if f.rule.startswith(("MEM-", "VALUE-BAD-"))], step=step
+    )

@@ -19,8 +19,10 @@ from shardcheck.errors import UsageError
 
 EXAMPLE = Path(__file__).with_name("examples") / "qwen3_235b_256k.sh"
 EXIT_INTERNAL = 4
-REPORT_HINT = "this is a bug in shardcheck, not a verdict on the input: please report it with the input " \
-              "(rerun with --debug for the traceback)"
+REPORT_HINT = (
+    "this is a bug in shardcheck, not a verdict on the input: please report it with the input "
+    "(rerun with --debug for the traceback)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,23 +41,46 @@ def _env_pairs(values: list[str]) -> dict[str, str]:
 
 
 def _input_options(p: argparse.ArgumentParser, *, settings: bool = True) -> None:
-    p.add_argument("--allow-source", action="append", default=[], metavar="DIR",
-                   help="let `source FILE` read files in DIR (default: only world-readable files in the script's "
-                        "own directory tree)")
+    p.add_argument(
+        "--allow-source",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="let `source FILE` read files in DIR (default: only world-readable files in the script's "
+        "own directory tree)",
+    )
     if settings:
-        p.add_argument("--config", metavar="FILE", help="settings file ([tool.shardcheck]); default: the nearest "
-                       "pyproject.toml from the script up to the top of its git work tree")
+        p.add_argument(
+            "--config",
+            metavar="FILE",
+            help="settings file ([tool.shardcheck]); default: the nearest "
+            "pyproject.toml from the script up to the top of its git work tree",
+        )
     p.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
 
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
-          "t": 1 << 40, "tib": 1 << 40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+}
 
 
 def _size(text: str) -> int:
     """``--host-memory 512GiB`` / ``2TiB`` / ``1000GB`` → bytes (no unit: GiB)."""
     number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    unit = text[len(number):].lower() or "gib"
+    unit = text[len(number) :].lower() or "gib"
     try:
         return int(float(number) * _UNITS[unit])
     except (ValueError, KeyError):
@@ -75,11 +100,21 @@ def _seconds(text: str) -> float:
 def _limit_options(p: argparse.ArgumentParser) -> None:
     from shardcheck.guard import DEFAULT_MEMORY, DEFAULT_SECONDS
 
-    p.add_argument("--time-limit", type=_seconds, default=DEFAULT_SECONDS, metavar="SECONDS",
-                   help=f"time allowed per input; past it the input is an error (default {DEFAULT_SECONDS:g}; 0: none)")
-    p.add_argument("--memory-limit", type=_size, default=DEFAULT_MEMORY, metavar="SIZE",
-                   help="memory allowed per input beyond what shardcheck holds; past it the input is an error "
-                        "(default 2GiB; 0: none)")
+    p.add_argument(
+        "--time-limit",
+        type=_seconds,
+        default=DEFAULT_SECONDS,
+        metavar="SECONDS",
+        help=f"time allowed per input; past it the input is an error (default {DEFAULT_SECONDS:g}; 0: none)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=_size,
+        default=DEFAULT_MEMORY,
+        metavar="SIZE",
+        help="memory allowed per input beyond what shardcheck holds; past it the input is an error "
+        "(default 2GiB; 0: none)",
+    )
 
 
 def _guarded(args, shown: str, fn):
@@ -93,14 +128,25 @@ def _guarded(args, shown: str, fn):
 
 
 def _memory_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", metavar="NAME", help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
-                   "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)")
-    p.add_argument("--device-memory", type=_size, metavar="SIZE",
-                   help="memory of one device, for a card without a preset (e.g. 96GiB); instead of --device")
+    p.add_argument(
+        "--device",
+        metavar="NAME",
+        help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
+        "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)",
+    )
+    p.add_argument(
+        "--device-memory",
+        type=_size,
+        metavar="SIZE",
+        help="memory of one device, for a card without a preset (e.g. 96GiB); instead of --device",
+    )
     p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
-    p.add_argument("--sample-tokens", type=_sample_tokens, metavar="MEAN[,MAX]",
-                   help="dynamic batch size: size the update at this mean (and longest) sample length instead of "
-                        "the token budget")
+    p.add_argument(
+        "--sample-tokens",
+        type=_sample_tokens,
+        metavar="MEAN[,MAX]",
+        help="dynamic batch size: size the update at this mean (and longest) sample length instead of the token budget",
+    )
 
 
 def _sample_tokens(text: str) -> tuple[int, int | None]:
@@ -116,11 +162,19 @@ def _sample_tokens(text: str) -> tuple[int, int | None]:
 
 
 def _version_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--verl-version", metavar="X", help="the verl release to judge against (default: the setting "
-                   "verl-version, an installed verl, a pin near the script, else the newest release that accepts "
-                   "every key of the script)")
-    p.add_argument("--megatron-core-version", metavar="X", help="the megatron-core minor the layout rules follow "
-                   "(default: the installed one, else the one the verl release runs with)")
+    p.add_argument(
+        "--verl-version",
+        metavar="X",
+        help="the verl release to judge against (default: the setting "
+        "verl-version, an installed verl, a pin near the script, else the newest release that accepts "
+        "every key of the script)",
+    )
+    p.add_argument(
+        "--megatron-core-version",
+        metavar="X",
+        help="the megatron-core minor the layout rules follow "
+        "(default: the installed one, else the one the verl release runs with)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -133,34 +187,64 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"shardcheck {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="judge launch scripts (verl, Megatron-LM, slime)")
-    check.add_argument("paths", nargs="*", help="launch scripts; a directory is searched for *.sh files, - reads "
-                       f"standard input (default: the built-in example {EXAMPLE.name})")
-    check.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                       help="a value the script reads from its environment (repeatable)")
+    check.add_argument(
+        "paths",
+        nargs="*",
+        help="launch scripts; a directory is searched for *.sh files, - reads "
+        f"standard input (default: the built-in example {EXAMPLE.name})",
+    )
+    check.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a value the script reads from its environment (repeatable)",
+    )
     check.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
-    check.add_argument("--format", "--output-format", dest="format", choices=("text", "json", *CI_FORMATS),
-                       default="text")
+    check.add_argument(
+        "--format", "--output-format", dest="format", choices=("text", "json", *CI_FORMATS), default="text"
+    )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors (not for bad input)")
-    check.add_argument("--select", action="append", metavar="IDS",
-                       help="report only these rule ids or prefixes, comma-separated (replaces the settings' select)")
-    check.add_argument("--ignore", action="append", metavar="IDS",
-                       help="do not report these rule ids or prefixes (replaces the settings' ignore)")
-    check.add_argument("--fail-on", choices=("error", "warning", "info"),
-                       help="the lowest severity that makes the exit status 1 (default: error, or the settings')")
+    check.add_argument(
+        "--select",
+        action="append",
+        metavar="IDS",
+        help="report only these rule ids or prefixes, comma-separated (replaces the settings' select)",
+    )
+    check.add_argument(
+        "--ignore",
+        action="append",
+        metavar="IDS",
+        help="do not report these rule ids or prefixes (replaces the settings' ignore)",
+    )
+    check.add_argument(
+        "--fail-on",
+        choices=("error", "warning", "info"),
+        help="the lowest severity that makes the exit status 1 (default: error, or the settings')",
+    )
     check.add_argument("-q", "--quiet", action="store_true", help="print the findings only, one per line")
     check.add_argument("--statistics", action="store_true", help="print how often each rule fired, not the findings")
-    check.add_argument("--stdin-filename", metavar="PATH",
-                       help="the name (and folder, for settings and `source`) of the script read from -")
-    check.add_argument("--verify", action="store_true",
-                       help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])")
+    check.add_argument(
+        "--stdin-filename",
+        metavar="PATH",
+        help="the name (and folder, for settings and `source`) of the script read from -",
+    )
+    check.add_argument(
+        "--verify",
+        action="store_true",
+        help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])",
+    )
     check.add_argument("--verbose", action="store_true", help="also say which settings file was used")
     _memory_options(check)
     _input_options(check)
     _limit_options(check)
     _version_options(check)
-    check.add_argument("--versions", action="store_true",
-                       help="judge the script against every bundled verl release (and megatron-core minor where the "
-                            "layout verdict changes): one row each")
+    check.add_argument(
+        "--versions",
+        action="store_true",
+        help="judge the script against every bundled verl release (and megatron-core minor where the "
+        "layout verdict changes): one row each",
+    )
     memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
     memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
     memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -182,8 +266,11 @@ def _parser() -> argparse.ArgumentParser:
     mesh.add_argument("--order", default="tp-cp-ep-dp-pp")
     mesh.add_argument("--rank", type=int, help="only the groups that hold this rank")
     mesh.add_argument("--format", choices=("text", "json"), default="text")
-    mesh.add_argument("--verify", action="store_true",
-                      help="also initialise the real megatron-core and compare its groups (needs shardcheck[verify])")
+    mesh.add_argument(
+        "--verify",
+        action="store_true",
+        help="also initialise the real megatron-core and compare its groups (needs shardcheck[verify])",
+    )
     _input_options(mesh, settings=False)
     _limit_options(mesh)
     plan = sub.add_parser("plan", help="the layouts that start, fit and run fastest, with the lines to paste")
@@ -213,7 +300,8 @@ def _wants_json(argv: list[str]) -> bool:
     from itertools import pairwise
 
     return any(a in ("--format=json", "--output-format=json") for a in argv) or any(
-        a in ("--format", "--output-format") and b == "json" for a, b in pairwise(argv))
+        a in ("--format", "--output-format") and b == "json" for a, b in pairwise(argv)
+    )
 
 
 def _print_error(message: str, as_json: bool, path: str | None = None) -> None:
@@ -249,8 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         while where is not None and where.tb_next is not None:
             where = where.tb_next
         at = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where is not None else ""
-        _print_error(f"shardcheck: internal error ({type(exc).__name__}: {str(exc)[:200]}{at}); {REPORT_HINT}",
-                     as_json)
+        _print_error(f"shardcheck: internal error ({type(exc).__name__}: {str(exc)[:200]}{at}); {REPORT_HINT}", as_json)
         return EXIT_INTERNAL
 
 
@@ -302,15 +389,33 @@ def _plan(args) -> int:
 
     try:
         if args.path is not None:
-            result = plan_script(args.path, _env_pairs(args.env), model_config=args.model_config, device=args.device,
-                                 top=args.top, margin=args.margin, allow_source=tuple(args.allow_source))
+            result = plan_script(
+                args.path,
+                _env_pairs(args.env),
+                model_config=args.model_config,
+                device=args.device,
+                top=args.top,
+                margin=args.margin,
+                allow_source=tuple(args.allow_source),
+            )
         elif args.model and args.world and args.devices_per_node and args.device and args.seq_len:
-            result = plan_model(args.model, world=args.world, devices_per_node=args.devices_per_node,
-                                device=args.device, seq_len=args.seq_len, global_batch=args.global_batch,
-                                framework=args.framework, top=args.top, margin=args.margin)
+            result = plan_model(
+                args.model,
+                world=args.world,
+                devices_per_node=args.devices_per_node,
+                device=args.device,
+                seq_len=args.seq_len,
+                global_batch=args.global_batch,
+                framework=args.framework,
+                top=args.top,
+                margin=args.margin,
+            )
         else:
-            print("shardcheck plan: give a launch script, or --model, --world, --devices-per-node, --device and "
-                  "--seq-len", file=sys.stderr)
+            print(
+                "shardcheck plan: give a launch script, or --model, --world, --devices-per-node, --device and "
+                "--seq-len",
+                file=sys.stderr,
+            )
             return 2
     except (InputError, PlanError) as exc:
         print(f"shardcheck plan: {exc}", file=sys.stderr)
@@ -336,8 +441,12 @@ def expand_paths(paths: list[str]) -> list[str]:
     for p in paths:
         path = Path(p)
         if p != "-" and path.is_dir():
-            found = sorted(f for ext in ("*.sh", "*.bash") for f in path.rglob(ext)
-                           if f.is_file() and not any(part.startswith(".") for part in f.relative_to(path).parts))
+            found = sorted(
+                f
+                for ext in ("*.sh", "*.bash")
+                for f in path.rglob(ext)
+                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(path).parts)
+            )
             out.extend(str(f) for f in found) if found else out.append(p)
         else:
             out.append(p)
@@ -368,9 +477,15 @@ def _check(args) -> int:
     try:
         for p in paths:
             progress.advance(p)
-            kwargs = {"model_config": args.model_config, "device": args.device, "host_memory": args.host_memory,
-                      "sample_tokens": args.sample_tokens, "allow_source": tuple(args.allow_source),
-                      "verl_version": args.verl_version, "megatron_core_version": args.megatron_core_version}
+            kwargs = {
+                "model_config": args.model_config,
+                "device": args.device,
+                "host_memory": args.host_memory,
+                "sample_tokens": args.sample_tokens,
+                "allow_source": tuple(args.allow_source),
+                "verl_version": args.verl_version,
+                "megatron_core_version": args.megatron_core_version,
+            }
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
                 text = sys.stdin.buffer.read()
@@ -378,10 +493,16 @@ def _check(args) -> int:
                 where = name
             else:
                 text, display, where = None, _example_display() if builtin else p, Path(p)
-            settings = given.overridden(**overrides) if given is not None else \
-                _settings_for(where, load_settings, overrides)
-            r, why = _guarded(args, display, functools.partial(check, where, env, display=display, text=text,
-                                                               settings=settings, args=args.script_args, **kwargs))
+            settings = (
+                given.overridden(**overrides) if given is not None else _settings_for(where, load_settings, overrides)
+            )
+            r, why = _guarded(
+                args,
+                display,
+                functools.partial(
+                    check, where, env, display=display, text=text, settings=settings, args=args.script_args, **kwargs
+                ),
+            )
             if why is not None:
                 r = unusable_result(display, why, "unusable", settings)
             results.append(r)
@@ -468,8 +589,18 @@ class _Output:
     """Styled lines to a stream: coloured with rich on a terminal (or FORCE_COLOR), plain otherwise or with
     NO_COLOR (https://no-color.org). rich is imported only when colour is on, so plain runs start fast."""
 
-    STYLES: ClassVar[dict[str, str]] = {"error": "bold red", "warning": "yellow", "info": "cyan", "rule": "bold", "path": "bold",
-              "fix": "green", "dim": "dim", "good": "bold green", "bad": "bold red", "heading": "bold"}
+    STYLES: ClassVar[dict[str, str]] = {
+        "error": "bold red",
+        "warning": "yellow",
+        "info": "cyan",
+        "rule": "bold",
+        "path": "bold",
+        "fix": "green",
+        "dim": "dim",
+        "good": "bold green",
+        "bad": "bold red",
+        "heading": "bold",
+    }
 
     def __init__(self, stream, streaming: bool) -> None:
         self.stream = stream
@@ -478,8 +609,9 @@ class _Output:
         if use_colour(stream):
             from rich.console import Console
 
-            self.console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True,
-                                   emoji=False, markup=False)
+            self.console = Console(
+                file=stream, force_terminal=True, highlight=False, soft_wrap=True, emoji=False, markup=False
+            )
 
     def lines(self, lines) -> None:
         if self.console is None:
@@ -528,8 +660,16 @@ class _Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             console = Console(file=sys.stderr, no_color=not use_colour(sys.stderr))
-            self.bar = Progress(TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                                console=console, transient=True, redirect_stdout=False, redirect_stderr=False)
+            self.bar = Progress(
+                TextColumn("judging"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                console=console,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
             self.task = self.bar.add_task("", total=self.total, completed=self.done)
         if self.bar is not None:
             self.bar.update(self.task, completed=self.done, description=name)
@@ -571,10 +711,17 @@ def _versions(args, env: dict[str, str], paths: list[str]) -> int:
     from shardcheck.api import version_matrix
     from shardcheck.report.versions_report import render_versions_json, render_versions_text
 
-    matrices = [version_matrix(p, env, model_config=args.model_config,
-                               display=p if args.paths else _example_display(),
-                               megatron_core_version=args.megatron_core_version,
-                               allow_source=tuple(getattr(args, "allow_source", ()) or ())) for p in paths]
+    matrices = [
+        version_matrix(
+            p,
+            env,
+            model_config=args.model_config,
+            display=p if args.paths else _example_display(),
+            megatron_core_version=args.megatron_core_version,
+            allow_source=tuple(getattr(args, "allow_source", ()) or ()),
+        )
+        for p in paths
+    ]
     print(render_versions_json(matrices) if args.format == "json" else render_versions_text(matrices))
     return 2 if any(m.error for m in matrices) else 0
 
@@ -589,10 +736,22 @@ def _memory(args) -> int:
     results = []
     for p in paths:
         display = p if args.paths else f"{_example_display()} (built-in example)"
-        result, why = _guarded(args, display, functools.partial(
-            memory, p, env, model_config=args.model_config, device=args.device, host_memory=args.host_memory,
-            sample_tokens=args.sample_tokens, settings=settings, allow_source=tuple(args.allow_source),
-            display=display))
+        result, why = _guarded(
+            args,
+            display,
+            functools.partial(
+                memory,
+                p,
+                env,
+                model_config=args.model_config,
+                device=args.device,
+                host_memory=args.host_memory,
+                sample_tokens=args.sample_tokens,
+                settings=settings,
+                allow_source=tuple(args.allow_source),
+                display=display,
+            ),
+        )
         results.append(result if why is None else MemoryResult(display, error=why))
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)
@@ -617,8 +776,16 @@ def _verify(results) -> dict | int:
 
 def _mesh_sizes(args) -> None:
     """The sizes given as options: each a whole number ≥ 1 (ETP and VPP may be left out)."""
-    given = {"--world": args.world, "--devices-per-node": args.devices_per_node, "--tp": args.tp, "--pp": args.pp,
-             "--cp": args.cp, "--ep": args.ep, "--etp": args.etp, "--vpp": args.vpp}
+    given = {
+        "--world": args.world,
+        "--devices-per-node": args.devices_per_node,
+        "--tp": args.tp,
+        "--pp": args.pp,
+        "--cp": args.cp,
+        "--ep": args.ep,
+        "--etp": args.etp,
+        "--vpp": args.vpp,
+    }
     for name, value in given.items():
         if value is not None and value < 1:
             raise UsageError(f"shardcheck mesh: {name} {value}: a parallel size is a whole number ≥ 1")
@@ -635,8 +802,9 @@ def _mesh(args) -> int:
     if args.path:
         env = _env_pairs(args.env)
         try:
-            job, why = _guarded(args, args.path, lambda: resolve_script(args.path, env,
-                                                                        allow_source=tuple(args.allow_source)))
+            job, why = _guarded(
+                args, args.path, lambda: resolve_script(args.path, env, allow_source=tuple(args.allow_source))
+            )
         except InputError as exc:
             _print_error(f"error: {exc}", args.format == "json", args.path)
             return 2
@@ -646,8 +814,17 @@ def _mesh(args) -> int:
         shown = args.path
     elif args.world is not None:
         _mesh_sizes(args)
-        job = job_from_sizes(world=args.world, devices_per_node=args.devices_per_node, tp=args.tp, pp=args.pp,
-                             cp=args.cp, ep=args.ep, etp=args.etp, vpp=args.vpp, order=args.order)
+        job = job_from_sizes(
+            world=args.world,
+            devices_per_node=args.devices_per_node,
+            tp=args.tp,
+            pp=args.pp,
+            cp=args.cp,
+            ep=args.ep,
+            etp=args.etp,
+            vpp=args.vpp,
+            order=args.order,
+        )
         shown = "<sizes>"
     else:
         raise UsageError("shardcheck mesh: give a launch script or --world (and the sizes)")

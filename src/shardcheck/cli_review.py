@@ -13,28 +13,47 @@ DIFF_FORMATS = ("text", "json", "markdown", *CI_FORMATS, "html")
 
 def add_parsers(sub, memory_options, env_pairs) -> None:
     """The ``diff`` and ``report`` subcommands (``memory_options``: cli's --device / --host-memory)."""
-    diff = sub.add_parser("diff", help="what a change to launch scripts changes: verdict, layout, placement, memory",
-                          description="shardcheck diff BEFORE AFTER, or shardcheck diff --git [REV | A..B] [PATH ...]: "
-                                      "without --git two scripts on disk; with it, scripts as git holds them (REV "
-                                      "against the work tree, default HEAD; A..B between two revisions; only the "
-                                      "given paths, else every changed *.sh that holds a launch)")
+    diff = sub.add_parser(
+        "diff",
+        help="what a change to launch scripts changes: verdict, layout, placement, memory",
+        description="shardcheck diff BEFORE AFTER, or shardcheck diff --git [REV | A..B] [PATH ...]: "
+        "without --git two scripts on disk; with it, scripts as git holds them (REV "
+        "against the work tree, default HEAD; A..B between two revisions; only the "
+        "given paths, else every changed *.sh that holds a launch)",
+    )
     diff.add_argument("paths", nargs="*", help="BEFORE AFTER, or with --git the scripts to compare")
-    diff.add_argument("--git", nargs="?", const="HEAD", default=None, metavar="REV",
-                      help="read the before side from git (REV, default HEAD; A..B for two revisions)")
+    diff.add_argument(
+        "--git",
+        nargs="?",
+        const="HEAD",
+        default=None,
+        metavar="REV",
+        help="read the before side from git (REV, default HEAD; A..B for two revisions)",
+    )
     diff.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     diff.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
     diff.add_argument("--format", choices=DIFF_FORMATS, default="text")
     diff.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of standard output")
     diff.add_argument("--exit-zero", action="store_true", help="exit 0 even when the after side has errors")
-    diff.add_argument("--jobs", type=int, default=0, metavar="N",
-                      help="worker processes for the checks (default: one per CPU, at most 8, for 8 or more sides)")
+    diff.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="worker processes for the checks (default: one per CPU, at most 8, for 8 or more sides)",
+    )
     memory_options(diff)
     report = sub.add_parser("report", help="a self-contained HTML report of launch scripts")
     report.add_argument("paths", nargs="+", help="launch scripts")
     report.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     report.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
-    report.add_argument("-o", "--output", metavar="FILE", default="shardcheck-report.html",
-                        help="the HTML file to write (default: shardcheck-report.html)")
+    report.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        default="shardcheck-report.html",
+        help="the HTML file to write (default: shardcheck-report.html)",
+    )
     memory_options(report)
     diff.set_defaults(review_env=env_pairs)
     report.set_defaults(review_env=env_pairs)
@@ -70,8 +89,13 @@ def run_diff(args: argparse.Namespace) -> int:
     from shardcheck.errors import InputError
     from shardcheck.review.diff import DiffOptions, diff_files, diff_git
 
-    options = DiffOptions(env=args.review_env(args.env), model_config=args.model_config, device=args.device,
-                          host_memory=args.host_memory, jobs=args.jobs)
+    options = DiffOptions(
+        env=args.review_env(args.env),
+        model_config=args.model_config,
+        device=args.device,
+        host_memory=args.host_memory,
+        jobs=args.jobs,
+    )
     try:
         if args.device is not None:
             from shardcheck.memory.devices import find_device
@@ -143,8 +167,10 @@ def run_report(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"shardcheck report: {exc}", file=sys.stderr)
         return 2
-    sides = [judge(p, p, p, env=env, model_config=args.model_config, device=args.device,
-                   host_memory=args.host_memory) for p in args.paths]
+    sides = [
+        judge(p, p, p, env=env, model_config=args.model_config, device=args.device, host_memory=args.host_memory)
+        for p in args.paths
+    ]
     Path(args.output).write_text(render_check_html(sides), encoding="utf-8")
     print(f"wrote {args.output}")
     return max(s.result.exit_code for s in sides)

@@ -37,8 +37,9 @@ def _address_space() -> int | None:
         return None
 
 
-def run_guarded(fn: Callable[[], T], *, seconds: float | None = DEFAULT_SECONDS,
-                memory: int | None = DEFAULT_MEMORY) -> tuple[T | None, str | None]:
+def run_guarded(
+    fn: Callable[[], T], *, seconds: float | None = DEFAULT_SECONDS, memory: int | None = DEFAULT_MEMORY
+) -> tuple[T | None, str | None]:
     """``(fn(), None)``, or ``(None, why)`` when it ran past ``seconds`` or needed more than ``memory``
     bytes beyond what the process held when it started (None or 0: no such limit)."""
     timer = bool(seconds) and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
@@ -61,6 +62,7 @@ def run_guarded(fn: Callable[[], T], *, seconds: float | None = DEFAULT_SECONDS,
     previous = None
     modules = set(sys.modules)
     if timer:
+
         def _fire(signum, frame):
             raise _Exceeded
 

@@ -61,41 +61,59 @@ class MegatronLayout:
         if self.etp_setting.known and self.etp_setting.value is None:
             setting = self.etp_setting.origin
             said = setting.text if setting.kind == "default" else f"line {setting.line}"
-            origin = Origin(kind="default", text=f"{said} is null, so megatron-core uses ETP = TP",
-                            via=(setting, self.tp.origin))
+            origin = Origin(
+                kind="default", text=f"{said} is null, so megatron-core uses ETP = TP", via=(setting, self.tp.origin)
+            )
             return Traced(self.tp.value, origin, self.tp.unknown)
         return self.etp_setting  # type: ignore[return-value]
 
     def sizes(self) -> tuple:
         """The values that decide the process groups (for comparing two engines)."""
-        return tuple(t.value if t.known else ("?", t.unknown) for t in
-                     (self.tp, self.pp, self.cp, self.ep, self.etp_setting, self.vpp))
+        return tuple(
+            t.value if t.known else ("?", t.unknown)
+            for t in (self.tp, self.pp, self.cp, self.ep, self.etp_setting, self.vpp)
+        )
 
     def judged(self) -> tuple:
         """Every value a layout, model or memory rule reads from this engine (for "is this engine the
         same as that one"): the sizes, the pipeline split, sequence parallelism and every
         ``override_transformer_config`` entry."""
         return tuple((name, _plain(t)) for name, t in self.fields()) + tuple(
-            sorted((k, repr(_plain(t))) for k, t in self.transformer_overrides.items()))
+            sorted((k, repr(_plain(t))) for k, t in self.transformer_overrides.items())
+        )
 
     def fields(self) -> tuple[tuple[str, Traced], ...]:
         """The engine's settings by the names the report uses."""
-        return (("TP", self.tp), ("PP", self.pp), ("CP", self.cp), ("EP", self.ep), ("ETP", self.etp_setting),
-                ("VPP", self.vpp), ("first-stage layers", self.first_stage_layers),
-                ("last-stage layers", self.last_stage_layers),
-                ("account_for_embedding_in_pipeline_split", self.account_for_embedding),
-                ("account_for_loss_in_pipeline_split", self.account_for_loss),
-                ("pipeline_model_parallel_layout", self.layout_string), ("sequence_parallel", self.sequence_parallel))
+        return (
+            ("TP", self.tp),
+            ("PP", self.pp),
+            ("CP", self.cp),
+            ("EP", self.ep),
+            ("ETP", self.etp_setting),
+            ("VPP", self.vpp),
+            ("first-stage layers", self.first_stage_layers),
+            ("last-stage layers", self.last_stage_layers),
+            ("account_for_embedding_in_pipeline_split", self.account_for_embedding),
+            ("account_for_loss_in_pipeline_split", self.account_for_loss),
+            ("pipeline_model_parallel_layout", self.layout_string),
+            ("sequence_parallel", self.sequence_parallel),
+        )
 
     def differences(self, other: MegatronLayout) -> list[tuple[str, Traced | None, Traced | None]]:
         """The settings in which ``other`` differs from this engine: (name, this one's, other's); an
         ``override_transformer_config`` entry only one of them has gives None for the other."""
         out: list[tuple[str, Traced | None, Traced | None]] = [
-            (name, mine, theirs) for (name, mine), (_, theirs) in zip(self.fields(), other.fields())
-            if _plain(mine) != _plain(theirs)]
-        shown = {"num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-                 "pipeline_model_parallel_layout"}
+            (name, mine, theirs)
+            for (name, mine), (_, theirs) in zip(self.fields(), other.fields())
+            if _plain(mine) != _plain(theirs)
+        ]
+        shown = {
+            "num_layers_in_first_pipeline_stage",
+            "num_layers_in_last_pipeline_stage",
+            "account_for_embedding_in_pipeline_split",
+            "account_for_loss_in_pipeline_split",
+            "pipeline_model_parallel_layout",
+        }
         for key in sorted(set(self.transformer_overrides) | set(other.transformer_overrides)):
             mine, theirs = self.transformer_overrides.get(key), other.transformer_overrides.get(key)
             if key in shown or (mine is not None and theirs is not None and _plain(mine) == _plain(theirs)):
@@ -105,7 +123,9 @@ class MegatronLayout:
 
     def dp(self, world: Traced[int]) -> Traced[int]:
         """DP = world / (TP·PP·CP) (Megatron-Core: data_parallel_size excludes CP)."""
-        model = self.tp.value * self.pp.value * self.cp.value if all(t.known for t in (self.tp, self.pp, self.cp)) else None
+        model = (
+            self.tp.value * self.pp.value * self.cp.value if all(t.known for t in (self.tp, self.pp, self.cp)) else None
+        )
         value = world.value // model if world.known and model and world.value % model == 0 else None
         return Traced.derived(value, "DP = world / (TP·PP·CP)", world, self.tp, self.pp, self.cp)
 

@@ -67,8 +67,9 @@ class Settings:
     def fails(self, severity: str) -> bool:
         return SEVERITY_RANK[severity] <= SEVERITY_RANK[self.fail_on]
 
-    def overridden(self, *, select: list[str] | None = None, ignore: list[str] | None = None,
-                   fail_on: str | None = None) -> Settings:
+    def overridden(
+        self, *, select: list[str] | None = None, ignore: list[str] | None = None, fail_on: str | None = None
+    ) -> Settings:
         """These settings with the command line's values in place of the file's."""
         changes: dict = {}
         if select is not None:
@@ -147,9 +148,11 @@ def _line_of(text: str, name: str) -> int:
 
 def _id_list(value, what: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
-        raise SettingsError(f"{where}: [tool.shardcheck] {what} = {str(value)[:60]}: expected a list of rule ids or "
-                            'prefixes such as ["MCORE-", "VERL-CFG-UNKNOWN-KEY"] (an empty prefix would match every '
-                            "rule)")
+        raise SettingsError(
+            f"{where}: [tool.shardcheck] {what} = {str(value)[:60]}: expected a list of rule ids or "
+            'prefixes such as ["MCORE-", "VERL-CFG-UNKNOWN-KEY"] (an empty prefix would match every '
+            "rule)"
+        )
     return _ids(value)
 
 
@@ -178,26 +181,41 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
         raise SettingsError(f"{candidate}:1: [tool.shardcheck] must be a table")
     unknown = sorted(set(table) - set(_KEYS))
     if unknown:
-        raise SettingsError(f"{candidate}:{_line_of(text, unknown[0])}: [tool.shardcheck] has no setting "
-                            f"{unknown[0]!r}; use {', '.join(_KEYS[:-1])} or {_KEYS[-1]}")
+        raise SettingsError(
+            f"{candidate}:{_line_of(text, unknown[0])}: [tool.shardcheck] has no setting "
+            f"{unknown[0]!r}; use {', '.join(_KEYS[:-1])} or {_KEYS[-1]}"
+        )
     fail_on = table.get("fail-on", "error")
     if not isinstance(fail_on, str) or fail_on not in SEVERITY_RANK:
-        raise SettingsError(f"{candidate}:{_line_of(text, 'fail-on')}: [tool.shardcheck] fail-on = "
-                            f"{str(fail_on)[:60]}; use error, warning or info")
+        raise SettingsError(
+            f"{candidate}:{_line_of(text, 'fail-on')}: [tool.shardcheck] fail-on = "
+            f"{str(fail_on)[:60]}; use error, warning or info"
+        )
     select = _id_list(table.get("select", []), "select", f"{candidate}:{_line_of(text, 'select')}")
     ignore = _id_list(table.get("ignore", []), "ignore", f"{candidate}:{_line_of(text, 'ignore')}")
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
         raise SettingsError(f"{candidate}:1: [tool.shardcheck.per-file-ignores] maps globs to lists of rule ids")
-    pfi = tuple((str(pattern), _id_list(ids, f"per-file-ignores {pattern!r}", f"{candidate}:1"))
-                for pattern, ids in per_file.items())
+    pfi = tuple(
+        (str(pattern), _id_list(ids, f"per-file-ignores {pattern!r}", f"{candidate}:1"))
+        for pattern, ids in per_file.items()
+    )
     verl_version = table.get("verl-version")
     if verl_version is not None and not isinstance(verl_version, str):
-        raise SettingsError(f"{candidate}:{_line_of(text, 'verl-version')}: [tool.shardcheck] verl-version = "
-                            f"{str(verl_version)[:60]}; give a string such as \"0.9.0\"")
+        raise SettingsError(
+            f"{candidate}:{_line_of(text, 'verl-version')}: [tool.shardcheck] verl-version = "
+            f'{str(verl_version)[:60]}; give a string such as "0.9.0"'
+        )
     every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
-    return Settings(select=select, ignore=ignore, fail_on=fail_on, per_file_ignores=pfi, verl_version=verl_version,
-                    source=str(candidate), lines=_lines(text, every))
+    return Settings(
+        select=select,
+        ignore=ignore,
+        fail_on=fail_on,
+        per_file_ignores=pfi,
+        verl_version=verl_version,
+        source=str(candidate),
+        lines=_lines(text, every),
+    )
 
 
 def load_settings(start: Path, config: Path | None = None) -> Settings:

@@ -34,30 +34,63 @@ def _config(arch: Architecture, tp: int, pp: int, ep: int, etp: int, vpp: int | 
     from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
 
     kwargs = dict(
-        num_layers=arch.num_layers, hidden_size=arch.hidden, num_attention_heads=arch.heads,
-        ffn_hidden_size=arch.ffn or arch.moe_ffn, normalization=_norm(arch), gated_linear_unit=arch.gated,
-        add_bias_linear=arch.linear_bias, add_qkv_bias=arch.qkv_bias, qk_layernorm=arch.qk_layernorm,
-        tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, expert_model_parallel_size=ep,
-        expert_tensor_parallel_size=etp, virtual_pipeline_model_parallel_size=vpp,
-        num_layers_in_first_pipeline_stage=first, num_layers_in_last_pipeline_stage=last,
-        use_cpu_initialization=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16, bf16=True,
+        num_layers=arch.num_layers,
+        hidden_size=arch.hidden,
+        num_attention_heads=arch.heads,
+        ffn_hidden_size=arch.ffn or arch.moe_ffn,
+        normalization=_norm(arch),
+        gated_linear_unit=arch.gated,
+        add_bias_linear=arch.linear_bias,
+        add_qkv_bias=arch.qkv_bias,
+        qk_layernorm=arch.qk_layernorm,
+        tensor_model_parallel_size=tp,
+        pipeline_model_parallel_size=pp,
+        expert_model_parallel_size=ep,
+        expert_tensor_parallel_size=etp,
+        virtual_pipeline_model_parallel_size=vpp,
+        num_layers_in_first_pipeline_stage=first,
+        num_layers_in_last_pipeline_stage=last,
+        use_cpu_initialization=True,
+        params_dtype=torch.bfloat16,
+        pipeline_dtype=torch.bfloat16,
+        bf16=True,
     )
     if arch.experts:
-        kwargs.update(num_moe_experts=arch.experts, moe_ffn_hidden_size=arch.moe_ffn, moe_router_topk=arch.topk,
-                      moe_layer_freq=[int(arch.is_moe_layer(i)) for i in range(arch.num_layers)],
-                      moe_token_dispatcher_type="allgather",
-                      moe_shared_expert_intermediate_size=arch.shared_ffn or None,
-                      moe_shared_expert_gate=arch.shared_gate)
+        kwargs.update(
+            num_moe_experts=arch.experts,
+            moe_ffn_hidden_size=arch.moe_ffn,
+            moe_router_topk=arch.topk,
+            moe_layer_freq=[int(arch.is_moe_layer(i)) for i in range(arch.num_layers)],
+            moe_token_dispatcher_type="allgather",
+            moe_shared_expert_intermediate_size=arch.shared_ffn or None,
+            moe_shared_expert_gate=arch.shared_gate,
+        )
     if arch.mla is None:
         return TransformerConfig(num_query_groups=arch.kv_heads, kv_channels=arch.head_dim, **kwargs)
     m = arch.mla
-    return MLATransformerConfig(q_lora_rank=m.q_lora_rank, kv_lora_rank=m.kv_lora_rank, qk_head_dim=m.qk_nope_head_dim,
-                                qk_pos_emb_head_dim=m.qk_rope_head_dim, v_head_dim=m.v_head_dim, rope_type="rope",
-                                **kwargs)
+    return MLATransformerConfig(
+        q_lora_rank=m.q_lora_rank,
+        kv_lora_rank=m.kv_lora_rank,
+        qk_head_dim=m.qk_nope_head_dim,
+        qk_pos_emb_head_dim=m.qk_rope_head_dim,
+        v_head_dim=m.v_head_dim,
+        rope_type="rope",
+        **kwargs,
+    )
 
 
-def megatron_stage_params(arch: Architecture, *, tp: int, pp: int, ep: int, etp: int, stage: int,
-                          vpp: int | None = None, first: int | None = None, last: int | None = None) -> dict[str, int]:
+def megatron_stage_params(
+    arch: Architecture,
+    *,
+    tp: int,
+    pp: int,
+    ep: int,
+    etp: int,
+    stage: int,
+    vpp: int | None = None,
+    first: int | None = None,
+    last: int | None = None,
+) -> dict[str, int]:
     """Parameters on one device of pipeline ``stage``, counted from megatron-core's GPTModel."""
     import megatron.core.transformer.multi_latent_attention as mla_module
     from megatron.core import parallel_state as ps
@@ -72,23 +105,34 @@ def megatron_stage_params(arch: Architecture, *, tp: int, pp: int, ep: int, etp:
     dist.init_process_group(backend="fake", store=FakeStore(), world_size=world, rank=rank)
     counts = {"embedding": 0, "dense": 0, "expert": 0, "output": 0}
     try:
-        ps.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
-                                     virtual_pipeline_model_parallel_size=vpp, expert_model_parallel_size=ep,
-                                     expert_tensor_parallel_size=etp, create_gloo_process_groups=False)
+        ps.initialize_model_parallel(
+            tensor_model_parallel_size=tp,
+            pipeline_model_parallel_size=pp,
+            virtual_pipeline_model_parallel_size=vpp,
+            expert_model_parallel_size=ep,
+            expert_tensor_parallel_size=etp,
+            create_gloo_process_groups=False,
+        )
         config = _config(arch, tp, pp, ep, etp, vpp, first, last)
         chunks = vpp or 1
         for chunk in range(chunks):
-            spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization=_norm(arch),
-                                              vp_stage=chunk if vpp else None)
+            spec = get_gpt_decoder_block_spec(
+                config, use_transformer_engine=False, normalization=_norm(arch), vp_stage=chunk if vpp else None
+            )
             for layer_spec in spec.layer_specs:
                 layer_spec.submodules.self_attention.submodules.core_attention = _NoParameters
             with torch.device("meta"):
-                model = GPTModel(config=config, transformer_layer_spec=spec, vocab_size=arch.vocab,
-                                 max_sequence_length=arch.position_embeddings or 4096,
-                                 pre_process=stage == 0 and chunk == 0, post_process=stage == pp - 1 and chunk == chunks - 1,
-                                 share_embeddings_and_output_weights=arch.tied,
-                                 position_embedding_type="learned_absolute" if arch.position_embeddings else "rope",
-                                 vp_stage=chunk if vpp else None)
+                model = GPTModel(
+                    config=config,
+                    transformer_layer_spec=spec,
+                    vocab_size=arch.vocab,
+                    max_sequence_length=arch.position_embeddings or 4096,
+                    pre_process=stage == 0 and chunk == 0,
+                    post_process=stage == pp - 1 and chunk == chunks - 1,
+                    share_embeddings_and_output_weights=arch.tied,
+                    position_embedding_type="learned_absolute" if arch.position_embeddings else "rope",
+                    vp_stage=chunk if vpp else None,
+                )
             for name, p in model.named_parameters():
                 if name.startswith("embedding."):
                     counts["embedding"] += p.numel()

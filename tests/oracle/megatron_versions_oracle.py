@@ -36,8 +36,12 @@ def main() -> None:
     out = []
     for case in json.load(sys.stdin):
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=case["world"])
-        kwargs = dict(tensor_model_parallel_size=case["tp"], pipeline_model_parallel_size=case["pp"],
-                      context_parallel_size=case["cp"], expert_model_parallel_size=case["ep"])
+        kwargs = dict(
+            tensor_model_parallel_size=case["tp"],
+            pipeline_model_parallel_size=case["pp"],
+            context_parallel_size=case["cp"],
+            expert_model_parallel_size=case["ep"],
+        )
         if takes_etp:
             kwargs["expert_tensor_parallel_size"] = case["etp"]
         try:

@@ -35,9 +35,17 @@ def _table() -> dict[str, dict]:
 def speeds_for(name: str) -> Speeds:
     """The speeds of a device of memory/data/devices.json (same names); KeyError for a device without speeds."""
     row = _table()[name]
-    return Speeds(name, row["bf16_dense_tflops"] * 1e12, row["gemm_efficiency"], row["hbm_gbps"] * 1e9,
-                  row["intra_node_gbps"] * 1e9, row["inter_node_gbit"] * 1e9 / 8, row["host_gbps"] * 1e9,
-                  row["devices_per_node"], row["source"])
+    return Speeds(
+        name,
+        row["bf16_dense_tflops"] * 1e12,
+        row["gemm_efficiency"],
+        row["hbm_gbps"] * 1e9,
+        row["intra_node_gbps"] * 1e9,
+        row["inter_node_gbit"] * 1e9 / 8,
+        row["host_gbps"] * 1e9,
+        row["devices_per_node"],
+        row["source"],
+    )
 
 
 def names() -> list[str]:

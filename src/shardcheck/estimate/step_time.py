@@ -111,7 +111,7 @@ def forward_flops_per_token(arch: Architecture, context: float, layers=None) -> 
 def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int) -> float:
     """Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters Using
     Megatron-LM", arXiv:2104.04473), eq. 3: FLOPs of one iteration with full activation recompute."""
-    return 96 * batch * seq * layers * hidden ** 2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+    return 96 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
 
 
 # --- communication -----------------------------------------------------------------------------------
@@ -176,10 +176,18 @@ class Grid:
 
 def _grid(job: Job, layout: MegatronLayout) -> Grid:
     world = job.cluster.world
-    return Grid(tp=known(layout.tp, "TP"), pp=known(layout.pp, "PP"), cp=known(layout.cp, "CP"),
-                 ep=known(layout.ep, "EP"), etp=known(layout.etp, "ETP"), dp=known(layout.dp(world), "DP"),
-                 edp=known(layout.edp(world), "EDP"), vpp=known(layout.vpp, "VPP") or 1, order=layout.order,
-                 sequence_parallel=bool(layout.sequence_parallel.value))
+    return Grid(
+        tp=known(layout.tp, "TP"),
+        pp=known(layout.pp, "PP"),
+        cp=known(layout.cp, "CP"),
+        ep=known(layout.ep, "EP"),
+        etp=known(layout.etp, "ETP"),
+        dp=known(layout.dp(world), "DP"),
+        edp=known(layout.edp(world), "EDP"),
+        vpp=known(layout.vpp, "VPP") or 1,
+        order=layout.order,
+        sequence_parallel=bool(layout.sequence_parallel.value),
+    )
 
 
 def _recompute_share(rc: Recompute) -> tuple[float, float]:
@@ -191,8 +199,9 @@ def _recompute_share(rc: Recompute) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def _stage_times(arch: Architecture, g: Grid, indices, settings: TrainSettings, sp: Speeds, *,
-                 backward: bool, comm: bool = True) -> tuple[list[float], dict[str, float]]:
+def _stage_times(
+    arch: Architecture, g: Grid, indices, settings: TrainSettings, sp: Speeds, *, backward: bool, comm: bool = True
+) -> tuple[list[float], dict[str, float]]:
     """Seconds one micro batch spends on each pipeline stage (forward, and backward when ``backward``)."""
     tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
     context = seq / 2  # causal attention: each query sees half the sequence on average
@@ -202,8 +211,11 @@ def _stage_times(arch: Architecture, g: Grid, indices, settings: TrainSettings, 
     passes = 3.0 if backward else 1.0
     rc_full, rc_core = _recompute_share(settings.recompute) if backward else (0.0, 0.0)
     d_qk, d_v = _mla_dims(arch)
-    kv_bytes = local * 2 * max(1, arch.kv_heads // g.tp) * arch.head_dim * 2 if arch.mla is None else \
-        local * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * 2
+    kv_bytes = (
+        local * 2 * max(1, arch.kv_heads // g.tp) * arch.head_dim * 2
+        if arch.mla is None
+        else local * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * 2
+    )
     terms = dict.fromkeys(("compute", "tp", "cp", "ep", "pp"), 0.0)
     times = []
     kinds = {moe: layer_flops_kind(arch, moe, context) for moe in (False, True)}
@@ -236,8 +248,11 @@ def _stage_times(arch: Architecture, g: Grid, indices, settings: TrainSettings, 
                     comm_cp += count * max(0.0, ring - core_time)
                 if moe and g.ep > 1:
                     routed = local / (g.tp if g.sequence_parallel else 1) * arch.topk * arch.hidden * 2
-                    comm_ep += count * (2 * (2 if backward else 1) + (2 if again else 0)) * all_to_all_time(
-                        routed, g.ep, g.span("ep"), sp)
+                    comm_ep += (
+                        count
+                        * (2 * (2 if backward else 1) + (2 if again else 0))
+                        * all_to_all_time(routed, g.ep, g.span("ep"), sp)
+                    )
         if stage == len(indices) - 1:
             flops += tokens * 2.0 * arch.hidden * arch.vocab * passes
         compute = flops / per_device / sp.achieved_flops
@@ -268,20 +283,28 @@ def pipeline_time(stage_times: list[float], micro_batches: int, vpp: int = 1) ->
 def _layer_indices(arch: Architecture, layout: MegatronLayout) -> tuple[tuple[int, ...], ...]:
     vpp = known(layout.vpp, "VPP")
     emb, loss = bool(layout.account_for_embedding.value), bool(layout.account_for_loss.value)
-    split = split_layers(arch.num_layers, known(layout.pp, "PP"), first=known(layout.first_stage_layers, "first"),
-                         last=known(layout.last_stage_layers, "last"), vpp=vpp, account_for_embedding=emb,
-                         account_for_loss=loss)
+    split = split_layers(
+        arch.num_layers,
+        known(layout.pp, "PP"),
+        first=known(layout.first_stage_layers, "first"),
+        last=known(layout.last_stage_layers, "last"),
+        vpp=vpp,
+        account_for_embedding=emb,
+        account_for_loss=loss,
+    )
     if not isinstance(split, Split):
-        raise UnknownValue(f"the layer split fails (megatron-core: \"{split.message}\")")
+        raise UnknownValue(f'the layer split fails (megatron-core: "{split.message}")')
     return stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
 
 
 def optimizer_steps(job: Job) -> int:
     """Optimizer steps per step: verl's train_batch_size / ppo_mini_batch_size (× ppo_epochs); slime's
     --num-steps-per-rollout; Megatron-LM 1."""
+
     def v(key):
         t = job.value(key)
         return t.value if t.known else None
+
     if job.framework == "verl":
         tbs, mini = v("data.train_batch_size"), v("actor_rollout_ref.actor.ppo_mini_batch_size")
         epochs = v("actor_rollout_ref.actor.ppo_epochs") or 1
@@ -291,8 +314,9 @@ def optimizer_steps(job: Job) -> int:
     return 1
 
 
-def _update(job: Job, arch: Architecture, layout: MegatronLayout, adapter, sp: Speeds, estimate: MemoryEstimate,
-            out: StepTime) -> None:
+def _update(
+    job: Job, arch: Architecture, layout: MegatronLayout, adapter, sp: Speeds, estimate: MemoryEstimate, out: StepTime
+) -> None:
     g = _grid(job, layout)
     settings = adapter.train_settings(job, layout, g.dp)
     indices = _layer_indices(arch, layout)
@@ -314,8 +338,9 @@ def _update(job: Job, arch: Architecture, layout: MegatronLayout, adapter, sp: S
             if settings.distributed_optimizer:
                 dp_time += ring_time(params * settings.weight_bytes, size, span, sp)
     shards = (g.dp * g.cp) if settings.distributed_optimizer else 1
-    opt_time = (dense / shards + expert / (g.edp if settings.distributed_optimizer else 1)) \
-        * ADAM_BYTES_PER_PARAM / sp.hbm
+    opt_time = (
+        (dense / shards + expert / (g.edp if settings.distributed_optimizer else 1)) * ADAM_BYTES_PER_PARAM / sp.hbm
+    )
     terms["dp"], terms["optimizer"] = dp_time, opt_time
     out.phases["update"] = steps * (one + dp_time + opt_time)
     out.terms = terms
@@ -348,8 +373,10 @@ _ARCH: dict[int, tuple] = {}  # a one-entry cache: id(model) -> (model, architec
 
 
 def _prompt_response(job: Job, request_tokens: int) -> tuple[int, int]:
-    keys = {"verl": ("data.max_prompt_length", "data.max_response_length"),
-            "slime": ("--rollout-max-prompt-len", "--rollout-max-response-len")}.get(job.framework)
+    keys = {
+        "verl": ("data.max_prompt_length", "data.max_response_length"),
+        "slime": ("--rollout-max-prompt-len", "--rollout-max-response-len"),
+    }.get(job.framework)
     if keys:
         p, r = job.value(keys[0]), job.value(keys[1])
         if p.known and r.known and p.value and r.value:
@@ -406,8 +433,9 @@ def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
     return arch, layout
 
 
-def compute_bound(arch: Architecture, g: Grid, indices, settings: TrainSettings, sp: Speeds, steps: int,
-                  forward_passes: int) -> float:
+def compute_bound(
+    arch: Architecture, g: Grid, indices, settings: TrainSettings, sp: Speeds, steps: int, forward_passes: int
+) -> float:
     """The compute-only seconds of the update and ``forward_passes`` log-prob passes (train_lower_bound)."""
     m = settings.micro_batches
     times, _ = _stage_times(arch, g, indices, settings, sp, backward=True, comm=False)
@@ -475,5 +503,7 @@ def predict(job: Job) -> tuple[StepTime | None, str | None]:
 def describe(step: StepTime) -> str:
     """One line: the total and each phase, in seconds."""
     phases = ", ".join(f"{name.replace('_', ' ')} {sec:,.1f}" for name, sec in step.phases.items())
-    return f"{step.total:,.1f} s per step on {step.devices} × {step.device} ({phases}; update " \
-           f"{step.tflops_per_device:.0f} model TFLOP/s per device)"
+    return (
+        f"{step.total:,.1f} s per step on {step.devices} × {step.device} ({phases}; update "
+        f"{step.tflops_per_device:.0f} model TFLOP/s per device)"
+    )

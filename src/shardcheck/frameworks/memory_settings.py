@@ -13,8 +13,17 @@ from dataclasses import dataclass, field
 
 from shardcheck.origin import Traced, UnknownValue
 
-DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4,
-               "auto": 2}
+DTYPE_BYTES = {
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp32": 4,
+    "float": 4,
+    "auto": 2,
+}
 
 
 def known(traced: Traced, name: str):

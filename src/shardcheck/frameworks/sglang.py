@@ -15,11 +15,32 @@ from shardcheck.origin import Traced
 
 # Model types whose SGLang 0.5.12 attention splits heads over attn_tp_size (sglang/srt/models/*.py
 # call get_attention_tp_size); the others (llama, qwen2, mixtral, ...) split over the whole tp_size.
-ATTN_TP_MODELS = frozenset({
-    "qwen3", "qwen3_moe", "qwen2_moe", "qwen3_next", "qwen3_5", "qwen3_vl", "deepseek_v2", "deepseek_v3", "kimi_k2",
-    "glm4_moe", "gpt_oss", "llama4", "bailing_moe", "minimax_m2", "exaone4", "longcat_flash", "kimi_linear",
-    "step3p5", "phimoe", "mimo_v2", "sarvam_moe", "falcon_h1",
-})
+ATTN_TP_MODELS = frozenset(
+    {
+        "qwen3",
+        "qwen3_moe",
+        "qwen2_moe",
+        "qwen3_next",
+        "qwen3_5",
+        "qwen3_vl",
+        "deepseek_v2",
+        "deepseek_v3",
+        "kimi_k2",
+        "glm4_moe",
+        "gpt_oss",
+        "llama4",
+        "bailing_moe",
+        "minimax_m2",
+        "exaone4",
+        "longcat_flash",
+        "kimi_linear",
+        "step3p5",
+        "phimoe",
+        "mimo_v2",
+        "sarvam_moe",
+        "falcon_h1",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -41,8 +41,14 @@ class ValueKind:
 
     @property
     def what(self) -> str:
-        base = {"int": "a whole number", "real": "a number", "bool": "true or false", "text": "a string",
-                "texts": "a list of strings", "any": "any value"}[self.type]
+        base = {
+            "int": "a whole number",
+            "real": "a number",
+            "bool": "true or false",
+            "text": "a string",
+            "texts": "a list of strings",
+            "any": "any value",
+        }[self.type]
         if self.type in ("int", "real"):
             if self.low is not None and self.high is not None:
                 base += f" from {_num(self.low)} to {_num(self.high)}"

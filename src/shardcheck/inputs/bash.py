@@ -48,8 +48,14 @@ def _parser():
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
-def read_bash(path: str | Path, env: dict[str, str] | None = None, *, display: str | None = None,
-              args: tuple[str, ...] = (), allow_source: tuple[str | Path, ...] = ()) -> ShellReading:
+def read_bash(
+    path: str | Path,
+    env: dict[str, str] | None = None,
+    *,
+    display: str | None = None,
+    args: tuple[str, ...] = (),
+    allow_source: tuple[str | Path, ...] = (),
+) -> ShellReading:
     """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``; ``args`` are its
     positional parameters (``shardcheck check run.sh -- a=b``: ``$1``, ``"$@"``); ``allow_source`` names
     directories whose files ``source`` may read besides the script's own tree (``--allow-source``)."""
@@ -68,9 +74,15 @@ def _tree(raw: bytes, path: str):
     return src, _parser().parse(src.encode("latin-1"))
 
 
-def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None, *,
-                   real_path: Path | None = None, args: tuple[str, ...] = (),
-                   allow_source: tuple[str | Path, ...] = ()) -> ShellReading:
+def read_bash_text(
+    raw: bytes,
+    path: str,
+    env: dict[str, str] | None = None,
+    *,
+    real_path: Path | None = None,
+    args: tuple[str, ...] = (),
+    allow_source: tuple[str | Path, ...] = (),
+) -> ShellReading:
     """Read script text; ``real_path`` is where it lies on disk (for ``source`` and ``$(dirname "$0")``)."""
     src, tree = _tree(raw, path)
     real = Path(os.path.abspath(real_path if real_path is not None else path))
@@ -85,9 +97,16 @@ def read_bash_text(raw: bytes, path: str, env: dict[str, str] | None = None, *,
         raise InputError(f"{path}:1: nested too deeply for shardcheck to read; simplify the script") from None
     suppressions, written = _suppressions(tree.root_node, src)
     given = set(env or {})
-    return ShellReading(path, tuple(interp.commands), tuple(interp.diagnostics), dict(interp.vars),
-                        suppressions, written, tuple(sorted(given - interp.env_read)),
-                        tuple(sorted(interp.env_read)))
+    return ShellReading(
+        path,
+        tuple(interp.commands),
+        tuple(interp.diagnostics),
+        dict(interp.vars),
+        suppressions,
+        written,
+        tuple(sorted(given - interp.env_read)),
+        tuple(sorted(interp.env_read)),
+    )
 
 
 _DISABLE = re.compile(r"#\s*shardcheck:\s*disable=([A-Za-z0-9_,\- ]+)")
@@ -114,8 +133,11 @@ def _suppressions(root, src: str) -> tuple[dict[int, frozenset[str]], tuple[tupl
                 after = node.next_named_sibling
                 while after is not None and after.type == "comment":
                     after = after.next_named_sibling
-                if after is not None and after.start_point[0] + 1 == line + 1 and node.start_point[1] == _indent(
-                        src, node.start_byte):
+                if (
+                    after is not None
+                    and after.start_point[0] + 1 == line + 1
+                    and node.start_point[1] == _indent(src, node.start_byte)
+                ):
                     last = after.end_point[0] + (1 if after.end_point[1] else 0)  # 1-based last line
                     covered.update(range(after.start_point[0] + 1, last + 1))
                 for number in covered:
@@ -142,8 +164,9 @@ class _Unset(ShardcheckError):
 
 
 class _Interpreter:
-    def __init__(self, src: str, path: str, env: dict[str, str], *, real_path: Path,
-                 parent: _Interpreter | None = None) -> None:
+    def __init__(
+        self, src: str, path: str, env: dict[str, str], *, real_path: Path, parent: _Interpreter | None = None
+    ) -> None:
         self.src = src
         self.path = path
         self.env = env
@@ -215,13 +238,15 @@ class _Interpreter:
     def not_followed(self, node, why: str, what: str = "this statement") -> None:
         """A statement past a bound: not run; every variable it could set becomes unknown (never a guess)."""
         line = self.origin_at(node.start_byte).line
-        self.diag(Kind.SHELL_BOUND, node.start_byte,
-                  text=f"{what} is not followed: {why}; variables it sets are unknown")
+        self.diag(
+            Kind.SHELL_BOUND, node.start_byte, text=f"{what} is not followed: {why}; variables it sets are unknown"
+        )
         reason = f"is set at line {line}, which is not followed ({why})"
         for name in self._assigned_names(node):
             old = self.vars.get(name)
-            self.vars[name] = self._unknown_var(name, old.origin if old else self.origin_at(node.start_byte),
-                                                f"${name} {reason}")
+            self.vars[name] = self._unknown_var(
+                name, old.origin if old else self.origin_at(node.start_byte), f"${name} {reason}"
+            )
         self.consumed_until = max(self.consumed_until, node.end_byte)
 
     def _assigned_names(self, root) -> set[str]:
@@ -239,8 +264,11 @@ class _Interpreter:
                 m = re.match(r"[A-Za-z_][A-Za-z_0-9]*", text)
                 if m:
                     names.add(m.group(0))
-            elif kind == "variable_name" and node.parent is not None and node.parent.type in (
-                    "declaration_command", "for_statement", "c_style_for_statement"):
+            elif (
+                kind == "variable_name"
+                and node.parent is not None
+                and node.parent.type in ("declaration_command", "for_statement", "c_style_for_statement")
+            ):
                 names.add(src[node.start_byte : node.end_byte])
             elif kind == "command":
                 words = [src[c.start_byte : c.end_byte] for c in node.children if c.type in ("command_name", "word")]
@@ -336,8 +364,11 @@ class _Interpreter:
                 items = [old.value] if old is not None and old.value is not None else []
             k = self._index(index, origin, len(items), start)
             if isinstance(k, str):
-                self.diag(Kind.SHELL_BOUND, start,
-                          text=f"{bounds.short(name, 60)}[{bounds.short(index, 60)}]: {k}; the array is unknown")
+                self.diag(
+                    Kind.SHELL_BOUND,
+                    start,
+                    text=f"{bounds.short(name, 60)}[{bounds.short(index, 60)}]: {k}; the array is unknown",
+                )
                 self.vars[name] = self._unknown_var(name, origin, f"${{{bounds.short(name, 60)}[…]}}: {k}")
                 return name
             while len(items) <= k:
@@ -506,9 +537,14 @@ class _Interpreter:
         else:
             where = self.origin_at(node.start_byte)
             names = sorted({n for c in undecided for n in _VAR_REF.findall(self.src[c.start_byte : c.end_byte])})
-            tests = f"the variables it tests ({', '.join('$' + n for n in names)})" if names else "the variables it tests"
-            self._merge_runs(candidates, f"depends on the condition at line {where.line}, which is not known "
-                                         f"statically (give {tests} with --env)")
+            tests = (
+                f"the variables it tests ({', '.join('$' + n for n in names)})" if names else "the variables it tests"
+            )
+            self._merge_runs(
+                candidates,
+                f"depends on the condition at line {where.line}, which is not known "
+                f"statically (give {tests} with --env)",
+            )
         self.consumed_until = max(self.consumed_until, node.end_byte)
 
     def _deciding(self, node) -> str:
@@ -535,9 +571,12 @@ class _Interpreter:
         where = self.origin_at(node.start_byte)
         fallthrough = any(c.type in (";&", ";;&") for item in items for c in item.children)
         if subject is None or fallthrough:
-            why = (f"depends on the case at line {where.line}, whose subject is not known"
-                   f"{self._deciding(subject_node)}; give it with --env" if subject is None else
-                   f"depends on the case at line {where.line}, whose ;& / ;;& fall-through is not evaluated")
+            why = (
+                f"depends on the case at line {where.line}, whose subject is not known"
+                f"{self._deciding(subject_node)}; give it with --env"
+                if subject is None
+                else f"depends on the case at line {where.line}, whose ;& / ;;& fall-through is not evaluated"
+            )
             self._merge_runs([self._case_body(item) for item in items] + [[]], why)
             self.consumed_until = max(self.consumed_until, node.end_byte)
             return
@@ -555,8 +594,7 @@ class _Interpreter:
         if len(candidates) == 1:
             self.run_block(candidates[0])
         else:
-            self._merge_runs(candidates, f"depends on the case at line {where.line}, whose patterns are not all "
-                                         "known")
+            self._merge_runs(candidates, f"depends on the case at line {where.line}, whose patterns are not all known")
         self.consumed_until = max(self.consumed_until, node.end_byte)
 
     def _case_body(self, item) -> list:
@@ -598,8 +636,11 @@ class _Interpreter:
                 status = verdict if runs is True else None
                 continue
             if runs is None:
-                self._merge_runs([[part], []], f"depends on the test at line {where.line}, which is not known "
-                                               f"statically{self._deciding(node)}; give it with --env")
+                self._merge_runs(
+                    [[part], []],
+                    f"depends on the test at line {where.line}, which is not known "
+                    f"statically{self._deciding(node)}; give it with --env",
+                )
                 status = None
                 continue
             self.run(part)
@@ -710,8 +751,11 @@ class _Interpreter:
     def _run_command(self, node) -> None:
         redirects = ("file_redirect", "heredoc_redirect", "herestring_redirect")
         name_node = node.child_by_field_name("name")
-        prefix = [c for c in node.children if c.type == "variable_assignment"
-                  and (name_node is None or c.start_byte < name_node.start_byte)]
+        prefix = [
+            c
+            for c in node.children
+            if c.type == "variable_assignment" and (name_node is None or c.start_byte < name_node.start_byte)
+        ]
         saved = dict(self.vars)
         assigned: list[str] = []
         last_end = node.start_byte
@@ -724,8 +768,11 @@ class _Interpreter:
             last_end = self.consumed_until
         # The words left once the assignments took what they lex to (tree-sitter-bash #315 splits
         # `M=$A/$B` into an assignment and a "command" `B`).
-        words = [c for c in node.children if c.is_named and c.start_byte >= self.consumed_until
-                 and c.type != "variable_assignment"]
+        words = [
+            c
+            for c in node.children
+            if c.is_named and c.start_byte >= self.consumed_until and c.type != "variable_assignment"
+        ]
         if not any(c.type not in redirects for c in words):
             self.consumed_until = max(self.consumed_until, node.end_byte)
             return  # only assignments: they stay set in the shell
@@ -779,10 +826,14 @@ class _Interpreter:
                 continue
             after = self.src[child.start_byte + m.end() :]
             ends = re.match(r"[ \t]*(\\\n[ \t]*)*(\n|$)", after) is not None and not re.match(
-                r"[ \t]*\\\n[ \t]*\S", after)
-            what = (f"bash: syntax error near unexpected token `newline' (`<{m.group(1)}>` reads as redirections)"
-                    if ends else f"`<{m.group(1)}>` reads as redirections (input from the file "
-                                 f"`{m.group(1).split()[0]}`): bash fails to open it and never runs the command")
+                r"[ \t]*\\\n[ \t]*\S", after
+            )
+            what = (
+                f"bash: syntax error near unexpected token `newline' (`<{m.group(1)}>` reads as redirections)"
+                if ends
+                else f"`<{m.group(1)}>` reads as redirections (input from the file "
+                f"`{m.group(1).split()[0]}`): bash fails to open it and never runs the command"
+            )
             self.diag(Kind.SHELL_PLACEHOLDER, child.start_byte, what=what)
 
     def _word_fields(self, start: int) -> list[Field]:
@@ -870,8 +921,13 @@ class _Interpreter:
                 raw = files.read_regular(real, limit=files.SCRIPT_LIMIT, what="")
                 self.budget.sources += 1
             except files.UnreadableFile as exc:
-                why = (f"{bounds.short(str(real))} does not exist here" if exc.reason == "no such file"
-                       else f"it {exc.reason}" if exc.reason.startswith("is ") else exc.reason)
+                why = (
+                    f"{bounds.short(str(real))} does not exist here"
+                    if exc.reason == "no such file"
+                    else f"it {exc.reason}"
+                    if exc.reason.startswith("is ")
+                    else exc.reason
+                )
         tree = None
         if why is None:
             path = shell_source.shown_path(real, self.main.real_path, self.main.path)
@@ -903,8 +959,9 @@ class _Interpreter:
             values = fields[4:]  # fields: printf -v NAME FORMAT ARGS...
             text = None
             if (why := shell_source.printf_bound(texts[2], bounds.PRINTF_WIDTH)) is not None:
-                self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None),
-                                                {"text": f"{why}; ${texts[1]} is unknown"}))
+                self.diagnostics.append(
+                    Problem(Kind.SHELL_BOUND, replace(origin, text=None), {"text": f"{why}; ${texts[1]} is unknown"})
+                )
                 self.vars[texts[1]] = self._unknown_var(texts[1], origin, f"{why} (line {origin.line})")
                 return
             if fields[3].known and all(f.known for f in values):
@@ -926,7 +983,9 @@ class _Interpreter:
                 targets = targets[1:2]
         for target in targets:
             if target:
-                self.vars[target] = self._unknown_var(target, origin, f"${target} is set by `{name}` at line {origin.line}, which is not run")
+                self.vars[target] = self._unknown_var(
+                    target, origin, f"${target} is set by `{name}` at line {origin.line}, which is not run"
+                )
 
     def _call_function(self, name: str, fields: list[Field], origin: Origin) -> None:
         body, owner = self.functions[name]
@@ -950,14 +1009,24 @@ class _Interpreter:
             saved_consumed = self.consumed_until
             if (name, why) not in budget.said:  # once per function and reason, not at every call past the bound
                 budget.said.add((name, why))
-                self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None), {
-                    "text": f"the call of {bounds.short(name, 60)}() is not followed: {why}; variables it sets are "
-                            "unknown"}))
+                self.diagnostics.append(
+                    Problem(
+                        Kind.SHELL_BOUND,
+                        replace(origin, text=None),
+                        {
+                            "text": f"the call of {bounds.short(name, 60)}() is not followed: {why}; "
+                            "variables it sets are unknown"
+                        },
+                    )
+                )
             for var_name in names:
                 old = self.vars.get(var_name)
-                self.vars[var_name] = self._unknown_var(var_name, old.origin if old else origin,
-                                                        f"${var_name} is set by {bounds.short(name, 60)}() at line "
-                                                        f"{origin.line}, which is not followed ({why})")
+                self.vars[var_name] = self._unknown_var(
+                    var_name,
+                    old.origin if old else origin,
+                    f"${var_name} is set by {bounds.short(name, 60)}() at line "
+                    f"{origin.line}, which is not followed ({why})",
+                )
             self.consumed_until = saved_consumed
             return
         budget.calls += 1
@@ -1004,8 +1073,9 @@ class _Interpreter:
             self.budget.exhausted = True
         else:
             return None
-        self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None),
-                                        {"text": f"{why}; the value here is unknown"}))
+        self.diagnostics.append(
+            Problem(Kind.SHELL_BOUND, replace(origin, text=None), {"text": f"{why}; the value here is unknown"})
+        )
         return Field((Seg(None, origin, f"{why} (line {origin.line})"),), origin)
 
     def expand_scalar(self, parts: tuple, origin: Origin) -> Field:
@@ -1091,14 +1161,27 @@ class _Interpreter:
                     yield list(home.segs), False, False
                 else:
                     who = f"~{part.user}"
-                    yield [Seg(None, origin, f"{who} (the home directory on the launch machine); pass --env HOME=...")], False, False
+                    yield (
+                        [Seg(None, origin, f"{who} (the home directory on the launch machine); pass --env HOME=...")],
+                        False,
+                        False,
+                    )
             elif isinstance(part, Opaque) and (which := shell_source.script_dir_substitution(part.text)):
                 real = (self.main if which == "main" else self).real_path
-                note = Origin(kind="script", path=origin.path, line=origin.line, column=origin.column,
-                              text=f"{_utf8(part.text)[:40]}: the directory of {real.name}, not run")
+                note = Origin(
+                    kind="script",
+                    path=origin.path,
+                    line=origin.line,
+                    column=origin.column,
+                    text=f"{_utf8(part.text)[:40]}: the directory of {real.name}, not run",
+                )
                 yield [Seg(str(real.parent), note)], not part.quoted, part.quoted
             elif isinstance(part, Opaque):
-                yield [Seg(None, origin, f"{_utf8(part.text)[:40]} at line {origin.line} is not run")], not part.quoted, part.quoted
+                yield (
+                    [Seg(None, origin, f"{_utf8(part.text)[:40]} at line {origin.line} is not run")],
+                    not part.quoted,
+                    part.quoted,
+                )
             elif isinstance(part, Arith):
                 yield [self._arith(part, origin)], not part.quoted, part.quoted
             elif isinstance(part, Param):
@@ -1130,16 +1213,20 @@ class _Interpreter:
         except shell_arith.ArithUnknown as exc:
             name = str(exc)
             var = self.vars.get(name)
-            reason = (var.as_scalar().unknowns[0].unknown if var and var.as_scalar() and var.as_scalar().unknowns
-                      else f"${name} is not set in the script; pass --env {name}=...")
+            reason = (
+                var.as_scalar().unknowns[0].unknown
+                if var and var.as_scalar() and var.as_scalar().unknowns
+                else f"${name} is not set in the script; pass --env {name}=..."
+            )
             return Seg(None, origin, reason)
         except shell_arith.ArithError as exc:
-            self.diag(Kind.SHELL_ARITH, part.offset, expression=bounds.short(body.text or '', 80), reason=str(exc))
+            self.diag(Kind.SHELL_ARITH, part.offset, expression=bounds.short(body.text or "", 80), reason=str(exc))
             return Seg(None, origin, f"$(({bounds.short(body.text or '', 80)})) is not valid arithmetic")
         except shell_arith.ArithBound as exc:
             why = f"$(({bounds.short(body.text or '', 80)})): {exc}"
-            self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None),
-                                            {"text": f"{why}; its value is unknown"}))
+            self.diagnostics.append(
+                Problem(Kind.SHELL_BOUND, replace(origin, text=None), {"text": f"{why}; its value is unknown"})
+            )
             return Seg(None, origin, f"{why} (line {origin.line})")
         return Seg(str(value), origin.with_via(*seg_origins, *used))
 
@@ -1225,13 +1312,25 @@ class _Interpreter:
                 use_default = False  # unknown value: cannot tell whether it is empty; keep unknown
             if use_default:
                 if op in ("?", ":?"):
-                    yield [Seg(None, origin, f"${{{name}{op}}}: {name} is not set, bash would stop here")], False, part.quoted
+                    yield (
+                        [Seg(None, origin, f"${{{name}{op}}}: {name} is not set, bash would stop here")],
+                        False,
+                        part.quoted,
+                    )
                     return
                 default = self.expand_scalar(part.arg or (), origin)
                 if not is_set and default.known:
-                    note = Origin(kind="script", path=origin.path, line=origin.line, column=origin.column,
-                                  text=f"default of ${{{name}{op}…}}; environment {name} not given")
-                    default = Field(tuple(Seg(s.text, note if s.origin == origin else s.origin, s.unknown) for s in default.segs), origin)
+                    note = Origin(
+                        kind="script",
+                        path=origin.path,
+                        line=origin.line,
+                        column=origin.column,
+                        text=f"default of ${{{name}{op}…}}; environment {name} not given",
+                    )
+                    default = Field(
+                        tuple(Seg(s.text, note if s.origin == origin else s.origin, s.unknown) for s in default.segs),
+                        origin,
+                    )
                 if op in (":=", "="):
                     self.vars[name] = Var(name, origin, value=default)
                 if part.quoted or assignment:
@@ -1283,10 +1382,13 @@ class _Interpreter:
         if op in ("#", "##", "%", "%%"):
             cut = _strip(text, pattern, op)
             if cut is None:
-                why = (f"${{{bounds.short(part.name, 60)}{op}…}} on a value of {len(text):,} characters is past "
-                       "shardcheck's bound for pattern matching")
-                self.diagnostics.append(Problem(Kind.SHELL_BOUND, replace(origin, text=None),
-                                                {"text": f"{why}; its value is unknown"}))
+                why = (
+                    f"${{{bounds.short(part.name, 60)}{op}…}} on a value of {len(text):,} characters is past "
+                    "shardcheck's bound for pattern matching"
+                )
+                self.diagnostics.append(
+                    Problem(Kind.SHELL_BOUND, replace(origin, text=None), {"text": f"{why}; its value is unknown"})
+                )
                 return [Seg(None, origin, why)]
             return [Seg(cut, new_origin)]
         if op in ("/", "//") and "/" not in pattern and not any(ch in pattern for ch in "*?["):
@@ -1323,8 +1425,10 @@ class _Interpreter:
         if name.isdigit():
             return f"${name} is a script argument, not given"
         if self.unfollowed:
-            return (f"${name} is not set in the script (it may come from {self.unfollowed[0]}, which was not "
-                    f"followed); pass --env {name}=...")
+            return (
+                f"${name} is not set in the script (it may come from {self.unfollowed[0]}, which was not "
+                f"followed); pass --env {name}=..."
+            )
         return f"${name} is not set in the script; pass --env {name}=..."
 
 
@@ -1353,14 +1457,14 @@ def _strip(text: str, pattern: str, op: str) -> str | None:
     n = len(text)
     work = 0
     if op in ("#", "##"):
-        for k in (range(n + 1) if op == "#" else range(n, -1, -1)):
+        for k in range(n + 1) if op == "#" else range(n, -1, -1):
             work += k + 1
             if work > bounds.PATTERN_WORK:
                 return None
             if matcher.fullmatch(text, 0, k):
                 return text[k:]
         return text
-    for k in (range(n, -1, -1) if op == "%" else range(n + 1)):
+    for k in range(n, -1, -1) if op == "%" else range(n + 1):
         work += n - k + 1
         if work > bounds.PATTERN_WORK:
             return None
@@ -1375,8 +1479,13 @@ def _replace(text: str, old: str, new: str, op: str, new_origin: Origin, origin:
         return [Seg(text, new_origin)]
     count = text.count(old) if op == "//" else min(1, text.count(old))
     if len(text) + count * (len(new) - len(old)) > bounds.VALUE_CHARS:
-        return [Seg(None, origin, f"the replacement grows the value past {bounds.VALUE_CHARS:,} characters, "
-                                  "shardcheck's bound")]
+        return [
+            Seg(
+                None,
+                origin,
+                f"the replacement grows the value past {bounds.VALUE_CHARS:,} characters, shardcheck's bound",
+            )
+        ]
     return [Seg(text.replace(old, new, -1 if op == "//" else 1), new_origin)]
 
 
@@ -1491,7 +1600,14 @@ def _test(words: list[str | None]) -> bool | None:
             return fnmatch.fnmatchcase(a, b)
         if op == "!=":
             return not fnmatch.fnmatchcase(a, b)
-        ints = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__, "-ge": int.__ge__}
+        ints = {
+            "-eq": int.__eq__,
+            "-ne": int.__ne__,
+            "-lt": int.__lt__,
+            "-le": int.__le__,
+            "-gt": int.__gt__,
+            "-ge": int.__ge__,
+        }
         if op in ints:
             try:
                 return ints[op](int(a), int(b))

@@ -68,8 +68,9 @@ def read_regular(path: str | os.PathLike, *, limit: int, what: str) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise UnreadableFile(path, _kind(info.st_mode), what)
         if info.st_size > limit:
-            raise UnreadableFile(path, f"is {info.st_size:,} bytes, more than the {limit // MiB} MiB shardcheck reads",
-                                 what)
+            raise UnreadableFile(
+                path, f"is {info.st_size:,} bytes, more than the {limit // MiB} MiB shardcheck reads", what
+            )
         chunks: list[bytes] = []
         total = 0
         while total <= limit:
@@ -112,4 +113,3 @@ def is_directory(path: str | os.PathLike) -> bool:
         return stat.S_ISDIR(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
-

@@ -31,11 +31,30 @@ _PLAIN_VALUE = re.compile(r"[\w./@+-]*$")
 
 # Hydra's own flags (hydra/_internal/utils.py get_args_parser), with whether they take a value.
 _HYDRA_FLAGS = {
-    "--config-path": True, "-cp": True, "--config-name": True, "-cn": True, "--config-dir": True,
-    "-cd": True, "--cfg": True, "-c": True, "--package": True, "-p": True, "--experimental-rerun": True,
-    "--multirun": False, "-m": False, "--resolve": False, "--run": False, "-r": False, "--info": False,
-    "-i": False, "--help": False, "-h": False, "--hydra-help": False, "--version": False,
-    "--shell-completion": False, "-sc": False,
+    "--config-path": True,
+    "-cp": True,
+    "--config-name": True,
+    "-cn": True,
+    "--config-dir": True,
+    "-cd": True,
+    "--cfg": True,
+    "-c": True,
+    "--package": True,
+    "-p": True,
+    "--experimental-rerun": True,
+    "--multirun": False,
+    "-m": False,
+    "--resolve": False,
+    "--run": False,
+    "-r": False,
+    "--info": False,
+    "-i": False,
+    "--help": False,
+    "-h": False,
+    "--hydra-help": False,
+    "--version": False,
+    "--shell-completion": False,
+    "-sc": False,
 }
 
 
@@ -64,8 +83,13 @@ class OverrideItem:
             from hydra.core.override_parser.types import Override, OverrideType, ValueType
 
             kind = {"change": OverrideType.CHANGE, "add": OverrideType.ADD, "force_add": OverrideType.FORCE_ADD}
-            return Override(type=kind[self.kind], key_or_group=self.key, value_type=ValueType.ELEMENT,
-                            _value=self.value, input_line=self.source)
+            return Override(
+                type=kind[self.kind],
+                key_or_group=self.key,
+                value_type=ValueType.ELEMENT,
+                _value=self.value,
+                input_line=self.source,
+            )
         (parsed,) = hydra_parser()[0].parse_overrides([self.source])
         return parsed
 
@@ -162,11 +186,15 @@ def _outside_resolvers(text: str, env: dict[str, str], reasons: dict[str, str]) 
             token = _PLACEHOLDER.format(len(reasons))
             shown = call if len(call) <= 60 else call[:57] + "..."
             if env_call:
-                why = (f"`{shown}` reads the environment of the machine verl runs on; shardcheck never uses its "
-                       f"own (give it with --env {env_call.group(1)}=VALUE)")
+                why = (
+                    f"`{shown}` reads the environment of the machine verl runs on; shardcheck never uses its "
+                    f"own (give it with --env {env_call.group(1)}=VALUE)"
+                )
             else:
-                why = (f"`{shown}` calls an OmegaConf resolver shardcheck does not run (it runs only oc.select and "
-                       "oc.dict.*, which read the config itself)")
+                why = (
+                    f"`{shown}` calls an OmegaConf resolver shardcheck does not run (it runs only oc.select and "
+                    "oc.dict.*, which read the config itself)"
+                )
             reasons[token] = why
             out.append(token)
         i = end
@@ -209,8 +237,9 @@ def _parse_word(text: str, fast: bool):
     return kind, key, None if kind == "delete" else parsed.value(), parsed
 
 
-def parse_hydra_args(args: tuple[Field, ...], env: dict[str, str] | None = None, *, fast: bool = True
-                     ) -> HydraCommandLine:
+def parse_hydra_args(
+    args: tuple[Field, ...], env: dict[str, str] | None = None, *, fast: bool = True
+) -> HydraCommandLine:
     """Split a Hydra app's arguments into its flags and its overrides, and parse the overrides (plain
     ``key=value`` ones by :mod:`hydra_fast` unless ``fast`` is False, the rest by Hydra's own parser).
     ``env``: the ``--env`` values, the only environment ``${oc.env:...}`` may read."""
@@ -252,8 +281,13 @@ def parse_hydra_args(args: tuple[Field, ...], env: dict[str, str] | None = None,
             i += 1
             continue
         if len(text) > WORD_LIMIT:
-            unknown_words.append(UnknownWord(field.origin, f"an override of {len(text):,} characters is past the "
-                                             f"{WORD_LIMIT:,} shardcheck parses", shown[:200] + "…"))
+            unknown_words.append(
+                UnknownWord(
+                    field.origin,
+                    f"an override of {len(text):,} characters is past the {WORD_LIMIT:,} shardcheck parses",
+                    shown[:200] + "…",
+                )
+            )
             i += 1
             continue
         text = _outside_resolvers(text, env or {}, tokens)
@@ -277,5 +311,6 @@ def parse_hydra_args(args: tuple[Field, ...], env: dict[str, str] | None = None,
             OverrideItem(key, kind, value, unknown, field.value_origin(start), field.origin, shown, parsed, text)
         )
         i += 1
-    return HydraCommandLine(tuple(overrides), tuple(errors), config_path, config_name, tuple(flags),
-                            tuple(unknown_words))
+    return HydraCommandLine(
+        tuple(overrides), tuple(errors), config_path, config_name, tuple(flags), tuple(unknown_words)
+    )

@@ -19,22 +19,75 @@ _PYTHON_OPTS_WITH_ARG = frozenset({"-X", "-W", "-c", "--check-hash-based-pycs"})
 # Options of simple wrappers that take an argument.
 _WRAPPER_OPTS_WITH_ARG = {
     "timeout": {"-s", "--signal", "-k", "--kill-after"},
-    "srun": {"-N", "-n", "-p", "-A", "-t", "-J", "-c", "-w", "--nodes", "--ntasks", "--partition",
-             "--account", "--time", "--job-name", "--cpus-per-task", "--nodelist", "--gres", "--container-image",
-             "--container-mounts", "--mpi", "-o", "-e"},
+    "srun": {
+        "-N",
+        "-n",
+        "-p",
+        "-A",
+        "-t",
+        "-J",
+        "-c",
+        "-w",
+        "--nodes",
+        "--ntasks",
+        "--partition",
+        "--account",
+        "--time",
+        "--job-name",
+        "--cpus-per-task",
+        "--nodelist",
+        "--gres",
+        "--container-image",
+        "--container-mounts",
+        "--mpi",
+        "-o",
+        "-e",
+    },
     "numactl": set(),
     "stdbuf": set(),
     "env": {"-u", "--unset", "-C", "--chdir"},
     "uv": {"--python", "--with", "--project", "--directory", "--extra", "--group", "--env-file", "-p"},
 }
-_TORCHRUN_OPTS_WITH_ARG = frozenset({
-    "--nnodes", "--nproc-per-node", "--nproc_per_node", "--node-rank", "--node_rank", "--master-addr",
-    "--master_addr", "--master-port", "--master_port", "--rdzv-backend", "--rdzv_backend", "--rdzv-endpoint",
-    "--rdzv_endpoint", "--rdzv-id", "--rdzv_id", "--rdzv-conf", "--rdzv_conf", "--max-restarts",
-    "--max_restarts", "--monitor-interval", "--monitor_interval", "--start-method", "--start_method",
-    "--role", "--log-dir", "--log_dir", "-r", "--redirects", "-t", "--tee", "--local-addr", "--local_addr",
-    "--logs-specs", "--logs_specs", "--local-ranks-filter", "--local_ranks_filter",
-})
+_TORCHRUN_OPTS_WITH_ARG = frozenset(
+    {
+        "--nnodes",
+        "--nproc-per-node",
+        "--nproc_per_node",
+        "--node-rank",
+        "--node_rank",
+        "--master-addr",
+        "--master_addr",
+        "--master-port",
+        "--master_port",
+        "--rdzv-backend",
+        "--rdzv_backend",
+        "--rdzv-endpoint",
+        "--rdzv_endpoint",
+        "--rdzv-id",
+        "--rdzv_id",
+        "--rdzv-conf",
+        "--rdzv_conf",
+        "--max-restarts",
+        "--max_restarts",
+        "--monitor-interval",
+        "--monitor_interval",
+        "--start-method",
+        "--start_method",
+        "--role",
+        "--log-dir",
+        "--log_dir",
+        "-r",
+        "--redirects",
+        "-t",
+        "--tee",
+        "--local-addr",
+        "--local_addr",
+        "--logs-specs",
+        "--logs_specs",
+        "--local-ranks-filter",
+        "--local_ranks_filter",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +164,15 @@ def _module_after_unknown(words, i, command, launcher, launcher_args) -> Launch 
     for k in range(i + 1, len(words) - 1):
         text = words[k].text
         if text in ("-m", "--module") and words[k + 1].text and "." in (words[k + 1].text or ""):
-            return Launch(words[k + 1].text, None, tuple(words[k + 2 :]), words[k].origin, command,
-                          tuple(launcher) + ("⟨unknown launcher⟩",), launcher_args or None)
+            return Launch(
+                words[k + 1].text,
+                None,
+                tuple(words[k + 2 :]),
+                words[k].origin,
+                command,
+                tuple(launcher) + ("⟨unknown launcher⟩",),
+                launcher_args or None,
+            )
         if text is not None and text.endswith(".py") and not text.startswith("-"):
             return None
     return None
@@ -184,8 +244,9 @@ def _entry(words, i, command, launcher, launcher_args, *, torchrun: bool = False
         if text is None:
             name = _known_file_name(words[i])
             if name is not None:  # the directory is unknown, the file name is not: judged by its name
-                return Launch(None, name, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher),
-                              launcher_args or None)
+                return Launch(
+                    None, name, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher), launcher_args or None
+                )
             return None
         if text in ("-m", "--module") or (torchrun and text == "-m"):
             if i + 1 >= len(words) or words[i + 1].text is None:
@@ -195,14 +256,17 @@ def _entry(words, i, command, launcher, launcher_args, *, torchrun: bool = False
                 launcher.append(module)
                 i = _torchrun_options(words, i + 2, launcher_args)
                 return _entry(words, i, command, launcher, launcher_args, torchrun=True)
-            return Launch(module, None, tuple(words[i + 2 :]), words[i].origin, command, tuple(launcher),
-                          launcher_args or None)
+            return Launch(
+                module, None, tuple(words[i + 2 :]), words[i].origin, command, tuple(launcher), launcher_args or None
+            )
         if text.startswith("-m") and len(text) > 2 and not torchrun:
-            return Launch(text[2:], None, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher),
-                          launcher_args or None)
+            return Launch(
+                text[2:], None, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher), launcher_args or None
+            )
         if text.startswith("-"):
             i += 2 if text in _PYTHON_OPTS_WITH_ARG else 1
             continue
-        return Launch(None, text, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher),
-                      launcher_args or None)
+        return Launch(
+            None, text, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher), launcher_args or None
+        )
     return None

@@ -96,8 +96,9 @@ def evaluate(expr: str, lookup: Callable[[str], str | None], depth: int = 0, wor
     tokens = _tokenize(expr)
     work.tokens += len(tokens)
     if work.tokens > WORK:
-        raise ArithBound(f"the expression evaluates more than {WORK:,} tokens through its variables, "
-                         "past shardcheck's bound")
+        raise ArithBound(
+            f"the expression evaluates more than {WORK:,} tokens through its variables, past shardcheck's bound"
+        )
     parser = _Parser(tokens, lookup, depth, work)
     if not tokens:
         return 0
@@ -166,8 +167,7 @@ _BINARY: dict[str, Callable[[int, int], int]] = {
 
 
 class _Parser:
-    def __init__(self, tokens: list[tuple[str, str]], lookup: Callable[[str], str | None], depth: int,
-                 work: _Work):
+    def __init__(self, tokens: list[tuple[str, str]], lookup: Callable[[str], str | None], depth: int, work: _Work):
         self.tokens = tokens
         self.pos = 0
         self.lookup = lookup

@@ -57,14 +57,18 @@ def source_refusal(real: Path, main_script: Path, allowed: tuple[Path, ...] = ()
             return None
         tree = Path(os.path.realpath(main_script.parent))
         if not resolved.is_relative_to(tree):
-            return (f"{resolved} lies outside the script's directory {tree}; pass --allow-source "
-                    f"{resolved.parent} to read it")
+            return (
+                f"{resolved} lies outside the script's directory {tree}; pass --allow-source "
+                f"{resolved.parent} to read it"
+            )
         mode = os.stat(resolved).st_mode
     except (OSError, ValueError) as exc:
         return f"it cannot be checked ({exc})"
     if not mode & 0o004:
-        return (f"{resolved} is not readable by everyone (mode {mode & 0o777:04o}); pass --allow-source "
-                f"{resolved.parent} to read it")
+        return (
+            f"{resolved} is not readable by everyone (mode {mode & 0o777:04o}); pass --allow-source "
+            f"{resolved.parent} to read it"
+        )
     return None
 
 

@@ -52,7 +52,7 @@ class Field:
         sources: list[Seg] = []
         for seg in self.segs:
             length = len(seg.text) if seg.text is not None else 1
-            if pos + length > start and (seg.text is None or seg.text[max(0, start - pos):]):
+            if pos + length > start and (seg.text is None or seg.text[max(0, start - pos) :]):
                 sources.append(seg)
             pos += length
         distinct: list[Seg] = []

@@ -398,8 +398,20 @@ def lex_arith_body(src: str, start: int, end: int) -> tuple[tuple, int]:
     return tuple(parts), end
 
 
-_ANSI_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b",
-                 "e": "\x1b", "E": "\x1b", "f": "\f", "v": "\v"}
+_ANSI_ESCAPES = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "v": "\v",
+}
 
 
 def _lex_ansi_c(src: str, i: int) -> tuple[str, int]:

@@ -38,8 +38,9 @@ from shardcheck.frameworks.memory_settings import Kernels, Recompute
 from shardcheck.models.architecture import Architecture
 
 
-def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, *, t: int = 1, sequence_parallel: bool = False,
-                            selective: bool = False) -> float:
+def korthikanti_layer_bytes(
+    s: int, b: int, h: int, a: int, *, t: int = 1, sequence_parallel: bool = False, selective: bool = False
+) -> float:
     """Korthikanti et al. 2022, eqs. 1-3 (and §5 selective recomputation): bytes per layer."""
     attention = 0 if selective else 5 * a * s / h
     if sequence_parallel or t == 1:
@@ -81,11 +82,22 @@ def attention_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, k: K
         sharded += 4 * a  # fp32 softmax log-sum-exp per head
     else:
         sharded += (2 + (1 + 2 if k.attention_dropout else 0)) * a * seq  # softmax output (+ dropout mask, output)
-    return tokens * (per_device(replicated + latent, p, sharded_by_tp=False) + per_device(sharded, p, sharded_by_tp=True))
+    return tokens * (
+        per_device(replicated + latent, p, sharded_by_tp=False) + per_device(sharded, p, sharded_by_tp=True)
+    )
 
 
-def mlp_bytes(h: int, ffn: int, tokens: float, p: Parallel, *, gated: bool = True, dropout: bool = False,
-              ffn_split: int | None = None, with_ln: bool = True) -> float:
+def mlp_bytes(
+    h: int,
+    ffn: int,
+    tokens: float,
+    p: Parallel,
+    *,
+    gated: bool = True,
+    dropout: bool = False,
+    ffn_split: int | None = None,
+    with_ln: bool = True,
+) -> float:
     """A (dense or shared-expert) MLP with its pre-MLP LN: LN input, fc1 input, activation in/out."""
     replicated = (2 * h if with_ln else 0) + 2 * h + (h if dropout else 0)
     split = ffn_split or p.tp
@@ -104,13 +116,15 @@ def moe_bytes(arch: Architecture, tokens: int, p: Parallel, k: Kernels = Kernels
     out += routed * (2 * h + 2 * h)  # permuted input, combine input
     out += routed * (2 * (2 if arch.gated else 1) * arch.moe_ffn + 2 * arch.moe_ffn) / p.etp
     if arch.shared_ffn:
-        out += (mlp_bytes(h, arch.shared_ffn, tokens, p, gated=arch.gated, with_ln=False)
-                - tokens * per_device(2 * h, p, sharded_by_tp=False))
+        out += mlp_bytes(h, arch.shared_ffn, tokens, p, gated=arch.gated, with_ln=False) - tokens * per_device(
+            2 * h, p, sharded_by_tp=False
+        )
     return out
 
 
-def layer_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parallel, recompute: Recompute,
-                k: Kernels = Kernels()) -> float:
+def layer_bytes(
+    arch: Architecture, index: int, tokens: int, seq: int, p: Parallel, recompute: Recompute, k: Kernels = Kernels()
+) -> float:
     """Activation bytes layer ``index`` keeps for backward, for one micro batch of ``tokens`` tokens.
 
     Selective recompute (megatron/core/transformer/transformer_config.py ``recompute_modules``): ``core_attn``
@@ -153,8 +167,16 @@ def layer_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parall
 OFFLOADABLE = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
 
 
-def offloaded_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Parallel, modules: frozenset[str],
-                    k: Kernels = Kernels(), recompute: Recompute = Recompute()) -> float:
+def offloaded_bytes(
+    arch: Architecture,
+    index: int,
+    tokens: int,
+    seq: int,
+    p: Parallel,
+    modules: frozenset[str],
+    k: Kernels = Kernels(),
+    recompute: Recompute = Recompute(),
+) -> float:
     """Bytes of layer ``index``'s saved tensors that fine-grained activation offload moves to the host (not
     those selective recompute already drops: norm outputs with ``layernorm``, MLA's Q/K/V with ``mla_up_proj``)."""
     if not modules:
@@ -171,10 +193,12 @@ def offloaded_bytes(arch: Architecture, index: int, tokens: int, seq: int, p: Pa
     if "mla_up_proj" in selective and arch.mla is not None:
         qkv = 0
     replicated = {"attn_norm": 2 * h, "qkv_linear": 0 if "layernorm" in selective else 2 * h, "mlp_norm": 2 * h}
-    core = (4 * a if k.flash else (2 + (3 if k.attention_dropout else 0)) * a * seq)  # as attention_bytes
+    core = 4 * a if k.flash else (2 + (3 if k.attention_dropout else 0)) * a * seq  # as attention_bytes
     sharded = {"core_attn": qkv + core, "attn_proj": 2 * out_dim}
-    out = tokens * (per_device(sum(v for k, v in replicated.items() if k in modules), p, sharded_by_tp=False)
-                    + per_device(sum(v for k, v in sharded.items() if k in modules), p, sharded_by_tp=True))
+    out = tokens * (
+        per_device(sum(v for k, v in replicated.items() if k in modules), p, sharded_by_tp=False)
+        + per_device(sum(v for k, v in sharded.items() if k in modules), p, sharded_by_tp=True)
+    )
     if arch.is_moe_layer(index):
         routed = arch.topk * tokens / p.cp / (p.tp if p.sequence_parallel else 1) * p.etp
         if "expert_fc1" in modules:

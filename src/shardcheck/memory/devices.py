@@ -55,24 +55,28 @@ MEMORY_CHOICE = "memory="  # a --device-memory SIZE choice, carried as the devic
 
 
 def find_device(text: str) -> Device:
-    """``memory=<bytes>`` (``--device-memory``): a device of that size. Else a preset by name, case-insensitive, or by fragments that each name one token of exactly one preset
+    """``memory=<bytes>`` (``--device-memory``): a device of that size. Else a preset by name,
+    case-insensitive, or by fragments that each name one token of exactly one preset
     ("h200", "910c", "a100-80"); a fragment matching a preset only by part of a number (``h20`` of H200)
     names nothing, and one matching several presets is ambiguous: never a silent guess."""
     if text.startswith(MEMORY_CHOICE):
-        return custom_device(int(text[len(MEMORY_CHOICE):]))
+        return custom_device(int(text[len(MEMORY_CHOICE) :]))
     key = text.lower().replace("_", "-")
     table = {n.lower(): n for n in _table()}
     if key in table:
         return _device(table[key])
     parts = [p for p in key.split("-") if p]
-    hits = [n for low, n in table.items()
-            if parts and all(any(_token_match(p, t) for t in low.split("-")) for p in parts)]
+    hits = [
+        n for low, n in table.items() if parts and all(any(_token_match(p, t) for t in low.split("-")) for p in parts)
+    ]
     if len(hits) == 1:
         return _device(hits[0])
     shown = ", ".join(names())
     if not hits:
-        raise UsageError(f"--device {text}: not a known device; use one of {shown}, or give --device-memory "
-                         "SIZE (e.g. 96GiB) for any other")
+        raise UsageError(
+            f"--device {text}: not a known device; use one of {shown}, or give --device-memory "
+            "SIZE (e.g. 96GiB) for any other"
+        )
     raise UsageError(f"--device {text}: ambiguous ({', '.join(hits)}); use one of {shown}")
 
 

@@ -136,8 +136,9 @@ def adapter_for(job: Job):
     """The framework adapter that reads this job's settings (frameworks/<name>/memory_settings.py)."""
     adapter = framework_module(job.framework, "memory_settings")
     if adapter is None:
-        raise UnknownValue(f"the memory estimate reads {', '.join(MEMORY_FRAMEWORKS)} jobs; {job.framework} settings "
-                           "are not read")
+        raise UnknownValue(
+            f"the memory estimate reads {', '.join(MEMORY_FRAMEWORKS)} jobs; {job.framework} settings are not read"
+        )
     return adapter
 
 
@@ -172,8 +173,11 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
 
         bound_job = replace(job, sample_tokens=None)
         try:
-            out.train_at_budget = (_train(bound_job, arch, layout, adapter) if layout is not None
-                                   else _train_fsdp(bound_job, arch, fsdp, adapter))[0]
+            out.train_at_budget = (
+                _train(bound_job, arch, layout, adapter)
+                if layout is not None
+                else _train_fsdp(bound_job, arch, fsdp, adapter)
+            )[0]
         except UnknownValue:
             pass
     try:
@@ -190,7 +194,9 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
 
 
 def _sharding(layout: MegatronLayout) -> Sharding:
-    return Sharding(tp=known(layout.tp, "TP"), ep=known(layout.ep, "EP"), etp=known(layout.etp, "ETP"), pp=known(layout.pp, "PP"))
+    return Sharding(
+        tp=known(layout.tp, "TP"), ep=known(layout.ep, "EP"), etp=known(layout.etp, "ETP"), pp=known(layout.pp, "PP")
+    )
 
 
 def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
@@ -202,15 +208,19 @@ def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
         splits.append(("FFN", arch.ffn, s.tp))
     bad = [f"{name} {n} over {k}" for name, n, k in splits if not k or n % k]
     if bad:
-        raise UnknownValue(f"the {what} layout does not split the model evenly ({', '.join(bad)}); fix the layout first")
+        raise UnknownValue(
+            f"the {what} layout does not split the model evenly ({', '.join(bad)}); fix the layout first"
+        )
 
 
 def _split(layout: MegatronLayout, arch: Architecture, mtp: int) -> list[RankLayout]:
     """What each pipeline rank builds: a layout string's parts, else Megatron-Core's split (MTP on the last)."""
     pp = known(layout.pp, "PP")
     if pp > 4096 or arch.num_layers > (1 << 20):
-        raise UnknownValue(f"PP {pp} and {arch.num_layers} layers are past the 4096 stages and 2**20 layers "
-                           "shardcheck sizes one by one")
+        raise UnknownValue(
+            f"PP {pp} and {arch.num_layers} layers are past the 4096 stages and 2**20 layers "
+            "shardcheck sizes one by one"
+        )
     text = known(layout.layout_string, "pipeline_model_parallel_layout")
     if text:
         try:
@@ -218,28 +228,48 @@ def _split(layout: MegatronLayout, arch: Architecture, mtp: int) -> list[RankLay
         except LayoutStringError as exc:
             raise UnknownValue(f"pipeline_model_parallel_layout {text!r}: {exc}") from None
         if sum(r.mtp_layers for r in ranks) != mtp:
-            raise UnknownValue(f"pipeline_model_parallel_layout {text!r} places {sum(r.mtp_layers for r in ranks)} "
-                               f"MTP layers, --mtp-num-layers is {mtp}")
+            raise UnknownValue(
+                f"pipeline_model_parallel_layout {text!r} places {sum(r.mtp_layers for r in ranks)} "
+                f"MTP layers, --mtp-num-layers is {mtp}"
+            )
         return ranks
     vpp = known(layout.vpp, "VPP")
-    emb, loss = bool(known(layout.account_for_embedding, "account_for_embedding")), bool(known(layout.account_for_loss, "account_for_loss"))
-    split = split_layers(arch.num_layers, pp, first=known(layout.first_stage_layers, "first stage layers"),
-                         last=known(layout.last_stage_layers, "last stage layers"), vpp=vpp, account_for_embedding=emb,
-                         account_for_loss=loss)
+    emb, loss = (
+        bool(known(layout.account_for_embedding, "account_for_embedding")),
+        bool(known(layout.account_for_loss, "account_for_loss")),
+    )
+    split = split_layers(
+        arch.num_layers,
+        pp,
+        first=known(layout.first_stage_layers, "first stage layers"),
+        last=known(layout.last_stage_layers, "last stage layers"),
+        vpp=vpp,
+        account_for_embedding=emb,
+        account_for_loss=loss,
+    )
     if not isinstance(split, Split):
-        raise UnknownValue(f"the layer split fails (megatron-core: \"{split.message}\"); fix the layout first")
+        raise UnknownValue(f'the layer split fails (megatron-core: "{split.message}"); fix the layout first')
     try:
-        chunks = stage_chunk_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb,
-                                           account_for_loss=loss)
+        chunks = stage_chunk_layer_indices(
+            split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss
+        )
     except ValueError as exc:  # a split the layout rules reject (e.g. first-stage layers with PP 1)
         raise UnknownValue(f"{exc}; fix the layout first") from None
     # MTP sits after the decoder on the last stage (its last chunk)
-    return [RankLayout(c, tuple(mtp if stage == pp - 1 and i == len(c) - 1 else 0 for i in range(len(c))),
-                       stage == 0, stage == pp - 1) for stage, c in enumerate(chunks)]
+    return [
+        RankLayout(
+            c,
+            tuple(mtp if stage == pp - 1 and i == len(c) - 1 else 0 for i in range(len(c))),
+            stage == 0,
+            stage == pp - 1,
+        )
+        for stage, c in enumerate(chunks)
+    ]
 
 
-def _in_flight(stage: int, pp: int, chunks: int, micro_batches: int, group: int | None,
-               cost: list[float]) -> tuple[list[int], int]:
+def _in_flight(
+    stage: int, pp: int, chunks: int, micro_batches: int, group: int | None, cost: list[float]
+) -> tuple[list[int], int]:
     """How many micro batches of each virtual chunk a stage holds at its peak, and how many in all.
 
     megatron-core 0.16.1 megatron/core/pipeline_parallel/schedules.py: without interleaving, stage s runs
@@ -254,8 +284,12 @@ def _in_flight(stage: int, pp: int, chunks: int, micro_batches: int, group: int 
         held = min(pp - stage, micro_batches)
         return [held], held
     group = group or pp
-    order = [c for lo in range(0, micro_batches, group) for c in range(chunks)
-             for _ in range(lo, min(lo + group, micro_batches))]
+    order = [
+        c
+        for lo in range(0, micro_batches, group)
+        for c in range(chunks)
+        for _ in range(lo, min(lo + group, micro_batches))
+    ]
     backward = [chunks - 1 - c for c in order]
     total = len(order)
     warmup = min((pp - stage - 1) * 2 + (chunks - 1) * group, total)
@@ -275,8 +309,9 @@ def _in_flight(stage: int, pp: int, chunks: int, micro_batches: int, group: int 
     return best_counts, sum(best_counts)
 
 
-def _activations(arch: Architecture, rank: RankLayout, tokens: int, seq: int, p: Parallel,
-                 settings: TrainSettings) -> tuple[list[float], float]:
+def _activations(
+    arch: Architecture, rank: RankLayout, tokens: int, seq: int, p: Parallel, settings: TrainSettings
+) -> tuple[list[float], float]:
     """(bytes one micro batch keeps in each virtual chunk of this stage, bytes held once: the recompute in
     progress in backward, and with fine-grained offload the offloaded tensors of the one layer computing)."""
     rc, k = settings.recompute, settings.kernels
@@ -285,8 +320,9 @@ def _activations(arch: Architecture, rank: RankLayout, tokens: int, seq: int, p:
     once = 0.0
     if settings.offload_modules and per:
         # every layer's listed modules' saved tensors go to the host; the layer computing keeps its own
-        off = {i: min(b, offloaded_bytes(arch, i, tokens, seq, p, settings.offload_modules, k, rc))
-               for i, b in per.items()}
+        off = {
+            i: min(b, offloaded_bytes(arch, i, tokens, seq, p, settings.offload_modules, k, rc)) for i, b in per.items()
+        }
         per = {i: b - off[i] for i, b in per.items()}
         once = max(off.values())
     one_mtp = mtp_bytes(arch, tokens, seq, p, rc, k)
@@ -308,7 +344,7 @@ def _activations(arch: Architecture, rank: RankLayout, tokens: int, seq: int, p:
         else:
             # uniform: the input of each group of n layers is kept; backward recomputes one group at a time
             out.append(sum(per[i] for i in chunk[::n]) + m * one_mtp)
-            working = max(working, max(sum(full[i] for i in chunk[j:j + n]) for j in range(0, len(chunk), n)))
+            working = max(working, max(sum(full[i] for i in chunk[j : j + n]) for j in range(0, len(chunk), n)))
     return out, once + working
 
 
@@ -349,15 +385,22 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter, sett
         share = (p.total - p.output + head) / p.total
         b = s.bytes
         if critic.tokens_per_micro_batch:
-            phase.append(_critic_stage(s, share, critic.tokens_per_micro_batch / out.train.tokens_per_micro_batch,
-                                       settings))
-        kept = (b["weights"] + b["grads"] if critic.keeps_params else 0) + (b["optimizer"] if critic.keeps_optimizer else 0)
+            phase.append(
+                _critic_stage(s, share, critic.tokens_per_micro_batch / out.train.tokens_per_micro_batch, settings)
+            )
+        kept = (b["weights"] + b["grads"] if critic.keeps_params else 0) + (
+            b["optimizer"] if critic.keeps_optimizer else 0
+        )
         b["critic_state"] = int(kept * share)
         b["allocated"] += b["critic_state"]
         b["total"] = device_total(b)
     if phase:
-        out.critic_train = TrainMemory(phase, critic.tokens_per_micro_batch, out.train.sequence_length,
-                                       max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in phase))
+        out.critic_train = TrainMemory(
+            phase,
+            critic.tokens_per_micro_batch,
+            out.train.sequence_length,
+            max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in phase),
+        )
     else:
         out.problems.append("critic update: the critic's tokens per micro batch are unknown")
 
@@ -368,14 +411,20 @@ def _critic_stage(actor: StageMemory, share: float, token_ratio: float, settings
     kept = 0 if settings.param_offload else b["weights"] + b["grads"]
     kept += 0 if settings.optimizer_offload else b["optimizer"]
     terms = {
-        "weights": int(b["weights"] * share), "grads": int(b["grads"] * share),
-        "optimizer": int(b["optimizer"] * share), "optimizer_host": int(b["optimizer_host"] * share),
-        "gathered": b["gathered"], "activations": int(b["activations"] * token_ratio),
+        "weights": int(b["weights"] * share),
+        "grads": int(b["grads"] * share),
+        "optimizer": int(b["optimizer"] * share),
+        "optimizer_host": int(b["optimizer_host"] * share),
+        "gathered": b["gathered"],
+        "activations": int(b["activations"] * token_ratio),
         "logits": 0,  # the value head's one output per token
-        "ref_weights": b["ref_weights"], "actor_state": kept, "workspace": int(b["workspace"] * max(1.0, token_ratio)),
+        "ref_weights": b["ref_weights"],
+        "actor_state": kept,
+        "workspace": int(b["workspace"] * max(1.0, token_ratio)),
     }
-    return StageMemory(actor.stage, list(actor.ranks), actor.layers, actor.params, _totals(terms),
-                       actor.micro_batches_in_flight)
+    return StageMemory(
+        actor.stage, list(actor.ranks), actor.layers, actor.params, _totals(terms), actor.micro_batches_in_flight
+    )
 
 
 def _peak(terms: dict[str, int]) -> int:
@@ -419,13 +468,15 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
     rows: list[StageMemory] = []
     for stage, rank in enumerate(ranks):
         layers = rank.decoder_layers
-        params = stage_params(arch, layers, stage, sharding, embedding=rank.embedding, loss=rank.loss,
-                              mtp=rank.mtp_layers)
+        params = stage_params(
+            arch, layers, stage, sharding, embedding=rank.embedding, loss=rank.loss, mtp=rank.mtp_layers
+        )
         dense = params.embedding + params.dense + params.output
         opt = (dense / shards[0] + params.expert / shards[1]) * settings.state_bytes
         per_chunk, once = _activations(arch, rank, tokens, seq, p, settings)
-        counts, held = _in_flight(stage, sharding.pp, rank.chunks, settings.micro_batches, settings.microbatch_group,
-                                  per_chunk)
+        counts, held = _in_flight(
+            stage, sharding.pp, rank.chunks, settings.micro_batches, settings.microbatch_group, per_chunk
+        )
         weights, grads = _weights_and_grads(arch, layers, params, sharding, settings, shards)
         terms = {
             "weights": weights,
@@ -451,8 +502,14 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
     return TrainMemory(merged, tokens, seq, static, settings.batch_bound), settings
 
 
-def _weights_and_grads(arch: Architecture, layers, params: StageParams, sharding: Sharding, settings: TrainSettings,
-                       shards: tuple[int, int]) -> tuple[int, int]:
+def _weights_and_grads(
+    arch: Architecture,
+    layers,
+    params: StageParams,
+    sharding: Sharding,
+    settings: TrainSettings,
+    shards: tuple[int, int],
+) -> tuple[int, int]:
     """Weights and gradient buffers on one device: Megatron DDP keeps them whole; Megatron-FSDP shards the
     gradients (optim_grads) and the parameters too (optim_grads_params) over DP·CP (experts over EDP);
     ``--fp8-param-gather`` keeps the compute weights as Transformer Engine's Float8Tensor, 1 byte per parameter
@@ -524,8 +581,9 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
     }
     terms["workspace"] = transient_bytes(arch, tokens, p, settings)
     row = StageMemory(0, [0], len(layers), held, _totals(terms), 1)
-    return TrainMemory([row], tokens, seq, terms["weights"] + terms["grads"] + terms["optimizer"],
-                       settings.batch_bound), settings
+    return TrainMemory(
+        [row], tokens, seq, terms["weights"] + terms["grads"] + terms["optimizer"], settings.batch_bound
+    ), settings
 
 
 def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tuple[int, bool]:
@@ -547,18 +605,40 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
     _check_shards(arch, sharding, "rollout")
     weights = stage_params(arch, tuple(range(arch.num_layers)), 0, sharding).total * r.dtype_bytes
     per_token, replicated = kv_bytes_per_token(arch, r.tp, r.dtype_bytes)
-    widest = max(2 * (arch.ffn or 0), 2 * arch.moe_ffn * max(arch.topk, 1), (arch.heads + 2 * arch.kv_heads) * arch.head_dim)
+    widest = max(
+        2 * (arch.ffn or 0), 2 * arch.moe_ffn * max(arch.topk, 1), (arch.heads + 2 * arch.kv_heads) * arch.head_dim
+    )
     # vLLM's profiling run: activations of max_num_batched_tokens tokens and the sampler's fp32 logits.
-    reserve = int(r.max_num_batched_tokens * 2 * (4 * arch.hidden + widest / r.tp)
-                  + (r.max_num_seqs or 256) * arch.vocab / r.tp * 4) + ROLLOUT_RESERVE_BYTES
+    reserve = (
+        int(
+            r.max_num_batched_tokens * 2 * (4 * arch.hidden + widest / r.tp)
+            + (r.max_num_seqs or 256) * arch.vocab / r.tp * 4
+        )
+        + ROLLOUT_RESERVE_BYTES
+    )
     if r.engine == "sglang":
         reserve = 0  # SGLang's mem_fraction_static already leaves out activations and CUDA graphs
     budget = int(r.memory_fraction * device.memory_bytes) - weights - reserve
     concurrent = max(0, budget) // (per_token * r.request_tokens) if r.request_tokens else 0
     per_replica = -(-r.requests_per_step // r.replicas) if r.requests_per_step and r.replicas else None
-    return RolloutMemory(r.engine, r.tp, r.dp, r.ep, r.replicas, weights, per_token, budget, reserve, r.request_tokens,
-                         r.max_model_len, concurrent, r.max_num_seqs, per_replica, replicated,
-                         weights_exact=not arch.quantized)
+    return RolloutMemory(
+        r.engine,
+        r.tp,
+        r.dp,
+        r.ep,
+        r.replicas,
+        weights,
+        per_token,
+        budget,
+        reserve,
+        r.request_tokens,
+        r.max_model_len,
+        concurrent,
+        r.max_num_seqs,
+        per_replica,
+        replicated,
+        weights_exact=not arch.quantized,
+    )
 
 
 def _resident(train: TrainMemory, settings: TrainSettings) -> int:

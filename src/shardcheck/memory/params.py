@@ -10,7 +10,8 @@ Module by module (megatron-core 0.16.1, megatron/core/models/gpt/gpt_model.py an
   Engine's ``TELinear(parallel_mode="duplicated")``, column-parallel in the local spec), up projections and
   ``linear_proj`` split over TP, the q/kv latent norms;
   dense ``MLP``: fc1 2·ffn/TP × hidden (gated), fc2 hidden × ffn/TP; ``MoELayer``: ``router.weight``
-  experts × hidden (replicated; a bias of ``experts`` with add_bias_linear), experts/EP local experts each 2·moe_ffn/ETP × hidden + hidden × moe_ffn/ETP,
+  experts × hidden (replicated; a bias of ``experts`` with add_bias_linear), experts/EP local experts each
+  2·moe_ffn/ETP × hidden + hidden × moe_ffn/ETP,
   ``shared_experts`` split over TP (plus the gate, hidden, when the shared expert is gated).
 - last stage: ``final_layernorm`` (hidden) and ``output_layer`` (vocab / TP × hidden) unless the output
   shares the first stage's embedding in the same module (tied weights and one pipeline stage).
@@ -41,8 +42,13 @@ class StageParams:
         return self.embedding + self.dense + self.expert + self.output
 
     def as_dict(self) -> dict[str, int]:
-        return {"embedding": self.embedding, "dense": self.dense, "expert": self.expert, "output": self.output,
-                "total": self.total}
+        return {
+            "embedding": self.embedding,
+            "dense": self.dense,
+            "expert": self.expert,
+            "output": self.output,
+            "total": self.total,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +130,16 @@ def mtp_params(arch: Architecture, s: Sharding) -> tuple[int, int]:
     return dense + 3 * _norm(arch, arch.hidden) + 2 * arch.hidden * arch.hidden // s.tp, expert
 
 
-def stage_params(arch: Architecture, layers: tuple[int, ...], stage: int, s: Sharding, *,
-                 embedding: bool | None = None, loss: bool | None = None, mtp: int = 0) -> StageParams:
+def stage_params(
+    arch: Architecture,
+    layers: tuple[int, ...],
+    stage: int,
+    s: Sharding,
+    *,
+    embedding: bool | None = None,
+    loss: bool | None = None,
+    mtp: int = 0,
+) -> StageParams:
     """Parameters on one device of pipeline stage ``stage`` that builds the decoder ``layers``
     (``embedding`` / ``loss``: whether it holds them, by default the first / last stage; ``mtp`` MTP depths)."""
     dense = expert = 0

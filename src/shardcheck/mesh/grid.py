@@ -27,9 +27,17 @@ DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 LIST_LIMIT = 1 << 16
 # Groups shardcheck reports: name -> (generator, tokens). "etp"/"edp" are the expert generator's tp/dp.
 GROUPS = {
-    "tp": ("dense", "tp"), "cp": ("dense", "cp"), "dp": ("dense", "dp"), "pp": ("dense", "pp"),
-    "tp-cp": ("dense", "tp-cp"), "dp-cp": ("dense", "cp-dp"), "tp-pp": ("dense", "tp-pp"),
-    "ep": ("expert", "ep"), "etp": ("expert", "tp"), "edp": ("expert", "dp"), "tp-ep": ("expert", "tp-ep"),
+    "tp": ("dense", "tp"),
+    "cp": ("dense", "cp"),
+    "dp": ("dense", "dp"),
+    "pp": ("dense", "pp"),
+    "tp-cp": ("dense", "tp-cp"),
+    "dp-cp": ("dense", "cp-dp"),
+    "tp-pp": ("dense", "tp-pp"),
+    "ep": ("expert", "ep"),
+    "etp": ("expert", "tp"),
+    "edp": ("expert", "dp"),
+    "tp-ep": ("expert", "tp-ep"),
 }
 
 
@@ -51,7 +59,9 @@ class Generator:
         tokens = lowered.split("-")
         for name in TOKENS:
             if name not in lowered and sizes[name] != 1:
-                raise OrderError(f"The size of ({name}) is ({sizes[name]}), but you haven'tspecified the order ({order}).")
+                raise OrderError(
+                    f"The size of ({name}) is ({sizes[name]}), but you haven'tspecified the order ({order})."
+                )
             if name not in lowered:
                 tokens.append(name)
         for token in tokens:
@@ -249,8 +259,9 @@ def vpp_error(vpp: int | None, pp: int) -> str | None:
     return None
 
 
-def expert_error(world: int, etp: int, ep: int, pp: int, dp: int | None = None, version: str = MCORE_DEFAULT
-                 ) -> str | None:
+def expert_error(
+    world: int, etp: int, ep: int, pp: int, dp: int | None = None, version: str = MCORE_DEFAULT
+) -> str | None:
     """The expert grid ETP·EP·PP must divide the world (MoE parallel folding, core >= 0.10); before 0.10 EP
     must divide DP (frameworks/megatron/versions.py)."""
     return _expert_error(world, etp, ep, pp, world // (etp * pp) if dp is None else dp, version)
@@ -260,8 +271,18 @@ def _folding(mcore: str) -> bool:
     return as_tuple(mcore) >= FOLDING_SINCE
 
 
-def build_grid(*, world: int, tp: int, pp: int, cp: int, ep: int, etp: int | None, vpp: int | None = None,
-               order: str = DEFAULT_ORDER, mcore: str = MCORE_DEFAULT) -> Grid | GridError:
+def build_grid(
+    *,
+    world: int,
+    tp: int,
+    pp: int,
+    cp: int,
+    ep: int,
+    etp: int | None,
+    vpp: int | None = None,
+    order: str = DEFAULT_ORDER,
+    mcore: str = MCORE_DEFAULT,
+) -> Grid | GridError:
     """The grid ``initialize_model_parallel`` builds, or the first check it fails, in its order."""
     if message := world_error(world, tp, pp, cp):
         return GridError(Kind.GRID_WORLD, message)
@@ -289,10 +310,14 @@ def build_grid(*, world: int, tp: int, pp: int, cp: int, ep: int, etp: int | Non
     except OrderError as exc:
         return GridError(Kind.GRID_ORDER_TOKEN, str(exc))
     if not (order.endswith("pp") or pp == 1 or edp == dp):
-        return GridError(Kind.GRID_ORDER_PPLAST, "When not using pp-last rank ordering, the data parallel size of "
-                                                  "the attention and moe layers must be the same")
+        return GridError(
+            Kind.GRID_ORDER_PPLAST,
+            "When not using pp-last rank ordering, the data parallel size of "
+            "the attention and moe layers must be the same",
+        )
     result = Grid(world, tp, pp, cp, ep, etp_v, order, dense, expert)
     if not result.pp_groups_agree:
-        return GridError(Kind.GRID_PP_GROUPS, "Pipeline parallel groups are expected to be the same for Non-Expert "
-                                               "and Expert part")
+        return GridError(
+            Kind.GRID_PP_GROUPS, "Pipeline parallel groups are expected to be the same for Non-Expert and Expert part"
+        )
     return result

@@ -91,12 +91,18 @@ def crossings(grid: Grid, devices_per_node: int) -> list[Crossing]:
             if base // n != (base + span - 1) // n:
                 example = tuple(gen.nth_group(token, g)) if size <= LIST_LIMIT else (base, base + span - 1)
                 break
-        out.append(Crossing(
-            name, size, crossing_count, gen.group_count(token), example,
-            f"nodes of a multiple of {span} devices keep each {name.upper()} group inside one node"
-            if span > n else
-            f"{name.upper()} {size} does not divide {n} devices per node; choose a divisor of it",
-        ))
+        out.append(
+            Crossing(
+                name,
+                size,
+                crossing_count,
+                gen.group_count(token),
+                example,
+                f"nodes of a multiple of {span} devices keep each {name.upper()} group inside one node"
+                if span > n
+                else f"{name.upper()} {size} does not divide {n} devices per node; choose a divisor of it",
+            )
+        )
     return out
 
 

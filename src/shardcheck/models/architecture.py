@@ -95,8 +95,11 @@ def _moe_layers(cfg: dict, layers: int, experts: int) -> frozenset[int]:
     if not experts:
         return frozenset()
     first_dense = cfg.get("first_k_dense_replace")
-    if isinstance(first_dense, int) and first_dense > 0 or cfg.get("model_type") in ("deepseek_v2", "deepseek_v3",
-                                                                                      "kimi_k2", "glm4_moe"):
+    if (
+        isinstance(first_dense, int)
+        and first_dense > 0
+        or cfg.get("model_type") in ("deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe")
+    ):
         # transformers DeepseekV3DecoderLayer: MoE when layer_idx >= first_k_dense_replace
         # (and layer_idx % moe_layer_freq == 0, moe_layer_freq 1 in every released config).
         k = first_dense or 0
@@ -116,8 +119,10 @@ def architecture(model: ModelFacts) -> Architecture:
         return _from_flags(cfg)
     kind = cfg.get("model_type") or model.model_type or "?"
     if kind not in _IMPLIED:
-        raise NotModelled(f"model_type {kind!r} is not one whose Megatron-Core layers shardcheck counts "
-                          f"(it counts {', '.join(sorted(_IMPLIED))})")
+        raise NotModelled(
+            f"model_type {kind!r} is not one whose Megatron-Core layers shardcheck counts "
+            f"(it counts {', '.join(sorted(_IMPLIED))})"
+        )
     layers, hidden = _int(cfg, "num_hidden_layers"), _int(cfg, "hidden_size")
     heads = _int(cfg, "num_attention_heads")
     kv = cfg.get("num_key_value_heads") or heads
@@ -128,9 +133,13 @@ def architecture(model: ModelFacts) -> Architecture:
     mla_cfg = cfg.get("mla") if isinstance(cfg.get("mla"), dict) else cfg
     mla = None
     if mla_cfg.get("kv_lora_rank"):
-        mla = Mla(q_lora_rank=mla_cfg.get("q_lora_rank") or None, kv_lora_rank=_int(mla_cfg, "kv_lora_rank"),
-                  qk_nope_head_dim=_int(mla_cfg, "qk_nope_head_dim"), qk_rope_head_dim=_int(mla_cfg, "qk_rope_head_dim"),
-                  v_head_dim=_int(mla_cfg, "v_head_dim"))
+        mla = Mla(
+            q_lora_rank=mla_cfg.get("q_lora_rank") or None,
+            kv_lora_rank=_int(mla_cfg, "kv_lora_rank"),
+            qk_nope_head_dim=_int(mla_cfg, "qk_nope_head_dim"),
+            qk_rope_head_dim=_int(mla_cfg, "qk_rope_head_dim"),
+            v_head_dim=_int(mla_cfg, "v_head_dim"),
+        )
         # Megatron-Bridge's DeepSeek providers build MLA with qk_layernorm=True (the q_a / kv_a norms).
         qk_norm = True
     experts = model.num_experts or 0
@@ -139,11 +148,25 @@ def architecture(model: ModelFacts) -> Architecture:
         moe_ffn = _int(cfg, "moe_intermediate_size")
         shared = cfg.get("shared_expert_intermediate_size") or (cfg.get("n_shared_experts") or 0) * moe_ffn
     return Architecture(
-        model_type=kind, num_layers=layers, hidden=hidden, ffn=cfg.get("intermediate_size") or 0, heads=heads,
-        kv_heads=kv, head_dim=head_dim, vocab=_int(cfg, "vocab_size"), tied=bool(cfg.get("tie_word_embeddings", False)),
-        qk_layernorm=qk_norm, qkv_bias=bias, mla=mla, experts=experts, topk=model.num_experts_per_tok or 0,
-        moe_ffn=moe_ffn, shared_ffn=shared, shared_gate=bool(experts and shared and kind in _SHARED_GATE),
-        moe_layers=_moe_layers(cfg, layers, experts), quantized=bool(cfg.get("quantization_config")),
+        model_type=kind,
+        num_layers=layers,
+        hidden=hidden,
+        ffn=cfg.get("intermediate_size") or 0,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=head_dim,
+        vocab=_int(cfg, "vocab_size"),
+        tied=bool(cfg.get("tie_word_embeddings", False)),
+        qk_layernorm=qk_norm,
+        qkv_bias=bias,
+        mla=mla,
+        experts=experts,
+        topk=model.num_experts_per_tok or 0,
+        moe_ffn=moe_ffn,
+        shared_ffn=shared,
+        shared_gate=bool(experts and shared and kind in _SHARED_GATE),
+        moe_layers=_moe_layers(cfg, layers, experts),
+        quantized=bool(cfg.get("quantization_config")),
     )
 
 

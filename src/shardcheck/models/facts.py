@@ -73,8 +73,11 @@ def read_config_json(path: Path) -> ModelFacts:
     except (ValueError, RecursionError) as exc:  # a number past 4,300 digits; arrays nested thousands deep
         why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
         raise InputError(f"{path}:1: not a usable config.json ({why}); give an HF config.json") from None
-    if not isinstance(config, dict) or not isinstance(config.get("text_config") or config, dict) or (
-            "num_attention_heads" not in (config.get("text_config") or config)):
+    if (
+        not isinstance(config, dict)
+        or not isinstance(config.get("text_config") or config, dict)
+        or ("num_attention_heads" not in (config.get("text_config") or config))
+    ):
         raise InputError(f"{path}:1: not an HF model config (no num_attention_heads); give the model's config.json")
     _check_types(config, text, path)
     name = config.get("_name_or_path") or path.parent.name
@@ -84,14 +87,38 @@ def read_config_json(path: Path) -> ModelFacts:
 
 # The fields shardcheck reads as whole numbers, and whether 0 is a value they may hold (an HF config may
 # also write null for the optional ones). Anything else is bad input at its line, never arithmetic on it.
-_WHOLE = {"num_attention_heads": 1, "num_hidden_layers": 1, "hidden_size": 1, "num_key_value_heads": 1,
-          "intermediate_size": 0, "moe_intermediate_size": 0, "shared_expert_intermediate_size": 0, "vocab_size": 1,
-          "max_position_embeddings": 1, "original_max_position_embeddings": 1, "model_max_length": 1, "head_dim": 1,
-          "kv_lora_rank": 0, "q_lora_rank": 0, "qk_nope_head_dim": 0, "qk_rope_head_dim": 0, "v_head_dim": 0,
-          "num_experts_per_tok": 0, "n_shared_experts": 0, "first_k_dense_replace": 0, "decoder_sparse_step": 0,
-          **dict.fromkeys(_EXPERT_KEYS, 0)}
-_SHAPES = {"layer_types": list, "mlp_only_layers": list, "rope_scaling": dict, "rope_parameters": dict,
-           "model_type": str, "quantization_config": dict}
+_WHOLE = {
+    "num_attention_heads": 1,
+    "num_hidden_layers": 1,
+    "hidden_size": 1,
+    "num_key_value_heads": 1,
+    "intermediate_size": 0,
+    "moe_intermediate_size": 0,
+    "shared_expert_intermediate_size": 0,
+    "vocab_size": 1,
+    "max_position_embeddings": 1,
+    "original_max_position_embeddings": 1,
+    "model_max_length": 1,
+    "head_dim": 1,
+    "kv_lora_rank": 0,
+    "q_lora_rank": 0,
+    "qk_nope_head_dim": 0,
+    "qk_rope_head_dim": 0,
+    "v_head_dim": 0,
+    "num_experts_per_tok": 0,
+    "n_shared_experts": 0,
+    "first_k_dense_replace": 0,
+    "decoder_sparse_step": 0,
+    **dict.fromkeys(_EXPERT_KEYS, 0),
+}
+_SHAPES = {
+    "layer_types": list,
+    "mlp_only_layers": list,
+    "rope_scaling": dict,
+    "rope_parameters": dict,
+    "model_type": str,
+    "quantization_config": dict,
+}
 
 
 def _check_types(config: dict, text: str, path: Path) -> None:
@@ -114,7 +141,7 @@ def _check_types(config: dict, text: str, path: Path) -> None:
                 line = text.count("\n", 0, m.start()) + 1 if m else 1
                 shown = json.dumps(value)
                 shown = shown if len(shown) <= 40 else shown[:39] + "…"
-                raise InputError(f"{path}:{line}: \"{key}\": {shown} {why}; give the model's config.json")
+                raise InputError(f'{path}:{line}: "{key}": {shown} {why}; give the model\'s config.json')
 
 
 def match_preset(component: str) -> str | None:
@@ -134,8 +161,9 @@ def nearest_preset(component: str) -> str | None:
     return max(hits, key=len) if hits else None
 
 
-def load_model(path_text: str | None, path_known: bool, model_config: str | None = None, *,
-               base: Path | None = None) -> tuple[ModelFacts | None, str | None]:
+def load_model(
+    path_text: str | None, path_known: bool, model_config: str | None = None, *, base: Path | None = None
+) -> tuple[ModelFacts | None, str | None]:
     """Model facts for the job, and a one-line problem when none could be found.
 
     ``path_text`` is the model path with unknown pieces left as placeholders; a path whose last
@@ -161,8 +189,10 @@ def load_model(path_text: str | None, path_known: bool, model_config: str | None
     if preset is None:
         near = nearest_preset(component)
         hint = f" ({near} is a different model: its config may differ)" if near else ""
-        return None, (f"no config.json at {text} and no built-in preset named {component!r}{hint}; "
-                      "pass --model-config config.json")
+        return None, (
+            f"no config.json at {text} and no built-in preset named {component!r}{hint}; "
+            "pass --model-config config.json"
+        )
     entry = presets()[preset]
     how = "named" if preset.lower() == component.lower() else f"the declared alias {component!r}"
     origin = Origin(kind="model", text=f"built-in preset {preset} ({how}; source {entry.get('source', '?')})")

@@ -111,8 +111,9 @@ def architecture_values(flags: dict[str, Traced], vocab: int | None, vocab_sourc
     groups = _positive(flags, "--num-query-groups") if _get(flags, "--group-query-attention") else None
     position = _get(flags, "--position-embedding-type")
     if position not in ("learned_absolute", "rope", "yarn", "none"):
-        raise FlagsNotModelled(f"--position-embedding-type {position}: shardcheck counts learned_absolute, rope, "
-                               "yarn and none")
+        raise FlagsNotModelled(
+            f"--position-embedding-type {position}: shardcheck counts learned_absolute, rope, yarn and none"
+        )
     positions = 0
     if position == "learned_absolute":
         positions = _positive(flags, "--max-position-embeddings")
@@ -123,25 +124,49 @@ def architecture_values(flags: dict[str, Traced], vocab: int | None, vocab_sourc
     qk_norm = bool(_get(flags, "--qk-layernorm"))
     mla = None
     if _get(flags, "--multi-latent-attention"):
-        mla = dict(q_lora_rank=_positive(flags, "--q-lora-rank"), kv_lora_rank=_positive(flags, "--kv-lora-rank"),
-                   qk_nope_head_dim=_positive(flags, "--qk-head-dim"),
-                   qk_rope_head_dim=_positive(flags, "--qk-pos-emb-head-dim"), v_head_dim=_positive(flags, "--v-head-dim"))
-    out = dict(model_type="megatron-lm flags", num_layers=layers, hidden=hidden, ffn=ffn, heads=heads,
-               kv_heads=groups or heads, head_dim=kv_channels, vocab=vocab,
-               tied=not _get(flags, "--untie-embeddings-and-output-weights"), qk_layernorm=qk_norm,
-               # validate_args: add_bias_linear sets add_qkv_bias
-               qkv_bias=bool(_get(flags, "--add-qkv-bias")) or bias, mla=mla, gated=gated,
-               norm_bias=norm == "LayerNorm", linear_bias=bias, position_embeddings=positions)
+        mla = dict(
+            q_lora_rank=_positive(flags, "--q-lora-rank"),
+            kv_lora_rank=_positive(flags, "--kv-lora-rank"),
+            qk_nope_head_dim=_positive(flags, "--qk-head-dim"),
+            qk_rope_head_dim=_positive(flags, "--qk-pos-emb-head-dim"),
+            v_head_dim=_positive(flags, "--v-head-dim"),
+        )
+    out = dict(
+        model_type="megatron-lm flags",
+        num_layers=layers,
+        hidden=hidden,
+        ffn=ffn,
+        heads=heads,
+        kv_heads=groups or heads,
+        head_dim=kv_channels,
+        vocab=vocab,
+        tied=not _get(flags, "--untie-embeddings-and-output-weights"),
+        qk_layernorm=qk_norm,
+        # validate_args: add_bias_linear sets add_qkv_bias
+        qkv_bias=bool(_get(flags, "--add-qkv-bias")) or bias,
+        mla=mla,
+        gated=gated,
+        norm_bias=norm == "LayerNorm",
+        linear_bias=bias,
+        position_embeddings=positions,
+    )
     experts = _positive(flags, "--num-experts")
     if experts:
         freq = _get(flags, "--moe-layer-freq")
         try:
             moe_layers = moe_layer_pattern(1 if freq is None else freq, layers)
         except (ValueError, SyntaxError, RecursionError) as exc:
-            raise FlagsNotModelled(f"--moe-layer-freq {freq}: not an integer or a literal list pattern shardcheck "
-                                   f"reads without evaluating it ({exc})") from None
+            raise FlagsNotModelled(
+                f"--moe-layer-freq {freq}: not an integer or a literal list pattern shardcheck "
+                f"reads without evaluating it ({exc})"
+            ) from None
         shared = _positive(flags, "--moe-shared-expert-intermediate-size") or 0
-        out.update(experts=experts, topk=_positive(flags, "--moe-router-topk", 2),
-                   moe_ffn=_positive(flags, "--moe-ffn-hidden-size") or ffn, shared_ffn=shared,
-                   shared_gate=bool(shared and _get(flags, "--moe-shared-expert-gate")), moe_layers=moe_layers)
+        out.update(
+            experts=experts,
+            topk=_positive(flags, "--moe-router-topk", 2),
+            moe_ffn=_positive(flags, "--moe-ffn-hidden-size") or ffn,
+            shared_ffn=shared,
+            shared_gate=bool(shared and _get(flags, "--moe-shared-expert-gate")),
+            moe_layers=moe_layers,
+        )
     return out

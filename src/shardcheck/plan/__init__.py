@@ -28,9 +28,18 @@ class ScriptInput:
     allow_source: tuple = ()  # directories `source` may read besides the script's own tree
 
 
-def plan_script(path: str | Path, env: dict[str, str] | None = None, *, model_config: str | None = None,
-                device: str | None = None, top: int = 5, margin: float = DEFAULT_MARGIN, display: str | None = None,
-                proof: bool = True, allow_source: tuple = ()) -> PlanResult:
+def plan_script(
+    path: str | Path,
+    env: dict[str, str] | None = None,
+    *,
+    model_config: str | None = None,
+    device: str | None = None,
+    top: int = 5,
+    margin: float = DEFAULT_MARGIN,
+    display: str | None = None,
+    proof: bool = True,
+    allow_source: tuple = (),
+) -> PlanResult:
     """Plan the job of the launch script at ``path`` (InputError for a script that cannot be read)."""
     from shardcheck.api import resolve_script
 
@@ -58,9 +67,14 @@ def prove(result: PlanResult, source: ScriptInput) -> None:
 
     kept = []
     for plan in result.plans:
-        job = resolve_script(source.path, source.env, model_config=source.model_config, display=source.display,
-                             extra_args=tuple(w for line in plan.lines for w in line.split()),
-                             allow_source=source.allow_source)
+        job = resolve_script(
+            source.path,
+            source.env,
+            model_config=source.model_config,
+            display=source.display,
+            extra_args=tuple(w for line in plan.lines for w in line.split()),
+            allow_source=source.allow_source,
+        )
         job = replace(job, device_choice=result.device.name)
         errors = errors_of(run_rules(job)[0])
         if errors or knob_view(job) != knob_view(plan.job):
@@ -76,12 +90,25 @@ def prove(result: PlanResult, source: ScriptInput) -> None:
 SEQ_PROMPT = 1024  # the prompt share of --seq-len for an RL plan (the rest is the response)
 
 
-def plan_model(model: str, *, world: int, devices_per_node: int, device: str, seq_len: int, global_batch: int = 64,
-               framework: str = "verl", top: int = 5, margin: float = DEFAULT_MARGIN, proof: bool = True) -> PlanResult:
+def plan_model(
+    model: str,
+    *,
+    world: int,
+    devices_per_node: int,
+    device: str,
+    seq_len: int,
+    global_batch: int = 64,
+    framework: str = "verl",
+    top: int = 5,
+    margin: float = DEFAULT_MARGIN,
+    proof: bool = True,
+) -> PlanResult:
     """Plan a GRPO-style verl job for ``model`` (a preset name or a config.json) on ``world`` devices."""
     if framework != "verl":
-        raise InputError(f"--framework {framework}: plan --model writes verl launches; for Megatron-LM or slime "
-                         "plan a launch script (shardcheck plan run.sh)")
+        raise InputError(
+            f"--framework {framework}: plan --model writes verl launches; for Megatron-LM or slime "
+            "plan a launch script (shardcheck plan run.sh)"
+        )
     if world < 1 or devices_per_node < 1 or world % devices_per_node:
         raise InputError(f"--world {world} must be a positive multiple of --devices-per-node {devices_per_node}")
     if seq_len < 2:
@@ -92,24 +119,26 @@ def plan_model(model: str, *, world: int, devices_per_node: int, device: str, se
     config = model if model.endswith(".json") else None
     name = "model" if config else model
     prompt = min(SEQ_PROMPT, seq_len // 2)
-    text = "\n".join([
-        "#!/bin/bash",
-        "# written by shardcheck plan --model",
-        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \\",
-        "    algorithm.adv_estimator=grpo \\",
-        f"    data.train_batch_size={global_batch} \\",
-        f"    data.max_prompt_length={prompt} data.max_response_length={seq_len - prompt} \\",
-        f"    actor_rollout_ref.model.path={name} \\",
-        f"    actor_rollout_ref.actor.ppo_mini_batch_size={global_batch} \\",
-        "    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 \\",
-        "    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 \\",
-        "    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \\",
-        "    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=1 \\",
-        f"    actor_rollout_ref.rollout.max_model_len={seq_len} \\",
-        f"    trainer.nnodes={world // devices_per_node} trainer.n_gpus_per_node={devices_per_node} \\",
-        f"    trainer.device={dev.kind}",
-        "",
-    ])
+    text = "\n".join(
+        [
+            "#!/bin/bash",
+            "# written by shardcheck plan --model",
+            "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \\",
+            "    algorithm.adv_estimator=grpo \\",
+            f"    data.train_batch_size={global_batch} \\",
+            f"    data.max_prompt_length={prompt} data.max_response_length={seq_len - prompt} \\",
+            f"    actor_rollout_ref.model.path={name} \\",
+            f"    actor_rollout_ref.actor.ppo_mini_batch_size={global_batch} \\",
+            "    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 \\",
+            "    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 \\",
+            "    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \\",
+            "    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=1 \\",
+            f"    actor_rollout_ref.rollout.max_model_len={seq_len} \\",
+            f"    trainer.nnodes={world // devices_per_node} trainer.n_gpus_per_node={devices_per_node} \\",
+            f"    trainer.device={dev.kind}",
+            "",
+        ]
+    )
     fd, path = tempfile.mkstemp(suffix=".sh", prefix="shardcheck-plan-")
     try:
         with os.fdopen(fd, "w") as handle:

@@ -34,12 +34,23 @@ from shardcheck.rules.memory import job_estimate
 from shardcheck.rules.registry import Finding, run_rules
 
 DEFAULT_MARGIN = 0.10  # the planned peak stays below 90 % of the device's memory
-ADAPTERS = {"verl": "shardcheck.frameworks.verl.plan_keys", "megatron-lm": "shardcheck.frameworks.megatron_lm.plan_keys",
-            "slime": "shardcheck.frameworks.megatron_lm.plan_keys"}
+ADAPTERS = {
+    "verl": "shardcheck.frameworks.verl.plan_keys",
+    "megatron-lm": "shardcheck.frameworks.megatron_lm.plan_keys",
+    "slime": "shardcheck.frameworks.megatron_lm.plan_keys",
+}
 # Rules about the input's words (an unknown key, a shell construct): no layout changes them, so a plan is
 # judged without them; the report says which the script has (shardcheck.rules.registry._INPUT_RULES).
-INPUT_RULES = ("SHELL-", "HYDRA-", "VERL-CFG-UNKNOWN-KEY", "VERL-CFG-ADDED-", "VERL-CONFIG-", "MODEL-", "MLM-FLAG-",
-               "VALUE-BAD-")
+INPUT_RULES = (
+    "SHELL-",
+    "HYDRA-",
+    "VERL-CFG-UNKNOWN-KEY",
+    "VERL-CFG-ADDED-",
+    "VERL-CONFIG-",
+    "MODEL-",
+    "MLM-FLAG-",
+    "VALUE-BAD-",
+)
 ROLLOUT_RULES = ("VERL-RO-", "VLLM-", "SGLANG-", "MEM-ROLLOUT-")
 
 
@@ -94,35 +105,69 @@ def space_for(job: Job, adapter) -> Space:
     if model is None or not model.num_hidden_layers or not model.num_attention_heads:
         raise PlanError(f"no model facts ({job.model_problem or 'model not found'}); give --model-config")
     if job.layout("actor") is None:
-        raise PlanError("plan searches Megatron layouts; this job's training engine is not Megatron "
-                        "(set actor_rollout_ref.actor.strategy=megatron to plan one)")
+        raise PlanError(
+            "plan searches Megatron layouts; this job's training engine is not Megatron "
+            "(set actor_rollout_ref.actor.strategy=megatron to plan one)"
+        )
     world = job.cluster.world
     if not world.known or not world.value:
         raise PlanError(f"the world size is unknown ({world.unknown}); give it with --env")
-    return default_space(world.value, job.cluster.devices_per_node.value or world.value, model.num_hidden_layers,
-                         model.num_attention_heads, model.num_key_value_heads or model.num_attention_heads,
-                         model.num_experts or 0, adapter, job.rollout is not None)
+    return default_space(
+        world.value,
+        job.cluster.devices_per_node.value or world.value,
+        model.num_hidden_layers,
+        model.num_attention_heads,
+        model.num_key_value_heads or model.num_attention_heads,
+        model.num_experts or 0,
+        adapter,
+        job.rollout is not None,
+    )
 
 
-def default_space(world: int, per_node: int, layers: int, heads: int, kv_heads: int, experts: int, adapter,
-                  rollout: bool) -> Space:
+def default_space(
+    world: int, per_node: int, layers: int, heads: int, kv_heads: int, experts: int, adapter, rollout: bool
+) -> Space:
     """The space ``plan`` searches by default (docs/plan.md): TP and rollout TP within a node, ETP 1 or TP,
     VPP up to 4, first / last stages of ceil(L/PP) − 2 … ceil(L/PP) layers; every other size any divisor."""
     within = tuple(d for d in divisors(world) if d <= per_node)
-    return Space(world=world, layers=layers, heads=heads, kv_heads=kv_heads, experts=experts, orders=adapter.ORDERS,
-                 tp=within, pp=tuple(d for d in divisors(world) if d <= layers), cp=tuple(divisors(world)),
-                 ep=tuple(d for d in divisors(world) if not experts or experts % d == 0) if experts else (1,),
-                 etp=(None, 1) if experts else (None,), vpp=(None, 2, 3, 4), end_spread=2,
-                 offload=adapter.OFFLOAD, rollout=rollout and adapter.ROLLOUT, rollout_tp=within,
-                 rollout_dp=tuple(divisors(world)))
+    return Space(
+        world=world,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        experts=experts,
+        orders=adapter.ORDERS,
+        tp=within,
+        pp=tuple(d for d in divisors(world) if d <= layers),
+        cp=tuple(divisors(world)),
+        ep=tuple(d for d in divisors(world) if not experts or experts % d == 0) if experts else (1,),
+        etp=(None, 1) if experts else (None,),
+        vpp=(None, 2, 3, 4),
+        end_spread=2,
+        offload=adapter.OFFLOAD,
+        rollout=rollout and adapter.ROLLOUT,
+        rollout_tp=within,
+        rollout_dp=tuple(divisors(world)),
+    )
 
 
 def _knobs(t: TrainLayout, m: Memory, r: Rollout | None) -> dict[str, object]:
     _, gran, method, layers = m.recompute
-    out: dict[str, object] = {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "etp": t.etp, "vpp": t.vpp,
-                              "first": t.first, "last": t.last, "order": t.order, "recompute_granularity": gran,
-                              "recompute_method": method, "recompute_num_layers": layers,
-                              "distributed_optimizer": m.distributed_optimizer}
+    out: dict[str, object] = {
+        "tp": t.tp,
+        "pp": t.pp,
+        "cp": t.cp,
+        "ep": t.ep,
+        "etp": t.etp,
+        "vpp": t.vpp,
+        "first": t.first,
+        "last": t.last,
+        "order": t.order,
+        "recompute_granularity": gran,
+        "recompute_method": method,
+        "recompute_num_layers": layers,
+        "distributed_optimizer": m.distributed_optimizer,
+    }
     if m.offload is not None:
         out["param_offload"] = out["optimizer_offload"] = m.offload
     if r is not None:
@@ -133,8 +178,13 @@ def _knobs(t: TrainLayout, m: Memory, r: Rollout | None) -> dict[str, object]:
 def _changes(adapter, base: dict[str, object], knobs: dict[str, object]) -> dict[str, object]:
     out = {k: v for k, v in knobs.items() if k in adapter.KNOBS and base.get(k, object()) != v}
     if any(k.startswith("recompute_") for k in out):  # the three recompute keys go together
-        out.update({k: knobs[k] for k in ("recompute_granularity", "recompute_method", "recompute_num_layers")
-                    if base.get(k) != knobs[k] or k == "recompute_granularity"})
+        out.update(
+            {
+                k: knobs[k]
+                for k in ("recompute_granularity", "recompute_method", "recompute_num_layers")
+                if base.get(k) != knobs[k] or k == "recompute_granularity"
+            }
+        )
     return out
 
 
@@ -164,8 +214,15 @@ class _Search:
         self.space = space or space_for(self.job, self.adapter)
         self.base = self.adapter.current(self.job)
         self.bound = _Bound(self)
-        self.counts = {"layouts": 0, "memory_options": 0, "rollouts": 0, "bounded": 0, "timed": 0, "judged": 0,
-                       "kept": 0}
+        self.counts = {
+            "layouts": 0,
+            "memory_options": 0,
+            "rollouts": 0,
+            "bounded": 0,
+            "timed": 0,
+            "judged": 0,
+            "kept": 0,
+        }
 
     def candidate(self, t: TrainLayout, m: Memory, r: Rollout | None) -> tuple[dict, Job]:
         changes = _changes(self.adapter, self.base, _knobs(t, m, r))
@@ -304,8 +361,18 @@ class _Bound:
                 raise UnknownValue("split")
             self.splits[skey] = stage_layer_indices(split, L, vpp=t.vpp)
         lay = self.search.job.layout("actor")
-        g = Grid(tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, etp=etp, dp=dp, edp=edp, vpp=t.vpp or 1, order=t.order,
-                 sequence_parallel=bool(lay.sequence_parallel.value))
+        g = Grid(
+            tp=t.tp,
+            pp=t.pp,
+            cp=t.cp,
+            ep=t.ep,
+            etp=etp,
+            dp=dp,
+            edp=edp,
+            vpp=t.vpp or 1,
+            order=t.order,
+            sequence_parallel=bool(lay.sequence_parallel.value),
+        )
         seconds = compute_bound(self.arch, g, self.splits[skey], settings, self.speeds, self.steps, self.passes)
         self.shapes[shape] = seconds
         return seconds
@@ -375,10 +442,23 @@ def _current(search: _Search) -> tuple[Plan | None, list[Finding], bool]:
     b = search.base
     if step is None or any(b.get(k) is None for k in ("tp", "pp", "cp", "ep")):
         return None, errors, False
-    t = TrainLayout(b["tp"], b["pp"], b["cp"], b["ep"], b.get("etp"), b.get("vpp"), b.get("first"), b.get("last"),
-                    b.get("order") or search.space.orders[0])
-    rc = (b.get("recompute_granularity") or "none", b.get("recompute_granularity"), b.get("recompute_method"),
-          b.get("recompute_num_layers"))
+    t = TrainLayout(
+        b["tp"],
+        b["pp"],
+        b["cp"],
+        b["ep"],
+        b.get("etp"),
+        b.get("vpp"),
+        b.get("first"),
+        b.get("last"),
+        b.get("order") or search.space.orders[0],
+    )
+    rc = (
+        b.get("recompute_granularity") or "none",
+        b.get("recompute_granularity"),
+        b.get("recompute_method"),
+        b.get("recompute_num_layers"),
+    )
     m = Memory(rc, bool(b.get("distributed_optimizer")), b.get("param_offload"))
     r = Rollout(b["rollout_tp"], b["rollout_dp"], b.get("rollout_ep") or 1) if search.space.rollout else None
     fits = peak is not None and peak <= search.limit
@@ -386,8 +466,16 @@ def _current(search: _Search) -> tuple[Plan | None, list[Finding], bool]:
     return plan, errors, not errors and fits
 
 
-def plan_job(job: Job, *, device: str | None = None, top: int = 5, margin: float = DEFAULT_MARGIN,
-             space: Space | None = None, keep_all: bool = False, rank_budget: int = 400) -> PlanResult:
+def plan_job(
+    job: Job,
+    *,
+    device: str | None = None,
+    top: int = 5,
+    margin: float = DEFAULT_MARGIN,
+    space: Space | None = None,
+    keep_all: bool = False,
+    rank_budget: int = 400,
+) -> PlanResult:
     """The ``top`` fastest valid layouts of ``job`` (all of them with ``keep_all``), and the script's own rank."""
     started = time.perf_counter()
     kind = job.cluster.device.value if job.cluster.device.known else None
@@ -416,8 +504,20 @@ def plan_job(job: Job, *, device: str | None = None, top: int = 5, margin: float
             current_rank = len(faster) + 1
         floor = len(faster)
     shown = plans if keep_all else plans[:top]
-    return PlanResult(search.job, dev, margin, shown, current, current_valid, current_errors, current_rank, floor,
-                      input_errors, search.counts, time.perf_counter() - started)
+    return PlanResult(
+        search.job,
+        dev,
+        margin,
+        shown,
+        current,
+        current_valid,
+        current_errors,
+        current_rank,
+        floor,
+        input_errors,
+        search.counts,
+        time.perf_counter() - started,
+    )
 
 
 def _order(p: Plan) -> tuple:
@@ -425,8 +525,9 @@ def _order(p: Plan) -> tuple:
     return (float(f"{p.seconds:.3g}"), len(p.changes))
 
 
-def _best(search: _Search, rollouts: list[tuple[float, Rollout | None]], top: int, current: Plan | None,
-          rank_budget: int) -> list[Plan]:
+def _best(
+    search: _Search, rollouts: list[tuple[float, Rollout | None]], top: int, current: Plan | None, rank_budget: int
+) -> list[Plan]:
     """Best-first over (training option, rollout) pairs: keys start as lower bounds and are refined."""
     heap: list[tuple[float, int, int, int, tuple]] = []
     r0 = rollouts[0][1]

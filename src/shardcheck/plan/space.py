@@ -54,7 +54,7 @@ class Rollout:
 
 
 def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
 
 
@@ -123,7 +123,8 @@ def stage_options(space: Space, pp: int) -> Iterator[tuple[int | None, int | Non
                 continue
             for vpp in vpps:
                 if all(n % vpp == 0 for n in split.stages) and isinstance(
-                        split_layers(L, pp, first=first, last=last, vpp=vpp), Split):
+                    split_layers(L, pp, first=first, last=last, vpp=vpp), Split
+                ):
                     yield vpp, first, last
 
 
@@ -145,7 +146,9 @@ def train_layouts(space: Space) -> Iterator[TrainLayout]:
                 for ep in space.values("ep", W):
                     if ep > 1 and (not moe or space.experts % ep):
                         continue
-                    etps = space.etp if space.etp is not None else ((None,) + tuple(range(1, W + 1)) if moe else (None,))
+                    etps = (
+                        space.etp if space.etp is not None else ((None,) + tuple(range(1, W + 1)) if moe else (None,))
+                    )
                     for etp in etps:
                         if not _fits(W, etp if etp is not None else tp, ep, pp):
                             continue
@@ -157,12 +160,16 @@ def train_layouts(space: Space) -> Iterator[TrainLayout]:
 def memory_options(space: Space, layers_per_chunk: int) -> list[Memory]:
     """Recompute × distributed optimizer × offload; "auto" recompute: none, selective, full uniform 1, and
     full block over a quarter, half and three quarters of a chunk's layers."""
-    return [Memory(r, d, o) for r in recompute_options(space, layers_per_chunk)
-            for d in space.distributed_optimizer for o in space.offload]
+    return [
+        Memory(r, d, o)
+        for r in recompute_options(space, layers_per_chunk)
+        for d in space.distributed_optimizer
+        for o in space.offload
+    ]
 
 
 def recompute_options(space: Space, layers_per_chunk: int) -> list[tuple]:
-    """"auto": none, selective (the attention core), full uniform over 1 layer, and full block over half
+    """ "auto": none, selective (the attention core), full uniform over 1 layer, and full block over half
     a chunk's layers."""
     recomputes: list[tuple] = []
     for r in space.recompute:
@@ -184,5 +191,5 @@ def rollout_layouts(space: Space) -> Iterator[Rollout]:
         for dp in space.values("rollout_dp", W):
             if not _fits(W, tp, dp):
                 continue
-            for ep in ((1, tp * dp) if space.experts and tp * dp > 1 else (1,)):
+            for ep in (1, tp * dp) if space.experts and tp * dp > 1 else (1,):
                 yield Rollout(tp, dp, ep)

@@ -8,8 +8,18 @@ from shardcheck.report.json_report import finding_to_dict, result_to_dict
 from shardcheck.review.diff import LABELS, LAYOUT_FIELDS, ROLLOUT_FIELDS, ScriptDiff, verdict_word
 
 DIFF_JSON_VERSION = 1  # of the diff document; its check results are those of `check --format json` (its version)
-MEMORY_TERMS = ("weights", "grads", "optimizer", "gathered", "activations", "logits", "ref_weights", "critic_state",
-                "workspace", "overhead")
+MEMORY_TERMS = (
+    "weights",
+    "grads",
+    "optimizer",
+    "gathered",
+    "activations",
+    "logits",
+    "ref_weights",
+    "critic_state",
+    "workspace",
+    "overhead",
+)
 CLUSTER_FIELDS = ("world", "nnodes", "devices_per_node")
 ROLLOUT_TERMS = ("weights", "kv_cache", "reserve", "training_resident")
 
@@ -25,15 +35,20 @@ def diff_to_dict(d: ScriptDiff) -> dict:
         "before": result_to_dict(b.result) if b.result is not None else None,
         "after": result_to_dict(a.result) if a.result is not None else None,
         "changes": [{"what": c.what, "before": c.before, "after": c.after} for c in d.changes],
-        "findings": {"new": [finding_to_dict(f) for f in d.new],
-                     "resolved": [finding_to_dict(f) for f in d.resolved],
-                     "kept": [finding_to_dict(f) for f in d.kept]},
+        "findings": {
+            "new": [finding_to_dict(f) for f in d.new],
+            "resolved": [finding_to_dict(f) for f in d.resolved],
+            "kept": [finding_to_dict(f) for f in d.kept],
+        },
         "layouts": {"before": b.layouts, "after": a.layouts},
         "placement": {"before": b.placement, "after": a.placement},
         "rollout": {"before": b.rollout, "after": a.rollout},
-        "memory": {"before": _stages(b.memory), "after": _stages(a.memory),
-                   "device": {"before": _device(b.memory), "after": _device(a.memory)},
-                   "rollout": {"before": (b.memory or {}).get("rollout"), "after": (a.memory or {}).get("rollout")}},
+        "memory": {
+            "before": _stages(b.memory),
+            "after": _stages(a.memory),
+            "device": {"before": _device(b.memory), "after": _device(a.memory)},
+            "rollout": {"before": (b.memory or {}).get("rollout"), "after": (a.memory or {}).get("rollout")},
+        },
     }
 
 
@@ -50,8 +65,11 @@ def _device(memory: dict | None) -> dict | None:
 def render_diff_json(diffs: list[ScriptDiff]) -> str:
     from shardcheck.report.json_report import JSON_VERSION
 
-    return json.dumps({"version": DIFF_JSON_VERSION, "check_version": JSON_VERSION, "diffs": [diff_to_dict(d) for d in diffs]}, indent=2,
-                      ensure_ascii=False)
+    return json.dumps(
+        {"version": DIFF_JSON_VERSION, "check_version": JSON_VERSION, "diffs": [diff_to_dict(d) for d in diffs]},
+        indent=2,
+        ensure_ascii=False,
+    )
 
 
 def value_text(v) -> str:
@@ -97,8 +115,14 @@ def layout_rows(d: ScriptDiff) -> list[tuple[str, str, str, bool]]:
     for name in ROLLOUT_FIELDS:
         if ob.get(name) is None and oa.get(name) is None:
             continue
-        rows.append((f"rollout {LABELS.get(name, name)}" if name != "engine" else "rollout engine",
-                     value_text(ob.get(name)), value_text(oa.get(name)), ob.get(name) != oa.get(name)))
+        rows.append(
+            (
+                f"rollout {LABELS.get(name, name)}" if name != "engine" else "rollout engine",
+                value_text(ob.get(name)),
+                value_text(oa.get(name)),
+                ob.get(name) != oa.get(name),
+            )
+        )
     return rows
 
 
@@ -131,8 +155,17 @@ def memory_rows(memory: dict | None) -> tuple[list[str], list[list[str]]]:
     terms = [t for t in [*MEMORY_TERMS, *dict.fromkeys(seen)] if any(s["bytes"].get(t) for s in memory["stages"])]
     terms = list(dict.fromkeys(terms))
     head = ["stage", "layers", *terms, "allocated", "total", "of device"]
-    rows = [[s["label"], str(s["layers"]), *(_gib(s["bytes"].get(t)) for t in terms), f"{s['allocated_gib']:.2f}",
-             f"{s['total_gib']:.2f}", f"{s['percent']:.0f}%"] for s in memory["stages"]]
+    rows = [
+        [
+            s["label"],
+            str(s["layers"]),
+            *(_gib(s["bytes"].get(t)) for t in terms),
+            f"{s['allocated_gib']:.2f}",
+            f"{s['total_gib']:.2f}",
+            f"{s['percent']:.0f}%",
+        ]
+        for s in memory["stages"]
+    ]
     return head, rows
 
 
@@ -204,8 +237,9 @@ def render_diff_text(diffs: list[ScriptDiff]) -> str:
                     out.append(f"  memory {side.label}: no training estimate ({no_estimate_reason(side.memory)})")
                 continue
             m = side.memory
-            out.append(f"  memory {side.label} (per device, GiB; {m['device']}, "
-                       f"{m['capacity_bytes'] / (1 << 30):.0f} GiB)")
+            out.append(
+                f"  memory {side.label} (per device, GiB; {m['device']}, {m['capacity_bytes'] / (1 << 30):.0f} GiB)"
+            )
             out.extend(_table(head, mrows, "    "))
             ro = rollout_memory_text(m)
             if ro:

@@ -46,7 +46,7 @@ def input_error_item(script: str, error: str) -> Item:
     """An unusable input: its message starts with ``file:line:`` (errors.InputError's contract) when it can."""
     m = _LOCATION.match(error)
     if m:
-        return Item(script, None, "error", error[m.end():], m.group("path"), int(m.group("line")))
+        return Item(script, None, "error", error[m.end() :], m.group("path"), int(m.group("line")))
     return Item(script, None, "error", error, script, None)
 
 

@@ -21,9 +21,19 @@ from shardcheck.report.diff_report import diff_to_dict, layout_rows, placement_r
 from shardcheck.review.diff import LABELS, LAYOUT_FIELDS, ROLLOUT_FIELDS, ScriptDiff, Side, verdict_word
 
 TERM_COLOURS = {
-    "weights": "#4e79a7", "grads": "#f28e2b", "optimizer": "#e15759", "gathered": "#76b7b2",
-    "activations": "#59a14f", "logits": "#edc948", "ref_weights": "#b07aa1", "critic_state": "#ff9da7",
-    "workspace": "#9c755f", "overhead": "#d4a6c8", "kv_cache": "#bab0ac", "reserve": "#86bcb6", "training_resident": "#d37295",
+    "weights": "#4e79a7",
+    "grads": "#f28e2b",
+    "optimizer": "#e15759",
+    "gathered": "#76b7b2",
+    "activations": "#59a14f",
+    "logits": "#edc948",
+    "ref_weights": "#b07aa1",
+    "critic_state": "#ff9da7",
+    "workspace": "#9c755f",
+    "overhead": "#d4a6c8",
+    "kv_cache": "#bab0ac",
+    "reserve": "#86bcb6",
+    "training_resident": "#d37295",
 }
 CHART_PX = 220  # the height of the device's capacity in a chart
 BAR_W, GAP = 26, 10
@@ -45,7 +55,8 @@ th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}tr.changed t
 .finding pre{margin:4px 0;padding:4px 6px;background:#fff;border:1px solid #d8dee4;overflow-x:auto}
 .fix{color:#116329}.legend span{display:inline-block;margin-right:10px}.legend i{display:inline-block;width:10px;
 height:10px;margin-right:4px;vertical-align:middle}svg text{font:10px system-ui,sans-serif;fill:#57606a}
-.rank.dim{opacity:.25}mark{background:#fff8c5;display:inline-block;width:100%}.summary{font-weight:600;margin:8px 0}.note{color:#57606a}
+.rank.dim{opacity:.25}mark{background:#fff8c5;display:inline-block;width:100%}
+.summary{font-weight:600;margin:8px 0}.note{color:#57606a}
 """
 
 JS = """
@@ -72,13 +83,22 @@ def _verdict_badge(word: str) -> str:
 def _finding_html(f, context: dict) -> str:
     where = f.origin.first_script_line() if getattr(f, "origin", None) else None
     loc = f"{f.path}:{f.line}" if f.path and f.line else (f.path or "")
-    parts = [(f'<div class="finding {escape(f.severity)}"><b>{escape(f.rule)}</b> {escape(f.severity)} '
-             f'<code>{escape(loc)}</code><div>{escape(f.message)}</div>')]
+    parts = [
+        (
+            f'<div class="finding {escape(f.severity)}"><b>{escape(f.rule)}</b> {escape(f.severity)} '
+            f"<code>{escape(loc)}</code><div>{escape(f.message)}</div>"
+        )
+    ]
     lines = context.get((f.path, f.line))
     if lines:
-        parts.append("<pre>" + "\n".join(
-            (f"<mark>{n:>5} | {escape(text)}</mark>" if n == f.line else f"{n:>5} | {escape(text)}")
-            for n, text in lines) + "</pre>")
+        parts.append(
+            "<pre>"
+            + "\n".join(
+                (f"<mark>{n:>5} | {escape(text)}</mark>" if n == f.line else f"{n:>5} | {escape(text)}")
+                for n, text in lines
+            )
+            + "</pre>"
+        )
     elif where is not None and where.text:
         parts.append(f"<pre>{where.line:>5} | {escape(where.text)}</pre>")
     if f.fix:
@@ -88,16 +108,24 @@ def _finding_html(f, context: dict) -> str:
 
 
 def _legend(terms: list[str]) -> str:
-    return '<div class="legend">' + "".join(
-        f'<span><i style="background:{TERM_COLOURS.get(t, "#999")}"></i>{escape(t.replace("_", " "))}</span>'
-        for t in terms) + "</div>"
+    return (
+        '<div class="legend">'
+        + "".join(
+            f'<span><i style="background:{TERM_COLOURS.get(t, "#999")}"></i>{escape(t.replace("_", " "))}</span>'
+            for t in terms
+        )
+        + "</div>"
+    )
 
 
 def memory_svg(memory: dict | None, side_id: str) -> str:
     """Stacked bars: one per training stage class, then the rollout, against the device's capacity."""
     if not memory or (not memory["stages"] and not memory["rollout"]):
-        return '<p class="note">no memory estimate' + (
-            f": {escape('; '.join(memory['problems']))}" if memory and memory.get("problems") else "") + "</p>"
+        return (
+            '<p class="note">no memory estimate'
+            + (f": {escape('; '.join(memory['problems']))}" if memory and memory.get("problems") else "")
+            + "</p>"
+        )
     cap = memory["capacity_bytes"]
     bars = [(f"stage {s['label']}", s["bytes"], s["total_bytes"], "train") for s in memory["stages"]]
     if memory["rollout"]:
@@ -110,12 +138,18 @@ def memory_svg(memory: dict | None, side_id: str) -> str:
     width = left + len(bars) * (BAR_W + GAP) + GAP + 10
     height = plot_h + bottom + 8
     base = plot_h + 8
-    out = [(f'<svg class="memory" id="mem-{side_id}" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" data-capacity-bytes="{cap}" data-capacity-px="{CHART_PX}" '
-           f'data-base-y="{base}" xmlns="http://www.w3.org/2000/svg">')]
+    out = [
+        (
+            f'<svg class="memory" id="mem-{side_id}" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" data-capacity-bytes="{cap}" data-capacity-px="{CHART_PX}" '
+            f'data-base-y="{base}" xmlns="http://www.w3.org/2000/svg">'
+        )
+    ]
     cap_y = base - CHART_PX
-    out.append(f'<line class="capacity" x1="{left}" x2="{width - 4}" y1="{cap_y}" y2="{cap_y}" stroke="#cf222e" '
-               f'stroke-dasharray="4 3"/><text x="2" y="{cap_y + 3}">{cap / (1 << 30):.0f} GiB</text>')
+    out.append(
+        f'<line class="capacity" x1="{left}" x2="{width - 4}" y1="{cap_y}" y2="{cap_y}" stroke="#cf222e" '
+        f'stroke-dasharray="4 3"/><text x="2" y="{cap_y + 3}">{cap / (1 << 30):.0f} GiB</text>'
+    )
     out.append(f'<line x1="{left}" x2="{width - 4}" y1="{base}" y2="{base}" stroke="#57606a"/>')
     used_terms: list[str] = []
     for k, (label, terms, total, phase) in enumerate(bars):
@@ -129,9 +163,11 @@ def memory_svg(memory: dict | None, side_id: str) -> str:
                 used_terms.append(term)
             h = nbytes * scale
             y -= h
-            out.append(f'<rect class="seg" data-term="{term}" data-bytes="{nbytes}" x="{x}" y="{y:.3f}" '
-                       f'width="{BAR_W}" height="{h:.3f}" fill="{TERM_COLOURS.get(term, "#999")}">'
-                       f'<title>{escape(label)}: {escape(term)} {nbytes / (1 << 30):.2f} GiB</title></rect>')
+            out.append(
+                f'<rect class="seg" data-term="{term}" data-bytes="{nbytes}" x="{x}" y="{y:.3f}" '
+                f'width="{BAR_W}" height="{h:.3f}" fill="{TERM_COLOURS.get(term, "#999")}">'
+                f"<title>{escape(label)}: {escape(term)} {nbytes / (1 << 30):.2f} GiB</title></rect>"
+            )
         out.append(f'<text x="{x + BAR_W / 2}" y="{y - 3:.1f}" text-anchor="middle">{100 * total / cap:.0f}%</text>')
         out.append(f'<text transform="translate({x + BAR_W / 2},{base + 8}) rotate(50)">{escape(label)}</text></g>')
     out.append("</svg>")
@@ -167,9 +203,11 @@ def ranks_svg(side: Side, side_id: str) -> str:
         index = _group_index(groups)
         size = len(groups[0]) if groups else 1
         w, h = 60 + n * CELL, 14 + shown_nodes * CELL
-        out.append(f'<div><b>{LABELS.get(kind, kind.upper())} {size}</b> ({len(groups)} groups)'
-                   f'<br><svg class="ranks" id="ranks-{side_id}-{kind}" data-kind="{kind}" width="{w}" height="{h}" '
-                   f'viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg">')
+        out.append(
+            f"<div><b>{LABELS.get(kind, kind.upper())} {size}</b> ({len(groups)} groups)"
+            f'<br><svg class="ranks" id="ranks-{side_id}-{kind}" data-kind="{kind}" width="{w}" height="{h}" '
+            f'viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg">'
+        )
         for node in range(shown_nodes):
             y = 12 + node * CELL
             out.append(f'<text x="0" y="{y + 10}">node {node}</text>')
@@ -179,18 +217,23 @@ def ranks_svg(side: Side, side_id: str) -> str:
                     break
                 g, pos = index[r]
                 fill = _colour(pos if kind == "pp" else g)
-                out.append(f'<rect class="rank" data-rank="{r}" data-group="{g}" x="{60 + slot * CELL}" y="{y}" '
-                           f'width="{CELL - 1}" height="{CELL - 1}" fill="{fill}"><title>rank {r}: {kind.upper()} '
-                           f'group {g}{", stage " + str(pos) if kind == "pp" else ""}</title></rect>')
+                out.append(
+                    f'<rect class="rank" data-rank="{r}" data-group="{g}" x="{60 + slot * CELL}" y="{y}" '
+                    f'width="{CELL - 1}" height="{CELL - 1}" fill="{fill}"><title>rank {r}: {kind.upper()} '
+                    f"group {g}{', stage ' + str(pos) if kind == 'pp' else ''}</title></rect>"
+                )
         out.append("</svg></div>")
     more = f'<p class="note">… {nodes - shown_nodes} more nodes not drawn</p>' if nodes > shown_nodes else ""
     crossing = []
     for kind, g in ((side.placement or {}).get("groups") or {}).items():
         if g["crossing"]:
             crossing.append(f"{g['crossing']} of {g['groups']} {LABELS.get(kind, kind.upper())} groups cross nodes")
-    note = ("; ".join(crossing) if crossing else "every TP, EP, ETP and TP·CP group stays inside a node")
-    return (f'<p class="note">{grid.world} ranks on {nodes} nodes × {n}; PP coloured by stage; {escape(note)}</p>'
-            + "".join(out) + more)
+    note = "; ".join(crossing) if crossing else "every TP, EP, ETP and TP·CP group stays inside a node"
+    return (
+        f'<p class="note">{grid.world} ranks on {nodes} nodes × {n}; PP coloured by stage; {escape(note)}</p>'
+        + "".join(out)
+        + more
+    )
 
 
 def _layout_table(side: Side) -> str:
@@ -240,10 +283,12 @@ def _side_html(side: Side, side_id: str, heading: str) -> str:
 
 def _page(title: str, body: str, data: dict) -> str:
     blob = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head><body>'
-            f'{body}<script type="application/json" id="shardcheck-data">{blob}</script><script>{JS}</script>'
-            f"</body></html>\n")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head><body>'
+        f'{body}<script type="application/json" id="shardcheck-data">{blob}</script><script>{JS}</script>'
+        f"</body></html>\n"
+    )
 
 
 def render_check_html(sides: list[Side]) -> str:
@@ -271,11 +316,21 @@ def render_diff_html(diffs: list[ScriptDiff]) -> str:
     for k, d in enumerate(shown):
         body.append(f"<h2>{escape(d.path)}</h2><p class='summary'>{escape(d.summary)}</p>")
         rows = layout_rows(d) + placement_rows(d)
-        body.append("<table><tr><th></th><th>before</th><th>after</th></tr>" + "".join(
-            f'<tr class="{"changed" if changed else ""}"><td>{escape(label)}</td><td>{escape(vb)}</td>'
-            f"<td>{escape(va)}</td></tr>" for label, vb, va, changed in rows) + "</table>")
+        body.append(
+            "<table><tr><th></th><th>before</th><th>after</th></tr>"
+            + "".join(
+                f'<tr class="{"changed" if changed else ""}"><td>{escape(label)}</td><td>{escape(vb)}</td>'
+                f"<td>{escape(va)}</td></tr>"
+                for label, vb, va, changed in rows
+            )
+            + "</table>"
+        )
         body.append(f"<p>findings: {len(d.new)} new, {len(d.resolved)} resolved, {len(d.kept)} kept</p>")
-        body.append('<div class="sides">' + _side_html(d.before, f"d{k}b", f"before: {d.before.label}")
-                    + _side_html(d.after, f"d{k}a", f"after: {d.after.label}") + "</div>")
+        body.append(
+            '<div class="sides">'
+            + _side_html(d.before, f"d{k}b", f"before: {d.before.label}")
+            + _side_html(d.after, f"d{k}a", f"after: {d.after.label}")
+            + "</div>"
+        )
     data = {"version": 1, "diffs": [diff_to_dict(d) for d in diffs]}
     return _page("shardcheck diff", "".join(body), data)

@@ -16,10 +16,19 @@ JSON_VERSION = 2
 
 
 def finding_to_dict(f) -> dict:
-    doc = {"rule": f.rule, "severity": f.severity, "message": f.message, "path": f.path, "line": f.line,
-           "fix": f.fix, "conditional": f.conditional, "covers": list(f.covers),
-           "group": [{"message": m.message, "path": m.path, "line": m.line, "role": m.role, "scope": m.scope}
-                     for m in f.members]}
+    doc = {
+        "rule": f.rule,
+        "severity": f.severity,
+        "message": f.message,
+        "path": f.path,
+        "line": f.line,
+        "fix": f.fix,
+        "conditional": f.conditional,
+        "covers": list(f.covers),
+        "group": [
+            {"message": m.message, "path": m.path, "line": m.line, "role": m.role, "scope": m.scope} for m in f.members
+        ],
+    }
     return doc
 
 
@@ -28,9 +37,15 @@ def origin_dict(t: Traced) -> dict:
     from shardcheck.report.text import origin_text
 
     line = t.origin.first_script_line()
-    return {"value": t.value if t.known else None, "known": t.known, "unknown": t.unknown, "kind": t.origin.kind,
-            "path": line.path if line else None, "line": line.line if line else None,
-            "origin": origin_text(t.origin) if t.known else t.unknown}
+    return {
+        "value": t.value if t.known else None,
+        "known": t.known,
+        "unknown": t.unknown,
+        "kind": t.origin.kind,
+        "path": line.path if line else None,
+        "line": line.line if line else None,
+        "origin": origin_text(t.origin) if t.known else t.unknown,
+    }
 
 
 def layout_origins(r: Result) -> dict:
@@ -39,32 +54,68 @@ def layout_origins(r: Result) -> dict:
     if job is None:
         return {}
     c = job.cluster
-    out: dict = {"cluster": {"nnodes": origin_dict(c.nnodes), "devices_per_node": origin_dict(c.devices_per_node),
-                             "device": origin_dict(c.device), "world": origin_dict(c.world)}}
+    out: dict = {
+        "cluster": {
+            "nnodes": origin_dict(c.nnodes),
+            "devices_per_node": origin_dict(c.devices_per_node),
+            "device": origin_dict(c.device),
+            "world": origin_dict(c.world),
+        }
+    }
     for lay in job.layouts:
-        out[lay.role] = {name: origin_dict(t) for name, t in (
-            ("tp", lay.tp), ("pp", lay.pp), ("cp", lay.cp), ("ep", lay.ep), ("etp", lay.etp),
-            ("etp_setting", lay.etp_setting), ("vpp", lay.vpp), ("dp", lay.dp(c.world)), ("edp", lay.edp(c.world)),
-            ("first_stage_layers", lay.first_stage_layers), ("last_stage_layers", lay.last_stage_layers))}
+        out[lay.role] = {
+            name: origin_dict(t)
+            for name, t in (
+                ("tp", lay.tp),
+                ("pp", lay.pp),
+                ("cp", lay.cp),
+                ("ep", lay.ep),
+                ("etp", lay.etp),
+                ("etp_setting", lay.etp_setting),
+                ("vpp", lay.vpp),
+                ("dp", lay.dp(c.world)),
+                ("edp", lay.edp(c.world)),
+                ("first_stage_layers", lay.first_stage_layers),
+                ("last_stage_layers", lay.last_stage_layers),
+            )
+        }
     for lay in job.fsdp_layouts:
-        out[lay.role] = {name: origin_dict(t) for name, t in (
-            ("strategy", lay.strategy), ("sp", lay.sp), ("fsdp_size", lay.fsdp_size), ("dp", lay.dp(c.world)),
-            ("shard", lay.shard(c.world)), ("replicate", lay.replicate(c.world)), ("model_dtype", lay.model_dtype),
-            ("param_offload", lay.param_offload), ("optimizer_offload", lay.optimizer_offload),
-            ("offload_policy", lay.offload_policy))}
+        out[lay.role] = {
+            name: origin_dict(t)
+            for name, t in (
+                ("strategy", lay.strategy),
+                ("sp", lay.sp),
+                ("fsdp_size", lay.fsdp_size),
+                ("dp", lay.dp(c.world)),
+                ("shard", lay.shard(c.world)),
+                ("replicate", lay.replicate(c.world)),
+                ("model_dtype", lay.model_dtype),
+                ("param_offload", lay.param_offload),
+                ("optimizer_offload", lay.optimizer_offload),
+                ("offload_policy", lay.offload_policy),
+            )
+        }
     ro = job.rollout
     if ro is not None:
         values = [("engine", ro.engine), ("tp", ro.tp), ("dp", ro.dp), ("pp", ro.pp)]
-        values += [(name, t) for name, t in (("ep", ro.ep), ("dp_attention", ro.dp_attention), ("gpus", ro.gpus))
-                   if t is not None]
+        values += [
+            (name, t)
+            for name, t in (("ep", ro.ep), ("dp_attention", ro.dp_attention), ("gpus", ro.gpus))
+            if t is not None
+        ]
         out["rollout"] = {name: origin_dict(t) for name, t in values}
     return out
 
 
 def result_to_dict(r: Result) -> dict:
     job = r.job
-    doc: dict = {"path": r.path, "status": r.status, "framework": job.framework if job else None, "valid": r.valid,
-                 "layout_valid": r.layout_valid}
+    doc: dict = {
+        "path": r.path,
+        "status": r.status,
+        "framework": job.framework if job else None,
+        "valid": r.valid,
+        "layout_valid": r.layout_valid,
+    }
     if r.error is not None:
         doc["error"] = r.error
     doc["settings"] = r.settings.source  # the pyproject.toml (or --config file) whose [tool.shardcheck] applied
@@ -91,14 +142,18 @@ def result_to_dict(r: Result) -> dict:
         doc["accepted_versions"] = list(job.accepted_versions)
         doc["megatron_core_version"] = job.megatron_core_version if job.layouts else None
         m = job.model
-        doc["model"] = None if m is None else {
-            "name": m.name,
-            "source": m.source,
-            "num_hidden_layers": m.num_hidden_layers,
-            "num_attention_heads": m.num_attention_heads,
-            "num_key_value_heads": m.num_key_value_heads,
-            "num_experts": m.num_experts,
-        }
+        doc["model"] = (
+            None
+            if m is None
+            else {
+                "name": m.name,
+                "source": m.source,
+                "num_hidden_layers": m.num_hidden_layers,
+                "num_attention_heads": m.num_attention_heads,
+                "num_key_value_heads": m.num_key_value_heads,
+                "num_experts": m.num_experts,
+            }
+        )
     else:
         doc["model"] = None
     doc["layout_origins"] = layout_origins(r)
@@ -116,32 +171,46 @@ def _step(job) -> dict | None:
     step, _ = predict(job)
     if step is None:
         return None
-    return {"total": round(step.total, 3), "rollout": round(step.rollout, 3), "train": round(step.train, 3),
-            "phases": {k: round(v, 3) for k, v in step.phases.items()}, "device": step.device,
-            "tflops_per_device": round(step.tflops_per_device, 1)}
+    return {
+        "total": round(step.total, 3),
+        "rollout": round(step.rollout, 3),
+        "train": round(step.train, 3),
+        "phases": {k: round(v, 3) for k, v in step.phases.items()},
+        "device": step.device,
+        "tflops_per_device": round(step.tflops_per_device, 1),
+    }
 
 
 def _difference(name: str, actor, other) -> dict:
     """One setting in which an engine differs from the actor: both values, and the line that decided it."""
+
     def shown(t):
         return None if t is None or not t.known else t.value
 
     line = other.origin.first_script_line() if other is not None else None
-    return {"setting": name, "actor": shown(actor), "value": shown(other),
-            "line": line.line if line is not None else None,
-            "source": other.origin.describe() if other is not None else "absent"}
+    return {
+        "setting": name,
+        "actor": shown(actor),
+        "value": shown(other),
+        "line": line.line if line is not None else None,
+        "source": other.origin.describe() if other is not None else "absent",
+    }
 
 
 def summary(results: list[Result]) -> dict:
-    return {"files": len(results),
-            "judged": sum(r.status == "judged" for r in results),
-            "skipped": sum(r.status == "skipped" for r in results),
-            "failed": sum(r.status == "failed" for r in results),
-            "errors": sum(f.severity == "error" for r in results for f in r.findings),
-            "warnings": sum(f.severity == "warning" for r in results for f in r.findings),
-            "infos": sum(f.severity == "info" for r in results for f in r.findings)}
+    return {
+        "files": len(results),
+        "judged": sum(r.status == "judged" for r in results),
+        "skipped": sum(r.status == "skipped" for r in results),
+        "failed": sum(r.status == "failed" for r in results),
+        "errors": sum(f.severity == "error" for r in results for f in r.findings),
+        "warnings": sum(f.severity == "warning" for r in results for f in r.findings),
+        "infos": sum(f.severity == "info" for r in results for f in r.findings),
+    }
 
 
 def render_json(results: list[Result]) -> str:
-    return json.dumps({"version": JSON_VERSION, "results": [result_to_dict(r) for r in results],
-                       "summary": summary(results)}, indent=2)
+    return json.dumps(
+        {"version": JSON_VERSION, "results": [result_to_dict(r) for r in results], "summary": summary(results)},
+        indent=2,
+    )

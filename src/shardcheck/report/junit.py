@@ -16,8 +16,9 @@ def _line(it: Item) -> str:
     return f"{loc}: {it.rule or 'input'} {it.severity}{mark}: {it.message}{fix}"
 
 
-def render_junit(items: list[Item], scripts: list[str], *, suite: str = "shardcheck check",
-                 summaries: dict[str, str] | None = None) -> str:
+def render_junit(
+    items: list[Item], scripts: list[str], *, suite: str = "shardcheck check", summaries: dict[str, str] | None = None
+) -> str:
     by_script: dict[str, list[Item]] = {s: [] for s in scripts}
     for it in items:
         by_script.setdefault(it.script, []).append(it)
@@ -35,8 +36,12 @@ def render_junit(items: list[Item], scripts: list[str], *, suite: str = "shardch
         elif failing:
             failures += 1
             rules = sorted({i.rule for i in failing})
-            el = ET.SubElement(case, "failure", type="shardcheck",
-                               message=f"{len(failing)} error{'s' * (len(failing) != 1)}: {', '.join(rules)}")
+            el = ET.SubElement(
+                case,
+                "failure",
+                type="shardcheck",
+                message=f"{len(failing)} error{'s' * (len(failing) != 1)}: {', '.join(rules)}",
+            )
             el.text = "\n".join(_line(i) for i in failing)
         rest = [i for i in found if not i.unusable and i.severity != "error"]
         out = [_line(i) for i in rest]

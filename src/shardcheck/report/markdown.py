@@ -11,8 +11,14 @@ from shardcheck.report.diff_report import (
 )
 from shardcheck.review.diff import ScriptDiff, verdict_word
 
-ICONS = {"valid": "✅", "will not start": "❌", "undecided": "❔", "absent": "∅", "not a launch": "·",
-         "unusable input": "⚠️"}
+ICONS = {
+    "valid": "✅",
+    "will not start": "❌",
+    "undecided": "❔",
+    "absent": "∅",
+    "not a launch": "·",
+    "unusable input": "⚠️",
+}
 
 
 def _cell(text: str) -> str:
@@ -59,9 +65,15 @@ def render_diff_markdown(diffs: list[ScriptDiff]) -> str:
                     out += [f"Memory {side.label}: no training estimate ({_cell(no_estimate_reason(side.memory))})", ""]
                 continue
             m = side.memory
-            out += [(f"<details><summary>memory {side.label}: per device, GiB ({m['device']}, "
-                    f"{m['capacity_bytes'] / (1 << 30):.0f} GiB)</summary>"), "",
-                    "| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+            out += [
+                (
+                    f"<details><summary>memory {side.label}: per device, GiB ({m['device']}, "
+                    f"{m['capacity_bytes'] / (1 << 30):.0f} GiB)</summary>"
+                ),
+                "",
+                "| " + " | ".join(head) + " |",
+                "|" + "---:|" * len(head),
+            ]
             out += ["| " + " | ".join(r) + " |" for r in mrows]
             ro = rollout_memory_text(m)
             if ro:

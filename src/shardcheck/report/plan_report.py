@@ -9,9 +9,20 @@ from shardcheck.memory.devices import GIB
 
 def _layout(plan) -> dict:
     t, m = plan.layout, plan.memory
-    return {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "etp": t.etp if t.etp is not None else t.tp,
-            "vpp": t.vpp, "first": t.first, "last": t.last, "order": t.order, "recompute": m.recompute[0],
-            "distributed_optimizer": m.distributed_optimizer, "offload": m.offload}
+    return {
+        "tp": t.tp,
+        "pp": t.pp,
+        "cp": t.cp,
+        "ep": t.ep,
+        "etp": t.etp if t.etp is not None else t.tp,
+        "vpp": t.vpp,
+        "first": t.first,
+        "last": t.last,
+        "order": t.order,
+        "recompute": m.recompute[0],
+        "distributed_optimizer": m.distributed_optimizer,
+        "offload": m.offload,
+    }
 
 
 def _rollout(plan) -> dict | None:
@@ -30,8 +41,12 @@ def plan_dict(plan, *, current: bool = False) -> dict:
         "layout": _layout(plan),
         "rollout": _rollout(plan),
         "peak_bytes": plan.peak_bytes,
-        "step_seconds": {"total": step.total, "rollout": step.rollout, "train": step.train,
-                         "phases": dict(step.phases)},
+        "step_seconds": {
+            "total": step.total,
+            "rollout": step.rollout,
+            "train": step.train,
+            "phases": dict(step.phases),
+        },
         "tflops_per_device": round(step.tflops_per_device, 1),
     }
     if not current:
@@ -42,9 +57,13 @@ def plan_dict(plan, *, current: bool = False) -> dict:
 def render_plan_json(result) -> str:
     current = None
     if result.current is not None:
-        current = {**plan_dict(result.current, current=True), "valid": result.current_valid,
-                   "rank": result.current_rank, "faster_layouts": result.rank_floor,
-                   "errors": [f.rule for f in result.current_errors]}
+        current = {
+            **plan_dict(result.current, current=True),
+            "valid": result.current_valid,
+            "rank": result.current_rank,
+            "faster_layouts": result.rank_floor,
+            "errors": [f.rule for f in result.current_errors],
+        }
     doc = {
         "version": 1,
         "path": result.job.path,
@@ -86,13 +105,23 @@ def _row(label: str, plan) -> list[str]:
     r = plan.rollout
     ro = f"TP {r.tp} DP {r.dp} EP {r.ep}" if r is not None else "-"
     s = plan.step
-    return [label, _sizes(plan), _memory(plan), ro, f"{plan.peak_bytes / GIB:.1f}", f"{s.total:,.1f}",
-            f"{s.rollout:,.1f}", f"{s.train:,.1f}"]
+    return [
+        label,
+        _sizes(plan),
+        _memory(plan),
+        ro,
+        f"{plan.peak_bytes / GIB:.1f}",
+        f"{s.total:,.1f}",
+        f"{s.rollout:,.1f}",
+        f"{s.train:,.1f}",
+    ]
 
 
 def render_plan_text(result) -> str:
-    lines = [f"{result.job.path}: {result.job.framework} on {result.job.cluster.world.value} × {result.device.name} "
-             f"(peak ≤ {1 - result.margin:.0%} of {result.device.memory_gib:.0f} GiB)"]
+    lines = [
+        f"{result.job.path}: {result.job.framework} on {result.job.cluster.world.value} × {result.device.name} "
+        f"(peak ≤ {1 - result.margin:.0%} of {result.device.memory_gib:.0f} GiB)"
+    ]
     for f in result.input_errors:
         lines.append(f"  note: line {f.line}: {f.rule} ({f.message}) — no layout changes this; plans ignore it")
     head = ["rank", "layout", "memory", "rollout", "peak GiB", "step s", "rollout s", "train s"]
@@ -116,8 +145,10 @@ def render_plan_text(result) -> str:
         lines.append(f"\n#{p.rank}: {len(p.changes)} changed key(s)")
         lines.extend(f"    {line}" for line in p.lines)
     c = result.counts
-    lines.append(f"\nsearched {c.get('layouts', 0):,} layouts × memory options ({c.get('memory_options', 0):,} kept by "
-                 f"the memory floor), {c.get('rollouts', 0)} rollout layouts; timed {c.get('timed', 0):,}, judged "
-                 f"{c.get('judged', 0):,} by every rule; {result.seconds:.1f} s"
-                 + ("; each plan above re-read and re-judged with its lines" if result.proven else ""))
+    lines.append(
+        f"\nsearched {c.get('layouts', 0):,} layouts × memory options ({c.get('memory_options', 0):,} kept by "
+        f"the memory floor), {c.get('rollouts', 0)} rollout layouts; timed {c.get('timed', 0):,}, judged "
+        f"{c.get('judged', 0):,} by every rule; {result.seconds:.1f} s"
+        + ("; each plan above re-read and re-judged with its lines" if result.proven else "")
+    )
     return "\n".join(lines)

@@ -73,8 +73,13 @@ def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check
             notifications.append({"level": "error", "message": {"text": it.message}, "locations": [location]})
             continue
         text = it.message + (f"\nfix: {it.fix}" if it.fix else "")
-        result: dict = {"ruleId": it.rule, "ruleIndex": index[it.rule], "level": LEVELS[it.severity],
-                        "message": {"text": text}, "locations": [location]}
+        result: dict = {
+            "ruleId": it.rule,
+            "ruleIndex": index[it.rule],
+            "level": LEVELS[it.severity],
+            "message": {"text": text},
+            "locations": [location],
+        }
         if it.baseline:
             result["baselineState"] = it.baseline
         props = {"script": it.script}
@@ -83,11 +88,21 @@ def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check
         result["properties"] = props
         results.append(result)
     run = {
-        "tool": {"driver": {"name": "shardcheck", "version": shardcheck.__version__, "informationUri": INFORMATION_URI,
-                            "rules": [_rule_descriptor(r) for r in rule_ids]}},
-        "invocations": [{"executionSuccessful": not any(i.unusable for i in items),
-                         "toolExecutionNotifications": notifications,
-                         "properties": {"command": command, "scripts": scripts}}],
+        "tool": {
+            "driver": {
+                "name": "shardcheck",
+                "version": shardcheck.__version__,
+                "informationUri": INFORMATION_URI,
+                "rules": [_rule_descriptor(r) for r in rule_ids],
+            }
+        },
+        "invocations": [
+            {
+                "executionSuccessful": not any(i.unusable for i in items),
+                "toolExecutionNotifications": notifications,
+                "properties": {"command": command, "scripts": scripts},
+            }
+        ],
         "artifacts": [{"location": {"uri": quote(s)}} for s in dict.fromkeys(i.path or i.script for i in items)],
         "results": results,
         "columnKind": "unicodeCodePoints",

@@ -68,18 +68,28 @@ def _layout_lines(job: Job, layout: MegatronLayout) -> list[str]:
     s = summarize_layout(job, layout)
     world = job.cluster.world
     lines = []
-    rows = [("TP", layout.tp), ("PP", layout.pp), ("CP", layout.cp), ("EP", layout.ep), ("ETP", layout.etp),
-            ("VPP", layout.vpp)]
+    rows = [
+        ("TP", layout.tp),
+        ("PP", layout.pp),
+        ("CP", layout.cp),
+        ("EP", layout.ep),
+        ("ETP", layout.etp),
+        ("VPP", layout.vpp),
+    ]
     for name, t in rows:
         lines.append(f"    {name:<4}{_value(t):>6}   {origin_text(t.origin) if t.known else t.unknown}")
 
     def num(x):
         return "?" if x is None else str(x)
 
-    lines.append(f"    {'DP':<4}{num(s['dp']):>6}   = world {num(s['world'])} / (TP {num(s['tp'])} · PP {num(s['pp'])} · "
-                 f"CP {num(s['cp'])})")
-    lines.append(f"    {'EDP':<4}{num(s['edp']):>6}   = world {num(s['world'])} / (ETP {num(s['etp'])} · EP {num(s['ep'])} · "
-                 f"PP {num(s['pp'])})")
+    lines.append(
+        f"    {'DP':<4}{num(s['dp']):>6}   = world {num(s['world'])} / (TP {num(s['tp'])} · PP {num(s['pp'])} · "
+        f"CP {num(s['cp'])})"
+    )
+    lines.append(
+        f"    {'EDP':<4}{num(s['edp']):>6}   = world {num(s['world'])} / (ETP {num(s['etp'])} · EP {num(s['ep'])} · "
+        f"PP {num(s['pp'])})"
+    )
     split_from = ""
     if layout.first_stage_layers.known and layout.first_stage_layers.value is not None:
         split_from = f"   first stage {origin_text(layout.first_stage_layers.origin)}"
@@ -101,8 +111,9 @@ def _engine_lines(job: Job, actor: MegatronLayout) -> list[str]:
     owner = job.group_owner
     notes = []
     if same:
-        notes.append(f"the {' and '.join(same)} engine{'s' * (len(same) > 1)} resolve{'s' * (len(same) == 1)} "
-                     "to the same config")
+        notes.append(
+            f"the {' and '.join(same)} engine{'s' * (len(same) > 1)} resolve{'s' * (len(same) == 1)} to the same config"
+        )
     if job.framework == "verl" and job.layout("ref") is None and job.ref_used.value is False:
         notes.append("ref not built: use_kl_loss and use_kl_in_reward are off")
     elif not others:
@@ -115,11 +126,15 @@ def _engine_lines(job: Job, actor: MegatronLayout) -> list[str]:
             continue
         first = "; built first, its sizes create the process groups" if e is owner else ""
         own = f"its own section {e.key_prefix}" if job.framework == "verl" else "its own settings"
-        out.append(f"  training layout ({e.role}{first}): {own} differ{'s' * (job.framework == 'verl')} from the actor's")
+        out.append(
+            f"  training layout ({e.role}{first}): {own} differ{'s' * (job.framework == 'verl')} from the actor's"
+        )
         replaced = e.transformer_overrides_replaced
         if replaced is not None:
-            out.append(f"    line {replaced.line}: {replaced.text} replaced the {e.key_prefix}.override_transformer_config "
-                       "inherited from the actor with a new dict: none of the actor's entries apply")
+            out.append(
+                f"    line {replaced.line}: {replaced.text} replaced the {e.key_prefix}.override_transformer_config "
+                "inherited from the actor with a new dict: none of the actor's entries apply"
+            )
         for name, mine, theirs in diffs:
             if theirs is None:
                 why = f"not inherited (line {replaced.line})" if replaced is not None else "not set"
@@ -143,11 +158,18 @@ def _rollout_line(ro) -> str:
     gpus, tp = ro.gpus, ro.tp
     if not (gpus.known and tp.known) or not gpus.value:
         return f"{_value(ro.engine)} on {_value(gpus)} GPUs, {_value(tp)} GPUs per engine"
-    extra = ", ".join(part for part in (
-        f"DP {_value(ro.dp)}" + (" (DP attention)" if ro.dp_in_engine else ""),
-        f"EP {_value(ro.ep)}" if ro.ep is not None else "") if part)
-    return (f"{_value(ro.engine)}: {gpus.value // tp.value} engine{'s' * (gpus.value // tp.value != 1)} of "
-            f"{tp.value} GPUs ({extra}) on {gpus.value} GPUs   {origin_text(tp.origin)}")
+    extra = ", ".join(
+        part
+        for part in (
+            f"DP {_value(ro.dp)}" + (" (DP attention)" if ro.dp_in_engine else ""),
+            f"EP {_value(ro.ep)}" if ro.ep is not None else "",
+        )
+        if part
+    )
+    return (
+        f"{_value(ro.engine)}: {gpus.value // tp.value} engine{'s' * (gpus.value // tp.value != 1)} of "
+        f"{tp.value} GPUs ({extra}) on {gpus.value} GPUs   {origin_text(tp.origin)}"
+    )
 
 
 def _rollout_lines(job: Job) -> list[str]:
@@ -187,8 +209,10 @@ def _server_lines(job: Job) -> list[str]:
         replicas = ""
         if size.known and pool.known and size.value:
             replicas = f"; {pool.value // size.value} replica(s) of {size.value} devices"
-        out.append(f"  {s.role:<10} {_value(s.engine)} ({s.key_prefix}): TP {_value(s.tp)}, DP {_value(s.dp)}, "
-                   f"PP {_value(s.pp)}, EP {_value(s.ep)} on {where} = {_value(pool)}{replicas}")
+        out.append(
+            f"  {s.role:<10} {_value(s.engine)} ({s.key_prefix}): TP {_value(s.tp)}, DP {_value(s.dp)}, "
+            f"PP {_value(s.pp)}, EP {_value(s.ep)} on {where} = {_value(pool)}{replicas}"
+        )
     return out
 
 
@@ -202,11 +226,20 @@ def _fsdp_lines(job: Job, layout: FsdpLayout) -> list[str]:
     """One FSDP engine: strategy, Ulysses SP, DP, the shard/replicate split, dtype and offload."""
     world = job.cluster.world
     shard, replicate = layout.shard(world), layout.replicate(world)
-    offload = [name for name, t in (("params", layout.param_offload), ("optimizer", layout.optimizer_offload),
-                                    ("offload_policy", layout.offload_policy)) if t.known and t.value]
-    head = (f"  training layout ({layout.role}, {_value(layout.strategy)}): SP {_value(layout.sp)}, "
-            f"DP {_value(layout.dp(world))}, shard over {_value(shard)} × {_value(replicate)} replica(s), "
-            f"model_dtype {_value(layout.model_dtype)}, offload {', '.join(offload) or 'none'}")
+    offload = [
+        name
+        for name, t in (
+            ("params", layout.param_offload),
+            ("optimizer", layout.optimizer_offload),
+            ("offload_policy", layout.offload_policy),
+        )
+        if t.known and t.value
+    ]
+    head = (
+        f"  training layout ({layout.role}, {_value(layout.strategy)}): SP {_value(layout.sp)}, "
+        f"DP {_value(layout.dp(world))}, shard over {_value(shard)} × {_value(replicate)} replica(s), "
+        f"model_dtype {_value(layout.model_dtype)}, offload {', '.join(offload) or 'none'}"
+    )
     return [
         head,
         f"    SP        {origin_text(layout.sp.origin)}{_line_of(layout.sp.origin)}",
@@ -225,8 +258,9 @@ def _plural(n: int, word: str) -> str:
 
 def _finding_lines(f, fallback: str) -> list[Line]:
     loc = f"{f.path}:{f.line}" if f.path and f.line else (f.path or fallback)
-    lines: list[Line] = [[(f"{loc}: ", "path"), (f.rule, "rule"), (" ", None), (f.severity, f.severity),
-                          (f": {f.message}", None)]]
+    lines: list[Line] = [
+        [(f"{loc}: ", "path"), (f.rule, "rule"), (" ", None), (f.severity, f.severity), (f": {f.message}", None)]
+    ]
     if f.members:
         from shardcheck.rules.grouping import join_labels
 
@@ -252,8 +286,9 @@ def result_lines(r: Result, *, quiet: bool = False, builtin: bool = False, verbo
         if r.job is None and not r.findings and r.error:  # the INPUT-* finding was ignored by the settings
             out.append([(f"{r.path}: ", "path"), (r.status, "dim")])
         return out
-    return [[(line, _style_of(line))] if not isinstance(line, list) else line
-            for line in _full_report(r, builtin, verbose)]
+    return [
+        [(line, _style_of(line))] if not isinstance(line, list) else line for line in _full_report(r, builtin, verbose)
+    ]
 
 
 def _style_of(line: str) -> str | None:
@@ -266,15 +301,20 @@ def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     if verbose:
         out.append(f"  settings   {r.settings.source or 'none (no [tool.shardcheck] in the work tree)'}")
     job = r.job
-    out.append(f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "
-               f"defaults from {job.config_source})")
+    out.append(
+        f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "
+        f"defaults from {job.config_source})"
+    )
     if job.version_reason:
         out.append(f"    version   {job.version_reason}")
     if job.layouts and job.megatron_core_reason:
         out.append(f"    layout    rules of {job.megatron_core_reason}")
     c = job.cluster
-    nodes = _plural(c.nnodes.value, "node") if c.nnodes.known and isinstance(c.nnodes.value, int) else \
-        f"{_value(c.nnodes)} nodes"
+    nodes = (
+        _plural(c.nnodes.value, "node")
+        if c.nnodes.known and isinstance(c.nnodes.value, int)
+        else f"{_value(c.nnodes)} nodes"
+    )
     out.append(f"  cluster    {nodes} × {_value(c.devices_per_node)} devices ({_value(c.device)}) = {_value(c.world)}")
     out.append(f"    nodes     {origin_text(c.nnodes.origin) if c.nnodes.known else c.nnodes.unknown}")
     devices = c.devices_per_node
@@ -282,8 +322,10 @@ def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     if job.model is not None:
         m = job.model
         moe = f", {m.num_experts} experts (top-{m.num_experts_per_tok})" if m.is_moe else ""
-        out.append(f"  model      {m.name} ({m.source}): {m.num_hidden_layers} layers, {m.num_attention_heads} heads, "
-                   f"{m.num_key_value_heads} KV heads{moe}")
+        out.append(
+            f"  model      {m.name} ({m.source}): {m.num_hidden_layers} layers, {m.num_attention_heads} heads, "
+            f"{m.num_key_value_heads} KV heads{moe}"
+        )
     else:
         out.append(f"  model      not found: {job.model_problem}")
     out.append(f"  strategy   {_value(job.strategy)}")
@@ -305,21 +347,33 @@ def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     errors = sum(f.severity == "error" for f in r.findings)
     warnings = sum(f.severity == "warning" for f in r.findings)
     unknown = sum(f.rule == "VALUE-UNKNOWN" for f in r.findings)
-    verdict = {True: "valid", False: "will not start",
-               None: f"undecided: {_plural(unknown, 'value')} a rule needs unknown"}[r.valid]
+    verdict = {
+        True: "valid",
+        False: "will not start",
+        None: f"undecided: {_plural(unknown, 'value')} a rule needs unknown",
+    }[r.valid]
     if r.valid is None and errors:
         verdict = f"will not start as read; {verdict}"
     if r.valid is False and r.layout_valid:
-        verdict += ("; the FSDP layout itself is valid" if job.fsdp_layouts
-                    else "; the Megatron-Core layout itself is valid")
-    elif r.valid is not True and r.layout_valid is False and not any(
-            f.severity == "error" and f.rule.startswith(LAYOUT_RULES) for f in r.findings):
+        verdict += (
+            "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
+        )
+    elif (
+        r.valid is not True
+        and r.layout_valid is False
+        and not any(f.severity == "error" and f.rule.startswith(LAYOUT_RULES) for f in r.findings)
+    ):
         verdict += "; the layout itself is not valid (its errors are suppressed)"
     if r.suppressed:
         verdict += f"; {_plural(len(r.suppressed), 'finding')} suppressed"
     style = {True: "good", False: "bad", None: "warning"}[r.valid]
-    out.append([("  verdict: ", None), (verdict, style),
-                (f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})", None)])
+    out.append(
+        [
+            ("  verdict: ", None),
+            (verdict, style),
+            (f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})", None),
+        ]
+    )
     return out
 
 
@@ -340,10 +394,14 @@ def summary_line(results: list[Result]) -> Line:
     failed = sum(r.status == "failed" for r in results)
     errors = sum(f.severity == "error" for r in results for f in r.findings)
     warnings = sum(f.severity == "warning" for r in results for f in r.findings)
-    return [(f"{_plural(len(results), 'file')}: {judged} judged, {skipped} skipped (no launch command), ", None),
-            (f"{failed} failed", "bad" if failed else None), ("; ", None),
-            (_plural(errors, "error"), "error" if errors else None), (", ", None),
-            (_plural(warnings, "warning"), "warning" if warnings else None)]
+    return [
+        (f"{_plural(len(results), 'file')}: {judged} judged, {skipped} skipped (no launch command), ", None),
+        (f"{failed} failed", "bad" if failed else None),
+        ("; ", None),
+        (_plural(errors, "error"), "error" if errors else None),
+        (", ", None),
+        (_plural(warnings, "warning"), "warning" if warnings else None),
+    ]
 
 
 def statistics_lines(results: list[Result]) -> list[Line]:
@@ -355,9 +413,16 @@ def statistics_lines(results: list[Result]) -> list[Line]:
     counts = Counter((f.rule, f.severity) for r in results for f in r.findings)
     titles = {rid: rule.title for rid, rule in all_rules().items()}
     width = max((len(rid) for rid, _ in counts), default=0)
-    return [[(f"{n:>5}  ", None), (rid.ljust(width), "rule"), ("  ", None), (sev.ljust(7), sev),
-             (f"  {titles.get(rid, '')}", None)]
-            for (rid, sev), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0]))]
+    return [
+        [
+            (f"{n:>5}  ", None),
+            (rid.ljust(width), "rule"),
+            ("  ", None),
+            (sev.ljust(7), sev),
+            (f"  {titles.get(rid, '')}", None),
+        ]
+        for (rid, sev), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0]))
+    ]
 
 
 def render_text(results: list[Result]) -> str:

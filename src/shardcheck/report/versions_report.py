@@ -47,10 +47,23 @@ def _finding(f) -> dict | None:
 def render_versions_json(matrices) -> str:
     doc = {"version": 1, "matrices": []}
     for m in matrices:
-        doc["matrices"].append({
-            "path": m.path, "error": m.error, "chosen_verl_version": m.chosen, "reason": m.reason,
-            "megatron_core_under_verl": m.megatron_core_verl,
-            "rows": [{"framework": r.framework, "versions": list(r.versions), "accepted": r.accepted,
-                      "valid": r.valid, "first_error": _finding(r.first)} for r in m.rows],
-        })
+        doc["matrices"].append(
+            {
+                "path": m.path,
+                "error": m.error,
+                "chosen_verl_version": m.chosen,
+                "reason": m.reason,
+                "megatron_core_under_verl": m.megatron_core_verl,
+                "rows": [
+                    {
+                        "framework": r.framework,
+                        "versions": list(r.versions),
+                        "accepted": r.accepted,
+                        "valid": r.valid,
+                        "first_error": _finding(r.first),
+                    }
+                    for r in m.rows
+                ],
+            }
+        )
     return json.dumps(doc, indent=2)

@@ -16,14 +16,49 @@ from pathlib import Path
 from shardcheck.api import Result, check, mesh_grid
 from shardcheck.errors import InputError
 
-LAYOUT_FIELDS = ("strategy", "world", "nnodes", "devices_per_node", "tp", "pp", "cp", "ep", "etp", "vpp", "dp", "edp",
-                 "layers_per_stage", "sp", "fsdp_size", "shard", "replicate", "model_dtype", "param_offload",
-                 "optimizer_offload", "offload_policy")
+LAYOUT_FIELDS = (
+    "strategy",
+    "world",
+    "nnodes",
+    "devices_per_node",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "etp",
+    "vpp",
+    "dp",
+    "edp",
+    "layers_per_stage",
+    "sp",
+    "fsdp_size",
+    "shard",
+    "replicate",
+    "model_dtype",
+    "param_offload",
+    "optimizer_offload",
+    "offload_policy",
+)
 ROLLOUT_FIELDS = ("engine", "tp", "dp", "ep", "pp", "gpus", "replicas", "replica_size")
-LABELS = {"tp": "TP", "pp": "PP", "cp": "CP", "ep": "EP", "etp": "ETP", "vpp": "VPP", "dp": "DP", "edp": "EDP",
-          "sp": "SP", "layers_per_stage": "layers per stage", "world": "world", "nnodes": "nodes",
-          "devices_per_node": "devices per node", "gpus": "GPUs", "replicas": "replicas",
-          "replica_size": "devices per replica", "tp-cp": "TP·CP"}
+LABELS = {
+    "tp": "TP",
+    "pp": "PP",
+    "cp": "CP",
+    "ep": "EP",
+    "etp": "ETP",
+    "vpp": "VPP",
+    "dp": "DP",
+    "edp": "EDP",
+    "sp": "SP",
+    "layers_per_stage": "layers per stage",
+    "world": "world",
+    "nnodes": "nodes",
+    "devices_per_node": "devices per node",
+    "gpus": "GPUs",
+    "replicas": "replicas",
+    "replica_size": "devices per replica",
+    "tp-cp": "TP·CP",
+}
 GIB = 1 << 30
 # Keys of a stage's bytes that are not terms of the device's peak: the totals, and the optimizer share on the host.
 NOT_TERMS = ("total", "allocated", "optimizer_host")
@@ -86,8 +121,16 @@ def no_launch(result: Result) -> bool:
     return result.status == "skipped"
 
 
-def judge(path: Path | str, display: str, label: str, *, env: dict[str, str] | None = None,
-          model_config: str | None = None, device: str | None = None, host_memory: int | None = None) -> Side:
+def judge(
+    path: Path | str,
+    display: str,
+    label: str,
+    *,
+    env: dict[str, str] | None = None,
+    model_config: str | None = None,
+    device: str | None = None,
+    host_memory: int | None = None,
+) -> Side:
     """Check one version of a script and derive what a diff compares."""
     result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
     side = Side(label, result)
@@ -119,8 +162,11 @@ def _context(findings: list, local: Path, display: str) -> dict[tuple[str, int],
         where = Path(os.path.normpath(local.parent / rel))
         if where not in texts:
             try:
-                texts[where] = where.read_text(encoding="utf-8", errors="replace").splitlines() \
-                    if where.is_file() and where.stat().st_size <= 4 << 20 else None
+                texts[where] = (
+                    where.read_text(encoding="utf-8", errors="replace").splitlines()
+                    if where.is_file() and where.stat().st_size <= 4 << 20
+                    else None
+                )
             except OSError:
                 texts[where] = None
         lines = texts[where]
@@ -141,25 +187,39 @@ def _placement(job) -> tuple[dict | None, dict | None]:
         n = per_node.value
         groups = {}
         for kind in LOCAL_GROUPS:  # from the strides: never a list of a huge world's groups
-            groups[kind] = {"size": grid.group_size(kind), "groups": grid.group_count(kind),
-                            "crossing": crossing_count(grid, kind, n)}
+            groups[kind] = {
+                "size": grid.group_size(kind),
+                "groups": grid.group_count(kind),
+                "crossing": crossing_count(grid, kind, n),
+            }
         placement = {"role": layout.role, "devices_per_node": n, "groups": groups}
     rollout = None
     ro = job.rollout
     if ro is not None:
+
         def v(t):
             return t.value if t is not None and t.known else None
 
         ep = ro.ep if ro.ep is not None else job.value("actor_rollout_ref.rollout.expert_parallel_size")
-        rollout = {"engine": v(ro.engine), "tp": v(ro.tp), "dp": v(ro.dp), "ep": v(ep), "pp": v(ro.pp),
-                   "gpus": v(ro.gpus) if ro.gpus is not None else None, "replicas": None, "replica_size": None}
+        rollout = {
+            "engine": v(ro.engine),
+            "tp": v(ro.tp),
+            "dp": v(ro.dp),
+            "ep": v(ep),
+            "pp": v(ro.pp),
+            "gpus": v(ro.gpus) if ro.gpus is not None else None,
+            "replicas": None,
+            "replica_size": None,
+        }
         if isinstance(replicas, RolloutReplicas):
             rollout["replicas"] = replicas.count
             rollout["replica_size"] = replicas.size if replicas.count else None
             # TP groups are consecutive blocks of TP ranks within replicas that tile the world
             rollout["tp_groups_crossing"] = (
                 blocks_crossing(replicas.count * replicas.size, replicas.tp, per_node.value)
-                if per_node.known and per_node.value else 0)
+                if per_node.known and per_node.value
+                else 0
+            )
         elif isinstance(replicas, str):
             rollout["error"] = replicas
     return placement, rollout
@@ -173,28 +233,46 @@ def _memory(job) -> dict | None:
     except InputError:
         return None
     cap = e.device.memory_bytes
-    doc: dict = {"device": e.device.name, "capacity_bytes": cap, "device_note": e.device.note, "stages": [],
-                 "rollout": None, "problems": list(e.problems)}
+    doc: dict = {
+        "device": e.device.name,
+        "capacity_bytes": cap,
+        "device_note": e.device.note,
+        "stages": [],
+        "rollout": None,
+        "problems": list(e.problems),
+    }
     if e.train is not None:
         for s in e.train.stages:
             terms = {k: b for k, b in s.bytes.items() if k not in NOT_TERMS}
             allocated = s.bytes.get("allocated", sum(terms.values()))
             if s.total > allocated:  # the device total over what torch allocates (the caching allocator's share)
                 terms["overhead"] = s.total - allocated
-            doc["stages"].append({"stage": s.stage, "ranks": list(s.ranks), "label": s.ranks_text(), "layers": s.layers,
-                                  "bytes": terms, "allocated_bytes": allocated, "allocated_gib": round(allocated / GIB, 2),
-                                  "total_bytes": s.total, "total_gib": round(s.total / GIB, 2),
-                                  "percent": round(100 * s.total / cap, 1)})
+            doc["stages"].append(
+                {
+                    "stage": s.stage,
+                    "ranks": list(s.ranks),
+                    "label": s.ranks_text(),
+                    "layers": s.layers,
+                    "bytes": terms,
+                    "allocated_bytes": allocated,
+                    "allocated_gib": round(allocated / GIB, 2),
+                    "total_bytes": s.total,
+                    "total_gib": round(s.total / GIB, 2),
+                    "percent": round(100 * s.total / cap, 1),
+                }
+            )
     ro = e.rollout
     if ro is not None:
         weights = ro.weights_bytes
         kv = max(0, ro.kv_budget_bytes)
         resident = ro.training_resident_bytes
-        doc["rollout"] = {"engine": ro.engine, "bytes": {"weights": weights, "kv_cache": kv, "reserve": ro.reserve_bytes,
-                                                         "training_resident": resident},
-                          "total_bytes": weights + kv + ro.reserve_bytes + resident,
-                          "max_concurrent_full_requests": ro.max_concurrent_full_requests,
-                          "requests_per_engine": ro.requests_per_engine}
+        doc["rollout"] = {
+            "engine": ro.engine,
+            "bytes": {"weights": weights, "kv_cache": kv, "reserve": ro.reserve_bytes, "training_resident": resident},
+            "total_bytes": weights + kv + ro.reserve_bytes + resident,
+            "max_concurrent_full_requests": ro.max_concurrent_full_requests,
+            "requests_per_engine": ro.requests_per_engine,
+        }
         total = doc["rollout"]["total_bytes"]
         doc["rollout"]["total_gib"] = round(total / GIB, 2)
         doc["rollout"]["percent"] = round(100 * total / cap, 1)
@@ -231,8 +309,11 @@ def compare(path: str, before: Side, after: Side) -> ScriptDiff:
     pa = (after.placement or {}).get("groups", {})
     for kind in dict.fromkeys([*pb, *pa]):
         if (pb.get(kind) or {}).get("crossing") != (pa.get(kind) or {}).get("crossing"):
-            add(f"placement.{kind}", _crossing_text(kind, pb.get(kind), before.placement),
-                _crossing_text(kind, pa.get(kind), after.placement))
+            add(
+                f"placement.{kind}",
+                _crossing_text(kind, pb.get(kind), before.placement),
+                _crossing_text(kind, pa.get(kind), after.placement),
+            )
     ob, oa = before.rollout or {}, after.rollout or {}
     for name in ROLLOUT_FIELDS:
         add(f"rollout.{name}", ob.get(name), oa.get(name))
@@ -256,8 +337,7 @@ def _crossing_text(kind: str, g: dict | None, placement: dict | None) -> str | N
         return f"{name} 1"
     if not g["crossing"]:
         return f"{name} {g['size']}: inside nodes of {placement['devices_per_node']}"
-    return (f"{name} {g['size']}: {g['crossing']} of {g['groups']} groups cross nodes of "
-            f"{placement['devices_per_node']}")
+    return f"{name} {g['size']}: {g['crossing']} of {g['groups']} groups cross nodes of {placement['devices_per_node']}"
 
 
 def _peak(memory: dict | None) -> dict | None:
@@ -340,10 +420,14 @@ def summary_line(d: ScriptDiff) -> str:
         delta = (peak_a["total_bytes"] - peak_b["total_bytes"]) / GIB
         if abs(delta) >= 0.005:
             sign = "−" if delta < 0 else "+"
-            where = (f"stage {peak_a['label']}" if peak_a["label"] == peak_b["label"]
-                     else f"stage {peak_b['label']} → {peak_a['label']}")
-            parts.append(f"peak {sign}{abs(delta):.2f} GiB ({peak_b['total_gib']:.2f} → {peak_a['total_gib']:.2f} GiB, "
-                         f"{where})")
+            where = (
+                f"stage {peak_a['label']}"
+                if peak_a["label"] == peak_b["label"]
+                else f"stage {peak_b['label']} → {peak_a['label']}"
+            )
+            parts.append(
+                f"peak {sign}{abs(delta):.2f} GiB ({peak_b['total_gib']:.2f} → {peak_a['total_gib']:.2f} GiB, {where})"
+            )
         else:
             parts.append(f"peak unchanged ({peak_a['total_gib']:.2f} GiB)")
     counts = f"findings: {len(d.new)} new, {len(d.resolved)} resolved, {len(d.kept)} kept"
@@ -363,8 +447,12 @@ class DiffOptions:
     jobs: int = 0  # worker processes for the checks; 0: one per CPU (at most 8) when there are many scripts
 
     def kwargs(self) -> dict:
-        return {"env": self.env, "model_config": self.model_config, "device": self.device,
-                "host_memory": self.host_memory}
+        return {
+            "env": self.env,
+            "model_config": self.model_config,
+            "device": self.device,
+            "host_memory": self.host_memory,
+        }
 
 
 def diff_files(before: str, after: str, options: DiffOptions | None = None) -> list[ScriptDiff]:
@@ -403,8 +491,9 @@ def _cwd(path: Path) -> Iterator[None]:
         os.chdir(old)
 
 
-def diff_git(spec: str | None, paths: list[str] | None = None, options: DiffOptions | None = None,
-             cwd: Path | None = None) -> list[ScriptDiff]:
+def diff_git(
+    spec: str | None, paths: list[str] | None = None, options: DiffOptions | None = None, cwd: Path | None = None
+) -> list[ScriptDiff]:
     """Compare launch scripts between two revisions (or a revision and the work tree).
 
     ``paths`` (relative to ``cwd`` or absolute, inside the repository) limit the comparison: a file is

@@ -125,9 +125,18 @@ class NotJudged(ShardcheckError):
 RULES: dict[str, Rule] = {}  # every rule defined, by id (filled as the rule modules are imported)
 
 
-def rule(id: str, severity: str, title: str, *, needs_model: bool = False, frameworks: tuple[str, ...] = (),
-         engine: str | tuple[str, ...] = (), notes: tuple[Kind, ...] = (), problems: tuple[Kind, ...] = (),
-         certain: bool = False):
+def rule(
+    id: str,
+    severity: str,
+    title: str,
+    *,
+    needs_model: bool = False,
+    frameworks: tuple[str, ...] = (),
+    engine: str | tuple[str, ...] = (),
+    notes: tuple[Kind, ...] = (),
+    problems: tuple[Kind, ...] = (),
+    certain: bool = False,
+):
     """Define a rule; the decorated function's docstring is its documentation.
 
     ``frameworks``/``engine`` scope it; ``notes`` makes it a note rule: the function renders one
@@ -151,28 +160,57 @@ def rule(id: str, severity: str, title: str, *, needs_model: bool = False, frame
             def check(job: Job) -> Iterable[Finding]:
                 return note_findings(job, id, notes, render)
 
-        RULES[id] = Rule(id, severity, title, check, needs_model, doc, tuple(frameworks), engines, tuple(notes),
-                         tuple(problems), render, certain)
+        RULES[id] = Rule(
+            id,
+            severity,
+            title,
+            check,
+            needs_model,
+            doc,
+            tuple(frameworks),
+            engines,
+            tuple(notes),
+            tuple(problems),
+            render,
+            certain,
+        )
         return fn
 
     return register
 
 
-def finding(rule_id: str, message: str, origin: Origin | None, *, fix: str | None = None,
-            role: str | None = None, severity: str | None = None, scope: str | None = None,
-            data: dict | None = None) -> Finding:
-    return Finding(rule_id, severity or RULES[rule_id].severity, message, origin, fix, role, scope=scope,
-                   data=data or {})
+def finding(
+    rule_id: str,
+    message: str,
+    origin: Origin | None,
+    *,
+    fix: str | None = None,
+    role: str | None = None,
+    severity: str | None = None,
+    scope: str | None = None,
+    data: dict | None = None,
+) -> Finding:
+    return Finding(
+        rule_id, severity or RULES[rule_id].severity, message, origin, fix, role, scope=scope, data=data or {}
+    )
 
 
-def note_findings(job: Job, rule_id: str, kinds: tuple[Kind, ...],
-                  render: Callable[[Problem], Message]) -> Iterable[Finding]:
+def note_findings(
+    job: Job, rule_id: str, kinds: tuple[Kind, ...], render: Callable[[Problem], Message]
+) -> Iterable[Finding]:
     """The findings of the notes of ``kinds``, in the order they were found."""
     for note in job.notes:
         if note.kind in kinds:
             message, fix = render(note)
-            yield finding(rule_id, message, note.origin, fix=fix, severity=note.severity, role=note.args.get("role"),
-                          data={"kind": note.kind.value, **note.args})
+            yield finding(
+                rule_id,
+                message,
+                note.origin,
+                fix=fix,
+                severity=note.severity,
+                role=note.args.get("role"),
+                data={"kind": note.kind.value, **note.args},
+            )
 
 
 # -- helpers every rule uses ------------------------------------------------------------------
@@ -196,5 +234,3 @@ def where(*values: Traced) -> Origin | None:
         if line is not None:
             return line
     return values[0].origin if values else None
-
-

@@ -11,8 +11,13 @@ from shardcheck.rules.registry import all_rules
 def render_rule_list(fmt: str = "text") -> str:
     rules = all_rules()
     if fmt == "json":
-        return json.dumps([{"id": r.id, "severity": r.severity, "title": r.title, "needs_model": r.needs_model}
-                           for r in rules.values()], indent=2)
+        return json.dumps(
+            [
+                {"id": r.id, "severity": r.severity, "title": r.title, "needs_model": r.needs_model}
+                for r in rules.values()
+            ],
+            indent=2,
+        )
     width = max(len(r) for r in rules)
     return "\n".join(f"{r.id:<{width}}  {r.severity:<7}  {r.title}" for r in rules.values())
 
@@ -23,11 +28,24 @@ def rule_page(r: Rule) -> str:
     from shardcheck.rules.examples import rule_cases
 
     cases = rule_cases().get(r.id)
-    lines = [f"# {r.id}: {r.title}", "", f"Severity: **{r.severity}**"
-             + (" · needs the model's architecture" if r.needs_model else ""), "", f"Applies to: {scope(r)}", "",
-             r.section("what"), ""]
-    for name, heading in (("why", "Why it fails"), ("versions", "Versions"), ("bad", "Bad"), ("good", "Good"),
-                          ("fix", "Fix"), ("source", "Source")):
+    lines = [
+        f"# {r.id}: {r.title}",
+        "",
+        f"Severity: **{r.severity}**" + (" · needs the model's architecture" if r.needs_model else ""),
+        "",
+        f"Applies to: {scope(r)}",
+        "",
+        r.section("what"),
+        "",
+    ]
+    for name, heading in (
+        ("why", "Why it fails"),
+        ("versions", "Versions"),
+        ("bad", "Bad"),
+        ("good", "Good"),
+        ("fix", "Fix"),
+        ("source", "Source"),
+    ):
         if name in ("bad", "good") and cases is not None:
             case = cases[0] if name == "bad" else cases[1]
             body = case.shown()
@@ -53,8 +71,14 @@ def docs_files() -> dict[str, str]:
     """docs/rules/ as it must be: one page per rule and an index."""
     rules = all_rules()
     files = {f"{r.id}.md": rule_page(r) for r in rules.values()}
-    index = ["# shardcheck rules", "", "Generated from the rule definitions (`python -m shardcheck.rules.docs`).", "",
-             "| id | severity | applies to | title |", "|---|---|---|---|"]
+    index = [
+        "# shardcheck rules",
+        "",
+        "Generated from the rule definitions (`python -m shardcheck.rules.docs`).",
+        "",
+        "| id | severity | applies to | title |",
+        "|---|---|---|---|",
+    ]
     index += [f"| [{r.id}]({r.id}.md) | {r.severity} | {scope(r)} | {r.title} |" for r in rules.values()]
     files["README.md"] = "\n".join(index) + "\n"
     return files

@@ -17,43 +17,65 @@ from pathlib import Path
 CASES_DIR = Path(__file__).with_name("cases")
 
 # A verl launch that is valid apart from what a case changes: batch sizes every DP up to 16, and 32, divides.
-VERL_BATCH = ("data.train_batch_size=1441440 actor_rollout_ref.actor.ppo_mini_batch_size=1441440 "
-              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
-              "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 "
-              "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 critic.ppo_micro_batch_size_per_gpu=1 "
-              "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=1")
+VERL_BATCH = (
+    "data.train_batch_size=1441440 actor_rollout_ref.actor.ppo_mini_batch_size=1441440 "
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 "
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 critic.ppo_micro_batch_size_per_gpu=1 "
+    "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=1"
+)
 # A small MoE model given as Megatron-LM flags (48 layers, 32 heads, 4 query groups, 128 experts).
-SMALL_MOE = ("--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --group-query-attention --num-query-groups 4 "
-             "--num-experts 128 --moe-router-topk 8 --seq-length 4096 --max-position-embeddings 40960")
+SMALL_MOE = (
+    "--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --group-query-attention --num-query-groups 4 "
+    "--num-experts 128 --moe-router-topk 8 --seq-length 4096 --max-position-embeddings 40960"
+)
 
 
-def verl_launch(overrides: str = "", *, model: str = "Qwen3-30B-A3B", nodes: int = 1, gpus: int = 8,
-                before: str = "", config: str = "--config-name=ppo_megatron_trainer") -> str:
+def verl_launch(
+    overrides: str = "",
+    *,
+    model: str = "Qwen3-30B-A3B",
+    nodes: int = 1,
+    gpus: int = 8,
+    before: str = "",
+    config: str = "--config-name=ppo_megatron_trainer",
+) -> str:
     """A verl GRPO launch of ``model`` on ``nodes`` × ``gpus``, valid apart from ``overrides`` and ``before``."""
     words = " ".join(textwrap.dedent(overrides).split())
     model_path = model if model.startswith("/") else f"/models/{model}"
-    return (f"{before}\npython3 -m verl.trainer.main_ppo {config} actor_rollout_ref.model.path={model_path} "
-            f"trainer.nnodes={nodes} trainer.n_gpus_per_node={gpus} {VERL_BATCH} {words}\n")
+    return (
+        f"{before}\npython3 -m verl.trainer.main_ppo {config} actor_rollout_ref.model.path={model_path} "
+        f"trainer.nnodes={nodes} trainer.n_gpus_per_node={gpus} {VERL_BATCH} {words}\n"
+    )
 
 
 def megatron_lm_launch(flags: str = "", *, model: str = SMALL_MOE, nodes: int = 1, gpus: int = 8) -> str:
     """A valid Megatron-LM launch (torchrun + pretrain_gpt.py) apart from ``flags``; the last flag wins."""
-    return (f"torchrun --nnodes {nodes} --nproc-per-node {gpus} pretrain_gpt.py {model} --micro-batch-size 1 "
-            f"--global-batch-size 256 {flags}\n")
+    return (
+        f"torchrun --nnodes {nodes} --nproc-per-node {gpus} pretrain_gpt.py {model} --micro-batch-size 1 "
+        f"--global-batch-size 256 {flags}\n"
+    )
 
 
 def slime_launch(flags: str = "", *, model: str = SMALL_MOE, batch: str = "--rollout-batch-size 32") -> str:
     """A valid slime launch on one 8-GPU node, its rollout on 8 GPUs of its own, apart from ``flags``."""
-    return ("ray job submit --address=http://127.0.0.1:8265 -- python3 train.py --actor-num-nodes 1 "
-            "--actor-num-gpus-per-node 8 --rollout-num-gpus 8 --rollout-num-gpus-per-engine 8 "
-            f"{batch} --n-samples-per-prompt 8 --global-batch-size 256 {model} {flags}\n")
+    return (
+        "ray job submit --address=http://127.0.0.1:8265 -- python3 train.py --actor-num-nodes 1 "
+        "--actor-num-gpus-per-node 8 --rollout-num-gpus 8 --rollout-num-gpus-per-engine 8 "
+        f"{batch} --n-samples-per-prompt 8 --global-batch-size 256 {model} {flags}\n"
+    )
 
 
 LAUNCHES = {
-    "verl": (verl_launch, "A verl launch (Qwen3-30B-A3B, 1 node × 8 GPUs, ppo_megatron_trainer, batch sizes that "
-                          "divide, vLLM rollout TP 1)"),
-    "megatron-lm": (megatron_lm_launch, "A Megatron-LM launch (torchrun pretrain_gpt.py, 1 node × 8 GPUs, a small MoE "
-                                        "model as flags)"),
+    "verl": (
+        verl_launch,
+        "A verl launch (Qwen3-30B-A3B, 1 node × 8 GPUs, ppo_megatron_trainer, batch sizes that "
+        "divide, vLLM rollout TP 1)",
+    ),
+    "megatron-lm": (
+        megatron_lm_launch,
+        "A Megatron-LM launch (torchrun pretrain_gpt.py, 1 node × 8 GPUs, a small MoE model as flags)",
+    ),
     "slime": (slime_launch, "A slime launch (1 node × 8 GPUs, 8 rollout GPUs, a small MoE model as flags)"),
 }
 OPTIONS = ("model", "nodes", "gpus", "before", "config", "batch")
@@ -128,8 +150,11 @@ class Case:
             head += "\n\n(" + ", ".join(extra) + ")"
         if self.side == "good":
             return head + "\n\nreports nothing for this rule."
-        found = "\n".join(f"{'line ' + str(e.line) if e.line else '(no line)'}: {e.message}"
-                          + (f"\n    fix: {e.fix}" if e.fix else "") for e in self.expect)
+        found = "\n".join(
+            f"{'line ' + str(e.line) if e.line else '(no line)'}: {e.message}"
+            + (f"\n    fix: {e.fix}" if e.fix else "")
+            for e in self.expect
+        )
         return head + f"\n\nreports\n\n```\n{found}\n```"
 
 

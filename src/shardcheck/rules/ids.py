@@ -18,7 +18,7 @@ RENAMED: dict[str, str] = {}
 REMOVED: dict[str, str] = {
     # 3c42223: a `+key` near-miss in a dataclass section; the YAML lists fewer fields than the dataclass
     "VERL-CFG-ADDED-FIELD": "removed: verl's YAML lists fewer fields than its dataclasses, so it could not judge "
-                            "them; VERL-CFG-ADDED-KEY covers the other sections",
+    "them; VERL-CFG-ADDED-KEY covers the other sections",
 }
 
 
@@ -50,8 +50,9 @@ def check_id(written: str, current: Collection[str], *, prefix_ok: bool = True) 
     return IdCheck("unknown", target)
 
 
-def id_problem(written: str, where: str, current: Collection[str], *,
-               prefix_ok: bool = True) -> tuple[str, str | None] | None:
+def id_problem(
+    written: str, where: str, current: Collection[str], *, prefix_ok: bool = True
+) -> tuple[str, str | None] | None:
     """(message, fix) for an id that names no current rule, else None."""
     c = check_id(written, current, prefix_ok=prefix_ok)
     if c.kind == "ok":

@@ -19,8 +19,13 @@ def _did_you_mean(p: Problem) -> str | None:
     return f"did you mean `{p['suggestion']}`?" if p.args.get("suggestion") else None
 
 
-@rule("SHELL-PARSE", "warning", "A script line the shell parser does not understand",
-      notes=(Kind.SHELL_PARSE,), certain=True)
+@rule(
+    "SHELL-PARSE",
+    "warning",
+    "A script line the shell parser does not understand",
+    notes=(Kind.SHELL_PARSE,),
+    certain=True,
+)
 def shell_parse(p: Problem) -> Message:
     """
     tree-sitter-bash could not parse a line. shardcheck reads the rest of the script; values set
@@ -38,8 +43,13 @@ def shell_parse(p: Problem) -> Message:
     return f"line not understood by the shell parser: {p['line']!r}; values set there are unknown", None
 
 
-@rule("SHELL-SYNTAX", "error", "A word bash itself would reject", notes=(Kind.SHELL_SYNTAX, Kind.SHELL_PLACEHOLDER),
-      certain=True)
+@rule(
+    "SHELL-SYNTAX",
+    "error",
+    "A word bash itself would reject",
+    notes=(Kind.SHELL_SYNTAX, Kind.SHELL_PLACEHOLDER),
+    certain=True,
+)
 def shell_syntax(p: Problem) -> Message:
     """
     An unterminated quote, `${...}` or `$(...)`: bash stops with a syntax error before launching. A
@@ -60,8 +70,13 @@ def shell_syntax(p: Problem) -> Message:
     return f"{p['reason']}; bash would reject this line", None
 
 
-@rule("SHELL-CONTINUATION", "warning", "A backslash that escapes a space instead of the line end",
-      notes=(Kind.SHELL_CONTINUATION,), certain=True)
+@rule(
+    "SHELL-CONTINUATION",
+    "warning",
+    "A backslash that escapes a space instead of the line end",
+    notes=(Kind.SHELL_CONTINUATION,),
+    certain=True,
+)
 def shell_continuation(p: Problem) -> Message:
     """
     `\\ ` followed by a comment (`  key=v \\ # note`) escapes the space: bash passes the word `' '` to
@@ -77,8 +92,11 @@ def shell_continuation(p: Problem) -> Message:
     Source:
     bash(1), QUOTING (a backslash preserves the literal value of the next character) and COMMENTS.
     """
-    return ("`\\ ` escapes a space, not the line end: bash passes the word ' ' and ends the command here; the lines "
-            "below are not part of it", None)
+    return (
+        "`\\ ` escapes a space, not the line end: bash passes the word ' ' and ends the command here; the lines "
+        "below are not part of it",
+        None,
+    )
 
 
 @rule("SHELL-SOURCE", "info", "A `source FILE` shardcheck cannot follow", notes=(Kind.SHELL_SOURCE,), certain=True)
@@ -158,8 +176,9 @@ def shell_bound(p: Problem) -> Message:
     return p["text"], "write the value the launch needs, or give it with --env NAME=VALUE"
 
 
-@rule("HYDRA-OVERRIDE", "error", "An override Hydra rejects",
-      notes=(Kind.HYDRA_PARSE, Kind.HYDRA_REJECTED), certain=True)
+@rule(
+    "HYDRA-OVERRIDE", "error", "An override Hydra rejects", notes=(Kind.HYDRA_PARSE, Kind.HYDRA_REJECTED), certain=True
+)
 def hydra_override(p: Problem) -> Message:
     """
     Hydra parses every `key=value` word with its override grammar and applies it to the composed
@@ -176,13 +195,20 @@ def hydra_override(p: Problem) -> Message:
     hydra-core 1.3: hydra/core/override_parser, hydra/_internal/config_loader_impl.py _apply_overrides_to_config.
     """
     if p.kind is Kind.HYDRA_PARSE:
-        return (f"{p['text']}: Hydra cannot parse this override ({p['reason']})",
-                "quote the value for Hydra, e.g. key='\"value\"'")
+        return (
+            f"{p['text']}: Hydra cannot parse this override ({p['reason']})",
+            "quote the value for Hydra, e.g. key='\"value\"'",
+        )
     return f"{p['text']}: {p['reason']}", _did_you_mean(p)
 
 
-@rule("VERL-CFG-UNKNOWN-KEY", "error", "An override of a key verl's config does not have",
-      notes=(Kind.CONFIG_UNKNOWN_KEY,), certain=True)
+@rule(
+    "VERL-CFG-UNKNOWN-KEY",
+    "error",
+    "An override of a key verl's config does not have",
+    notes=(Kind.CONFIG_UNKNOWN_KEY,),
+    certain=True,
+)
 def unknown_key(p: Problem) -> Message:
     """
     verl's config is in Hydra's struct mode: `key=value` for a key that does not exist fails.
@@ -210,8 +236,13 @@ def unknown_key(p: Problem) -> Message:
     return message, fix
 
 
-@rule("VERL-CFG-ADDED-KEY", "warning", "A `+key` that is a near-miss of a key verl has",
-      notes=(Kind.CONFIG_ADDED_KEY,), certain=True)
+@rule(
+    "VERL-CFG-ADDED-KEY",
+    "warning",
+    "A `+key` that is a near-miss of a key verl has",
+    notes=(Kind.CONFIG_ADDED_KEY,),
+    certain=True,
+)
 def added_key(p: Problem) -> Message:
     """
     `+key=value` adds a key Hydra accepts; when it is a near-miss of an existing sibling key (a
@@ -230,8 +261,13 @@ def added_key(p: Problem) -> Message:
     return f"{p['text']}: {p['reason']}", _did_you_mean(p)
 
 
-@rule("VERL-CONFIG-CUSTOM", "warning", "A config shardcheck cannot read",
-      notes=(Kind.CONFIG_CUSTOM_GROUP, Kind.CONFIG_CUSTOM), certain=True)
+@rule(
+    "VERL-CONFIG-CUSTOM",
+    "warning",
+    "A config shardcheck cannot read",
+    notes=(Kind.CONFIG_CUSTOM_GROUP, Kind.CONFIG_CUSTOM),
+    certain=True,
+)
 def custom_config(p: Problem) -> Message:
     """
     The launch uses a config other than verl main_ppo's own (a recipe's config, another
@@ -248,16 +284,24 @@ def custom_config(p: Problem) -> Message:
     verl/trainer/main_ppo.py (@hydra.main config_path="config", config_name="ppo_trainer").
     """
     if p.kind is Kind.CONFIG_CUSTOM_GROUP:
-        said = (f"{p['option']} selects a config group option shardcheck does not read "
-                f"(it reads {', '.join(p['readable'])})")
+        said = (
+            f"{p['option']} selects a config group option shardcheck does not read "
+            f"(it reads {', '.join(p['readable'])})"
+        )
     else:
         said = f"config {p['config']} is not one of verl {p['entry']}'s own configs"
-    return (f"{said}; only the keys set on the command line are known, the rest are unknown, and keys are not "
-            "checked", None)
+    return (
+        f"{said}; only the keys set on the command line are known, the rest are unknown, and keys are not checked",
+        None,
+    )
 
 
-@rule("VALUE-BAD-SIZE", "error", "A parallel size that is not a positive integer",
-      notes=(Kind.NOT_POSITIVE, Kind.FLAG_NOT_A_NUMBER, Kind.FLAG_WITHOUT_VALUE))
+@rule(
+    "VALUE-BAD-SIZE",
+    "error",
+    "A parallel size that is not a positive integer",
+    notes=(Kind.NOT_POSITIVE, Kind.FLAG_NOT_A_NUMBER, Kind.FLAG_WITHOUT_VALUE),
+)
 def bad_size(p: Problem) -> Message:
     """
     Parallel sizes and node counts are positive integers.
@@ -273,18 +317,27 @@ def bad_size(p: Problem) -> Message:
     """
     if p.kind is Kind.NOT_POSITIVE:
         bound = f" (at most {p['at_most']})" if p.args.get("at_most") else ""
-        return (f"{p['name']} must be a positive integer{bound}, got {p['value']}",
-                f"set {p['name']} to a whole number ≥ 1")
+        return (
+            f"{p['name']} must be a positive integer{bound}, got {p['value']}",
+            f"set {p['name']} to a whole number ≥ 1",
+        )
     flag = p["flag"]
     if p.kind is Kind.FLAG_WITHOUT_VALUE:
-        return f"{flag}: argparse stops (\"argument {flag}: expected one argument\")", f"give {flag} a value"
+        return f'{flag}: argparse stops ("argument {flag}: expected one argument")', f"give {flag} a value"
     text, kind = p["text"], p["type"]
-    return (f"{flag} {text}: argparse rejects it (\"argument {flag}: invalid {kind} value: '{text}'\")",
-            f"give {flag} a {'whole number' if kind == 'int' else 'number'}")
+    return (
+        f"{flag} {text}: argparse rejects it (\"argument {flag}: invalid {kind} value: '{text}'\")",
+        f"give {flag} a {'whole number' if kind == 'int' else 'number'}",
+    )
 
 
-@rule("VALUE-BAD-TYPE", "error", "A setting of the wrong type", notes=(Kind.VALUE_BAD_TYPE, Kind.FLAG_WITHOUT_VALUES),
-      certain=True)
+@rule(
+    "VALUE-BAD-TYPE",
+    "error",
+    "A setting of the wrong type",
+    notes=(Kind.VALUE_BAD_TYPE, Kind.FLAG_WITHOUT_VALUES),
+    certain=True,
+)
 def bad_type(p: Problem) -> Message:
     """
     A value a rule or the memory estimate reads has the wrong type: a fraction where a whole number
@@ -303,7 +356,7 @@ def bad_type(p: Problem) -> Message:
     """
     if p.kind is Kind.FLAG_WITHOUT_VALUES:
         flag = p["flag"]
-        return f"{flag}: argparse stops (\"argument {flag}: expected at least one argument\")", f"give {flag} its values"
+        return f'{flag}: argparse stops ("argument {flag}: expected at least one argument")', f"give {flag} its values"
     return _bad_value(p)
 
 
@@ -313,8 +366,9 @@ def _bad_value(p: Problem) -> Message:
     return f"{p['key']} = {p['value']}: must be {p['what']}", f"set {p['key']} to {p['what']}"
 
 
-@rule("VALUE-BAD-RANGE", "error", "A number outside the range it must lie in", notes=(Kind.VALUE_BAD_RANGE,),
-      certain=True)
+@rule(
+    "VALUE-BAD-RANGE", "error", "A number outside the range it must lie in", notes=(Kind.VALUE_BAD_RANGE,), certain=True
+)
 def bad_range(p: Problem) -> Message:
     """
     A number a rule or the memory estimate reads lies outside its range: a batch size, length or size
@@ -337,8 +391,13 @@ def bad_range(p: Problem) -> Message:
 UNKNOWN_FIX = "give the value with --env NAME=VALUE, or set it literally in the script"
 
 
-@rule("VALUE-UNKNOWN", "warning", "A value a rule needs is not known statically", certain=True,
-      notes=(Kind.UNKNOWN_ARGUMENT, Kind.UNKNOWN_FLAG_ARGUMENT, Kind.UNKNOWN_MODEL_FLAG, Kind.UNKNOWN_VALUE))
+@rule(
+    "VALUE-UNKNOWN",
+    "warning",
+    "A value a rule needs is not known statically",
+    certain=True,
+    notes=(Kind.UNKNOWN_ARGUMENT, Kind.UNKNOWN_FLAG_ARGUMENT, Kind.UNKNOWN_MODEL_FLAG, Kind.UNKNOWN_VALUE),
+)
 def value_unknown(p: Problem) -> Message:
     """
     A value came from something shardcheck does not run (command substitution, a loop, a function,
@@ -355,14 +414,21 @@ def value_unknown(p: Problem) -> Message:
     shardcheck's reader.
     """
     if p.kind is Kind.UNKNOWN_ARGUMENT:
-        return (f"argument {p['text']} is unknown ({p['reason']}); it may set any key, so the verdict is undecided",
-                "give the values it is built from with --env NAME=VALUE")
+        return (
+            f"argument {p['text']} is unknown ({p['reason']}); it may set any key, so the verdict is undecided",
+            "give the values it is built from with --env NAME=VALUE",
+        )
     if p.kind is Kind.UNKNOWN_FLAG_ARGUMENT:
-        return ("an argument of unknown content stands where a flag would; it may set any flag, so the verdict is "
-                "undecided", "give the values it is built from with --env NAME=VALUE")
+        return (
+            "an argument of unknown content stands where a flag would; it may set any flag, so the verdict is "
+            "undecided",
+            "give the values it is built from with --env NAME=VALUE",
+        )
     if p.kind is Kind.UNKNOWN_MODEL_FLAG:
-        return (f"{p['flag']} is unknown ({p['reason']}); the model rules are not checked",
-                "give the value with --env NAME=VALUE")
+        return (
+            f"{p['flag']} is unknown ({p['reason']}); the model rules are not checked",
+            "give the value with --env NAME=VALUE",
+        )
     stops = f"; {p['rule']} is not checked" if p.args.get("rule") else ""
     return f"{p['name']} is unknown: {p['reason']}{stops}", UNKNOWN_FIX
 
@@ -372,17 +438,23 @@ def unknown_sizes(job: Job) -> Iterator[Problem]:
     nodes_key, devices_key, _ = job.cluster_keys
     needed = [(nodes_key, job.cluster.nnodes, None), (devices_key, job.cluster.devices_per_node, None)]
     for e in job.layouts:
-        needed += [(f"{e.key_prefix}.tensor_model_parallel_size", e.tp, e.role),
-                   (f"{e.key_prefix}.pipeline_model_parallel_size", e.pp, e.role),
-                   (f"{e.key_prefix}.context_parallel_size", e.cp, e.role),
-                   (f"{e.key_prefix}.expert_model_parallel_size", e.ep, e.role),
-                   (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting, e.role)]
+        needed += [
+            (f"{e.key_prefix}.tensor_model_parallel_size", e.tp, e.role),
+            (f"{e.key_prefix}.pipeline_model_parallel_size", e.pp, e.role),
+            (f"{e.key_prefix}.context_parallel_size", e.cp, e.role),
+            (f"{e.key_prefix}.expert_model_parallel_size", e.ep, e.role),
+            (f"{e.key_prefix}.expert_tensor_parallel_size", e.etp_setting, e.role),
+        ]
     for name, traced, role in needed:
-        if not traced.known and "not a positive integer" not in (traced.unknown or "") \
-                and not is_invalid(traced.unknown):
+        if (
+            not traced.known
+            and "not a positive integer" not in (traced.unknown or "")
+            and not is_invalid(traced.unknown)
+        ):
             where = traced.origin.first_script_line() or traced.origin
-            yield Problem(Kind.UNKNOWN_VALUE, where, {"name": name, "reason": traced.unknown, "rule": None,
-                                                      "role": role})
+            yield Problem(
+                Kind.UNKNOWN_VALUE, where, {"name": name, "reason": traced.unknown, "rule": None, "role": role}
+            )
 
 
 @rule("MODEL-NOT-FOUND", "info", "No model facts: model rules skipped", certain=True)
@@ -402,13 +474,21 @@ def model_not_found(job: Job) -> Iterator[Finding]:
     verl/workers/config/model.py HFModelConfig (AutoConfig.from_pretrained on model.path).
     """
     if job.model is None and job.model_problem:
-        yield finding("MODEL-NOT-FOUND", job.model_problem,
-                      job.model_path.origin.first_script_line() or job.model_path.origin,
-                      fix="pass --model-config path/to/config.json")
+        yield finding(
+            "MODEL-NOT-FOUND",
+            job.model_problem,
+            job.model_path.origin.first_script_line() or job.model_path.origin,
+            fix="pass --model-config path/to/config.json",
+        )
 
 
-@rule("SHELL-ENV-UNUSED", "warning", "An `--env NAME=VALUE` the script never reads",
-      notes=(Kind.ENV_UNUSED,), certain=True)
+@rule(
+    "SHELL-ENV-UNUSED",
+    "warning",
+    "An `--env NAME=VALUE` the script never reads",
+    notes=(Kind.ENV_UNUSED,),
+    certain=True,
+)
 def env_unused(p: Problem) -> Message:
     """
     `--env` gives a value the script reads from its environment (`$NNODES`, `${NNODES:-2}`). A name
@@ -425,14 +505,23 @@ def env_unused(p: Problem) -> Message:
     Source:
     shardcheck's reader: every `$NAME` the script expands without assigning it first.
     """
-    read = (f"; it reads {', '.join('$' + n for n in p['wanted'][:6])}" if p["wanted"]
-            else "; it reads no environment variable")
-    return (f"--env {p['name']}: {p['path']} never reads ${p['name']}, so the value changes nothing{read}",
-            f"did you mean --env {p['close']}=...?" if p["close"] else "remove it, or use the name the script reads")
+    read = (
+        f"; it reads {', '.join('$' + n for n in p['wanted'][:6])}"
+        if p["wanted"]
+        else "; it reads no environment variable"
+    )
+    return (
+        f"--env {p['name']}: {p['path']} never reads ${p['name']}, so the value changes nothing{read}",
+        f"did you mean --env {p['close']}=...?" if p["close"] else "remove it, or use the name the script reads",
+    )
 
 
-@rule("INPUT-NO-LAUNCH", "info", "A file without a launch command shardcheck recognises: skipped",
-      notes=(Kind.INPUT_NO_LAUNCH,))
+@rule(
+    "INPUT-NO-LAUNCH",
+    "info",
+    "A file without a launch command shardcheck recognises: skipped",
+    notes=(Kind.INPUT_NO_LAUNCH,),
+)
 def no_launch(p: Problem) -> Message:
     """
     The file was read but holds no verl (`python3 -m verl.trainer.main_ppo`), Megatron-LM
@@ -453,8 +542,12 @@ def no_launch(p: Problem) -> Message:
     return p["message"], None
 
 
-@rule("INPUT-UNREADABLE", "error", "A path that cannot be read: missing, a directory, no permission",
-      notes=(Kind.INPUT_UNREADABLE,))
+@rule(
+    "INPUT-UNREADABLE",
+    "error",
+    "A path that cannot be read: missing, a directory, no permission",
+    notes=(Kind.INPUT_UNREADABLE,),
+)
 def unreadable(p: Problem) -> Message:
     """
     The path given does not name a readable file. The other inputs are judged; the exit status is 1,
@@ -472,8 +565,7 @@ def unreadable(p: Problem) -> Message:
     return p["message"], None
 
 
-@rule("INPUT-UNUSABLE", "error", "A launch script shardcheck cannot use as a whole",
-      notes=(Kind.INPUT_UNUSABLE,))
+@rule("INPUT-UNUSABLE", "error", "A launch script shardcheck cannot use as a whole", notes=(Kind.INPUT_UNUSABLE,))
 def unusable(p: Problem) -> Message:
     """
     The file was read but cannot be judged: a line bash itself would reject before the launch, a
@@ -492,8 +584,12 @@ def unusable(p: Problem) -> Message:
     return p["message"], None
 
 
-@rule("SUPPRESS-UNKNOWN-ID", "warning", "A rule id in a disable comment or a setting that names no rule",
-      notes=(Kind.UNKNOWN_RULE_ID,))
+@rule(
+    "SUPPRESS-UNKNOWN-ID",
+    "warning",
+    "A rule id in a disable comment or a setting that names no rule",
+    notes=(Kind.UNKNOWN_RULE_ID,),
+)
 def unknown_id(p: Problem) -> Message:
     """
     `# shardcheck: disable=ID`, `select`, `ignore` and `per-file-ignores` name rule ids (or, in the

@@ -23,8 +23,11 @@ def _given(job: Job, name: str) -> bool:
     return not t.known or t.value is not None
 
 
-_VPP_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
-              "--pipeline-model-parallel-layout")
+_VPP_FLAGS = (
+    "--num-layers-per-virtual-pipeline-stage",
+    "--num-virtual-stages-per-pipeline-rank",
+    "--pipeline-model-parallel-layout",
+)
 
 
 @rule("MLM-VPP-EXCLUSIVE", "error", "At most one way of setting the virtual pipeline", frameworks=FLAG_FRAMEWORKS)
@@ -35,7 +38,8 @@ def vpp_exclusive(job: Job) -> Iterator[Finding]:
 
     Why:
     `validate_args` asserts `No more than one of the following arguments can be set at the same
-    time: --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,--pipeline-model-parallel-layout.`
+    time: --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,
+    --pipeline-model-parallel-layout.`
 
     Fix:
     Keep one of the three flags.
@@ -45,15 +49,22 @@ def vpp_exclusive(job: Job) -> Iterator[Finding]:
     """
     given = [k for k in _VPP_FLAGS if need(job.value(k), k) is not None]
     if len(given) > 1:
-        yield finding("MLM-VPP-EXCLUSIVE",
-                      f"{' and '.join(given)} are both set (Megatron-LM: \"No more than one of the following arguments "
-                      "can be set at the same time: --num-layers-per-virtual-pipeline-stage, "
-                      "--num-virtual-stages-per-pipeline-rank,--pipeline-model-parallel-layout.\")",
-                      where(*(job.value(k) for k in given[1:])), fix=f"remove {given[1]}")
+        yield finding(
+            "MLM-VPP-EXCLUSIVE",
+            f'{" and ".join(given)} are both set (Megatron-LM: "No more than one of the following arguments '
+            "can be set at the same time: --num-layers-per-virtual-pipeline-stage, "
+            '--num-virtual-stages-per-pipeline-rank,--pipeline-model-parallel-layout.")',
+            where(*(job.value(k) for k in given[1:])),
+            fix=f"remove {given[1]}",
+        )
 
 
-@rule("MLM-VPP-LAYERS", "error", "--num-layers-per-virtual-pipeline-stage must split each stage evenly",
-      frameworks=FLAG_FRAMEWORKS)
+@rule(
+    "MLM-VPP-LAYERS",
+    "error",
+    "--num-layers-per-virtual-pipeline-stage must split each stage evenly",
+    frameworks=FLAG_FRAMEWORKS,
+)
 def vpp_layers(job: Job) -> Iterator[Finding]:
     """
     `--num-layers-per-virtual-pipeline-stage k` derives VPP = (L+e+l) / PP / k: the layers must divide
@@ -82,28 +93,37 @@ def vpp_layers(job: Job) -> Iterator[Finding]:
         last = need(e.last_stage_layers, "--decoder-last-pipeline-num-layers")
         message = None
         if first is not None or last is not None:
-            message = ("please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline parallel degree "
-                       "when enable uneven pipeline parallelism")
+            message = (
+                "please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline parallel degree "
+                "when enable uneven pipeline parallelism"
+            )
             fix = "--num-virtual-stages-per-pipeline-rank V instead of --num-layers-per-virtual-pipeline-stage"
         else:
             layers = need(job.value("--num-layers"), "--num-layers")
             if layers is None:
                 continue
             pp = need(e.pp, "--pipeline-model-parallel-size")
-            total = layers + int(bool(need(e.account_for_embedding, "--account-for-embedding-in-pipeline-split"))) + int(
-                bool(need(e.account_for_loss, "--account-for-loss-in-pipeline-split")))
+            total = (
+                layers
+                + int(bool(need(e.account_for_embedding, "--account-for-embedding-in-pipeline-split")))
+                + int(bool(need(e.account_for_loss, "--account-for-loss-in-pipeline-split")))
+            )
             if total % pp:
                 message = "number of layers of the model must be divisible pipeline model parallel size"
                 fix = f"a PP dividing {total}"
             elif (total // pp) % k:
                 per = total // pp
-                message = ("number of layers per pipeline stage must be divisible number of layers per virtual "
-                           "pipeline stage")
-                fix = (f"--num-layers-per-virtual-pipeline-stage dividing {per}: "
-                       f"{', '.join(map(str, divisors(per)))}")
+                message = (
+                    "number of layers per pipeline stage must be divisible number of layers per virtual pipeline stage"
+                )
+                fix = f"--num-layers-per-virtual-pipeline-stage dividing {per}: {', '.join(map(str, divisors(per)))}"
         if message:
-            yield finding("MLM-VPP-LAYERS", f"--num-layers-per-virtual-pipeline-stage {k} (Megatron-LM: \"{message}\")",
-                          where(k_t), fix=fix)
+            yield finding(
+                "MLM-VPP-LAYERS",
+                f'--num-layers-per-virtual-pipeline-stage {k} (Megatron-LM: "{message}")',
+                where(k_t),
+                fix=fix,
+            )
 
 
 @rule("MLM-VPP-P2P", "error", "The interleaved schedule without p2p overlap needs PP > 2", frameworks=FLAG_FRAMEWORKS)
@@ -129,17 +149,23 @@ def vpp_p2p(job: Job) -> Iterator[Finding]:
         vpp = need(e.vpp, "virtual pipeline size")
         pp = need(e.pp, "--pipeline-model-parallel-size")
         if vpp is not None and pp <= 2:
-            yield finding("MLM-VPP-P2P",
-                          f"VPP {vpp}, PP {pp} with --no-overlap-p2p-communication (Megatron-LM: \"When interleaved "
-                          "schedule is used and p2p communication overlap is disabled, pipeline-model-parallel size "
-                          "should be greater than 2 to avoid having multiple p2p sends and recvs between same 2 ranks "
-                          "per communication batch\")",
-                          where(job.value("--no-overlap-p2p-communication"), e.pp),
-                          fix="remove --no-overlap-p2p-communication, or --pipeline-model-parallel-size > 2")
+            yield finding(
+                "MLM-VPP-P2P",
+                f'VPP {vpp}, PP {pp} with --no-overlap-p2p-communication (Megatron-LM: "When interleaved '
+                "schedule is used and p2p communication overlap is disabled, pipeline-model-parallel size "
+                "should be greater than 2 to avoid having multiple p2p sends and recvs between same 2 ranks "
+                'per communication batch")',
+                where(job.value("--no-overlap-p2p-communication"), e.pp),
+                fix="remove --no-overlap-p2p-communication, or --pipeline-model-parallel-size > 2",
+            )
 
 
-@rule("MLM-SEQ-CP", "error", "With context parallelism the sequence length must divide by 2·CP",
-      frameworks=FLAG_FRAMEWORKS)
+@rule(
+    "MLM-SEQ-CP",
+    "error",
+    "With context parallelism the sequence length must divide by 2·CP",
+    frameworks=FLAG_FRAMEWORKS,
+)
 def seq_cp(job: Job) -> Iterator[Finding]:
     """
     Context parallelism splits each sequence into 2·CP chunks (load-balanced), so `--seq-length`
@@ -160,14 +186,22 @@ def seq_cp(job: Job) -> Iterator[Finding]:
     for e in engines(job):
         cp = need(e.cp, "--context-parallel-size")
         if seq is not None and cp > 1 and seq % (2 * cp):
-            yield finding("MLM-SEQ-CP", f"--seq-length {seq} with CP {cp}: not a multiple of {2 * cp} (Megatron-LM: "
-                                        "\"seq-length should be a multiple of 2 * context-parallel-size if "
-                                        "context-parallel-size > 1.\")",
-                          where(seq_t, e.cp), fix=f"--seq-length {seq - seq % (2 * cp) or 2 * cp}")
+            yield finding(
+                "MLM-SEQ-CP",
+                f"--seq-length {seq} with CP {cp}: not a multiple of {2 * cp} (Megatron-LM: "
+                '"seq-length should be a multiple of 2 * context-parallel-size if '
+                'context-parallel-size > 1.")',
+                where(seq_t, e.cp),
+                fix=f"--seq-length {seq - seq % (2 * cp) or 2 * cp}",
+            )
 
 
-@rule("MLM-KV-CHANNELS", "error", "Without --kv-channels the hidden size must divide by the heads",
-      frameworks=FLAG_FRAMEWORKS)
+@rule(
+    "MLM-KV-CHANNELS",
+    "error",
+    "Without --kv-channels the hidden size must divide by the heads",
+    frameworks=FLAG_FRAMEWORKS,
+)
 def kv_channels(job: Job) -> Iterator[Finding]:
     """
     Megatron-LM derives the head dimension as `--hidden-size / --num-attention-heads` when
@@ -188,14 +222,19 @@ def kv_channels(job: Job) -> Iterator[Finding]:
     hidden_t, heads_t = job.value("--hidden-size"), job.value("--num-attention-heads")
     hidden, heads = need(hidden_t, "--hidden-size"), need(heads_t, "--num-attention-heads")
     if hidden and heads and hidden % heads:
-        yield finding("MLM-KV-CHANNELS", f"--hidden-size {hidden} is not a multiple of --num-attention-heads {heads} "
-                                         "and --kv-channels is not given (Megatron-LM asserts hidden_size % "
-                                         "num_attention_heads == 0)",
-                      where(hidden_t, heads_t), fix="add --kv-channels HEAD_DIM")
+        yield finding(
+            "MLM-KV-CHANNELS",
+            f"--hidden-size {hidden} is not a multiple of --num-attention-heads {heads} "
+            "and --kv-channels is not given (Megatron-LM asserts hidden_size % "
+            "num_attention_heads == 0)",
+            where(hidden_t, heads_t),
+            fix="add --kv-channels HEAD_DIM",
+        )
 
 
-@rule("MLM-GQA-FLAG", "warning", "--num-query-groups counts only with --group-query-attention",
-      frameworks=FLAG_FRAMEWORKS)
+@rule(
+    "MLM-GQA-FLAG", "warning", "--num-query-groups counts only with --group-query-attention", frameworks=FLAG_FRAMEWORKS
+)
 def gqa_flag(job: Job) -> Iterator[Finding]:
     """
     Megatron-LM passes `--num-query-groups` to the model only when `--group-query-attention` is
@@ -215,9 +254,13 @@ def gqa_flag(job: Job) -> Iterator[Finding]:
     if need(groups_t, "--num-query-groups") is None:
         return
     if not need(job.value("--group-query-attention"), "--group-query-attention"):
-        yield finding("MLM-GQA-FLAG", f"--num-query-groups {groups_t.value} without --group-query-attention: "
-                                      "Megatron-LM ignores it and builds one KV head per attention head",
-                      where(groups_t), fix="add --group-query-attention")
+        yield finding(
+            "MLM-GQA-FLAG",
+            f"--num-query-groups {groups_t.value} without --group-query-attention: "
+            "Megatron-LM ignores it and builds one KV head per attention head",
+            where(groups_t),
+            fix="add --group-query-attention",
+        )
 
 
 @rule("MLM-GBS-DIV", "error", "The global batch must divide by micro batch · DP", frameworks=FLAG_FRAMEWORKS)
@@ -248,14 +291,23 @@ def gbs_div(job: Job) -> Iterator[Finding]:
             continue  # the grid does not tile the world: MCORE-PS-WORLD
         if gbs % (mbs * dp):
             step = mbs * dp
-            yield finding("MLM-GBS-DIV", f"--global-batch-size {gbs}, micro batch {mbs}, DP {dp} (megatron-core: "
-                                         f"\"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) "
-                                         f"times data parallel size ({dp})\")",
-                          where(gbs_t), fix=f"--global-batch-size {max(step, gbs - gbs % step)} (a multiple of {step})")
+            yield finding(
+                "MLM-GBS-DIV",
+                f"--global-batch-size {gbs}, micro batch {mbs}, DP {dp} (megatron-core: "
+                f'"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) '
+                f'times data parallel size ({dp})")',
+                where(gbs_t),
+                fix=f"--global-batch-size {max(step, gbs - gbs % step)} (a multiple of {step})",
+            )
 
 
-@rule("MLM-FLAG-UNKNOWN", "warning", "A flag that is a near-miss of one Megatron-LM or slime has",
-      notes=(Kind.FLAG_UNKNOWN,), certain=True)
+@rule(
+    "MLM-FLAG-UNKNOWN",
+    "warning",
+    "A flag that is a near-miss of one Megatron-LM or slime has",
+    notes=(Kind.FLAG_UNKNOWN,),
+    certain=True,
+)
 def flag_unknown(p: Problem) -> Message:
     """
     A `--flag` that is not among the flags shardcheck reads but is one or two letters from one of
@@ -272,7 +324,11 @@ def flag_unknown(p: Problem) -> Message:
     megatron/training/arguments.py, parse_args (Megatron-LM main); slime/backends/megatron_utils/arguments.py.
     """
     if p["close"]:
-        return (f"{p['flag']} is not a flag shardcheck knows; it is close to {p['meant']}",
-                f"did you mean `{p['meant']}`?")
-    return (f"{p['flag']} is not a Megatron-LM flag (its arguments.py has no such option)",
-            f"did you mean `{p['meant']}`?")
+        return (
+            f"{p['flag']} is not a flag shardcheck knows; it is close to {p['meant']}",
+            f"did you mean `{p['meant']}`?",
+        )
+    return (
+        f"{p['flag']} is not a Megatron-LM flag (its arguments.py has no such option)",
+        f"did you mean `{p['meant']}`?",
+    )

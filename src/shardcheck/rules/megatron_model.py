@@ -48,16 +48,21 @@ def heads_tp(job: Job) -> Iterator[Finding]:
             yield finding(
                 "MCORE-TC-HEADS-TP",
                 f"[{e.role}] {job.model.name} has {heads} attention heads, not a multiple of TP {tp} "
-                f"(megatron-core: \"num_attention_heads ({heads}) must be a multiple of "
-                f"tensor_model_parallel_size ({tp}).\")",
+                f'(megatron-core: "num_attention_heads ({heads}) must be a multiple of '
+                f'tensor_model_parallel_size ({tp}).")',
                 where(e.tp),
                 fix=f"TP must divide {heads}: {_valid(heads, lambda d: heads % d == 0)}",
                 role=e.role,
             )
 
 
-@rule("MCORE-TC-QG-TP", "error", "KV heads (query groups) must be a multiple or a divisor of TP",
-      needs_model=True, engine="megatron")
+@rule(
+    "MCORE-TC-QG-TP",
+    "error",
+    "KV heads (query groups) must be a multiple or a divisor of TP",
+    needs_model=True,
+    engine="megatron",
+)
 def query_groups_tp(job: Job) -> Iterator[Finding]:
     """
     With grouped-query attention the KV heads (`num_query_groups`, HF `num_key_value_heads`) are
@@ -81,17 +86,22 @@ def query_groups_tp(job: Job) -> Iterator[Finding]:
             yield finding(
                 "MCORE-TC-QG-TP",
                 f"[{e.role}] {job.model.name} has {groups} KV heads, neither a multiple nor a divisor of TP {tp} "
-                f"(megatron-core: \"num_query_groups ({groups}) must be a multiple or divisor of "
-                f"tensor_model_parallel_size ({tp}).\")",
+                f'(megatron-core: "num_query_groups ({groups}) must be a multiple or divisor of '
+                f'tensor_model_parallel_size ({tp}).")',
                 where(e.tp),
                 fix=f"a TP that divides {groups} or is a multiple of it, e.g. "
-                    f"{_valid(max(groups, 16), lambda d: groups % d == 0 or d % groups == 0)}",
+                f"{_valid(max(groups, 16), lambda d: groups % d == 0 or d % groups == 0)}",
                 role=e.role,
             )
 
 
-@rule("MCORE-TC-MOE-EP-NOEXP", "error", "Expert parallelism needs a model with experts",
-      needs_model=True, engine="megatron")
+@rule(
+    "MCORE-TC-MOE-EP-NOEXP",
+    "error",
+    "Expert parallelism needs a model with experts",
+    needs_model=True,
+    engine="megatron",
+)
 def ep_needs_experts(job: Job) -> Iterator[Finding]:
     """
     EP > 1 splits routed experts over ranks; a dense model has none.
@@ -114,7 +124,7 @@ def ep_needs_experts(job: Job) -> Iterator[Finding]:
             yield finding(
                 "MCORE-TC-MOE-EP-NOEXP",
                 f"[{e.role}] EP {ep} but {job.model.name} is a dense model (megatron-core: "
-                "\"num_moe_experts must be non None to use expert-parallel.\")",
+                '"num_moe_experts must be non None to use expert-parallel.")',
                 where(e.ep),
                 fix=f"{e.key_prefix}.expert_model_parallel_size=1",
                 role=e.role,
@@ -158,20 +168,34 @@ STAGE_LIMIT = 4096  # pipeline stages listed one by one; a larger PP is not spli
 
 def layer_split(layout: MegatronLayout, num_layers: int) -> Split | SplitError | None:
     """The pipeline split of ``layout`` (None when a value it needs is unknown or a layout string is used)."""
-    values = (layout.pp, layout.vpp, layout.first_stage_layers, layout.last_stage_layers,
-              layout.account_for_embedding, layout.account_for_loss)
+    values = (
+        layout.pp,
+        layout.vpp,
+        layout.first_stage_layers,
+        layout.last_stage_layers,
+        layout.account_for_embedding,
+        layout.account_for_loss,
+    )
     if not all(v.known for v in values) or (layout.layout_string.known and layout.layout_string.value):
         return None
     if not isinstance(layout.pp.value, int) or layout.pp.value > STAGE_LIMIT:
         return None  # past what shardcheck lists stage by stage (mesh and the rank rules still judge the sizes)
-    return _split(num_layers, layout.pp.value, layout.first_stage_layers.value, layout.last_stage_layers.value,
-                  layout.vpp.value, bool(layout.account_for_embedding.value), bool(layout.account_for_loss.value))
+    return _split(
+        num_layers,
+        layout.pp.value,
+        layout.first_stage_layers.value,
+        layout.last_stage_layers.value,
+        layout.vpp.value,
+        bool(layout.account_for_embedding.value),
+        bool(layout.account_for_loss.value),
+    )
 
 
 @lru_cache(maxsize=256)
 def _split(num_layers, pp, first, last, vpp, emb, loss):
-    return split_layers(num_layers, pp, first=first, last=last, vpp=vpp, account_for_embedding=emb,
-                        account_for_loss=loss)
+    return split_layers(
+        num_layers, pp, first=first, last=last, vpp=vpp, account_for_embedding=emb, account_for_loss=loss
+    )
 
 
 def _split_findings(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
@@ -190,11 +214,16 @@ def _split_findings(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
         uneven = first is not None or last is not None
         facts = f"{layers} layers, PP {e.pp.value}"
         if uneven:
-            facts += f", first stage {first if first is not None else '-'}, last stage {last if last is not None else '-'}"
+            facts += (
+                f", first stage {first if first is not None else '-'}, last stage {last if last is not None else '-'}"
+            )
         if e.vpp.value is not None:
             facts += f", VPP {e.vpp.value}"
-        quoted = (f"megatron-core: \"{result.message}\"" if kind is not Kind.SPLIT_NEGATIVE_STAGE
-                  else f"{result.message} (megatron-core does not check this)")
+        quoted = (
+            f'megatron-core: "{result.message}"'
+            if kind is not Kind.SPLIT_NEGATIVE_STAGE
+            else f"{result.message} (megatron-core does not check this)"
+        )
         lost = _lost_split(job, e)
         yield finding(
             rule_id,
@@ -216,8 +245,10 @@ def _lost_split(job: Job, e: MegatronLayout) -> str:
     if not had:
         return ""
     word = e.first_stage_layers.origin.first_script_line()
-    return (f" (the actor's first/last stage layers are not inherited: line {word.line} replaced the "
-            f"inherited {e.key_prefix}.override_transformer_config with a new dict)")
+    return (
+        f" (the actor's first/last stage layers are not inherited: line {word.line} replaced the "
+        f"inherited {e.key_prefix}.override_transformer_config with a new dict)"
+    )
 
 
 _TRIED = 1 << 16  # first/last stage sizes tried for a fix text
@@ -228,18 +259,26 @@ def _split_fix(e: MegatronLayout, layers: int) -> str:
     first, last = e.first_stage_layers.value, e.last_stage_layers.value
     base = f"{e.key_prefix}.override_transformer_config"
     if first is None and last is None:
-        fits = [p for p in range(1, min(layers, 64) + 1) if layers % p == 0 and (vpp is None or (layers // p) % vpp == 0)]
+        fits = [
+            p for p in range(1, min(layers, 64) + 1) if layers % p == 0 and (vpp is None or (layers // p) % vpp == 0)
+        ]
         options = []
         for f in range(1, min(layers, _TRIED)):  # the first few are shown: never a loop to a hostile layer count
-            if pp > 2 and (layers - 2 * f) > 0 and (layers - 2 * f) % (pp - 2) == 0 and (
-                    vpp is None or (f % vpp == 0 and ((layers - 2 * f) // (pp - 2)) % vpp == 0)):
+            if (
+                pp > 2
+                and (layers - 2 * f) > 0
+                and (layers - 2 * f) % (pp - 2) == 0
+                and (vpp is None or (f % vpp == 0 and ((layers - 2 * f) // (pp - 2)) % vpp == 0))
+            ):
                 options.append(f)
                 if len(options) == 8:
                     break
         text = f"a PP dividing {layers}: {', '.join(map(str, fits))}"
         if options:
-            text += (f"; or keep PP {pp} with an uneven split: +{base}.num_layers_in_first_pipeline_stage=F and "
-                     f"+{base}.num_layers_in_last_pipeline_stage=F with F in {', '.join(map(str, options[:8]))}")
+            text += (
+                f"; or keep PP {pp} with an uneven split: +{base}.num_layers_in_first_pipeline_stage=F and "
+                f"+{base}.num_layers_in_last_pipeline_stage=F with F in {', '.join(map(str, options[:8]))}"
+            )
         return text
     fixes = []
     if pp > 2:
@@ -250,16 +289,21 @@ def _split_fix(e: MegatronLayout, layers: int) -> str:
                 if len(fixes) == 8:
                     break
     if fixes:
-        return (f"with PP {pp}, first = last = F layers works for F in {', '.join(map(str, fixes[:8]))} "
-                f"({base}.num_layers_in_first/last_pipeline_stage)")
+        return (
+            f"with PP {pp}, first = last = F layers works for F in {', '.join(map(str, fixes[:8]))} "
+            f"({base}.num_layers_in_first/last_pipeline_stage)"
+        )
     return f"choose first/last stage layers so the other {pp - 2 if pp > 2 else 0} stages get equal whole layers"
 
 
-
-
-
-@rule("MCORE-TC-UNEVEN-POS", "error", "First/last pipeline stage layer counts must be positive",
-      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_POS,))
+@rule(
+    "MCORE-TC-UNEVEN-POS",
+    "error",
+    "First/last pipeline stage layer counts must be positive",
+    needs_model=True,
+    engine="megatron",
+    problems=(Kind.SPLIT_UNEVEN_POS,),
+)
 def tc_uneven_pos(job: Job) -> Iterator[Finding]:
     """
     `num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage`, when set, must be > 0.
@@ -275,8 +319,16 @@ def tc_uneven_pos(job: Job) -> Iterator[Finding]:
     megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
     """
     return _split_findings(job, "MCORE-TC-UNEVEN-POS", Kind.SPLIT_UNEVEN_POS)
-@rule("MCORE-TC-UNEVEN-MIDDLE", "error", "Uneven pipeline: the middle stages must get equal whole layers",
-      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_MIDDLE,))
+
+
+@rule(
+    "MCORE-TC-UNEVEN-MIDDLE",
+    "error",
+    "Uneven pipeline: the middle stages must get equal whole layers",
+    needs_model=True,
+    engine="megatron",
+    problems=(Kind.SPLIT_UNEVEN_MIDDLE,),
+)
 def tc_uneven_middle(job: Job) -> Iterator[Finding]:
     """
     With an uneven split, the layers left after the first/last stage (M = L − first − last) are
@@ -295,8 +347,16 @@ def tc_uneven_middle(job: Job) -> Iterator[Finding]:
     megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
     """
     return _split_findings(job, "MCORE-TC-UNEVEN-MIDDLE", Kind.SPLIT_UNEVEN_MIDDLE)
-@rule("MCORE-TC-UNEVEN-VPP", "error", "Uneven pipeline with VPP: each stage's layers must divide by VPP",
-      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_VPP,))
+
+
+@rule(
+    "MCORE-TC-UNEVEN-VPP",
+    "error",
+    "Uneven pipeline with VPP: each stage's layers must divide by VPP",
+    needs_model=True,
+    engine="megatron",
+    problems=(Kind.SPLIT_UNEVEN_VPP,),
+)
 def tc_uneven_vpp(job: Job) -> Iterator[Finding]:
     """
     With the interleaved schedule every pipeline stage is split into VPP chunks: the first, last and
@@ -314,8 +374,16 @@ def tc_uneven_vpp(job: Job) -> Iterator[Finding]:
     megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
     """
     return _split_findings(job, "MCORE-TC-UNEVEN-VPP", Kind.SPLIT_UNEVEN_VPP)
-@rule("MCORE-TC-UNEVEN-ACCOUNT", "error", "Uneven first/last stages exclude account_for_embedding/loss",
-      needs_model=True, engine="megatron", problems=(Kind.SPLIT_UNEVEN_ACCOUNT,))
+
+
+@rule(
+    "MCORE-TC-UNEVEN-ACCOUNT",
+    "error",
+    "Uneven first/last stages exclude account_for_embedding/loss",
+    needs_model=True,
+    engine="megatron",
+    problems=(Kind.SPLIT_UNEVEN_ACCOUNT,),
+)
 def tc_uneven_account(job: Job) -> Iterator[Finding]:
     """
     `num_layers_in_first/last_pipeline_stage` cannot be combined with
@@ -333,8 +401,16 @@ def tc_uneven_account(job: Job) -> Iterator[Finding]:
     megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
     """
     return _split_findings(job, "MCORE-TC-UNEVEN-ACCOUNT", Kind.SPLIT_UNEVEN_ACCOUNT)
-@rule("MCORE-BUILD-NEGATIVE-STAGE", "error", "First and last stages take more layers than the model has",
-      needs_model=True, engine="megatron", problems=(Kind.SPLIT_NEGATIVE_STAGE,))
+
+
+@rule(
+    "MCORE-BUILD-NEGATIVE-STAGE",
+    "error",
+    "First and last stages take more layers than the model has",
+    needs_model=True,
+    engine="megatron",
+    problems=(Kind.SPLIT_NEGATIVE_STAGE,),
+)
 def build_negative_stage(job: Job) -> Iterator[Finding]:
     """
     With an uneven split, `num_layers_in_first_pipeline_stage + num_layers_in_last_pipeline_stage`
@@ -353,8 +429,16 @@ def build_negative_stage(job: Job) -> Iterator[Finding]:
     megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
     """
     return _split_findings(job, "MCORE-BUILD-NEGATIVE-STAGE", Kind.SPLIT_NEGATIVE_STAGE)
-@rule("MCORE-TC-ACCOUNT-SPLIT", "error", "With account_for_embedding/loss, L+e+l must split evenly over PP (and VPP)",
-      needs_model=True, engine="megatron", problems=(Kind.SPLIT_ACCOUNT,))
+
+
+@rule(
+    "MCORE-TC-ACCOUNT-SPLIT",
+    "error",
+    "With account_for_embedding/loss, L+e+l must split evenly over PP (and VPP)",
+    needs_model=True,
+    engine="megatron",
+    problems=(Kind.SPLIT_ACCOUNT,),
+)
 def tc_account_split(job: Job) -> Iterator[Finding]:
     """
     When the embedding and/or loss count as a layer in the pipeline split, L + e + l must divide by
@@ -372,8 +456,16 @@ def tc_account_split(job: Job) -> Iterator[Finding]:
     megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
     """
     return _split_findings(job, "MCORE-TC-ACCOUNT-SPLIT", Kind.SPLIT_ACCOUNT)
-@rule("MCORE-BUILD-LAYERS-PP", "error", "Even pipeline split: layers must divide by PP",
-      needs_model=True, engine="megatron", problems=(Kind.SPLIT_LAYERS_PP,))
+
+
+@rule(
+    "MCORE-BUILD-LAYERS-PP",
+    "error",
+    "Even pipeline split: layers must divide by PP",
+    needs_model=True,
+    engine="megatron",
+    problems=(Kind.SPLIT_LAYERS_PP,),
+)
 def build_layers_pp(job: Job) -> Iterator[Finding]:
     """
     Without an uneven split, every pipeline stage builds L / PP layers.
@@ -390,8 +482,16 @@ def build_layers_pp(job: Job) -> Iterator[Finding]:
     megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
     """
     return _split_findings(job, "MCORE-BUILD-LAYERS-PP", Kind.SPLIT_LAYERS_PP)
-@rule("MCORE-BUILD-VPP", "error", "Even split with VPP: layers per stage must divide by VPP",
-      needs_model=True, engine="megatron", problems=(Kind.SPLIT_VPP,))
+
+
+@rule(
+    "MCORE-BUILD-VPP",
+    "error",
+    "Even split with VPP: layers per stage must divide by VPP",
+    needs_model=True,
+    engine="megatron",
+    problems=(Kind.SPLIT_VPP,),
+)
 def build_vpp(job: Job) -> Iterator[Finding]:
     """
     With the interleaved schedule each stage's L / PP layers are split into VPP chunks.
@@ -413,8 +513,12 @@ def build_vpp(job: Job) -> Iterator[Finding]:
 _RECOMPUTE = "override_transformer_config"
 
 
-@rule("MCORE-TC-RECOMPUTE", "error", "Activation recompute settings must be a combination Megatron-Core accepts",
-      engine="megatron")
+@rule(
+    "MCORE-TC-RECOMPUTE",
+    "error",
+    "Activation recompute settings must be a combination Megatron-Core accepts",
+    engine="megatron",
+)
 def recompute(job: Job) -> Iterator[Finding]:
     """
     `recompute_granularity` is `full` or `selective`; `full` needs `recompute_method` `block` or
@@ -454,17 +558,18 @@ def recompute(job: Job) -> Iterator[Finding]:
             message = f'Using recompute_granularity: {gran} so recompute_method must be "block" or "uniform"'
             fix = f"+{e.key_prefix}.{_RECOMPUTE}.recompute_method=uniform"
         elif gran != "selective" and layers is None:
-            message = (f"When using recompute_granularity: {gran} recompute_num_layers must be between 1 and "
-                       "num_layers_per_pipeline_rank")
+            message = (
+                f"When using recompute_granularity: {gran} recompute_num_layers must be between 1 and "
+                "num_layers_per_pipeline_rank"
+            )
             fix = f"+{e.key_prefix}.{_RECOMPUTE}.recompute_num_layers=1"
         elif gran == "selective" and layers is not None:
             message, at = f"When using recompute_granularity: {gran} recompute_num_layers must be None.", layers_t
             fix = "remove recompute_num_layers"
         if message:
-            yield finding("MCORE-TC-RECOMPUTE", f"[{e.role}] megatron-core: \"{message}\"", where(at), fix=fix,
-                          role=e.role)
-
-
+            yield finding(
+                "MCORE-TC-RECOMPUTE", f'[{e.role}] megatron-core: "{message}"', where(at), fix=fix, role=e.role
+            )
 
 
 def _provider_value(e: MegatronLayout, name: str) -> tuple[object, Traced | None]:
@@ -475,8 +580,13 @@ def _provider_value(e: MegatronLayout, name: str) -> tuple[object, Traced | None
     return PROVIDER_DEFAULTS[name], None
 
 
-@rule("MCORE-TC-MOE-DISPATCH", "error", "The MoE token dispatcher must support verl's variable sequence lengths",
-      frameworks=("verl",), engine="megatron")
+@rule(
+    "MCORE-TC-MOE-DISPATCH",
+    "error",
+    "The MoE token dispatcher must support verl's variable sequence lengths",
+    frameworks=("verl",),
+    engine="megatron",
+)
 def moe_dispatch(job: Job) -> Iterator[Finding]:
     """
     verl packs sequences of different lengths and sets `variable_seq_lengths=True` and the
@@ -500,16 +610,21 @@ def moe_dispatch(job: Job) -> Iterator[Finding]:
         variable, v_origin = _provider_value(e, "variable_seq_lengths")
         deepep, p_origin = _provider_value(e, "moe_enable_deepep")
         if deepep and dispatcher != "flex":
-            yield finding("MCORE-TC-MOE-DISPATCH",
-                          f"[{e.role}] moe_enable_deepep with the {dispatcher} dispatcher (megatron-core: "
-                          "\"DeepEP backend is only supported with flex token dispatcher.\")",
-                          where(*(o for o in (p_origin, d_origin) if o is not None)),
-                          fix="moe_token_dispatcher_type=flex", role=e.role)
+            yield finding(
+                "MCORE-TC-MOE-DISPATCH",
+                f"[{e.role}] moe_enable_deepep with the {dispatcher} dispatcher (megatron-core: "
+                '"DeepEP backend is only supported with flex token dispatcher.")',
+                where(*(o for o in (p_origin, d_origin) if o is not None)),
+                fix="moe_token_dispatcher_type=flex",
+                role=e.role,
+            )
         elif dispatcher == "allgather" and variable is True:
-            yield finding("MCORE-TC-MOE-DISPATCH",
-                          f"[{e.role}] the allgather dispatcher with verl's variable_seq_lengths=True (megatron-core: "
-                          "\"Token dispatcher type: allgather does not support variable sequence length, please use "
-                          "alltoall dispatcher instead.\")",
-                          where(*(o for o in (d_origin, v_origin) if o is not None)),
-                          fix=f"remove {e.key_prefix}.{_RECOMPUTE}.moe_token_dispatcher_type (verl uses alltoall)",
-                          role=e.role)
+            yield finding(
+                "MCORE-TC-MOE-DISPATCH",
+                f"[{e.role}] the allgather dispatcher with verl's variable_seq_lengths=True (megatron-core: "
+                '"Token dispatcher type: allgather does not support variable sequence length, please use '
+                'alltoall dispatcher instead.")',
+                where(*(o for o in (d_origin, v_origin) if o is not None)),
+                fix=f"remove {e.key_prefix}.{_RECOMPUTE}.moe_token_dispatcher_type (verl uses alltoall)",
+                role=e.role,
+            )

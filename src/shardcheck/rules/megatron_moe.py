@@ -20,17 +20,27 @@ def _override_settings(job: Job) -> Iterator[tuple[str, str, Traced, Traced, Tra
     """verl: each engine's own override_transformer_config."""
     for e in engines(job):
         otc = e.transformer_overrides
-        yield (e.role, f"{e.key_prefix}.override_transformer_config.",
-               otc.get("moe_expert_capacity_factor", _DEFAULT),
-               otc.get("moe_router_load_balancing_type",
-                       Traced("aux_loss", Origin(kind="default", text="megatron-core default aux_loss"))),
-               otc.get("moe_pad_expert_input_to_capacity", _DEFAULT))
+        yield (
+            e.role,
+            f"{e.key_prefix}.override_transformer_config.",
+            otc.get("moe_expert_capacity_factor", _DEFAULT),
+            otc.get(
+                "moe_router_load_balancing_type",
+                Traced("aux_loss", Origin(kind="default", text="megatron-core default aux_loss")),
+            ),
+            otc.get("moe_pad_expert_input_to_capacity", _DEFAULT),
+        )
 
 
 def _flag_settings(job: Job) -> Iterator[tuple[str, str, Traced, Traced, Traced]]:
     """Megatron-LM and slime: the command line's flags."""
-    yield ("actor", "--", job.value("--moe-expert-capacity-factor"), job.value("--moe-router-load-balancing-type"),
-           job.value("--moe-pad-expert-input-to-capacity"))
+    yield (
+        "actor",
+        "--",
+        job.value("--moe-expert-capacity-factor"),
+        job.value("--moe-router-load-balancing-type"),
+        job.value("--moe-pad-expert-input-to-capacity"),
+    )
 
 
 # Where each framework sets the MoE options: (role, how to set it, capacity factor, load-balancing type,
@@ -42,8 +52,13 @@ def _moe_settings(job: Job) -> Iterator[tuple[str, str, Traced, Traced, Traced]]
     return _MOE_SETTINGS[job.framework](job)
 
 
-@rule("MCORE-TC-MOE-CAPACITY", "error", "The MoE capacity factor needs a load-balancing type that supports it",
-      frameworks=("verl", "megatron-lm", "slime"), engine="megatron")
+@rule(
+    "MCORE-TC-MOE-CAPACITY",
+    "error",
+    "The MoE capacity factor needs a load-balancing type that supports it",
+    frameworks=("verl", "megatron-lm", "slime"),
+    engine="megatron",
+)
 def moe_capacity(job: Job) -> Iterator[Finding]:
     """
     `moe_expert_capacity_factor` (token dropping) works only with the `aux_loss`, `seq_aux_loss`,
@@ -70,22 +85,34 @@ def moe_capacity(job: Job) -> Iterator[Finding]:
             kinds = balancing if isinstance(balancing, list) else [balancing]
             bad = [k for k in kinds if k not in _CAPACITY_BALANCING]
             if bad:
-                yield finding("MCORE-TC-MOE-CAPACITY",
-                              f"[{role}] moe_expert_capacity_factor {capacity} with load balancing {', '.join(bad)}: "
-                              "megatron-core: \"moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, "
-                              "global_aux_loss or none load balancing\"", where(balancing_t, capacity_t),
-                              fix=f"{prefix}moe_router_load_balancing_type aux_loss (or seq_aux_loss, global_aux_loss, "
-                                  "none), or drop the capacity factor", role=role)
+                yield finding(
+                    "MCORE-TC-MOE-CAPACITY",
+                    f"[{role}] moe_expert_capacity_factor {capacity} with load balancing {', '.join(bad)}: "
+                    'megatron-core: "moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, '
+                    'global_aux_loss or none load balancing"',
+                    where(balancing_t, capacity_t),
+                    fix=f"{prefix}moe_router_load_balancing_type aux_loss (or seq_aux_loss, global_aux_loss, "
+                    "none), or drop the capacity factor",
+                    role=role,
+                )
         elif pad:
-            yield finding("MCORE-TC-MOE-CAPACITY",
-                          f"[{role}] moe_pad_expert_input_to_capacity without a capacity factor: megatron-core: "
-                          "\"moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity\"",
-                          where(pad_t), fix=f"set {prefix}moe_expert_capacity_factor (e.g. 1.0) or drop the padding",
-                          role=role)
+            yield finding(
+                "MCORE-TC-MOE-CAPACITY",
+                f"[{role}] moe_pad_expert_input_to_capacity without a capacity factor: megatron-core: "
+                '"moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity"',
+                where(pad_t),
+                fix=f"set {prefix}moe_expert_capacity_factor (e.g. 1.0) or drop the padding",
+                role=role,
+            )
 
 
-@rule("MCORE-PS-DISTOPT-INSTANCES", "error", "DP·CP and expert DP must divide by the distributed-optimizer instances",
-      frameworks=("megatron-lm", "slime"), engine="megatron")
+@rule(
+    "MCORE-PS-DISTOPT-INSTANCES",
+    "error",
+    "DP·CP and expert DP must divide by the distributed-optimizer instances",
+    frameworks=("megatron-lm", "slime"),
+    engine="megatron",
+)
 def distopt_instances(job: Job) -> Iterator[Finding]:
     """
     With `--num-distributed-optimizer-instances K` the distributed optimizer shards over DP·CP / K
@@ -117,8 +144,11 @@ def distopt_instances(job: Job) -> Iterator[Finding]:
     edp = need(owner.edp(world), "EDP")
     for size, what, text in ((dp * cp, "DP·CP", "Data parallel size"), (edp, "EDP", "Expert data parallel size")):
         if size % k:
-            yield finding("MCORE-PS-DISTOPT-INSTANCES",
-                          f"{what} {size} does not divide by --num-distributed-optimizer-instances {k}: megatron-core: "
-                          f"\"{text} should be divisible by partial DistOpt shard factor\"", where(k_t),
-                          fix=f"a K dividing both DP·CP {dp * cp} and EDP {edp}")
+            yield finding(
+                "MCORE-PS-DISTOPT-INSTANCES",
+                f"{what} {size} does not divide by --num-distributed-optimizer-instances {k}: megatron-core: "
+                f'"{text} should be divisible by partial DistOpt shard factor"',
+                where(k_t),
+                fix=f"a K dividing both DP·CP {dp * cp} and EDP {edp}",
+            )
             return

@@ -16,8 +16,13 @@ from shardcheck.rules.base import Finding, engines, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
 
 
-@rule("MCORE-PS-WORLD", "error", "The dense grid TP·PP·CP must divide the world size",
-      engine="megatron", problems=(Kind.GRID_WORLD,))
+@rule(
+    "MCORE-PS-WORLD",
+    "error",
+    "The dense grid TP·PP·CP must divide the world size",
+    engine="megatron",
+    problems=(Kind.GRID_WORLD,),
+)
 def world_tiling(job: Job) -> Iterator[Finding]:
     """
     Megatron-Core splits the world into a dense grid of TP·CP·DP·PP ranks, so TP·PP·CP must divide
@@ -36,22 +41,30 @@ def world_tiling(job: Job) -> Iterator[Finding]:
     world = job.cluster.world
     for e in engines(job):
         w = need(world, job.world_name)
-        tp, pp, cp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size"), need(
-            e.pp, f"{e.key_prefix}.pipeline_model_parallel_size"), need(e.cp, f"{e.key_prefix}.context_parallel_size")
+        tp, pp, cp = (
+            need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size"),
+            need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size"),
+            need(e.cp, f"{e.key_prefix}.context_parallel_size"),
+        )
         model = tp * pp * cp
         if message := world_error(w, tp, pp, cp):
             yield finding(
                 "MCORE-PS-WORLD",
                 f"[{e.role}] TP {tp} · PP {pp} · CP {cp} = {model} does not divide world {w} "
-                f"(megatron-core: \"{message}\")",
+                f'(megatron-core: "{message}")',
                 where(e.tp, e.pp, e.cp, world),
                 fix=f"make TP·PP·CP a divisor of {w}: one of {', '.join(map(str, divisors(w)))}",
                 role=e.role,
             )
 
 
-@rule("MCORE-PS-EXPERT-FOLD", "error", "The expert grid ETP·EP·PP must divide the world size",
-      engine="megatron", problems=(Kind.GRID_EXPERT_FOLD,))
+@rule(
+    "MCORE-PS-EXPERT-FOLD",
+    "error",
+    "The expert grid ETP·EP·PP must divide the world size",
+    engine="megatron",
+    problems=(Kind.GRID_EXPERT_FOLD,),
+)
 def expert_grid(job: Job) -> Iterator[Finding]:
     """
     Since megatron-core 0.10 ("MoE parallel folding") the expert layers get their own grid:
@@ -99,7 +112,7 @@ def expert_grid(job: Job) -> Iterator[Finding]:
                 "MCORE-PS-EXPERT-FOLD",
                 f"[{e.role}] DP {dp.value} is not a multiple of EP {ep}: megatron-core {mcore} has no MoE parallel "
                 f"folding (it arrived in 0.10), so EP must divide DP = world / (TP·PP·CP) "
-                f"(megatron-core {mcore}: \"{message}\")",
+                f'(megatron-core {mcore}: "{message}")',
                 where(e.ep, e.tp, e.pp, e.cp, world),
                 fix=f"run on megatron-core ≥ 0.10 (--megatron-core-version), or an EP dividing {dp.value}",
                 role=e.role,
@@ -120,15 +133,20 @@ def expert_grid(job: Job) -> Iterator[Finding]:
         yield finding(
             "MCORE-PS-EXPERT-FOLD",
             f"[{e.role}] EP {ep} · {etp_text} · PP {pp} = {grid} does not divide world {w} "
-            f"(megatron-core: \"{message}\")",
+            f'(megatron-core: "{message}")',
             anchor,
             fix=", or ".join(fixes) or f"make ETP·EP·PP a divisor of {w}",
             role=e.role,
         )
 
 
-@rule("MCORE-PS-VPP-PP", "error", "A virtual pipeline size needs pipeline parallelism (PP > 1)",
-      engine="megatron", problems=(Kind.GRID_VPP_PP,))
+@rule(
+    "MCORE-PS-VPP-PP",
+    "error",
+    "A virtual pipeline size needs pipeline parallelism (PP > 1)",
+    engine="megatron",
+    problems=(Kind.GRID_VPP_PP,),
+)
 def vpp_needs_pp(job: Job) -> Iterator[Finding]:
     """
     The interleaved schedule (virtual pipeline, VPP) splits each pipeline stage into chunks; it
@@ -152,7 +170,7 @@ def vpp_needs_pp(job: Job) -> Iterator[Finding]:
         if message := vpp_error(vpp, pp):
             yield finding(
                 "MCORE-PS-VPP-PP",
-                f"[{e.role}] VPP {vpp} with PP {pp} (megatron-core: \"{message}\")",
+                f'[{e.role}] VPP {vpp} with PP {pp} (megatron-core: "{message}")',
                 where(e.vpp, e.pp),
                 fix=f"{e.key_prefix}.virtual_pipeline_model_parallel_size=null, or PP > 1",
                 role=e.role,
@@ -166,20 +184,32 @@ def _grid_error(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
     world = job.cluster.world
     for e in engines(job):
         w = need(world, job.world_name)
-        sizes = dict(tp=need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size"),
-                     pp=need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size"),
-                     cp=need(e.cp, f"{e.key_prefix}.context_parallel_size"),
-                     ep=need(e.ep, f"{e.key_prefix}.expert_model_parallel_size"),
-                     etp=need(e.etp_setting, f"{e.key_prefix}.expert_tensor_parallel_size"),
-                     vpp=need(e.vpp, f"{e.key_prefix}.virtual_pipeline_model_parallel_size"))
+        sizes = dict(
+            tp=need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size"),
+            pp=need(e.pp, f"{e.key_prefix}.pipeline_model_parallel_size"),
+            cp=need(e.cp, f"{e.key_prefix}.context_parallel_size"),
+            ep=need(e.ep, f"{e.key_prefix}.expert_model_parallel_size"),
+            etp=need(e.etp_setting, f"{e.key_prefix}.expert_tensor_parallel_size"),
+            vpp=need(e.vpp, f"{e.key_prefix}.virtual_pipeline_model_parallel_size"),
+        )
         result = build_grid(world=w, order=e.order, mcore=job.megatron_core_version, **sizes)
         if isinstance(result, GridError) and result.kind is kind:
-            yield finding(rule_id, f"[{e.role}] order {e.order}: megatron-core: \"{result.message}\"",
-                          where(e.tp, e.pp, e.cp, e.ep), fix="use the default order tp-cp-ep-dp-pp", role=e.role)
+            yield finding(
+                rule_id,
+                f'[{e.role}] order {e.order}: megatron-core: "{result.message}"',
+                where(e.tp, e.pp, e.cp, e.ep),
+                fix="use the default order tp-cp-ep-dp-pp",
+                role=e.role,
+            )
 
 
-@rule("MCORE-PS-ORDER-TOKEN", "error", "Every parallel dimension of size > 1 must be named in the rank order",
-      engine="megatron", problems=(Kind.GRID_ORDER_TOKEN,))
+@rule(
+    "MCORE-PS-ORDER-TOKEN",
+    "error",
+    "Every parallel dimension of size > 1 must be named in the rank order",
+    engine="megatron",
+    problems=(Kind.GRID_ORDER_TOKEN,),
+)
 def order_tokens(job: Job) -> Iterator[Finding]:
     """
     Megatron-Core lays ranks out along an order string (default `tp-cp-ep-dp-pp`, first fastest);
@@ -199,8 +229,13 @@ def order_tokens(job: Job) -> Iterator[Finding]:
     return _grid_error(job, "MCORE-PS-ORDER-TOKEN", Kind.GRID_ORDER_TOKEN)
 
 
-@rule("MCORE-PS-ORDER-PPLAST", "error", "An order not ending in pp needs the same DP for dense and expert layers",
-      engine="megatron", problems=(Kind.GRID_ORDER_PPLAST,))
+@rule(
+    "MCORE-PS-ORDER-PPLAST",
+    "error",
+    "An order not ending in pp needs the same DP for dense and expert layers",
+    engine="megatron",
+    problems=(Kind.GRID_ORDER_PPLAST,),
+)
 def order_pp_last(job: Job) -> Iterator[Finding]:
     """
     With PP > 1 and an order that does not end in `pp` (e.g. Megatron-LM's
@@ -219,8 +254,13 @@ def order_pp_last(job: Job) -> Iterator[Finding]:
     return _grid_error(job, "MCORE-PS-ORDER-PPLAST", Kind.GRID_ORDER_PPLAST)
 
 
-@rule("MCORE-PS-PP-GROUPS", "error", "Dense and expert pipeline groups must be the same",
-      engine="megatron", problems=(Kind.GRID_PP_GROUPS,))
+@rule(
+    "MCORE-PS-PP-GROUPS",
+    "error",
+    "Dense and expert pipeline groups must be the same",
+    engine="megatron",
+    problems=(Kind.GRID_PP_GROUPS,),
+)
 def pp_groups_agree(job: Job) -> Iterator[Finding]:
     """
     Both grids share the pipeline axis: the PP groups computed from the dense and from the expert
@@ -264,8 +304,16 @@ def group_locality(job: Job) -> Iterator[Finding]:
     for e in engines(job):
         if not all(t.known for t in (e.tp, e.pp, e.cp, e.ep, e.etp_setting, e.vpp)):
             return
-        grid = build_grid(world=world.value, tp=e.tp.value, pp=e.pp.value, cp=e.cp.value, ep=e.ep.value,
-                          etp=e.etp_setting.value, vpp=e.vpp.value, order=e.order)
+        grid = build_grid(
+            world=world.value,
+            tp=e.tp.value,
+            pp=e.pp.value,
+            cp=e.cp.value,
+            ep=e.ep.value,
+            etp=e.etp_setting.value,
+            vpp=e.vpp.value,
+            order=e.order,
+        )
         if not isinstance(grid, Grid):
             continue
         for c in crossings(grid, per_node.value):
@@ -276,7 +324,8 @@ def group_locality(job: Job) -> Iterator[Finding]:
                 f"[{e.role}] {c.groups_crossing} of {c.groups_total} {c.name.upper()} groups of {c.size} ranks span "
                 f"nodes of {per_node.value} devices (e.g. ranks {_ranks(c.example)})",
                 where(e.tp if c.name == "tp" else e.ep, per_node),
-                fix=c.keeps_local, role=e.role,
+                fix=c.keeps_local,
+                role=e.role,
             )
 
 

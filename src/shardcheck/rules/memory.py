@@ -53,8 +53,10 @@ def _beyond_every_preset(exact_bytes: int, est: MemoryEstimate) -> str:
     largest = largest_of_kind(est.device.kind)
     if exact_bytes <= largest.memory_bytes:
         return ""
-    return (f"; weights, grads and optimizer alone exceed even the largest {est.device.kind} preset, "
-            f"{largest.name} {_gib(largest.memory_bytes)}")
+    return (
+        f"; weights, grads and optimizer alone exceed even the largest {est.device.kind} preset, "
+        f"{largest.name} {_gib(largest.memory_bytes)}"
+    )
 
 
 def _severity(certain: bool, est: MemoryEstimate) -> str | None:
@@ -82,8 +84,13 @@ def _train_fix(s: StageMemory, keys: FixKeys) -> tuple[str, str, str]:
     return term, key, fix
 
 
-@rule("MEM-TRAIN-OOM", "error", "A pipeline stage's predicted training peak exceeds the device memory",
-      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
+@rule(
+    "MEM-TRAIN-OOM",
+    "error",
+    "A pipeline stage's predicted training peak exceeds the device memory",
+    needs_model=True,
+    frameworks=MEMORY_FRAMEWORKS,
+)
 def train_oom(job: Job) -> Iterator[Finding]:
     """
     The update step's peak on one device of each pipeline stage class: weights, fp32 gradients, Adam
@@ -123,28 +130,49 @@ def _train_oom(job: Job, est: MemoryEstimate, s: StageMemory, phase: str, batch_
     b = s.bytes
     exact = sum(b.get(k, 0) for k in ("weights", "grads", "optimizer", "ref_weights", "critic_state", "actor_state"))
     term, key, fix = _train_fix(s, _keys(job))
-    parts = ", ".join(f"{k} {_gib(b[k])}" for k in ("weights", "grads", "optimizer", "gathered", "activations", "logits",
-                                                     "ref_weights", "critic_state", "actor_state", "workspace")
-                      if b.get(k))
+    parts = ", ".join(
+        f"{k} {_gib(b[k])}"
+        for k in (
+            "weights",
+            "grads",
+            "optimizer",
+            "gathered",
+            "activations",
+            "logits",
+            "ref_weights",
+            "critic_state",
+            "actor_state",
+            "workspace",
+        )
+        if b.get(k)
+    )
     certain = exact > cap
     beyond = _beyond_every_preset(exact, est)
     bound = f"; micro batches sized at {batch_bound}" if batch_bound else ""
-    return finding("MEM-TRAIN-OOM",
-                   f"{phase}{_ranks(s)} ({s.layers} layers): predicted device peak {_gib(s.total)} (allocated "
-                   f"{_gib(b['allocated'])}) > {est.device.name} "
-                   f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
-                   f"{bound}{_assumed(est)}{beyond}",
-                   where(job.value(key), *_engine_sizes(job)), fix=fix,
-                   severity="error" if beyond else _severity(certain, est),
-                   scope=_ranks(s))
+    return finding(
+        "MEM-TRAIN-OOM",
+        f"{phase}{_ranks(s)} ({s.layers} layers): predicted device peak {_gib(s.total)} (allocated "
+        f"{_gib(b['allocated'])}) > {est.device.name} "
+        f"{_gib(cap)} ({parts}); {'weights, grads and optimizer alone exceed it' if certain else f'largest: {term}'}"
+        f"{bound}{_assumed(est)}{beyond}",
+        where(job.value(key), *_engine_sizes(job)),
+        fix=fix,
+        severity="error" if beyond else _severity(certain, est),
+        scope=_ranks(s),
+    )
 
 
 def _one_request(r: RolloutMemory) -> int:
     return r.kv_bytes_per_token * r.max_model_len
 
 
-@rule("MEM-ROLLOUT-KV", "error", "One request of max_model_len tokens does not fit the rollout KV cache",
-      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
+@rule(
+    "MEM-ROLLOUT-KV",
+    "error",
+    "One request of max_model_len tokens does not fit the rollout KV cache",
+    needs_model=True,
+    frameworks=MEMORY_FRAMEWORKS,
+)
 def rollout_kv(job: Job) -> Iterator[Finding]:
     """
     vLLM sizes its KV cache as `gpu_memory_utilization` × device memory minus the weights and its
@@ -187,25 +215,38 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
         # sglang 0.5.15.post1 srt/model_executor/pool_configurator.py (an empty pool) and
         # model_runner_kv_cache_mixin.py (weights over the static budget); a request longer than the pool
         # cannot be scheduled.
-        said = ("SGLang: \"Not enough memory. Please try to increase --mem-fraction-static.\" — " if r.kv_budget_bytes <= 0
-                else "SGLang's KV pool cannot hold one request of the context length — ")
+        said = (
+            'SGLang: "Not enough memory. Please try to increase --mem-fraction-static." — '
+            if r.kv_budget_bytes <= 0
+            else "SGLang's KV pool cannot hold one request of the context length — "
+        )
         head = f"{said}{need_bytes / GIB:.2f} GiB KV cache per request of {r.max_model_len} tokens, pool {budget}"
     else:
-        head = (f"vLLM: \"To serve at least one request with the model's max seq len ({r.max_model_len}), "
-                f"({need_bytes / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-                f"{budget}\"")
-    yield finding("MEM-ROLLOUT-KV",
-                  f"{head} — {r.kv_bytes_per_token} bytes per token per device at "
-                  f"rollout TP {r.tp}; available = {util.value} × {est.device.name} {_gib(est.device.memory_bytes)} − "
-                  f"{_gib(r.weights_bytes)} of weights"
-                  + ("" if certain else f" − vLLM's ≈{_gib(r.reserve_bytes)} profiling reserve (estimated)") + _assumed(est),
-                  where(util, job.value(keys.max_model_len), job.rollout.tp, job.cluster.nnodes),
-                  fix=f"raise {keys.memory_fraction}, raise the rollout TP, or lower {keys.max_model_len}",
-                  severity=_severity(certain, est))
+        head = (
+            f"vLLM: \"To serve at least one request with the model's max seq len ({r.max_model_len}), "
+            f"({need_bytes / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f'{budget}"'
+        )
+    yield finding(
+        "MEM-ROLLOUT-KV",
+        f"{head} — {r.kv_bytes_per_token} bytes per token per device at "
+        f"rollout TP {r.tp}; available = {util.value} × {est.device.name} {_gib(est.device.memory_bytes)} − "
+        f"{_gib(r.weights_bytes)} of weights"
+        + ("" if certain else f" − vLLM's ≈{_gib(r.reserve_bytes)} profiling reserve (estimated)")
+        + _assumed(est),
+        where(util, job.value(keys.max_model_len), job.rollout.tp, job.cluster.nnodes),
+        fix=f"raise {keys.memory_fraction}, raise the rollout TP, or lower {keys.max_model_len}",
+        severity=_severity(certain, est),
+    )
 
 
-@rule("MEM-ROLLOUT-CONCURRENCY", "warning", "Fewer full-length requests fit the KV cache than one engine gets per step",
-      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
+@rule(
+    "MEM-ROLLOUT-CONCURRENCY",
+    "warning",
+    "Fewer full-length requests fit the KV cache than one engine gets per step",
+    needs_model=True,
+    frameworks=MEMORY_FRAMEWORKS,
+)
 def rollout_concurrency(job: Job) -> Iterator[Finding]:
     """
     Each step sends `train_batch_size × n` requests, spread over the rollout replicas and over the
@@ -231,17 +272,24 @@ def rollout_concurrency(job: Job) -> Iterator[Finding]:
     wanted = r.requests_per_engine
     if wanted is None or r.max_concurrent_full_requests >= wanted or _one_request(r) > r.kv_budget_bytes:
         return
-    yield finding("MEM-ROLLOUT-CONCURRENCY",
-                  f"each rollout engine (TP {r.tp}) gets {wanted} requests per step but its KV cache holds "
-                  f"{r.max_concurrent_full_requests} of {r.request_tokens} tokens at once "
-                  f"({_gib(max(0, r.kv_budget_bytes))} budget, {_gib(r.kv_bytes_per_token * r.request_tokens)} each)",
-                  where(job.value(_keys(job).memory_fraction), job.rollout.dp, job.rollout.tp, job.cluster.nnodes),
-                  fix=f"raise {_keys(job).memory_fraction} or the rollout DP ({_keys(job).rollout_dp}), "
-                      f"or lower {_keys(job).response}")
+    yield finding(
+        "MEM-ROLLOUT-CONCURRENCY",
+        f"each rollout engine (TP {r.tp}) gets {wanted} requests per step but its KV cache holds "
+        f"{r.max_concurrent_full_requests} of {r.request_tokens} tokens at once "
+        f"({_gib(max(0, r.kv_budget_bytes))} budget, {_gib(r.kv_bytes_per_token * r.request_tokens)} each)",
+        where(job.value(_keys(job).memory_fraction), job.rollout.dp, job.rollout.tp, job.cluster.nnodes),
+        fix=f"raise {_keys(job).memory_fraction} or the rollout DP ({_keys(job).rollout_dp}), "
+        f"or lower {_keys(job).response}",
+    )
 
 
-@rule("MEM-HOST", "error", "Offloaded state exceeds the host memory given with --host-memory",
-      needs_model=True, frameworks=MEMORY_FRAMEWORKS)
+@rule(
+    "MEM-HOST",
+    "error",
+    "Offloaded state exceeds the host memory given with --host-memory",
+    needs_model=True,
+    frameworks=MEMORY_FRAMEWORKS,
+)
 def host_memory(job: Job) -> Iterator[Finding]:
     """
     verl's `param_offload` / `optimizer_offload` (and Megatron's optimizer CPU offload) keep the
@@ -269,8 +317,10 @@ def host_memory(job: Job) -> Iterator[Finding]:
         return
     h = est.host
     keys = _keys(job).offload
-    yield finding("MEM-HOST",
-                  f"{h.devices_per_node} devices per node offload {_gib(h.offloaded_bytes_per_device)} each "
-                  f"({'; '.join(h.terms)}): {_gib(h.bytes_per_node)} > host memory {_gib(job.host_memory_bytes)}",
-                  where(job.value(keys[0]), job.value(keys[1]), job.cluster.devices_per_node, job.cluster.nnodes),
-                  fix=keys[2])
+    yield finding(
+        "MEM-HOST",
+        f"{h.devices_per_node} devices per node offload {_gib(h.offloaded_bytes_per_device)} each "
+        f"({'; '.join(h.terms)}): {_gib(h.bytes_per_node)} > host memory {_gib(job.host_memory_bytes)}",
+        where(job.value(keys[0]), job.value(keys[1]), job.cluster.devices_per_node, job.cluster.nnodes),
+        fix=keys[2],
+    )

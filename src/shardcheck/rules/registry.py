@@ -57,8 +57,15 @@ def render(problem: Problem) -> Finding:
     """The finding a note (a problem found while reading or resolving) becomes."""
     r = all_rules()[rule_id(problem.kind)]
     message, fix = r.render(problem)
-    return finding(r.id, message, problem.origin, fix=fix, severity=problem.severity, role=problem.args.get("role"),
-                   data={"kind": problem.kind.value, **problem.args})
+    return finding(
+        r.id,
+        message,
+        problem.origin,
+        fix=fix,
+        severity=problem.severity,
+        role=problem.args.get("role"),
+        data={"kind": problem.kind.value, **problem.args},
+    )
 
 
 def check_id(written: str, *, prefix_ok: bool = True) -> ids.IdCheck:
@@ -105,19 +112,30 @@ def run_rules(job: Job) -> tuple[list[Finding], list[str]]:
                 continue  # already a VALUE-BAD-* finding at its line
             where = exc.traced.origin.first_script_line() or exc.traced.origin
             key = (where.location, exc.traced.unknown)
-            stopped.setdefault(key, Problem(Kind.UNKNOWN_VALUE, where, {
-                "name": exc.name, "reason": exc.traced.unknown, "rule": rule_obj.id}))
-    reported = {(f.origin.location if f.origin else None, f.data.get("reason"))
-                for f in findings if f.data.get("kind") == Kind.UNKNOWN_VALUE.value}
+            stopped.setdefault(
+                key,
+                Problem(
+                    Kind.UNKNOWN_VALUE, where, {"name": exc.name, "reason": exc.traced.unknown, "rule": rule_obj.id}
+                ),
+            )
+    reported = {
+        (f.origin.location if f.origin else None, f.data.get("reason"))
+        for f in findings
+        if f.data.get("kind") == Kind.UNKNOWN_VALUE.value
+    }
     for (location, reason), problem in stopped.items():
         if (location, reason) not in reported:
             findings.append(render(problem))
     if job.open_arguments:
         lines = ", ".join(str(o.line) for o in job.open_arguments[:4])
         findings = [
-            replace(f, conditional=True,
-                    message=f"{f.message} — as read; the unknown argument(s) at line {lines} could change this")
-            if f.severity == "error" and not all_rules()[f.rule].certain else f
+            replace(
+                f,
+                conditional=True,
+                message=f"{f.message} — as read; the unknown argument(s) at line {lines} could change this",
+            )
+            if f.severity == "error" and not all_rules()[f.rule].certain
+            else f
             for f in findings
         ]
     return findings, skipped

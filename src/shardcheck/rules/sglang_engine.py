@@ -18,8 +18,14 @@ RO = "actor_rollout_ref.rollout"
 SGL = f"{RO}.engine_kwargs.sglang"
 
 
-@rule("SGLANG-TP-HEADS", "error", "SGLang's attention TP must divide the attention heads", needs_model=True,
-      frameworks=("verl", "slime"), engine="sglang")
+@rule(
+    "SGLANG-TP-HEADS",
+    "error",
+    "SGLang's attention TP must divide the attention heads",
+    needs_model=True,
+    frameworks=("verl", "slime"),
+    engine="sglang",
+)
 def sglang_heads(job: Job) -> Iterator[Finding]:
     """
     verl gives SGLang the whole replica as its tensor-parallel size (rollout TP · DP); without DP
@@ -46,16 +52,28 @@ def sglang_heads(job: Job) -> Iterator[Finding]:
     split = engine.attn_tp(job.model.model_type)
     if heads % split:
         good = divisors(heads)
-        yield finding("SGLANG-TP-HEADS", f"{job.model.name} has {heads} attention heads, split over {split} ranks "
-                                         f"({engine.split_text()}): SGLang asserts total_num_heads % attn_tp_size == 0",
-                      where(*engine.sizes),
-                      fix=f"an attention TP in {', '.join(map(str, good))}"
-                          + ("" if engine.dp_attention_on or engine.dp == 1 else
-                             f"; or {engine.dp_attention_key} (attention TP = {engine.attention_tp_said})"))
+        yield finding(
+            "SGLANG-TP-HEADS",
+            f"{job.model.name} has {heads} attention heads, split over {split} ranks "
+            f"({engine.split_text()}): SGLang asserts total_num_heads % attn_tp_size == 0",
+            where(*engine.sizes),
+            fix=f"an attention TP in {', '.join(map(str, good))}"
+            + (
+                ""
+                if engine.dp_attention_on or engine.dp == 1
+                else f"; or {engine.dp_attention_key} (attention TP = {engine.attention_tp_said})"
+            ),
+        )
 
 
-@rule("SGLANG-TP-KV", "error", "SGLang's attention TP and the KV heads must divide one another", needs_model=True,
-      frameworks=("verl", "slime"), engine="sglang")
+@rule(
+    "SGLANG-TP-KV",
+    "error",
+    "SGLang's attention TP and the KV heads must divide one another",
+    needs_model=True,
+    frameworks=("verl", "slime"),
+    engine="sglang",
+)
 def sglang_kv_heads(job: Job) -> Iterator[Finding]:
     """
     SGLang splits the KV heads over the attention TP ranks when there are at least as many, and
@@ -79,9 +97,13 @@ def sglang_kv_heads(job: Job) -> Iterator[Finding]:
         return
     split = engine.attn_tp(job.model.model_type)
     if (split >= kv and split % kv) or (split < kv and kv % split):
-        yield finding("SGLANG-TP-KV", f"{job.model.name} has {kv} KV heads and attention TP {split} "
-                                      f"({engine.split_text()}): neither divides the other",
-                      where(*engine.sizes), fix=f"an attention TP dividing {kv} or a multiple of it")
+        yield finding(
+            "SGLANG-TP-KV",
+            f"{job.model.name} has {kv} KV heads and attention TP {split} "
+            f"({engine.split_text()}): neither divides the other",
+            where(*engine.sizes),
+            fix=f"an attention TP dividing {kv} or a multiple of it",
+        )
 
 
 @rule("SGLANG-DP-ATTN", "error", "SGLang rollout DP > 1 needs DP attention", frameworks=("verl",), engine="sglang")
@@ -111,16 +133,30 @@ def sglang_dp_attention(job: Job) -> Iterator[Finding]:
     size = need(job.rollout.pp, f"{RO}.pipeline_model_parallel_size") * engine.tp_size
     nodes = size // min(need(g_t, f"{RO}.n_gpus_per_node"), size)
     if nodes > 1:
-        message = f"multi-node data parallel is not supported unless dp attention! (SGLang; the replica spans {nodes} nodes)"
+        message = (
+            f"multi-node data parallel is not supported unless dp attention! (SGLang; the replica spans {nodes} nodes)"
+        )
     else:
-        message = (f"without DP attention SGLang starts dp_size {engine.dp} engines of tp_size {engine.tp_size} "
-                   f"devices each ({engine.dp * engine.tp_size} devices); the replica has {engine.tp_size}")
-    yield finding("SGLANG-DP-ATTN", message, where(job.rollout.dp, engine.dp_attention_setting),
-                  fix=f"+{SGL}.enable_dp_attention=True, or {RO}.data_parallel_size=1")
+        message = (
+            f"without DP attention SGLang starts dp_size {engine.dp} engines of tp_size {engine.tp_size} "
+            f"devices each ({engine.dp * engine.tp_size} devices); the replica has {engine.tp_size}"
+        )
+    yield finding(
+        "SGLANG-DP-ATTN",
+        message,
+        where(job.rollout.dp, engine.dp_attention_setting),
+        fix=f"+{SGL}.enable_dp_attention=True, or {RO}.data_parallel_size=1",
+    )
 
 
-@rule("SGLANG-EP-EXPERTS", "error", "SGLang's expert parallel size must divide the routed experts", needs_model=True,
-      frameworks=("verl", "slime"), engine="sglang")
+@rule(
+    "SGLANG-EP-EXPERTS",
+    "error",
+    "SGLang's expert parallel size must divide the routed experts",
+    needs_model=True,
+    frameworks=("verl", "slime"),
+    engine="sglang",
+)
 def sglang_experts(job: Job) -> Iterator[Finding]:
     """
     With `expert_parallel_size` > 1 each SGLang rank holds experts / EP routed experts.
@@ -141,14 +177,22 @@ def sglang_experts(job: Job) -> Iterator[Finding]:
         return
     if experts % engine.ep:
         good = [d for d in divisors(experts) if d > 1]
-        yield finding("SGLANG-EP-EXPERTS", f"{job.model.name} has {experts} routed experts, rollout EP {engine.ep}: "
-                                           "SGLang asserts (num_experts - num_shared_slots) % moe_ep_size == 0",
-                      where(engine.ep_setting),
-                      fix=f"{engine.ep_said} in {', '.join(map(str, good[:12]))}")
+        yield finding(
+            "SGLANG-EP-EXPERTS",
+            f"{job.model.name} has {experts} routed experts, rollout EP {engine.ep}: "
+            "SGLang asserts (num_experts - num_shared_slots) % moe_ep_size == 0",
+            where(engine.ep_setting),
+            fix=f"{engine.ep_said} in {', '.join(map(str, good[:12]))}",
+        )
 
 
-@rule("SGLANG-MEM-FRACTION", "error", "SGLang's mem_fraction_static must lie strictly between 0 and 1",
-      frameworks=("verl",), engine="sglang")
+@rule(
+    "SGLANG-MEM-FRACTION",
+    "error",
+    "SGLang's mem_fraction_static must lie strictly between 0 and 1",
+    frameworks=("verl",),
+    engine="sglang",
+)
 def sglang_mem_fraction(job: Job) -> Iterator[Finding]:
     """
     verl passes `rollout.gpu_memory_utilization` to SGLang as `mem_fraction_static` (unless
@@ -172,11 +216,20 @@ def sglang_mem_fraction(job: Job) -> Iterator[Finding]:
     if sglang_server(job) is None:
         return
     own_t = job.value(f"{SGL}.mem_fraction_static")
-    frac_t = own_t if need(own_t, f"{SGL}.mem_fraction_static") is not None else job.value(f"{RO}.gpu_memory_utilization")
+    frac_t = (
+        own_t if need(own_t, f"{SGL}.mem_fraction_static") is not None else job.value(f"{RO}.gpu_memory_utilization")
+    )
     frac = need(frac_t, f"{RO}.gpu_memory_utilization")
     if isinstance(frac, bool) or not isinstance(frac, (int, float)) or 0 < frac < 1:
         return
-    why = ("the KV cache pool is empty: \"Not enough memory. Please try to increase --mem-fraction-static.\""
-           if frac <= 0 else "the KV cache pool takes all free memory, none is left for activations and CUDA graphs")
-    yield finding("SGLANG-MEM-FRACTION", f"mem_fraction_static = {frac}: {why} (SGLang)", where(frac_t),
-                  fix=f"{RO}.gpu_memory_utilization=0.5 (any value between 0 and 1; SGLang counts weights + KV cache)")
+    why = (
+        'the KV cache pool is empty: "Not enough memory. Please try to increase --mem-fraction-static."'
+        if frac <= 0
+        else "the KV cache pool takes all free memory, none is left for activations and CUDA graphs"
+    )
+    yield finding(
+        "SGLANG-MEM-FRACTION",
+        f"mem_fraction_static = {frac}: {why} (SGLang)",
+        where(frac_t),
+        fix=f"{RO}.gpu_memory_utilization=0.5 (any value between 0 and 1; SGLang counts weights + KV cache)",
+    )

@@ -26,10 +26,13 @@ def rollout_batch_required(job: Job) -> Iterator[Finding]:
     slime/utils/arguments.py, add_slime_arguments (batch sizes).
     """
     if need(job.value("--rollout-batch-size"), "--rollout-batch-size") is None:
-        yield finding("SLIME-BATCH-REQUIRED", "--rollout-batch-size is not given (argparse: \"the following arguments "
-                                              "are required: --rollout-batch-size\")",
-                      job.cluster.nnodes.origin.first_script_line() or job.cluster.nnodes.origin,
-                      fix="add --rollout-batch-size N (prompts per rollout step)")
+        yield finding(
+            "SLIME-BATCH-REQUIRED",
+            '--rollout-batch-size is not given (argparse: "the following arguments '
+            'are required: --rollout-batch-size")',
+            job.cluster.nnodes.origin.first_script_line() or job.cluster.nnodes.origin,
+            fix="add --rollout-batch-size N (prompts per rollout step)",
+        )
 
 
 @rule("SLIME-DYN-TOKENS", "error", "--use-dynamic-batch-size needs --max-tokens-per-gpu", frameworks=("slime",))
@@ -47,10 +50,17 @@ def dynamic_tokens(job: Job) -> Iterator[Finding]:
     slime/utils/arguments.py, slime_validate_args.
     """
     dyn_t = job.value("--use-dynamic-batch-size")
-    if need(dyn_t, "--use-dynamic-batch-size") and need(job.value("--max-tokens-per-gpu"), "--max-tokens-per-gpu") is None:
-        yield finding("SLIME-DYN-TOKENS", "--use-dynamic-batch-size without --max-tokens-per-gpu (slime: "
-                                          "\"max_tokens_per_gpu must be set when use_dynamic_batch_size is set\")",
-                      where(dyn_t), fix="add --max-tokens-per-gpu N")
+    if (
+        need(dyn_t, "--use-dynamic-batch-size")
+        and need(job.value("--max-tokens-per-gpu"), "--max-tokens-per-gpu") is None
+    ):
+        yield finding(
+            "SLIME-DYN-TOKENS",
+            "--use-dynamic-batch-size without --max-tokens-per-gpu (slime: "
+            '"max_tokens_per_gpu must be set when use_dynamic_batch_size is set")',
+            where(dyn_t),
+            fix="add --max-tokens-per-gpu N",
+        )
 
 
 @rule("SLIME-GBS-STEPS", "error", "--global-batch-size must agree with --num-steps-per-rollout", frameworks=("slime",))
@@ -80,9 +90,13 @@ def gbs_steps(job: Job) -> Iterator[Finding]:
         return
     expected = rbs * n // steps
     if gbs != expected:
-        yield finding("SLIME-GBS-STEPS", f"slime: \"global_batch_size {gbs} is not equal to rollout_batch_size {rbs} * "
-                                         f"n_samples_per_prompt {n} // num_steps_per_rollout {steps}\"",
-                      where(gbs_t), fix=f"--global-batch-size {expected}, or remove it")
+        yield finding(
+            "SLIME-GBS-STEPS",
+            f'slime: "global_batch_size {gbs} is not equal to rollout_batch_size {rbs} * '
+            f'n_samples_per_prompt {n} // num_steps_per_rollout {steps}"',
+            where(gbs_t),
+            fix=f"--global-batch-size {expected}, or remove it",
+        )
 
 
 @rule("SLIME-UNEVEN-PP1", "error", "First/last pipeline stage layer counts need PP > 1", frameworks=("slime",))
@@ -105,11 +119,14 @@ def uneven_pp1(job: Job) -> Iterator[Finding]:
         first = need(e.first_stage_layers, "--decoder-first-pipeline-num-layers")
         last = need(e.last_stage_layers, "--decoder-last-pipeline-num-layers")
         if need(e.pp, "--pipeline-model-parallel-size") == 1 and (first is not None or last is not None):
-            yield finding("SLIME-UNEVEN-PP1", "uneven pipeline flags with PP 1 (slime: \"decoder_first_pipeline_num_layers "
-                                              "and decoder_last_pipeline_num_layers should be None when "
-                                              "pipeline_model_parallel_size is 1.\")",
-                          where(e.first_stage_layers, e.last_stage_layers), fix="remove the "
-                          "--decoder-first/last-pipeline-num-layers flags, or use PP > 1")
+            yield finding(
+                "SLIME-UNEVEN-PP1",
+                'uneven pipeline flags with PP 1 (slime: "decoder_first_pipeline_num_layers '
+                "and decoder_last_pipeline_num_layers should be None when "
+                'pipeline_model_parallel_size is 1.")',
+                where(e.first_stage_layers, e.last_stage_layers),
+                fix="remove the --decoder-first/last-pipeline-num-layers flags, or use PP > 1",
+            )
 
 
 @rule("SLIME-SGL-DP-ATTN", "error", "--sglang-dp-size > 1 needs --sglang-enable-dp-attention", frameworks=("slime",))
@@ -131,9 +148,13 @@ def sglang_dp_attention(job: Job) -> Iterator[Finding]:
         return
     dp_t = job.rollout.dp
     if need(dp_t, "--sglang-dp-size") > 1 and not need(job.rollout.dp_attention, "--sglang-enable-dp-attention"):
-        yield finding("SLIME-SGL-DP-ATTN", f"--sglang-dp-size {dp_t.value} without --sglang-enable-dp-attention (slime "
-                                           "asserts args.sglang_enable_dp_attention)",
-                      where(dp_t), fix="add --sglang-enable-dp-attention")
+        yield finding(
+            "SLIME-SGL-DP-ATTN",
+            f"--sglang-dp-size {dp_t.value} without --sglang-enable-dp-attention (slime "
+            "asserts args.sglang_enable_dp_attention)",
+            where(dp_t),
+            fix="add --sglang-enable-dp-attention",
+        )
 
 
 @rule("SLIME-SGL-PP", "error", "GPUs per engine must divide by --sglang-pp-size", frameworks=("slime",))
@@ -156,10 +177,12 @@ def sglang_pp(job: Job) -> Iterator[Finding]:
     n = need(job.rollout.tp, "--rollout-num-gpus-per-engine")
     p = need(job.rollout.pp, "--sglang-pp-size")
     if p > 1 and n % p:
-        yield finding("SLIME-SGL-PP", f"slime: \"rollout_num_gpus_per_engine ({n}) must be divisible by "
-                                      f"sglang_pipeline_parallel_size ({p})\"",
-                      where(job.rollout.pp, job.rollout.tp),
-                      fix=f"--sglang-pp-size in {', '.join(map(str, divisors(n)))}")
+        yield finding(
+            "SLIME-SGL-PP",
+            f'slime: "rollout_num_gpus_per_engine ({n}) must be divisible by sglang_pipeline_parallel_size ({p})"',
+            where(job.rollout.pp, job.rollout.tp),
+            fix=f"--sglang-pp-size in {', '.join(map(str, divisors(n)))}",
+        )
 
 
 @rule("SLIME-RO-ENGINES", "warning", "The rollout GPUs must be whole engines", frameworks=("slime",))
@@ -184,7 +207,15 @@ def rollout_engines(job: Job) -> Iterator[Finding]:
     if not gpus or per < 1 or gpus % per == 0:
         return
     engines_n = gpus // per
-    text = (f"{gpus} rollout GPUs hold {engines_n} engine{'s' * (engines_n != 1)} of {per} GPUs; {gpus - engines_n * per} "
-            "stay idle" if engines_n else f"one engine needs {per} GPUs but the rollout has {gpus}")
-    yield finding("SLIME-RO-ENGINES", text, where(job.rollout.gpus, job.rollout.tp),
-                  fix=f"--rollout-num-gpus {max(1, engines_n) * per}")
+    text = (
+        f"{gpus} rollout GPUs hold {engines_n} engine{'s' * (engines_n != 1)} of {per} GPUs; {gpus - engines_n * per} "
+        "stay idle"
+        if engines_n
+        else f"one engine needs {per} GPUs but the rollout has {gpus}"
+    )
+    yield finding(
+        "SLIME-RO-ENGINES",
+        text,
+        where(job.rollout.gpus, job.rollout.tp),
+        fix=f"--rollout-num-gpus {max(1, engines_n) * per}",
+    )

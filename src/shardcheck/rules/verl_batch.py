@@ -94,14 +94,17 @@ def trainees(job: Job) -> list[Trainee]:
     out = [Trainee("actor", A, _dp(job), cp, _static(job), not _static(job), f"{A}.ppo_max_token_len_per_gpu", split)]
     if not critic_used(job) or need(job.value(f"{C}.strategy"), f"{C}.strategy") != "megatron":
         return out
-    sizes = [need(job.value(f"{C}.megatron.{k}_parallel_size"), f"{C}.megatron.{k}_parallel_size")
-             for k in ("tensor_model", "pipeline_model", "context")]
+    sizes = [
+        need(job.value(f"{C}.megatron.{k}_parallel_size"), f"{C}.megatron.{k}_parallel_size")
+        for k in ("tensor_model", "pipeline_model", "context")
+    ]
     world = need(job.cluster.world, "world size")
     if any(not isinstance(v, int) or v < 1 for v in sizes) or world % math.prod(sizes):
         return out  # the critic's layout does not tile the world: not judged here
     static = not need(job.value(f"{C}.use_dynamic_bsz"), f"{C}.use_dynamic_bsz")
-    out.append(Trainee("critic", C, world // math.prod(sizes), sizes[2], static, True,
-                       f"{C}.ppo_infer_max_token_len_per_gpu"))
+    out.append(
+        Trainee("critic", C, world // math.prod(sizes), sizes[2], static, True, f"{C}.ppo_infer_max_token_len_per_gpu")
+    )
     return out
 
 
@@ -184,38 +187,64 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
         has_new = need(per_gpu, f"{p}.ppo_micro_batch_size_per_gpu") is not None
         has_old = need(legacy, f"{p}.ppo_micro_batch_size") is not None
         if has_new and has_old:
-            yield finding("VERL-ACT-MBS", f"[{t.role}] You have set both '{t.role}.ppo_micro_batch_size' AND "
-                                          f"'{t.role}.ppo_micro_batch_size_per_gpu' (verl {t.role.title()}Config)",
-                          where(legacy, per_gpu), fix=f"remove {p}.ppo_micro_batch_size", role=t.role)
+            yield finding(
+                "VERL-ACT-MBS",
+                f"[{t.role}] You have set both '{t.role}.ppo_micro_batch_size' AND "
+                f"'{t.role}.ppo_micro_batch_size_per_gpu' (verl {t.role.title()}Config)",
+                where(legacy, per_gpu),
+                fix=f"remove {p}.ppo_micro_batch_size",
+                role=t.role,
+            )
         elif not has_new and not has_old and t.role == "critic":
-            yield finding("VERL-ACT-MBS", "[critic] Please set at least one of 'critic.micro_batch_size' or "
-                                          "'critic.micro_batch_size_per_gpu'. (verl CriticConfig)",
-                          where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
-                          fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
+            yield finding(
+                "VERL-ACT-MBS",
+                "[critic] Please set at least one of 'critic.micro_batch_size' or "
+                "'critic.micro_batch_size_per_gpu'. (verl CriticConfig)",
+                where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
+                fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True",
+                role=t.role,
+            )
         elif not has_new and t.role == "critic":
             mini = need(job.value(f"{p}.ppo_mini_batch_size"), f"{p}.ppo_mini_batch_size")
             if mini % legacy.value:
-                yield finding("VERL-ACT-MBS", f"[critic] ppo_mini_batch_size ({mini}) must be divisible by "
-                                              f"ppo_micro_batch_size ({legacy.value}) (verl CriticConfig)",
-                              where(legacy), fix=f"set {p}.ppo_micro_batch_size_per_gpu instead (the former is "
-                                                 "deprecated)", role=t.role)
+                yield finding(
+                    "VERL-ACT-MBS",
+                    f"[critic] ppo_mini_batch_size ({mini}) must be divisible by "
+                    f"ppo_micro_batch_size ({legacy.value}) (verl CriticConfig)",
+                    where(legacy),
+                    fix=f"set {p}.ppo_micro_batch_size_per_gpu instead (the former is deprecated)",
+                    role=t.role,
+                )
         elif _fsdp(job) and t.role == "actor" and not has_new and not has_old:
             # FSDP: validate_config's minimal batch is n_gpus (no micro factor), so the dataclass raises first.
-            yield finding("VERL-ACT-MBS", "[actor] Please set at least one of 'actor.ppo_micro_batch_size' or "
-                                          "'actor.ppo_micro_batch_size_per_gpu' if use_dynamic_bsz is not enabled. "
-                                          "(verl ActorConfig.__post_init__)",
-                          where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
-                          fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
+            yield finding(
+                "VERL-ACT-MBS",
+                "[actor] Please set at least one of 'actor.ppo_micro_batch_size' or "
+                "'actor.ppo_micro_batch_size_per_gpu' if use_dynamic_bsz is not enabled. "
+                "(verl ActorConfig.__post_init__)",
+                where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
+                fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True",
+                role=t.role,
+            )
         elif _fsdp(job) and t.role == "actor" and not has_new:
-            yield finding("VERL-ACT-MBS", f"only the deprecated {p}.ppo_micro_batch_size is set: the engine reads "
-                                          "ppo_micro_batch_size_per_gpu, and ActorRolloutRefWorker.init_model asserts "
-                                          "it is not None", where(legacy),
-                          fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
+            yield finding(
+                "VERL-ACT-MBS",
+                f"only the deprecated {p}.ppo_micro_batch_size is set: the engine reads "
+                "ppo_micro_batch_size_per_gpu, and ActorRolloutRefWorker.init_model asserts "
+                "it is not None",
+                where(legacy),
+                fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True",
+                role=t.role,
+            )
         elif not has_new and t.role == "actor":
-            yield finding("VERL-ACT-MBS", f"{p}.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is off: "
-                                          "verl's validate_config fails with TypeError (int * None)",
-                          where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
-                          fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True", role=t.role)
+            yield finding(
+                "VERL-ACT-MBS",
+                f"{p}.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is off: "
+                "verl's validate_config fails with TypeError (int * None)",
+                where(per_gpu, job.value(f"{p}.use_dynamic_bsz")),
+                fix=f"{p}.ppo_micro_batch_size_per_gpu=1, or {p}.use_dynamic_bsz=True",
+                role=t.role,
+            )
 
 
 @rule("VERL-CFG-REAL-BSZ", "error", "train_batch_size · n must divide by DP · actor micro batch", frameworks=("verl",))
@@ -248,11 +277,13 @@ def real_batch(job: Job) -> Iterator[Finding]:
         minimal = _dp(job) * micro
         how = f"DP {_dp(job)} · micro {micro}"
     if batch % minimal:
-        yield finding("VERL-CFG-REAL-BSZ",
-                      f"real_train_batch_size ({batch}) must be divisible by minimal possible batch size ({minimal}) "
-                      f"(verl: train_batch_size · n = {batch}; {how})",
-                      where(job.value("data.train_batch_size"), job.value(f"{RO}.n")),
-                      fix=f"a train_batch_size · n that is a multiple of {minimal}")
+        yield finding(
+            "VERL-CFG-REAL-BSZ",
+            f"real_train_batch_size ({batch}) must be divisible by minimal possible batch size ({minimal}) "
+            f"(verl: train_batch_size · n = {batch}; {how})",
+            where(job.value("data.train_batch_size"), job.value(f"{RO}.n")),
+            fix=f"a train_batch_size · n that is a multiple of {minimal}",
+        )
 
 
 @rule("VERL-ACT-TBS-MINI", "error", "train_batch_size must be at least ppo_mini_batch_size", frameworks=("verl",))
@@ -278,9 +309,13 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
         mini_t = job.value(f"{t.prefix}.ppo_mini_batch_size")
         mini = need(mini_t, f"{t.prefix}.ppo_mini_batch_size")
         if t.static and tbs < mini:
-            yield finding("VERL-ACT-TBS-MINI", f"train_batch_size ({tbs}) must be >= {t.role}.ppo_mini_batch_size ({mini})",
-                          where(mini_t, job.value("data.train_batch_size")),
-                          fix=f"{t.prefix}.ppo_mini_batch_size={tbs} or less", role=t.role)
+            yield finding(
+                "VERL-ACT-TBS-MINI",
+                f"train_batch_size ({tbs}) must be >= {t.role}.ppo_mini_batch_size ({mini})",
+                where(mini_t, job.value("data.train_batch_size")),
+                fix=f"{t.prefix}.ppo_mini_batch_size={tbs} or less",
+                role=t.role,
+            )
 
 
 @rule("VERL-ENG-MINI-DP", "error", "ppo_mini_batch_size · n must divide by the trainer DP", frameworks=("verl",))
@@ -308,15 +343,23 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
     for t in trainees(job):
         mini, mini_t = t.mini(job)
         if mini % t.dp:
-            yield finding("VERL-ENG-MINI-DP", f"[{t.role}] Got mini_batch_size={mini} and "
-                                              f"self.engine.get_data_parallel_size()={t.dp} ({t.prefix}.ppo_mini_batch_size "
-                                              f"· n = {mini} does not divide over DP {t.dp})",
-                          where(mini_t, job.value(f"{RO}.n")),
-                          fix=f"a {t.prefix}.ppo_mini_batch_size · n that is a multiple of {t.dp}", role=t.role)
+            yield finding(
+                "VERL-ENG-MINI-DP",
+                f"[{t.role}] Got mini_batch_size={mini} and "
+                f"self.engine.get_data_parallel_size()={t.dp} ({t.prefix}.ppo_mini_batch_size "
+                f"· n = {mini} does not divide over DP {t.dp})",
+                where(mini_t, job.value(f"{RO}.n")),
+                fix=f"a {t.prefix}.ppo_mini_batch_size · n that is a multiple of {t.dp}",
+                role=t.role,
+            )
 
 
-@rule("VERL-ENG-MICRO-DIV", "error", "Per-rank samples must divide by the micro batch (static batch size)",
-      frameworks=("verl",))
+@rule(
+    "VERL-ENG-MICRO-DIV",
+    "error",
+    "Per-rank samples must divide by the micro batch (static batch size)",
+    frameworks=("verl",),
+)
 def micro_divides(job: Job) -> Iterator[Finding]:
     """
     On each DP rank the samples of a pass are cut into micro-batches: the update pass takes
@@ -338,15 +381,21 @@ def micro_divides(job: Job) -> Iterator[Finding]:
     for key, per_rank, what, micro_t, micro in _micro_passes(job):
         if per_rank % micro:
             good = divisors(per_rank)
-            yield finding("VERL-ENG-MICRO-DIV",
-                          f"{what} pass: {per_rank} samples per DP rank, micro batch {micro} (verl: \"data size must be "
-                          "divisible by force_group_size * micro_batch_size_per_gpu\")",
-                          where(micro_t), fix=f"{key} in {', '.join(map(str, good[:12]))}")
+            yield finding(
+                "VERL-ENG-MICRO-DIV",
+                f'{what} pass: {per_rank} samples per DP rank, micro batch {micro} (verl: "data size must be '
+                'divisible by force_group_size * micro_batch_size_per_gpu")',
+                where(micro_t),
+                fix=f"{key} in {', '.join(map(str, good[:12]))}",
+            )
 
 
-@rule("VERL-ENG-DYN-TOKENS", "error",
-      "Dynamic batch size: the token budget per GPU · CP (or SP) must hold the longest sample",
-      frameworks=("verl",))
+@rule(
+    "VERL-ENG-DYN-TOKENS",
+    "error",
+    "Dynamic batch size: the token budget per GPU · CP (or SP) must hold the longest sample",
+    frameworks=("verl",),
+)
 def token_budget(job: Job) -> Iterator[Finding]:
     """
     With dynamic batch size, micro-batches are packed up to `*_max_token_len_per_gpu · CP` tokens;
@@ -372,7 +421,8 @@ def token_budget(job: Job) -> Iterator[Finding]:
     if not _trained(job):
         return
     longest = need(job.value("data.max_prompt_length"), "data.max_prompt_length") + need(
-        job.value("data.max_response_length"), "data.max_response_length")
+        job.value("data.max_response_length"), "data.max_response_length"
+    )
     budgets = []
     for t in trainees(job):
         if not t.engine_dynamic:
@@ -386,12 +436,15 @@ def token_budget(job: Job) -> Iterator[Finding]:
         budget_t = job.value(key)
         budget = need(budget_t, key)
         if budget * t.cp < longest:
-            yield finding("VERL-ENG-DYN-TOKENS",
-                          f"{key} {budget} · {t.split} {t.cp} = {budget * t.cp} tokens < the longest sample {longest} "
-                          f"(verl: \"max_token_len must be greater than the sequence length\")",
-                          where(budget_t, job.value("data.max_response_length"), job.value(f"{t.prefix}.use_dynamic_bsz")),
-                          fix=f"{'+' if budget_t.origin.first_script_line() is None and t.role == 'critic' else ''}"
-                              f"{key}={-(-longest // t.cp)} or more", role=t.role)
+            yield finding(
+                "VERL-ENG-DYN-TOKENS",
+                f"{key} {budget} · {t.split} {t.cp} = {budget * t.cp} tokens < the longest sample {longest} "
+                f'(verl: "max_token_len must be greater than the sequence length")',
+                where(budget_t, job.value("data.max_response_length"), job.value(f"{t.prefix}.use_dynamic_bsz")),
+                fix=f"{'+' if budget_t.origin.first_script_line() is None and t.role == 'critic' else ''}"
+                f"{key}={-(-longest // t.cp)} or more",
+                role=t.role,
+            )
 
 
 @rule("VERL-BAL-DP", "warning", "verl pads each step's batch with dummy samples", frameworks=("verl",))
@@ -416,15 +469,21 @@ def padding_waste(job: Job) -> Iterator[Finding]:
     batch, _, _ = _samples(job)
     padded, multiple = padded_batch(job)
     if padded > batch:
-        yield finding("VERL-BAL-DP",
-                      f"{batch} samples a step are padded to {padded} (a multiple of lcm(DP, mini · n) = {multiple}): "
-                      f"{padded - batch} dummy samples ({(padded - batch) / padded:.0%} of each step) are wasted",
-                      where(job.value("data.train_batch_size")),
-                      fix=f"a train_batch_size · n that is a multiple of {multiple}")
+        yield finding(
+            "VERL-BAL-DP",
+            f"{batch} samples a step are padded to {padded} (a multiple of lcm(DP, mini · n) = {multiple}): "
+            f"{padded - batch} dummy samples ({(padded - batch) / padded:.0%} of each step) are wasted",
+            where(job.value("data.train_batch_size")),
+            fix=f"a train_batch_size · n that is a multiple of {multiple}",
+        )
 
 
-@rule("VERL-CFG-LOGPROB-MBS", "error", "Static batch size: the rollout and ref need a log-prob micro batch",
-      frameworks=("verl",))
+@rule(
+    "VERL-CFG-LOGPROB-MBS",
+    "error",
+    "Static batch size: the rollout and ref need a log-prob micro batch",
+    frameworks=("verl",),
+)
 def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     """
     Without dynamic batch size the old-log-prob pass (rollout) and the ref pass (when the ref is
@@ -451,22 +510,33 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
         has_new = need(per_gpu, f"{name}.log_prob_micro_batch_size_per_gpu") is not None
         has_old = need(legacy, f"{name}.log_prob_micro_batch_size") is not None
         if has_new and has_old:
-            message = (f"[{name}] You have set both '{name}.log_prob_micro_batch_size' AND "
-                       f"'{name}.log_prob_micro_batch_size_per_gpu'")
+            message = (
+                f"[{name}] You have set both '{name}.log_prob_micro_batch_size' AND "
+                f"'{name}.log_prob_micro_batch_size_per_gpu'"
+            )
         elif not has_new and not has_old:
-            message = (f"[{name}] Please set at least one of '{name}.log_prob_micro_batch_size' or "
-                       f"'{name}.log_prob_micro_batch_size_per_gpu'.")
+            message = (
+                f"[{name}] Please set at least one of '{name}.log_prob_micro_batch_size' or "
+                f"'{name}.log_prob_micro_batch_size_per_gpu'."
+            )
         elif not has_new:
-            message = (f"{name}.log_prob_micro_batch_size is deprecated and not read by the engine: "
-                       f"{name}.log_prob_micro_batch_size_per_gpu is None at worker init")
+            message = (
+                f"{name}.log_prob_micro_batch_size is deprecated and not read by the engine: "
+                f"{name}.log_prob_micro_batch_size_per_gpu is None at worker init"
+            )
         else:
             continue
-        yield finding("VERL-CFG-LOGPROB-MBS", message, where(per_gpu, legacy),
-                      fix=f"{name}.log_prob_micro_batch_size_per_gpu=1 (and drop the deprecated key)")
+        yield finding(
+            "VERL-CFG-LOGPROB-MBS",
+            message,
+            where(per_gpu, legacy),
+            fix=f"{name}.log_prob_micro_batch_size_per_gpu=1 (and drop the deprecated key)",
+        )
 
 
-@rule("VERL-ENG-VPP-MB", "error", "Interleaved pipeline: micro-batches per pass must divide by PP",
-      frameworks=("verl",))
+@rule(
+    "VERL-ENG-VPP-MB", "error", "Interleaved pipeline: micro-batches per pass must divide by PP", frameworks=("verl",)
+)
 def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     """
     With a virtual pipeline (VPP > 1) verl requires the number of micro-batches of every pass to be a
@@ -504,22 +574,28 @@ def vpp_micro_batches(job: Job) -> Iterator[Finding]:
     if not _static(job):
         for key, per_rank, what in _pass_samples(job):
             if per_rank < group:
-                yield finding("VERL-ENG-VPP-MB",
-                              f"{what} pass: {per_rank} samples per rank cannot make the {group} micro-batches of "
-                              f"{text} (verl: \"Requested {group} non-empty micro-batches, but a rank has only "
-                              f"{per_rank} forced groups.\")", where(job.value(key), owner.vpp),
-                              fix=f"at least {group} samples per DP rank in the {what} pass (raise the batch sizes)")
+                yield finding(
+                    "VERL-ENG-VPP-MB",
+                    f"{what} pass: {per_rank} samples per rank cannot make the {group} micro-batches of "
+                    f'{text} (verl: "Requested {group} non-empty micro-batches, but a rank has only '
+                    f'{per_rank} forced groups.")',
+                    where(job.value(key), owner.vpp),
+                    fix=f"at least {group} samples per DP rank in the {what} pass (raise the batch sizes)",
+                )
         return
     for key, per_rank, what, micro_t, micro in _micro_passes(job):
         if per_rank % micro:
             continue  # VERL-ENG-MICRO-DIV
         count = per_rank // micro
         if count % group:
-            yield finding("VERL-ENG-VPP-MB",
-                          f"{what} pass: {count} micro-batches per rank is not a multiple of {text}; verl: "
-                          f"\"micro_batches ... must be divisible by num_batches_divided_by {group} for megatron "
-                          "backend\")", where(micro_t, owner.vpp),
-                          fix=f"a {key} giving a multiple of {group} micro-batches per rank")
+            yield finding(
+                "VERL-ENG-VPP-MB",
+                f"{what} pass: {count} micro-batches per rank is not a multiple of {text}; verl: "
+                f'"micro_batches ... must be divisible by num_batches_divided_by {group} for megatron '
+                'backend")',
+                where(micro_t, owner.vpp),
+                fix=f"a {key} giving a multiple of {group} micro-batches per rank",
+            )
 
 
 @rule("VERL-ENG-DYN-SAME", "error", "The actor and rollout must agree on dynamic batch size", frameworks=("verl",))
@@ -542,6 +618,10 @@ def dynamic_same(job: Job) -> Iterator[Finding]:
     actor_t, rollout_t = job.value(f"{A}.use_dynamic_bsz"), job.value(f"{RO}.log_prob_use_dynamic_bsz")
     actor, rollout = need(actor_t, f"{A}.use_dynamic_bsz"), need(rollout_t, f"{RO}.log_prob_use_dynamic_bsz")
     if bool(actor) != bool(rollout):
-        yield finding("VERL-ENG-DYN-SAME", f"actor.use_dynamic_bsz ({actor}) != rollout.log_prob_use_dynamic_bsz "
-                                           f"({rollout}) (verl asserts they are equal at worker init)",
-                      where(rollout_t, actor_t), fix=f"remove {RO}.log_prob_use_dynamic_bsz (it follows the actor)")
+        yield finding(
+            "VERL-ENG-DYN-SAME",
+            f"actor.use_dynamic_bsz ({actor}) != rollout.log_prob_use_dynamic_bsz "
+            f"({rollout}) (verl asserts they are equal at worker init)",
+            where(rollout_t, actor_t),
+            fix=f"remove {RO}.log_prob_use_dynamic_bsz (it follows the actor)",
+        )

@@ -11,13 +11,22 @@ from shardcheck.rules.base import Finding, engines, finding, rule, where
 _NAMES = ("TP", "PP", "CP", "EP", "ETP", "VPP")
 
 
-_CRITIC_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-                "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size")
+_CRITIC_KEYS = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+    "virtual_pipeline_model_parallel_size",
+)
 
 
-@rule("VERL-MC-ONE-INIT", "warning",
-      "The engine built first (critic, else ref) has other parallel sizes than the actor",
-      frameworks=("verl",))
+@rule(
+    "VERL-MC-ONE-INIT",
+    "warning",
+    "The engine built first (critic, else ref) has other parallel sizes than the actor",
+    frameworks=("verl",),
+)
 def one_parallel_state(job: Job) -> Iterator[Finding]:
     """
     verl builds one Megatron parallel state per worker process, and the first engine built creates
@@ -49,14 +58,24 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     sizes = (actor.tp, actor.pp, actor.cp, actor.ep, actor.etp_setting, actor.vpp)
     critic = _critic_sizes(job)
     if critic is not None:
-        yield from _compare(sizes, critic, "critic", "critic.megatron.* (the actor's: "
-                            + ", ".join(f"critic.megatron.{k}={_shown(a)}" for k, a in zip(_CRITIC_KEYS, sizes)) + ")")
+        yield from _compare(
+            sizes,
+            critic,
+            "critic",
+            "critic.megatron.* (the actor's: "
+            + ", ".join(f"critic.megatron.{k}={_shown(a)}" for k, a in zip(_CRITIC_KEYS, sizes))
+            + ")",
+        )
         return  # the critic's sizes create the groups; the ref's then do not matter
     ref = job.layout("ref")
     if ref is None or actor.sizes() == ref.sizes():
         return
-    yield from _compare(sizes, (ref.tp, ref.pp, ref.cp, ref.ep, ref.etp_setting, ref.vpp), "ref",
-                        "remove the actor_rollout_ref.ref.megatron.* size overrides (they follow the actor by default)")
+    yield from _compare(
+        sizes,
+        (ref.tp, ref.pp, ref.cp, ref.ep, ref.etp_setting, ref.vpp),
+        "ref",
+        "remove the actor_rollout_ref.ref.megatron.* size overrides (they follow the actor by default)",
+    )
 
 
 def _shown(t) -> str:
@@ -93,8 +112,12 @@ def _compare(actor: tuple, first: tuple, role: str, fix: str) -> Iterator[Findin
     )
 
 
-@rule("VERL-MC-ETP-MISMATCH", "warning", "ETP left unset with EP > 1: process groups and model config may disagree",
-      frameworks=("verl",))
+@rule(
+    "VERL-MC-ETP-MISMATCH",
+    "warning",
+    "ETP left unset with EP > 1: process groups and model config may disagree",
+    frameworks=("verl",),
+)
 def etp_unset(job: Job) -> Iterator[Finding]:
     """
     verl passes `expert_tensor_parallel_size: null` unchanged to Megatron-Core, whose parallel
@@ -127,8 +150,12 @@ def etp_unset(job: Job) -> Iterator[Finding]:
         )
 
 
-@rule("VERL-MC-OTC-KEY", "error", "override_transformer_config sets a misspelt TransformerConfig field",
-      frameworks=("verl",))
+@rule(
+    "VERL-MC-OTC-KEY",
+    "error",
+    "override_transformer_config sets a misspelt TransformerConfig field",
+    frameworks=("verl",),
+)
 def transformer_override_key(job: Job) -> Iterator[Finding]:
     """
     verl hands every `override_transformer_config` entry to the Megatron-Bridge model provider
@@ -154,15 +181,20 @@ def transformer_override_key(job: Job) -> Iterator[Finding]:
             meant = closest_field(key)
             if meant is None or traced.origin.first_script_line() is None:
                 continue  # a field, a provider attribute, or a key verl's own YAML sets
-            yield finding("VERL-MC-OTC-KEY", f"[{e.role}] override_transformer_config.{key} is not a TransformerConfig "
-                                             f"field: did you mean {meant}? Megatron-Bridge raises AttributeError "
-                                             f"(has no attribute '{key}'); the layout is judged without it",
-                          _override_line(traced), fix=f"{e.key_prefix}.override_transformer_config.{meant}",
-                          role=e.role)
+            yield finding(
+                "VERL-MC-OTC-KEY",
+                f"[{e.role}] override_transformer_config.{key} is not a TransformerConfig "
+                f"field: did you mean {meant}? Megatron-Bridge raises AttributeError "
+                f"(has no attribute '{key}'); the layout is judged without it",
+                _override_line(traced),
+                fix=f"{e.key_prefix}.override_transformer_config.{meant}",
+                role=e.role,
+            )
 
 
 def _override_line(traced):
     """The script line of the override word (not the line its value came from); texts are shortened."""
+
     def walk(origin):
         yield origin
         for step in origin.via:

@@ -15,13 +15,16 @@ from shardcheck.job import FsdpLayout, Job
 from shardcheck.rules.base import Finding, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
 
-REMOVE_PADDING = {"actor": "actor_rollout_ref.model.use_remove_padding",
-                  "ref": "actor_rollout_ref.model.use_remove_padding",
-                  "critic": "critic.model.use_remove_padding"}
+REMOVE_PADDING = {
+    "actor": "actor_rollout_ref.model.use_remove_padding",
+    "ref": "actor_rollout_ref.model.use_remove_padding",
+    "critic": "critic.model.use_remove_padding",
+}
 # verl 0.9.1 apply_monkey_patch: multimodal model types whose text model is patched to slice its
 # inputs across the Ulysses group (patch_vlm_for_ulysses_input_slicing, or kimi_vl's own).
-ULYSSES_VLM_TYPES = frozenset({"qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "kimi_vl",
-                               "qwen3_5", "qwen3_5_moe"})
+ULYSSES_VLM_TYPES = frozenset(
+    {"qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "kimi_vl", "qwen3_5", "qwen3_5_moe"}
+)
 # verl 0.9.1 patches the linear-attention (Gated DeltaNet) layers of these model types for Ulysses
 # (qwen3_5_gated_delta_net_forward); other linear-attention layers run on the local shard only.
 ULYSSES_LINEAR_ATTENTION_TYPES = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"})
@@ -88,16 +91,24 @@ def sp_divides_world(job: Job) -> Iterator[Finding]:
         world = need(world_t, "world size")
         if world % sp:
             good = _divisors(world)
-            yield finding("VERL-FSDP-SP-WORLD",
-                          f"[{lay.role}] Ulysses SP {sp} does not divide the world {world}: the ({world // sp}, {sp}) "
-                          f"dp×sp mesh leaves {world % sp} rank(s) in no SP group",
-                          where(lay.sp, world_t), role=lay.role,
-                          fix=f"{_sp_key(lay)} in {', '.join(map(str, good[:12]))}")
+            yield finding(
+                "VERL-FSDP-SP-WORLD",
+                f"[{lay.role}] Ulysses SP {sp} does not divide the world {world}: the ({world // sp}, {sp}) "
+                f"dp×sp mesh leaves {world % sp} rank(s) in no SP group",
+                where(lay.sp, world_t),
+                role=lay.role,
+                fix=f"{_sp_key(lay)} in {', '.join(map(str, good[:12]))}",
+            )
 
 
-@rule("VERL-FSDP-SP-HEADS", "error",
-      "Ulysses SP must divide the attention heads; KV heads and SP must divide one another",
-      needs_model=True, frameworks=("verl",), engine="fsdp")
+@rule(
+    "VERL-FSDP-SP-HEADS",
+    "error",
+    "Ulysses SP must divide the attention heads; KV heads and SP must divide one another",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="fsdp",
+)
 def sp_heads(job: Job) -> Iterator[Finding]:
     """
     verl's Ulysses attention splits the attention heads over the SP group: the heads must divide
@@ -130,15 +141,24 @@ def sp_heads(job: Job) -> Iterator[Finding]:
         else:
             continue
         valid = ulysses_sizes(heads, kv)
-        yield finding("VERL-FSDP-SP-HEADS", f"[{lay.role}] {text} (verl apply_monkey_patch; {m.name}: {heads} heads, "
-                                            f"{kv} KV heads)",
-                      where(lay.sp), role=lay.role,
-                      fix=f"{_sp_key(lay)} in {', '.join(map(str, valid))} (heads % sp = 0 and KV heads % sp = 0 "
-                          "or sp % KV heads = 0)")
+        yield finding(
+            "VERL-FSDP-SP-HEADS",
+            f"[{lay.role}] {text} (verl apply_monkey_patch; {m.name}: {heads} heads, {kv} KV heads)",
+            where(lay.sp),
+            role=lay.role,
+            fix=f"{_sp_key(lay)} in {', '.join(map(str, valid))} (heads % sp = 0 and KV heads % sp = 0 "
+            "or sp % KV heads = 0)",
+        )
 
 
-@rule("VERL-FSDP-SP-NOPATCH", "warning", "Ulysses SP on a model verl does not patch for it",
-      needs_model=True, frameworks=("verl",), engine="fsdp")
+@rule(
+    "VERL-FSDP-SP-NOPATCH",
+    "warning",
+    "Ulysses SP on a model verl does not patch for it",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="fsdp",
+)
 def sp_unpatched(job: Job) -> Iterator[Finding]:
     """
     verl shards the sequence for Ulysses itself for text models, but a multimodal model's inputs
@@ -167,13 +187,22 @@ def sp_unpatched(job: Job) -> Iterator[Finding]:
         if sp <= 1:
             continue
         if vlm:
-            text = (f"{m.name} is a multimodal model of type {m.vision_model_type}, which verl does not patch to slice "
-                    f"its inputs: each of the {sp} SP ranks runs the whole sequence (no activation memory saved)")
+            text = (
+                f"{m.name} is a multimodal model of type {m.vision_model_type}, which verl does not patch to slice "
+                f"its inputs: each of the {sp} SP ranks runs the whole sequence (no activation memory saved)"
+            )
         else:
-            text = (f"{m.name} ({m.model_type}) has linear-attention layers verl does not patch for Ulysses: they "
-                    "see only their rank's part of each sequence")
-        yield finding("VERL-FSDP-SP-NOPATCH", f"[{lay.role}] Ulysses SP {sp}: {text}; verl raises nothing",
-                      where(lay.sp), role=lay.role, fix=f"{_sp_key(lay)}=1")
+            text = (
+                f"{m.name} ({m.model_type}) has linear-attention layers verl does not patch for Ulysses: they "
+                "see only their rank's part of each sequence"
+            )
+        yield finding(
+            "VERL-FSDP-SP-NOPATCH",
+            f"[{lay.role}] Ulysses SP {sp}: {text}; verl raises nothing",
+            where(lay.sp),
+            role=lay.role,
+            fix=f"{_sp_key(lay)}=1",
+        )
 
 
 @rule("VERL-FSDP-SP-RMPAD", "error", "Ulysses SP needs use_remove_padding", frameworks=("verl",), engine="fsdp")
@@ -200,14 +229,23 @@ def sp_needs_remove_padding(job: Job) -> Iterator[Finding]:
         key = REMOVE_PADDING[lay.role]
         flag_t = job.value(key)
         if not need(flag_t, key):
-            yield finding("VERL-FSDP-SP-RMPAD",
-                          f"[{lay.role}] When using sequence parallelism (ulysses_sequence_parallel_size > 1), you "
-                          f"must enable `use_remove_padding`. (verl FSDPEngine; SP {sp}, {key} is off)",
-                          where(flag_t, lay.sp), role=lay.role, fix=f"{key}=True, or {_sp_key(lay)}=1")
+            yield finding(
+                "VERL-FSDP-SP-RMPAD",
+                f"[{lay.role}] When using sequence parallelism (ulysses_sequence_parallel_size > 1), you "
+                f"must enable `use_remove_padding`. (verl FSDPEngine; SP {sp}, {key} is off)",
+                where(flag_t, lay.sp),
+                role=lay.role,
+                fix=f"{key}=True, or {_sp_key(lay)}=1",
+            )
 
 
-@rule("VERL-FSDP-SIZE", "error", "fsdp_size must be -1 (the whole world) or divide the world size",
-      frameworks=("verl",), engine="fsdp")
+@rule(
+    "VERL-FSDP-SIZE",
+    "error",
+    "fsdp_size must be -1 (the whole world) or divide the world size",
+    frameworks=("verl",),
+    engine="fsdp",
+)
 def fsdp_size_divides(job: Job) -> Iterator[Finding]:
     """
     `fsdp_config.fsdp_size` -1 (or any value ≥ world) shards every parameter over the whole world;
@@ -231,16 +269,28 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
         world = need(world_t, "world size")
         if size < 0 or size >= world or (size > 0 and world % size == 0):
             continue
-        why = "0 divides by zero in create_device_mesh" if size == 0 else (
-            f"the ({world // size}, {size}) ddp×fsdp mesh leaves {world % size} rank(s) out")
+        why = (
+            "0 divides by zero in create_device_mesh"
+            if size == 0
+            else (f"the ({world // size}, {size}) ddp×fsdp mesh leaves {world % size} rank(s) out")
+        )
         good = [d for d in _divisors(world) if d < world]
-        yield finding("VERL-FSDP-SIZE", f"[{lay.role}] fsdp_size {size} does not divide the world {world}: {why}",
-                      where(lay.fsdp_size, world_t), role=lay.role,
-                      fix=f"{lay.key_prefix}.fsdp_size=-1 (whole world) or one of {', '.join(map(str, good[:12]))}")
+        yield finding(
+            "VERL-FSDP-SIZE",
+            f"[{lay.role}] fsdp_size {size} does not divide the world {world}: {why}",
+            where(lay.fsdp_size, world_t),
+            role=lay.role,
+            fix=f"{lay.key_prefix}.fsdp_size=-1 (whole world) or one of {', '.join(map(str, good[:12]))}",
+        )
 
 
-@rule("VERL-FSDP-CRITIC-SP", "warning", "The critic's role-level Ulysses size does not reach its engine",
-      frameworks=("verl",), engine="fsdp")
+@rule(
+    "VERL-FSDP-CRITIC-SP",
+    "warning",
+    "The critic's role-level Ulysses size does not reach its engine",
+    frameworks=("verl",),
+    engine="fsdp",
+)
 def critic_sp_ignored(job: Job) -> Iterator[Finding]:
     """
     For the actor and ref verl copies the deprecated role-level `ulysses_sequence_parallel_size`
@@ -266,14 +316,23 @@ def critic_sp_ignored(job: Job) -> Iterator[Finding]:
     role_sp = need(role_t, "critic.ulysses_sequence_parallel_size")
     engine_sp = need(lay.sp, _sp_key(lay))
     if role_sp > 1 and role_sp != engine_sp:  # the role-level key left at 1 is just unused
-        yield finding("VERL-FSDP-CRITIC-SP",
-                      f"critic.ulysses_sequence_parallel_size is {role_sp} but the critic engine uses "
-                      f"critic.fsdp.ulysses_sequence_parallel_size = {engine_sp} (verl does not copy the role-level key)",
-                      where(role_t), role="critic", fix=f"critic.fsdp.ulysses_sequence_parallel_size={role_sp}")
+        yield finding(
+            "VERL-FSDP-CRITIC-SP",
+            f"critic.ulysses_sequence_parallel_size is {role_sp} but the critic engine uses "
+            f"critic.fsdp.ulysses_sequence_parallel_size = {engine_sp} (verl does not copy the role-level key)",
+            where(role_t),
+            role="critic",
+            fix=f"critic.fsdp.ulysses_sequence_parallel_size={role_sp}",
+        )
 
 
-@rule("VERL-FSDP-REF-SP", "warning", "The ref engine's Ulysses SP differs from the actor's",
-      frameworks=("verl",), engine="fsdp")
+@rule(
+    "VERL-FSDP-REF-SP",
+    "warning",
+    "The ref engine's Ulysses SP differs from the actor's",
+    frameworks=("verl",),
+    engine="fsdp",
+)
 def ref_sp_differs(job: Job) -> Iterator[Finding]:
     """
     The ref follows the actor's deprecated role-level `ulysses_sequence_parallel_size`, but not the
@@ -299,14 +358,19 @@ def ref_sp_differs(job: Job) -> Iterator[Finding]:
     a = need(actor.sp, _sp_key(actor))
     r = need(ref.sp, _sp_key(ref))
     if a != r:
-        yield finding("VERL-FSDP-REF-SP", f"the actor's Ulysses SP is {a} but the ref's is {r}",
-                      where(actor.sp, ref.sp), role="ref",
-                      fix=f"{_sp_key(ref)}={a}, or set actor_rollout_ref.actor.ulysses_sequence_parallel_size={a} "
-                          "(the ref follows it)")
+        yield finding(
+            "VERL-FSDP-REF-SP",
+            f"the actor's Ulysses SP is {a} but the ref's is {r}",
+            where(actor.sp, ref.sp),
+            role="ref",
+            fix=f"{_sp_key(ref)}={a}, or set actor_rollout_ref.actor.ulysses_sequence_parallel_size={a} "
+            "(the ref follows it)",
+        )
 
 
-@rule("VERL-FSDP-OFFLOAD-POLICY", "warning", "offload_policy is read only by FSDP2",
-      frameworks=("verl",), engine="fsdp")
+@rule(
+    "VERL-FSDP-OFFLOAD-POLICY", "warning", "offload_policy is read only by FSDP2", frameworks=("verl",), engine="fsdp"
+)
 def offload_policy_fsdp1(job: Job) -> Iterator[Finding]:
     """
     `fsdp_config.offload_policy=True` asks FSDP2 to keep parameters, gradients and optimizer state
@@ -328,9 +392,12 @@ def offload_policy_fsdp1(job: Job) -> Iterator[Finding]:
         policy = need(lay.offload_policy, f"{lay.key_prefix}.offload_policy")
         strategy = need(lay.strategy, f"{lay.role} strategy")
         if policy and strategy == "fsdp":
-            yield finding("VERL-FSDP-OFFLOAD-POLICY",
-                          f"[{lay.role}] {lay.key_prefix}.offload_policy=True has no effect with strategy fsdp "
-                          "(only verl's FSDP2 branch builds a CPUOffloadPolicy)",
-                          where(lay.offload_policy, lay.strategy), role=lay.role,
-                          fix=f"set the {lay.role} strategy to fsdp2, or use {lay.key_prefix}.param_offload=True "
-                              f"and {lay.key_prefix}.optimizer_offload=True")
+            yield finding(
+                "VERL-FSDP-OFFLOAD-POLICY",
+                f"[{lay.role}] {lay.key_prefix}.offload_policy=True has no effect with strategy fsdp "
+                "(only verl's FSDP2 branch builds a CPUOffloadPolicy)",
+                where(lay.offload_policy, lay.strategy),
+                role=lay.role,
+                fix=f"set the {lay.role} strategy to fsdp2, or use {lay.key_prefix}.param_offload=True "
+                f"and {lay.key_prefix}.optimizer_offload=True",
+            )

@@ -41,9 +41,13 @@ def rollout_pp(job: Job) -> Iterator[Finding]:
         return
     name = need(job.value(f"{RO}.name"), f"{RO}.name")
     if sizes[2] > 1 and name in ("vllm", "sglang", "trtllm"):
-        yield finding("VERL-RO-PP", f"Current rollout self.name='{name}' not implemented pipeline_model_parallel_size > 1 "
-                                    "yet. (verl RolloutConfig)", where(job.rollout.pp),
-                      fix=f"{RO}.pipeline_model_parallel_size=1")
+        yield finding(
+            "VERL-RO-PP",
+            f"Current rollout self.name='{name}' not implemented pipeline_model_parallel_size > 1 "
+            "yet. (verl RolloutConfig)",
+            where(job.rollout.pp),
+            fix=f"{RO}.pipeline_model_parallel_size=1",
+        )
 
 
 @rule("VERL-RO-EP", "error", "Rollout expert parallel size must be rollout TP · DP", frameworks=("verl",))
@@ -70,9 +74,13 @@ def rollout_ep(job: Job) -> Iterator[Finding]:
     name = need(job.value(f"{RO}.name"), f"{RO}.name")
     tp, dp, _ = sizes
     if name != "trtllm" and ep is not None and ep > 1 and ep != tp * dp:
-        yield finding("VERL-RO-EP", f"expert_parallel_size must be equal to tensor_model_parallel_size * "
-                                    f"data_parallel_size (verl: EP {ep}, TP {tp} · DP {dp} = {tp * dp})",
-                      where(ep_t, job.rollout.tp, job.rollout.dp), fix=f"{RO}.expert_parallel_size={tp * dp}")
+        yield finding(
+            "VERL-RO-EP",
+            f"expert_parallel_size must be equal to tensor_model_parallel_size * "
+            f"data_parallel_size (verl: EP {ep}, TP {tp} · DP {dp} = {tp * dp})",
+            where(ep_t, job.rollout.tp, job.rollout.dp),
+            fix=f"{RO}.expert_parallel_size={tp * dp}",
+        )
 
 
 @rule("VERL-RO-WORLD", "error", "Rollout replicas (TP·DP·PP) must tile the trainer's world", frameworks=("verl",))
@@ -97,13 +105,18 @@ def rollout_world(job: Job) -> Iterator[Finding]:
     w = need(job.cluster.world, "world size")
     size = sizes[0] * sizes[1] * sizes[2]
     if w % size:
-        yield finding("VERL-RO-WORLD", f"rollout world_size: {w} is not divisible by infer_world_size: {size} "
-                                       f"(verl: TP {sizes[0]} · DP {sizes[1]} · PP {sizes[2]})",
-                      where(job.rollout.dp, job.rollout.tp), fix=f"make rollout TP·DP·PP a divisor of {w}")
+        yield finding(
+            "VERL-RO-WORLD",
+            f"rollout world_size: {w} is not divisible by infer_world_size: {size} "
+            f"(verl: TP {sizes[0]} · DP {sizes[1]} · PP {sizes[2]})",
+            where(job.rollout.dp, job.rollout.tp),
+            fix=f"make rollout TP·DP·PP a divisor of {w}",
+        )
 
 
-@rule("VERL-RO-REPLICA-NODE", "error", "A rollout replica must fill whole nodes, or fit inside one",
-      frameworks=("verl",))
+@rule(
+    "VERL-RO-REPLICA-NODE", "error", "A rollout replica must fill whole nodes, or fit inside one", frameworks=("verl",)
+)
 def replica_nodes(job: Job) -> Iterator[Finding]:
     """
     A replica of S = TP·DP·PP ranks spans S / g nodes with g = min(rollout.n_gpus_per_node, S):
@@ -129,13 +142,19 @@ def replica_nodes(job: Job) -> Iterator[Finding]:
     size = sizes[0] * sizes[1] * sizes[2]
     g = min(per_node, size)
     if size % g:
-        yield finding("VERL-RO-REPLICA-NODE", f"world_size {size} must be divisible by gpus_per_node {g} "
-                                              "(verl RolloutReplica)", where(job.rollout.tp, job.rollout.dp, g_t),
-                      fix=f"a replica size TP·DP·PP that is a multiple of {per_node} or divides it")
+        yield finding(
+            "VERL-RO-REPLICA-NODE",
+            f"world_size {size} must be divisible by gpus_per_node {g} (verl RolloutReplica)",
+            where(job.rollout.tp, job.rollout.dp, g_t),
+            fix=f"a replica size TP·DP·PP that is a multiple of {per_node} or divides it",
+        )
     elif size < per_node and per_node % size:
-        yield finding("VERL-RO-REPLICA-NODE", f"replicas of {size} ranks straddle nodes of {per_node} devices; each "
-                                              "replica's server runs on one node", where(job.rollout.tp, job.rollout.dp),
-                      fix=f"a replica size dividing {per_node}")
+        yield finding(
+            "VERL-RO-REPLICA-NODE",
+            f"replicas of {size} ranks straddle nodes of {per_node} devices; each replica's server runs on one node",
+            where(job.rollout.tp, job.rollout.dp),
+            fix=f"a replica size dividing {per_node}",
+        )
 
 
 @rule("VERL-RO-VLLM-DP", "error", "vLLM data parallel: the node size must divide by rollout TP", frameworks=("verl",))
@@ -161,13 +180,22 @@ def vllm_dp(job: Job) -> Iterator[Finding]:
     g_t = job.value(f"{RO}.n_gpus_per_node")
     g = min(need(g_t, f"{RO}.n_gpus_per_node"), tp * dp * pp)
     if dp > 1 and g % tp:
-        yield finding("VERL-RO-VLLM-DP", f"gpus_per_node should be divisible by tensor_model_parallel_size (verl: "
-                                         f"{g} GPUs per node, rollout TP {tp}, DP {dp})", where(job.rollout.tp, g_t),
-                      fix=f"a rollout TP dividing {g}")
+        yield finding(
+            "VERL-RO-VLLM-DP",
+            f"gpus_per_node should be divisible by tensor_model_parallel_size (verl: "
+            f"{g} GPUs per node, rollout TP {tp}, DP {dp})",
+            where(job.rollout.tp, g_t),
+            fix=f"a rollout TP dividing {g}",
+        )
 
 
-@rule("VERL-RO-MAXLEN", "error", "Rollout max_model_len must not exceed the model's max_position_embeddings",
-      needs_model=True, frameworks=("verl",))
+@rule(
+    "VERL-RO-MAXLEN",
+    "error",
+    "Rollout max_model_len must not exceed the model's max_position_embeddings",
+    needs_model=True,
+    frameworks=("verl",),
+)
 def rollout_max_len(job: Job) -> Iterator[Finding]:
     """
     verl's vLLM and SGLang servers take `max_model_len` (default: the model's
@@ -193,13 +221,22 @@ def rollout_max_len(job: Job) -> Iterator[Finding]:
     mml_t = job.value(f"{RO}.max_model_len")
     mml = need(mml_t, f"{RO}.max_model_len")
     if limit and mml is not None and mml > limit:
-        yield finding("VERL-RO-MAXLEN", f"max_model_len ({mml}) should be less than or equal to max_position_embeddings "
-                                        f"({limit}) ({job.model.name}, {job.model.source})", where(mml_t),
-                      fix=f"{RO}.max_model_len={limit} or less")
+        yield finding(
+            "VERL-RO-MAXLEN",
+            f"max_model_len ({mml}) should be less than or equal to max_position_embeddings "
+            f"({limit}) ({job.model.name}, {job.model.source})",
+            where(mml_t),
+            fix=f"{RO}.max_model_len={limit} or less",
+        )
 
 
-@rule("VERL-RO-LEN-BUDGET", "warning", "prompt + response exceeds the rollout's max_model_len",
-      needs_model=True, frameworks=("verl",))
+@rule(
+    "VERL-RO-LEN-BUDGET",
+    "warning",
+    "prompt + response exceeds the rollout's max_model_len",
+    needs_model=True,
+    frameworks=("verl",),
+)
 def rollout_length_budget(job: Job) -> Iterator[Finding]:
     """
     Generation is clipped to max_model_len − prompt tokens; with max_prompt_length +
@@ -220,11 +257,16 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
     mml_t = job.value(f"{RO}.max_model_len")
     mml = need(mml_t, f"{RO}.max_model_len") or job.model.max_position_embeddings
     total = need(job.value("data.max_prompt_length"), "data.max_prompt_length") + need(
-        job.value("data.max_response_length"), "data.max_response_length")
+        job.value("data.max_response_length"), "data.max_response_length"
+    )
     if mml and total > mml:
-        yield finding("VERL-RO-LEN-BUDGET", f"max_prompt_length + max_response_length = {total} > max_model_len {mml}: "
-                                            "responses of long prompts are clipped", where(mml_t),
-                      fix=f"{RO}.max_model_len={total} (if the model allows it)")
+        yield finding(
+            "VERL-RO-LEN-BUDGET",
+            f"max_prompt_length + max_response_length = {total} > max_model_len {mml}: "
+            "responses of long prompts are clipped",
+            where(mml_t),
+            fix=f"{RO}.max_model_len={total} (if the model allows it)",
+        )
 
 
 @rule("VERL-RO-MODE", "error", "Rollout mode 'sync' has been removed", frameworks=("verl",))
@@ -251,13 +293,22 @@ def rollout_mode(job: Job) -> Iterator[Finding]:
     if not at_least(job.framework_version, SYNC_ROLLOUT_REMOVED):
         return  # verl < 0.7.0 still runs the synchronous rollout
     if need(mode_t, f"{RO}.mode") == "sync":
-        yield finding("VERL-RO-MODE", "Rollout mode 'sync' has been removed. Please set "
-                                      "`actor_rollout_ref.rollout.mode=async` or remove the mode setting entirely.",
-                      where(mode_t), fix=f"remove {RO}.mode=sync")
+        yield finding(
+            "VERL-RO-MODE",
+            "Rollout mode 'sync' has been removed. Please set "
+            "`actor_rollout_ref.rollout.mode=async` or remove the mode setting entirely.",
+            where(mode_t),
+            fix=f"remove {RO}.mode=sync",
+        )
 
 
-@rule("VERL-RO-MNBT", "warning", "Without chunked prefill max_num_batched_tokens must reach max_model_len",
-      needs_model=True, frameworks=("verl",))
+@rule(
+    "VERL-RO-MNBT",
+    "warning",
+    "Without chunked prefill max_num_batched_tokens must reach max_model_len",
+    needs_model=True,
+    frameworks=("verl",),
+)
 def batched_tokens(job: Job) -> Iterator[Finding]:
     """
     With `enable_chunked_prefill=False` a whole prompt must fit one scheduler step, so vLLM needs
@@ -290,13 +341,21 @@ def batched_tokens(job: Job) -> Iterator[Finding]:
     mnbt = need(mnbt_t, f"{RO}.max_num_batched_tokens")
     if mml and mnbt is not None and mnbt < mml:
         if job.framework_version in MNBT_RAISED_BY_VERL:
-            yield finding("VERL-RO-MNBT", f"enable_chunked_prefill=False requires max_num_batched_tokens >= "
-                                          f"max_model_len ({mml}); verl raises max_num_batched_tokens from {mnbt} to "
-                                          f"{mml}", where(chunked_t, mnbt_t),
-                          fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on")
+            yield finding(
+                "VERL-RO-MNBT",
+                f"enable_chunked_prefill=False requires max_num_batched_tokens >= "
+                f"max_model_len ({mml}); verl raises max_num_batched_tokens from {mnbt} to "
+                f"{mml}",
+                where(chunked_t, mnbt_t),
+                fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on",
+            )
         else:
-            yield finding("VERL-RO-MNBT", f"this verl hands max_num_batched_tokens to vLLM "
-                                          f"unchanged, and vLLM refuses to start: \"max_num_batched_tokens ({mnbt}) is "
-                                          f"smaller than max_model_len ({mml})\" (chunked prefill is off)",
-                          where(chunked_t, mnbt_t), fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on",
-                          severity="error")
+            yield finding(
+                "VERL-RO-MNBT",
+                f"this verl hands max_num_batched_tokens to vLLM "
+                f'unchanged, and vLLM refuses to start: "max_num_batched_tokens ({mnbt}) is '
+                f'smaller than max_model_len ({mml})" (chunked prefill is off)',
+                where(chunked_t, mnbt_t),
+                fix=f"{RO}.max_num_batched_tokens={mml}, or chunked prefill on",
+                severity="error",
+            )

@@ -14,12 +14,18 @@ from shardcheck.rules.base import Finding, finding, need, rule, where
 
 
 def _pool_sizes(s: ServerLayout) -> tuple[int, int]:
-    return (need(s.nnodes, f"{s.pool_key}.nnodes" if s.pool_key else "trainer.nnodes"),
-            need(s.devices_per_node, f"{s.pool_key}.n_gpus_per_node" if s.pool_key else "trainer.n_gpus_per_node"))
+    return (
+        need(s.nnodes, f"{s.pool_key}.nnodes" if s.pool_key else "trainer.nnodes"),
+        need(s.devices_per_node, f"{s.pool_key}.n_gpus_per_node" if s.pool_key else "trainer.n_gpus_per_node"),
+    )
 
 
-@rule("VERL-SRV-POOL", "error", "A reward model or teacher pool of its own needs nodes and GPUs per node",
-      frameworks=("verl",))
+@rule(
+    "VERL-SRV-POOL",
+    "error",
+    "A reward model or teacher pool of its own needs nodes and GPUs per node",
+    frameworks=("verl",),
+)
 def server_pool(job: Job) -> Iterator[Finding]:
     """
     A reward model on its own resource pool (`reward.reward_model.enable_resource_pool=True`) takes
@@ -44,15 +50,20 @@ def server_pool(job: Job) -> Iterator[Finding]:
         nnodes, devices = _pool_sizes(s)
         for name, value, traced in (("n_gpus_per_node", devices, s.devices_per_node), ("nnodes", nnodes, s.nnodes)):
             if value <= 0:
-                yield finding("VERL-SRV-POOL", f"[{s.role}] {s.pool_key}.{name} is {value}: verl raises "
-                                               f"\"config.{s.pool_key}.{name} must be greater than 0\"",
-                              where(traced, s.switch), fix=f"set {s.pool_key}.{name} to a positive number",
-                              role=s.role)
+                yield finding(
+                    "VERL-SRV-POOL",
+                    f"[{s.role}] {s.pool_key}.{name} is {value}: verl raises "
+                    f'"config.{s.pool_key}.{name} must be greater than 0"',
+                    where(traced, s.switch),
+                    fix=f"set {s.pool_key}.{name} to a positive number",
+                    role=s.role,
+                )
                 break
 
 
-@rule("VERL-SRV-REPLICA", "error", "The reward model's or a teacher's replicas must fit their pool",
-      frameworks=("verl",))
+@rule(
+    "VERL-SRV-REPLICA", "error", "The reward model's or a teacher's replicas must fit their pool", frameworks=("verl",)
+)
 def server_replicas(job: Job) -> Iterator[Finding]:
     """
     Each reward-model or teacher replica takes TP·DP·PP devices of its pool. The reward model needs
@@ -82,15 +93,25 @@ def server_replicas(job: Job) -> Iterator[Finding]:
         at = where(s.tp, s.dp, s.pp) or s.tp.origin
         sizes = f"TP {s.tp.value} · DP {s.dp.value} · PP {s.pp.value} = {size}"
         if s.role == "reward model" and pool < size:
-            yield finding("VERL-SRV-REPLICA", f"[{s.role}] {sizes} devices per replica, the pool has {pool}: verl "
-                                              f"asserts \"Not enough GPUs to run the reward model. world_size ({pool}) "
-                                              f"< rollout_world_size ({size}).\"", at,
-                          fix=f"a TP·DP·PP of at most {pool}, or more GPUs for the reward model", role=s.role)
+            yield finding(
+                "VERL-SRV-REPLICA",
+                f"[{s.role}] {sizes} devices per replica, the pool has {pool}: verl "
+                f'asserts "Not enough GPUs to run the reward model. world_size ({pool}) '
+                f'< rollout_world_size ({size})."',
+                at,
+                fix=f"a TP·DP·PP of at most {pool}, or more GPUs for the reward model",
+                role=s.role,
+            )
         elif s.role.startswith("teacher") and s.num_replicas is None and pool > 0 and pool % size:
-            yield finding("VERL-SRV-REPLICA", f"[{s.role}] {sizes} does not divide the distillation pool of {pool}: "
-                                              f"verl raises \"Single teacher's per_replica_world_size ({size}) must "
-                                              "divide the distillation resource pool size\"", at,
-                          fix=f"a TP·DP·PP dividing {pool}", role=s.role)
+            yield finding(
+                "VERL-SRV-REPLICA",
+                f"[{s.role}] {sizes} does not divide the distillation pool of {pool}: "
+                f"verl raises \"Single teacher's per_replica_world_size ({size}) must "
+                'divide the distillation resource pool size"',
+                at,
+                fix=f"a TP·DP·PP dividing {pool}",
+                role=s.role,
+            )
     if teachers:
         total = 0
         for s in teachers:
@@ -99,8 +120,13 @@ def server_replicas(job: Job) -> Iterator[Finding]:
         nnodes, devices = _pool_sizes(teachers[0])
         if total != nnodes * devices:
             parts = " + ".join(f"{s.num_replicas.value}·{s.replica_size.value}" for s in teachers)
-            yield finding("VERL-SRV-REPLICA", f"[teachers] num_replicas · TP·DP·PP: {parts} = {total}, the distillation "
-                                              f"pool is {nnodes * devices}: verl raises \"Sum of teacher (num_replicas "
-                                              f"* per_replica_world_size) ({total}) must match the distillation "
-                                              "resource pool size\"", where(*(s.num_replicas for s in teachers)),
-                          fix=f"make the teachers' replicas add up to {nnodes * devices} devices", role="teachers")
+            yield finding(
+                "VERL-SRV-REPLICA",
+                f"[teachers] num_replicas · TP·DP·PP: {parts} = {total}, the distillation "
+                f'pool is {nnodes * devices}: verl raises "Sum of teacher (num_replicas '
+                f"* per_replica_world_size) ({total}) must match the distillation "
+                'resource pool size"',
+                where(*(s.num_replicas for s in teachers)),
+                fix=f"make the teachers' replicas add up to {nnodes * devices} devices",
+                role="teachers",
+            )

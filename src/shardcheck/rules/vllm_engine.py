@@ -19,8 +19,14 @@ def _vllm_tp(job: Job) -> int | None:
     return need(job.rollout.tp, f"{RO}.tensor_model_parallel_size")
 
 
-@rule("VLLM-TP-HEADS", "error", "Rollout TP must divide the attention heads (vLLM)",
-      needs_model=True, frameworks=("verl",), engine="vllm")
+@rule(
+    "VLLM-TP-HEADS",
+    "error",
+    "Rollout TP must divide the attention heads (vLLM)",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="vllm",
+)
 def vllm_heads(job: Job) -> Iterator[Finding]:
     """
     vLLM shards attention heads over its tensor-parallel ranks.
@@ -38,14 +44,23 @@ def vllm_heads(job: Job) -> Iterator[Finding]:
     tp = _vllm_tp(job)
     heads = job.model.num_attention_heads
     if tp and heads and heads % tp:
-        yield finding("VLLM-TP-HEADS", f"Total number of attention heads ({heads}) must be divisible by tensor parallel "
-                                       f"size ({tp}). (vLLM, {job.model.name})", where(job.rollout.tp),
-                      fix=f"{RO}.tensor_model_parallel_size in "
-                          f"{', '.join(map(str, divisors(heads)))}")
+        yield finding(
+            "VLLM-TP-HEADS",
+            f"Total number of attention heads ({heads}) must be divisible by tensor parallel "
+            f"size ({tp}). (vLLM, {job.model.name})",
+            where(job.rollout.tp),
+            fix=f"{RO}.tensor_model_parallel_size in {', '.join(map(str, divisors(heads)))}",
+        )
 
 
-@rule("VLLM-TP-KV", "error", "Rollout TP and the KV heads must divide one another (vLLM)",
-      needs_model=True, frameworks=("verl",), engine="vllm")
+@rule(
+    "VLLM-TP-KV",
+    "error",
+    "Rollout TP and the KV heads must divide one another (vLLM)",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="vllm",
+)
 def vllm_kv_heads(job: Job) -> Iterator[Finding]:
     """
     vLLM splits the KV heads over TP ranks when there are at least as many as ranks, and replicates
@@ -72,8 +87,12 @@ def vllm_kv_heads(job: Job) -> Iterator[Finding]:
         message = f"{kv} is not divisible by {tp}"
     else:
         return
-    yield finding("VLLM-TP-KV", f"{job.model.name} has {kv} KV heads and rollout TP is {tp} (vLLM: \"{message}\")",
-                  where(job.rollout.tp), fix=f"a rollout TP dividing {kv} or a multiple of it")
+    yield finding(
+        "VLLM-TP-KV",
+        f'{job.model.name} has {kv} KV heads and rollout TP is {tp} (vLLM: "{message}")',
+        where(job.rollout.tp),
+        fix=f"a rollout TP dividing {kv} or a multiple of it",
+    )
 
 
 def derived_max_len(model) -> tuple[float, str]:
@@ -94,8 +113,14 @@ def derived_max_len(model) -> tuple[float, str]:
     return derived, key
 
 
-@rule("VLLM-MAXLEN-DERIVED", "error", "Rollout max_model_len must not exceed vLLM's RoPE-derived maximum",
-      needs_model=True, frameworks=("verl",), engine="vllm")
+@rule(
+    "VLLM-MAXLEN-DERIVED",
+    "error",
+    "Rollout max_model_len must not exceed vLLM's RoPE-derived maximum",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="vllm",
+)
 def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     """
     vLLM derives the longest context from the model's own config.json: max_position_embeddings
@@ -128,8 +153,12 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
         return  # VERL-RO-MAXLEN: verl rejects it before vLLM sees it
     message = max_len_error(job.model, mml)
     if message is not None:
-        yield finding("VLLM-MAXLEN-DERIVED", f"{message} (vLLM; rope_scaling {job.model.rope_scaling}, {job.model.source})",
-                      where(mml_t, job.model_path), fix=f"{RO}.max_model_len={int(derived_max_len(job.model)[0])} or less")
+        yield finding(
+            "VLLM-MAXLEN-DERIVED",
+            f"{message} (vLLM; rope_scaling {job.model.rope_scaling}, {job.model.source})",
+            where(mml_t, job.model_path),
+            fix=f"{RO}.max_model_len={int(derived_max_len(job.model)[0])} or less",
+        )
 
 
 def max_len_error(model, max_model_len: int) -> str | None:
@@ -138,12 +167,19 @@ def max_len_error(model, max_model_len: int) -> str | None:
     if max_model_len <= derived or (model.model_max_length and max_model_len <= model.model_max_length):
         return None
     shown = derived if model.rope_scaling else int(derived)
-    return (f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({key}={shown} "
-            f"or model_max_length={model.model_max_length} in model's config.json).")
+    return (
+        f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({key}={shown} "
+        f"or model_max_length={model.model_max_length} in model's config.json)."
+    )
 
 
-@rule("VLLM-MNS-MNBT", "error", "vLLM's max_num_batched_tokens must be at least max_num_seqs",
-      frameworks=("verl",), engine="vllm")
+@rule(
+    "VLLM-MNS-MNBT",
+    "error",
+    "vLLM's max_num_batched_tokens must be at least max_num_seqs",
+    frameworks=("verl",),
+    engine="vllm",
+)
 def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
     """
     Each scheduler step must be able to hold one token of every running sequence. verl passes
@@ -174,13 +210,21 @@ def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
             return  # verl raises the token budget to an unknown max_model_len
         tokens = max(tokens, mml)
     if tokens < seqs:
-        yield finding("VLLM-MNS-MNBT", f"max_num_batched_tokens ({tokens}) must be greater than or equal to "
-                                       f"max_num_seqs ({seqs}). (vLLM)", where(tokens_t, seqs_t),
-                      fix=f"{RO}.max_num_batched_tokens={seqs} or more, or {RO}.max_num_seqs={tokens} or less")
+        yield finding(
+            "VLLM-MNS-MNBT",
+            f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs ({seqs}). (vLLM)",
+            where(tokens_t, seqs_t),
+            fix=f"{RO}.max_num_batched_tokens={seqs} or more, or {RO}.max_num_seqs={tokens} or less",
+        )
 
 
-@rule("VLLM-MNS-REQUESTS", "warning", "A step's rollout requests exceed what the vLLM engines run at once",
-      frameworks=("verl",), engine="vllm")
+@rule(
+    "VLLM-MNS-REQUESTS",
+    "warning",
+    "A step's rollout requests exceed what the vLLM engines run at once",
+    frameworks=("verl",),
+    engine="vllm",
+)
 def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
     """
     Each step sends `train_batch_size · rollout.n` requests to the world / (TP·DP·PP) replicas; each
@@ -212,7 +256,11 @@ def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
     requests = need(job.value("data.train_batch_size"), "data.train_batch_size") * need(job.value(f"{RO}.n"), f"{RO}.n")
     if requests > engines * seqs:
         waves = -(-requests // (engines * seqs))
-        yield finding("VLLM-MNS-REQUESTS", f"{requests} requests a step (train_batch_size · n) on {engines} vLLM engines "
-                                           f"of max_num_seqs {seqs}: at most {engines * seqs} run at once, so the "
-                                           f"rollout takes {waves} waves", where(seqs_t, job.value("data.train_batch_size")),
-                      fix=f"{RO}.max_num_seqs={-(-requests // engines)} (KV cache permitting)")
+        yield finding(
+            "VLLM-MNS-REQUESTS",
+            f"{requests} requests a step (train_batch_size · n) on {engines} vLLM engines "
+            f"of max_num_seqs {seqs}: at most {engines * seqs} run at once, so the "
+            f"rollout takes {waves} waves",
+            where(seqs_t, job.value("data.train_batch_size")),
+            fix=f"{RO}.max_num_seqs={-(-requests // engines)} (KV cache permitting)",
+        )

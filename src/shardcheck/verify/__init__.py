@@ -59,7 +59,9 @@ def _importable(name: str) -> bool:
 
 def verify_available() -> str | None:
     """None when torch and megatron-core can be imported (checked without importing them), else a hint."""
-    missing = [label for name, label in (("torch", "torch"), ("megatron.core", "megatron-core")) if not _importable(name)]
+    missing = [
+        label for name, label in (("torch", "torch"), ("megatron.core", "megatron-core")) if not _importable(name)
+    ]
     if not missing:
         return None
     return f"--verify needs torch and megatron-core ({' and '.join(missing)} not installed): {INSTALL_HINT}"
@@ -110,14 +112,23 @@ class VerifyReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"agrees": self.agrees, "megatron_version": self.megatron_version, "seconds": round(self.seconds, 3),
-                "world": self.world, "ranks_checked": self.ranks_checked, "rank_selection": self.rank_selection,
-                "disagreements": self.disagreements, "unverified": self.unverified, "notes": self.notes,
-                "engines": self.engines}
+        return {
+            "agrees": self.agrees,
+            "megatron_version": self.megatron_version,
+            "seconds": round(self.seconds, 3),
+            "world": self.world,
+            "ranks_checked": self.ranks_checked,
+            "rank_selection": self.rank_selection,
+            "disagreements": self.disagreements,
+            "unverified": self.unverified,
+            "notes": self.notes,
+            "engines": self.engines,
+        }
 
 
-def run_worker(cases: list[dict], *, jobs: int = 1, strict: bool = False,
-               timeout: float = DEFAULT_TIMEOUT_S) -> list[dict]:
+def run_worker(
+    cases: list[dict], *, jobs: int = 1, strict: bool = False, timeout: float = DEFAULT_TIMEOUT_S
+) -> list[dict]:
     """Run ``python -m shardcheck.verify.worker`` on ``cases``; its results, in order."""
     hint = verify_available()
     if hint is not None:
@@ -129,8 +140,9 @@ def run_worker(cases: list[dict], *, jobs: int = 1, strict: bool = False,
     if strict:
         cmd.append("--strict")
     try:
-        proc = subprocess.run(cmd, input=json.dumps(cases), capture_output=True, text=True, timeout=timeout,
-                              env=env, check=False)
+        proc = subprocess.run(
+            cmd, input=json.dumps(cases), capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
     except subprocess.TimeoutExpired:
         raise VerifyError(f"the megatron-core worker did not finish in {timeout:.0f} s") from None
     if proc.returncode != 0:
@@ -145,8 +157,15 @@ def run_worker(cases: list[dict], *, jobs: int = 1, strict: bool = False,
     return results
 
 
-def verify_jobs(jobs: list, findings: list[list] | None = None, *, all_ranks_limit: int = 64,
-                strict: bool = False, worker_jobs: int = 1, timeout: float = DEFAULT_TIMEOUT_S) -> list[VerifyReport]:
+def verify_jobs(
+    jobs: list,
+    findings: list[list] | None = None,
+    *,
+    all_ranks_limit: int = 64,
+    strict: bool = False,
+    worker_jobs: int = 1,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[VerifyReport]:
     """:func:`verify_job` for several jobs with one worker subprocess; ``findings[i]`` are job i's (run_rules
     is called for a job whose findings are not given). ``seconds`` of each report is the whole batch's."""
     from shardcheck.rules.base import engines
@@ -190,23 +209,37 @@ def verify_jobs(jobs: list, findings: list[list] | None = None, *, all_ranks_lim
             elif p.expected.config_valid and p.expected.layers_per_stage is None:
                 note = f"[{p.role}] layers per stage not compared (shardcheck has no split for this layout)"
                 report.notes.append(note)
-            report.engines.append({
-                "role": p.role,
-                "case": {k: v for k, v in p.case.items() if k != "ranks"},
-                "megatron": {k: v for k, v in result.items() if k != "groups"},
-                "shardcheck": p.expected.to_dict(),
-                "ranks": p.ranks,
-            })
+            report.engines.append(
+                {
+                    "role": p.role,
+                    "case": {k: v for k, v in p.case.items() if k != "ranks"},
+                    "megatron": {k: v for k, v in result.items() if k != "groups"},
+                    "shardcheck": p.expected.to_dict(),
+                    "ranks": p.ranks,
+                }
+            )
         report.ranks_checked = sorted(ranks)
-        report.rank_selection = "; ".join(selections) if len(selections) > 1 else (
-            selections[0].split("] ", 1)[1] if selections else "")
+        report.rank_selection = (
+            "; ".join(selections) if len(selections) > 1 else (selections[0].split("] ", 1)[1] if selections else "")
+        )
     return reports
 
 
-def verify_job(job, findings: list | None = None, *, all_ranks_limit: int = 64, strict: bool = False,
-               timeout: float = DEFAULT_TIMEOUT_S) -> VerifyReport:
+def verify_job(
+    job,
+    findings: list | None = None,
+    *,
+    all_ranks_limit: int = 64,
+    strict: bool = False,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> VerifyReport:
     """Run megatron-core on ``job``'s engines and compare with shardcheck (``findings``: the job's, from
     ``shardcheck.api.check``; computed with run_rules when not given). Every rank's groups are compared when
     the world has at most ``all_ranks_limit`` ranks, else representative ranks (``report.rank_selection``)."""
-    return verify_jobs([job], [findings] if findings is not None else None, all_ranks_limit=all_ranks_limit,
-                       strict=strict, timeout=timeout)[0]
+    return verify_jobs(
+        [job],
+        [findings] if findings is not None else None,
+        all_ranks_limit=all_ranks_limit,
+        strict=strict,
+        timeout=timeout,
+    )[0]

@@ -19,32 +19,38 @@ MAX_GROUP_LINES = 12  # group disagreements listed per engine; the rest are coun
 
 # megatron-core's model-build errors (TransformerConfig.__post_init__, get_num_layers_to_build,
 # BaseMoELayer.__init__; texts after "Type: ", whitespace collapsed) -> the shardcheck rule mirroring it.
-CONFIG_RULE_OF_ERROR: tuple[tuple[str, re.Pattern], ...] = tuple((rule, re.compile(pattern)) for rule, pattern in (
-    ("MCORE-TC-HEADS-TP", r"^num_attention_heads \(\d+\) must be a multiple of tensor_model_parallel_size"),
-    ("MCORE-TC-QG-TP", r"^num_query_groups \(\d+\) must be a multiple or divisor of tensor_model_parallel_size"),
-    ("MCORE-TC-MOE-EP-NOEXP", r"^num_moe_experts must be non None to use expert-parallel"),
-    ("MCORE-TC-UNEVEN-POS", r"^num_layers_in_(first|last)_pipeline_stage must be larger than 0"),
-    ("MCORE-TC-UNEVEN-VPP", r"^number of layers at (first|last) stage: "),
-    ("MCORE-TC-UNEVEN-VPP", r"^number of layers on each middle pipeline rank:"),
-    ("MCORE-TC-UNEVEN-MIDDLE", r"^Mismatch: -?\d+ middle layers remaining"),
-    ("MCORE-TC-UNEVEN-MIDDLE", r"^number of layers at middle stage: "),
-    ("MCORE-TC-UNEVEN-MIDDLE", r"^With uneven pipelineing the left over layers"),
-    ("MCORE-TC-UNEVEN-MIDDLE", r"^Not enough layers in the (first|last) virtual pipeline stage"),
-    ("MCORE-TC-UNEVEN-ACCOUNT", r"^Does not support standalone embedding stage"),
-    ("MCORE-TC-UNEVEN-ACCOUNT", r"^num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot be"),
-    ("MCORE-TC-ACCOUNT-SPLIT", r"^number of middle layers: \d+ must be divisible"),
-    ("MCORE-TC-ACCOUNT-SPLIT", r"^num_layers: \d+ after enable"),
-    ("MCORE-TC-ACCOUNT-SPLIT", r"^number of layers on each pipeline rank: "),
-    ("MCORE-BUILD-LAYERS-PP", r"^num_layers should be divisible by pipeline_model_parallel_size"),
-    ("MCORE-BUILD-VPP", r"^num_layers_per_pipeline_rank \d+ should be divisible by vp_size"),
-    ("MCORE-TC-RECOMPUTE", r"^When using recompute_granuarlity: "),
-    ("MCORE-TC-RECOMPUTE", r"^recompute_method: .* must be \"block\" or \"uniform\""),
-    ("MCORE-TC-RECOMPUTE", r"^Using recompute_granularity: "),
-    ("MCORE-TC-RECOMPUTE", r"^When using recompute_granularity: "),
-    ("MCORE-TC-MOE-DISPATCH", r"^Token dispatcher type: \w+ does not support variable sequence length"),
-    ("MCORE-TC-MOE-DISPATCH", r"^DeepEP backend is only supported with flex token dispatcher"),
-    ("MCORE-BUILD-EXPERTS-EP", r"^num_moe_experts % ep_size == 0"),
-))
+CONFIG_RULE_OF_ERROR: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (rule, re.compile(pattern))
+    for rule, pattern in (
+        ("MCORE-TC-HEADS-TP", r"^num_attention_heads \(\d+\) must be a multiple of tensor_model_parallel_size"),
+        ("MCORE-TC-QG-TP", r"^num_query_groups \(\d+\) must be a multiple or divisor of tensor_model_parallel_size"),
+        ("MCORE-TC-MOE-EP-NOEXP", r"^num_moe_experts must be non None to use expert-parallel"),
+        ("MCORE-TC-UNEVEN-POS", r"^num_layers_in_(first|last)_pipeline_stage must be larger than 0"),
+        ("MCORE-TC-UNEVEN-VPP", r"^number of layers at (first|last) stage: "),
+        ("MCORE-TC-UNEVEN-VPP", r"^number of layers on each middle pipeline rank:"),
+        ("MCORE-TC-UNEVEN-MIDDLE", r"^Mismatch: -?\d+ middle layers remaining"),
+        ("MCORE-TC-UNEVEN-MIDDLE", r"^number of layers at middle stage: "),
+        ("MCORE-TC-UNEVEN-MIDDLE", r"^With uneven pipelineing the left over layers"),
+        ("MCORE-TC-UNEVEN-MIDDLE", r"^Not enough layers in the (first|last) virtual pipeline stage"),
+        ("MCORE-TC-UNEVEN-ACCOUNT", r"^Does not support standalone embedding stage"),
+        (
+            "MCORE-TC-UNEVEN-ACCOUNT",
+            r"^num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot be",
+        ),
+        ("MCORE-TC-ACCOUNT-SPLIT", r"^number of middle layers: \d+ must be divisible"),
+        ("MCORE-TC-ACCOUNT-SPLIT", r"^num_layers: \d+ after enable"),
+        ("MCORE-TC-ACCOUNT-SPLIT", r"^number of layers on each pipeline rank: "),
+        ("MCORE-BUILD-LAYERS-PP", r"^num_layers should be divisible by pipeline_model_parallel_size"),
+        ("MCORE-BUILD-VPP", r"^num_layers_per_pipeline_rank \d+ should be divisible by vp_size"),
+        ("MCORE-TC-RECOMPUTE", r"^When using recompute_granuarlity: "),
+        ("MCORE-TC-RECOMPUTE", r"^recompute_method: .* must be \"block\" or \"uniform\""),
+        ("MCORE-TC-RECOMPUTE", r"^Using recompute_granularity: "),
+        ("MCORE-TC-RECOMPUTE", r"^When using recompute_granularity: "),
+        ("MCORE-TC-MOE-DISPATCH", r"^Token dispatcher type: \w+ does not support variable sequence length"),
+        ("MCORE-TC-MOE-DISPATCH", r"^DeepEP backend is only supported with flex token dispatcher"),
+        ("MCORE-BUILD-EXPERTS-EP", r"^num_moe_experts % ep_size == 0"),
+    )
+)
 CONFIG_RULE_PREFIXES = ("MCORE-TC-", "MCORE-BUILD-")
 LAYOUT_RULE_PREFIX = "MCORE-PS-"
 # megatron's text as a finding quotes it: `megatron-core: "TEXT"` up to the last quote before ")" or the end
@@ -53,12 +59,16 @@ QUOTED = re.compile(r'megatron-core: "(.*)"(?=\)|\s*$|\s—)')
 
 # What --verify passes to TransformerConfig besides the model's own sizes, and why.
 ASSUMPTIONS = (
-    ("add_bias_linear=False: the HF Qwen / Llama / Mixtral-style models verl trains have no bias on their "
-     "linear layers (Megatron-Bridge maps that to add_bias_linear=False)"),
+    (
+        "add_bias_linear=False: the HF Qwen / Llama / Mixtral-style models verl trains have no bias on their "
+        "linear layers (Megatron-Bridge maps that to add_bias_linear=False)"
+    ),
     "sequence_parallel as configured, and False at TP 1 (verl's McoreEngineConfig turns it off there)",
     "ffn_hidden_size and moe_ffn_hidden_size: megatron-core's defaults (no check on them depends on the value)",
-    ("other override_transformer_config keys are not passed (only the recompute, uneven-pipeline, "
-     "account-for, dispatcher and DeepEP keys, which shardcheck's rules read)"),
+    (
+        "other override_transformer_config keys are not passed (only the recompute, uneven-pipeline, "
+        "account-for, dispatcher and DeepEP keys, which shardcheck's rules read)"
+    ),
 )
 
 
@@ -85,10 +95,18 @@ class Expectation:
     layers_per_stage: list[int] | None = None
 
     def to_dict(self) -> dict:
-        return {"role": self.role, "valid": self.valid, "errors": [list(e) for e in self.errors],
-                "grid_valid": self.grid_valid, "grid_error": self.grid_error, "dp": self.dp, "edp": self.edp,
-                "config_valid": self.config_valid, "config_errors": [list(e) for e in self.config_errors],
-                "layers_per_stage": self.layers_per_stage}
+        return {
+            "role": self.role,
+            "valid": self.valid,
+            "errors": [list(e) for e in self.errors],
+            "grid_valid": self.grid_valid,
+            "grid_error": self.grid_error,
+            "dp": self.dp,
+            "edp": self.edp,
+            "config_valid": self.config_valid,
+            "config_errors": [list(e) for e in self.config_errors],
+            "layers_per_stage": self.layers_per_stage,
+        }
 
 
 @dataclass
@@ -184,23 +202,41 @@ def model_dict(job: Job, e: MegatronLayout) -> tuple[dict | None, list[str], lis
     unknown leaves it unverified (``VerifyReport.agrees`` is False), as it leaves shardcheck undecided."""
     m = job.model
     if m is None:
-        return None, [(f"[{e.role}] no model ({job.model_problem or 'none found'}): TransformerConfig and layers "
-                       "per stage not compared")], []
+        return (
+            None,
+            [
+                (
+                    f"[{e.role}] no model ({job.model_problem or 'none found'}): TransformerConfig and layers "
+                    "per stage not compared"
+                )
+            ],
+            [],
+        )
     notes: list[str] = []
     missing: list[str] = []
     layers, heads = m.num_hidden_layers, m.num_attention_heads
     if not layers or not heads:
         return None, [f"[{e.role}] {m.name}: layer or head count unknown: TransformerConfig not compared"], []
     if e.layout_string.known and e.layout_string.value:
-        return None, [(f"[{e.role}] pipeline_model_parallel_layout is set: TransformerConfig and layers per "
-                       "stage not compared (--verify does not model layout strings)")], []
+        return (
+            None,
+            [
+                (
+                    f"[{e.role}] pipeline_model_parallel_layout is set: TransformerConfig and layers per "
+                    "stage not compared (--verify does not model layout strings)"
+                )
+            ],
+            [],
+        )
     hidden = m.hidden_size
     if not hidden:
         hidden = heads * 128
         notes.append(f"hidden_size unknown: {hidden} (128 per head) given to TransformerConfig; no check depends on it")
     if m.mla:
-        notes.append(f"{m.name} uses multi-latent attention: checked with the plain TransformerConfig "
-                     "(MLATransformerConfig adds no parallel-size check)")
+        notes.append(
+            f"{m.name} uses multi-latent attention: checked with the plain TransformerConfig "
+            "(MLATransformerConfig adds no parallel-size check)"
+        )
     model: dict = {
         "num_layers": layers,
         "hidden_size": hidden,
@@ -208,15 +244,17 @@ def model_dict(job: Job, e: MegatronLayout) -> tuple[dict | None, list[str], lis
         "num_query_groups": m.num_key_value_heads,
         "num_moe_experts": m.num_experts or None,
         "add_bias_linear": False,
-        "num_layers_in_first_pipeline_stage": _value(e.first_stage_layers, "num_layers_in_first_pipeline_stage",
-                                                     missing),
-        "num_layers_in_last_pipeline_stage": _value(e.last_stage_layers, "num_layers_in_last_pipeline_stage",
-                                                    missing),
+        "num_layers_in_first_pipeline_stage": _value(
+            e.first_stage_layers, "num_layers_in_first_pipeline_stage", missing
+        ),
+        "num_layers_in_last_pipeline_stage": _value(e.last_stage_layers, "num_layers_in_last_pipeline_stage", missing),
         "virtual_pipeline_model_parallel_size": _value(e.vpp, "virtual_pipeline_model_parallel_size", missing),
-        "account_for_embedding_in_pipeline_split": bool(_value(e.account_for_embedding,
-                                                               "account_for_embedding_in_pipeline_split", missing)),
-        "account_for_loss_in_pipeline_split": bool(_value(e.account_for_loss, "account_for_loss_in_pipeline_split",
-                                                          missing)),
+        "account_for_embedding_in_pipeline_split": bool(
+            _value(e.account_for_embedding, "account_for_embedding_in_pipeline_split", missing)
+        ),
+        "account_for_loss_in_pipeline_split": bool(
+            _value(e.account_for_loss, "account_for_loss_in_pipeline_split", missing)
+        ),
     }
     tp = e.tp.value if e.tp.known else None
     sp = _value(e.sequence_parallel, "sequence_parallel", missing)
@@ -262,9 +300,13 @@ def plan_engine(job: Job, e: MegatronLayout, findings: list, *, all_ranks_limit:
     if not grid_ok:
         ranks, why = [0], "rank 0 (shardcheck finds the layout invalid: no groups to compare)"
     expected = Expectation(
-        role=e.role, valid=not ps_errors, errors=ps_errors, grid_valid=grid_ok,
+        role=e.role,
+        valid=not ps_errors,
+        errors=ps_errors,
+        grid_valid=grid_ok,
         grid_error=None if grid_ok else f"{rule_id(grid.kind)}: {grid.message}",
-        dp=grid.dp if grid_ok else None, edp=grid.edp if grid_ok else None,
+        dp=grid.dp if grid_ok else None,
+        edp=grid.edp if grid_ok else None,
         groups={r: {k: grid.group_of(k, r) for k in GROUP_KINDS} for r in ranks} if grid_ok else None,
     )
     case = {"world": world, **sizes, "etp": etp, "vpp": vpp, "order": e.order, "ranks": ranks}
@@ -307,18 +349,24 @@ def compare(case: dict, result: dict, expected: Expectation) -> list[str]:
     valid = result.get("valid")
     if valid is not None:
         if valid != expected.valid:
-            out.append(f"{tag} parallel state: megatron-core {'initialises' if valid else 'raises'} "
-                       f"({error or 'no error'}); shardcheck says {'valid' if expected.valid else 'invalid'} "
-                       f"({'; '.join(f'{r}: {m}' for r, m in expected.errors) or 'no MCORE-PS error'})")
+            out.append(
+                f"{tag} parallel state: megatron-core {'initialises' if valid else 'raises'} "
+                f"({error or 'no error'}); shardcheck says {'valid' if expected.valid else 'invalid'} "
+                f"({'; '.join(f'{r}: {m}' for r, m in expected.errors) or 'no MCORE-PS error'})"
+            )
         elif not valid:
             text = _norm(strip_type(error))
             if not any(text in _quotes(m) for _, m in expected.errors):
-                out.append(f"{tag} parallel state: both invalid, but no shardcheck MCORE-PS error quotes "
-                           f"megatron-core's first error {error!r} (shardcheck: "
-                           f"{'; '.join(f'{r}: {m}' for r, m in expected.errors)})")
+                out.append(
+                    f"{tag} parallel state: both invalid, but no shardcheck MCORE-PS error quotes "
+                    f"megatron-core's first error {error!r} (shardcheck: "
+                    f"{'; '.join(f'{r}: {m}' for r, m in expected.errors)})"
+                )
         if expected.grid_valid is not None and valid != expected.grid_valid:
-            out.append(f"{tag} rank grid: megatron-core {'valid' if valid else 'invalid'} ({error or 'no error'}), "
-                       f"shardcheck build_grid {'valid' if expected.grid_valid else expected.grid_error}")
+            out.append(
+                f"{tag} rank grid: megatron-core {'valid' if valid else 'invalid'} ({error or 'no error'}), "
+                f"shardcheck build_grid {'valid' if expected.grid_valid else expected.grid_error}"
+            )
         if valid and expected.grid_valid:
             for k in ("dp", "edp"):
                 if result.get(k) != getattr(expected, k):
@@ -333,18 +381,25 @@ def compare(case: dict, result: dict, expected: Expectation) -> list[str]:
         elif cvalid and beyond and any(n < 0 for n in result.get("layers_per_stage") or []):
             pass  # megatron-core builds negative stages without a word; shardcheck reports it (its own check)
         elif cvalid != expected.config_valid:
-            out.append(f"{tag} model build: megatron-core {'accepts' if cvalid else 'raises'} "
-                       f"({cerror or 'TransformerConfig and get_num_layers_to_build pass'}); shardcheck says "
-                       f"{'valid' if expected.config_valid else 'invalid'} "
-                       f"({'; '.join(f'{r}: {m}' for r, m in expected.config_errors) or 'no MCORE-TC/BUILD error'})")
+            out.append(
+                f"{tag} model build: megatron-core {'accepts' if cvalid else 'raises'} "
+                f"({cerror or 'TransformerConfig and get_num_layers_to_build pass'}); shardcheck says "
+                f"{'valid' if expected.config_valid else 'invalid'} "
+                f"({'; '.join(f'{r}: {m}' for r, m in expected.config_errors) or 'no MCORE-TC/BUILD error'})"
+            )
         elif not cvalid:
             why = _config_first_error(cerror, expected.config_errors)
             if why:
                 out.append(f"{tag} model build: {why}")
-        elif (expected.layers_per_stage is not None and result.get("layers_per_stage") is not None
-              and result.get("layers_per_stage") != expected.layers_per_stage):
-            out.append(f"{tag} layers per stage: megatron-core {result.get('layers_per_stage')} != shardcheck "
-                       f"{expected.layers_per_stage}")
+        elif (
+            expected.layers_per_stage is not None
+            and result.get("layers_per_stage") is not None
+            and result.get("layers_per_stage") != expected.layers_per_stage
+        ):
+            out.append(
+                f"{tag} layers per stage: megatron-core {result.get('layers_per_stage')} != shardcheck "
+                f"{expected.layers_per_stage}"
+            )
     return out
 
 
@@ -360,8 +415,7 @@ def _config_first_error(error: str, errors: list[tuple[str, str]]) -> str | None
     text = _norm(strip_type(error))
     quoted = [q for m in same for q in _quotes(m)]
     if quoted and not any(text.startswith(q) for q in quoted):
-        return (f"{rule}: megatron-core says {text!r}, shardcheck quotes "
-                f"{' / '.join(repr(q) for q in quoted)}")
+        return f"{rule}: megatron-core says {text!r}, shardcheck quotes {' / '.join(repr(q) for q in quoted)}"
     return None
 
 
@@ -379,8 +433,10 @@ def _compare_groups(tag: str, got: dict, want: dict[int, dict[str, list[int]]]) 
             if theirs.get(kind) != kinds.get(kind):
                 count += 1
                 if len(lines) < MAX_GROUP_LINES:
-                    lines.append(f"{tag} rank {rank} {kind} group: megatron-core {_short(theirs.get(kind))} != "
-                                 f"shardcheck {_short(kinds.get(kind))}")
+                    lines.append(
+                        f"{tag} rank {rank} {kind} group: megatron-core {_short(theirs.get(kind))} != "
+                        f"shardcheck {_short(kinds.get(kind))}"
+                    )
     if count > len(lines):
         lines.append(f"{tag} ... {count - len(lines)} more group differences")
     return lines

@@ -120,16 +120,33 @@ KINDS = ("tp", "cp", "dp", "pp", "ep", "etp", "edp")
 
 # The model keys of the protocol (any other TransformerConfig field is accepted too).
 MODEL_KEYS = (
-    "num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "num_moe_experts",
-    "ffn_hidden_size", "moe_ffn_hidden_size", "num_layers_in_first_pipeline_stage",
-    "num_layers_in_last_pipeline_stage", "virtual_pipeline_model_parallel_size", "recompute_granularity",
-    "recompute_method", "recompute_num_layers", "moe_token_dispatcher_type", "variable_seq_lengths",
-    "add_bias_linear", "sequence_parallel",
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_query_groups",
+    "num_moe_experts",
+    "ffn_hidden_size",
+    "moe_ffn_hidden_size",
+    "num_layers_in_first_pipeline_stage",
+    "num_layers_in_last_pipeline_stage",
+    "virtual_pipeline_model_parallel_size",
+    "recompute_granularity",
+    "recompute_method",
+    "recompute_num_layers",
+    "moe_token_dispatcher_type",
+    "variable_seq_lengths",
+    "add_bias_linear",
+    "sequence_parallel",
 )
 _CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(TransformerConfig))
 # Set by the worker from the case's sizes; a model dict must not set them.
-_SIZE_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-                "expert_model_parallel_size", "expert_tensor_parallel_size")
+_SIZE_FIELDS = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+)
 
 # group_desc megatron passes to create_group -> our group kind
 _DESC_TO_KIND = {
@@ -216,19 +233,15 @@ class _Recorder:
             # Same sanity checks torch's new_group performs, then the value it
             # would return for a non-member.
             if len(set(ranks)) != len(ranks):
-                raise ValueError(
-                    f"ranks list must not contain duplicate entries, got {sorted(ranks)}"
-                )
+                raise ValueError(f"ranks list must not contain duplicate entries, got {sorted(ranks)}")
             if len(ranks) > self.world:
                 raise ValueError(
-                    "the new group's world size should be less or equal to the "
-                    "world size set by init_process_group"
+                    "the new group's world size should be less or equal to the world size set by init_process_group"
                 )
             if ranks and (min(ranks) < 0 or max(ranks) >= self.world):
                 bad = min(ranks) if min(ranks) < 0 else max(ranks)
                 raise ValueError(
-                    f"Rank {bad} is out of range. Valid ranks are 0 to "
-                    f"{self.world - 1} (world_size={self.world})"
+                    f"Rank {bad} is out of range. Valid ranks are 0 to {self.world - 1} (world_size={self.world})"
                 )
             return GroupMember.NON_GROUP_MEMBER
         return _ORIG_CREATE_GROUP(ranks, *args, group_desc=group_desc, **kwargs)
@@ -317,9 +330,7 @@ def _run_one(case: dict, rank: int, record: bool):
         if recorder is not None:
             rec = recorder.groups_of(rank)
             if rec != groups:
-                raise AssertionError(
-                    f"oracle self-check failed for rank {rank}: recorded {rec} != getters {groups}"
-                )
+                raise AssertionError(f"oracle self-check failed for rank {rank}: recorded {rec} != getters {groups}")
         return res, recorder
     finally:
         _reset_state()
@@ -335,10 +346,22 @@ def _parallel_state(case: dict, strict: bool) -> dict:
     try:
         res, recorder = _run_one(case, first, record=not strict)
     except Exception as exc:  # noqa: BLE001  # oracle-side failure: report, don't crash the batch
-        return {"valid": False, "error": "OracleError: " + _format_error(exc),
-                "dp": None, "edp": None, "etp": None, "groups": {}}
-    out = {"valid": res["valid"], "error": res["error"],
-           "dp": res.get("dp"), "edp": res.get("edp"), "etp": res.get("etp"), "groups": {}}
+        return {
+            "valid": False,
+            "error": "OracleError: " + _format_error(exc),
+            "dp": None,
+            "edp": None,
+            "etp": None,
+            "groups": {},
+        }
+    out = {
+        "valid": res["valid"],
+        "error": res["error"],
+        "dp": res.get("dp"),
+        "edp": res.get("edp"),
+        "etp": res.get("etp"),
+        "groups": {},
+    }
     if not res["valid"]:
         return out
     for r in ranks:
@@ -409,8 +432,7 @@ def _model(case: dict) -> dict:
             out["layers_note"] = "VPP with PP 1: no layer split (initialize_model_parallel rejects it)"
         else:
             chunks = range(vpp) if vpp is not None else [None]
-            stages = [sum(get_num_layers_to_build(config, vp_stage=v, pp_rank=r) for v in chunks)
-                      for r in range(pp)]
+            stages = [sum(get_num_layers_to_build(config, vp_stage=v, pp_rank=r) for v in chunks) for r in range(pp)]
         experts, ep = config.num_moe_experts, config.expert_model_parallel_size
         if experts is not None and experts % ep != 0:
             # megatron/core/transformer/moe/moe_layer.py BaseMoELayer.__init__:
@@ -443,8 +465,9 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=None)
-    ap.add_argument("--strict", action="store_true",
-                    default=os.environ.get("SHARDCHECK_ORACLE_STRICT", "") not in ("", "0"))
+    ap.add_argument(
+        "--strict", action="store_true", default=os.environ.get("SHARDCHECK_ORACLE_STRICT", "") not in ("", "0")
+    )
     ap.add_argument("--timing", action="store_true", help="add 'seconds' to each result")
     args = ap.parse_args(argv)
     logging.disable(logging.WARNING)

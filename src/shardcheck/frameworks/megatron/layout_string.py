@@ -46,6 +46,7 @@ class RankLayout:
 
 def _unroll(text: str) -> str:
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+
         def repeat(m: re.Match) -> str:
             n = int(m.group(2))
             if len(m.group(1)) * n > MAX_EXPANDED:

@@ -96,8 +96,10 @@ def split_layers(
     if any(n < 0 for n in stages):
         # megatron-core accepts this (the middle stages get a negative layer count and build
         # nothing); shardcheck's own check, with no Megatron text to quote.
-        return SplitError(Kind.SPLIT_NEGATIVE_STAGE,
-                          f"first and last stage layers leave {', '.join(map(str, stages))} layers per stage")
+        return SplitError(
+            Kind.SPLIT_NEGATIVE_STAGE,
+            f"first and last stage layers leave {', '.join(map(str, stages))} layers per stage",
+        )
     return Split(tuple(stages), per_chunk)
 
 
@@ -172,17 +174,29 @@ def _check_account(total: int, pp: int, vpp: int | None) -> SplitError | None:
     return None
 
 
-def stage_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None,
-                        account_for_embedding: bool = False, account_for_loss: bool = False) -> tuple[tuple[int, ...], ...]:
+def stage_layer_indices(
+    split: Split,
+    num_layers: int,
+    *,
+    vpp: int | None = None,
+    account_for_embedding: bool = False,
+    account_for_loss: bool = False,
+) -> tuple[tuple[int, ...], ...]:
     """The 0-based global indices of the decoder layers each pipeline stage builds (over its chunks)."""
-    chunks = stage_chunk_layer_indices(split, num_layers, vpp=vpp, account_for_embedding=account_for_embedding,
-                                       account_for_loss=account_for_loss)
+    chunks = stage_chunk_layer_indices(
+        split, num_layers, vpp=vpp, account_for_embedding=account_for_embedding, account_for_loss=account_for_loss
+    )
     return tuple(tuple(i for chunk in stage for i in chunk) for stage in chunks)
 
 
-def stage_chunk_layer_indices(split: Split, num_layers: int, *, vpp: int | None = None,
-                              account_for_embedding: bool = False,
-                              account_for_loss: bool = False) -> tuple[tuple[tuple[int, ...], ...], ...]:
+def stage_chunk_layer_indices(
+    split: Split,
+    num_layers: int,
+    *,
+    vpp: int | None = None,
+    account_for_embedding: bool = False,
+    account_for_loss: bool = False,
+) -> tuple[tuple[tuple[int, ...], ...], ...]:
     """The 0-based global indices of the decoder layers of each virtual chunk of each pipeline stage.
 
     Megatron-Core numbers layers chunk-major: virtual chunk 0 of every stage in stage order, then chunk 1,
@@ -198,8 +212,15 @@ def stage_chunk_layer_indices(split: Split, num_layers: int, *, vpp: int | None 
         for s in range(pp):
             real = raw[s]
             if split.per_chunk is not None:
-                real -= int(account_for_embedding and s == 0 and c == 0 and _even(split, split.stages[0], raw[0], chunks))
-                real -= int(account_for_loss and s == pp - 1 and c == chunks - 1 and _even(split, split.stages[-1], raw[-1], chunks))
+                real -= int(
+                    account_for_embedding and s == 0 and c == 0 and _even(split, split.stages[0], raw[0], chunks)
+                )
+                real -= int(
+                    account_for_loss
+                    and s == pp - 1
+                    and c == chunks - 1
+                    and _even(split, split.stages[-1], raw[-1], chunks)
+                )
             out[s].append(tuple(range(nxt, nxt + real)))
             nxt += real
     if nxt != num_layers:

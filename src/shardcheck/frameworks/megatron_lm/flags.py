@@ -42,70 +42,132 @@ def _table(kind: str, default, *names: str) -> list[Flag]:
 
 
 # megatron/training/arguments.py (main) and the dataclass fields it turns into flags.
-MEGATRON_LM_FLAGS: dict[str, Flag] = {f.name: f for f in [
-    *_table("int", 1, "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
-            "--context-parallel-size", "--expert-model-parallel-size"),
-    Flag("--decoder-first-pipeline-num-layers", "int", None, low=0),
-    Flag("--decoder-last-pipeline-num-layers", "int", None, low=0),
-    *_table("int", None, "--expert-tensor-parallel-size", "--num-layers-per-virtual-pipeline-stage",
-            "--num-virtual-stages-per-pipeline-rank", "--num-layers", "--hidden-size", "--ffn-hidden-size",
-            "--num-attention-heads", "--num-query-groups", "--kv-channels", "--num-experts",
-            "--moe-ffn-hidden-size", "--vocab-size", "--seq-length", "--max-position-embeddings",
-            "--decoder-seq-length", "--global-batch-size", "--recompute-num-layers", "--moe-router-topk",
-            "--moe-shared-expert-intermediate-size", "--q-lora-rank"),
-    # megatron/training/arguments.py _add_network_size_args / _add_mla_args (defaults of the flags, which
-    # override MLATransformerConfig's kv_lora_rank 512 with 32).
-    Flag("--make-vocab-size-divisible-by", "int", 128),
-    Flag("--kv-lora-rank", "int", 32),
-    Flag("--qk-head-dim", "int", 128),
-    Flag("--qk-pos-emb-head-dim", "int", 64),
-    Flag("--v-head-dim", "int", 128),
-    Flag("--optimizer-offload-fraction", "float", 1.0, low=0, high=1),
-    # TransformerConfig fields as flags (argument_utils.ArgumentGroupFactory: a bool field defaulting to
-    # True becomes --no-X / --disable-X; add_bias_linear names its own --disable-bias-linear).
-    Flag("--normalization", "str", "LayerNorm"),
-    Flag("--disable-bias-linear", "false", True, dest="add_bias_linear"),
-    Flag("--position-embedding-type", "str", "learned_absolute"),
-    Flag("--optimizer", "str", "adam"),
-    Flag("--main-grads-dtype", "str", "fp32"),
-    Flag("--exp-avg-dtype", "str", "fp32"),
-    Flag("--exp-avg-sq-dtype", "str", "fp32"),
-    Flag("--recompute-modules", "list", None),
-    Flag("--micro-batch-size", "int", None),
-    *_table("str", None, "--pipeline-model-parallel-layout", "--recompute-granularity", "--recompute-method",
-            "--moe-layer-freq", "--moe-token-dispatcher-type", "--hf-checkpoint", "--tokenizer-model",
-            "--load", "--hierarchical-context-parallel-sizes"),
-    *_table("true", False, "--sequence-parallel", "--use-tp-pp-dp-mapping", "--group-query-attention",
-            "--untie-embeddings-and-output-weights", "--account-for-embedding-in-pipeline-split",
-            "--account-for-loss-in-pipeline-split", "--recompute-activations", "--optimizer-cpu-offload",
-            "--use-distributed-optimizer", "--multi-latent-attention", "--swiglu", "--overlap-param-gather",
-            "--overlap-grad-reduce", "--add-qkv-bias", "--qk-layernorm", "--moe-shared-expert-gate", "--bf16",
-            "--fp16", "--use-precision-aware-optimizer", "--accumulate-allreduce-grads-in-fp32",
-            "--grad-reduce-in-bf16"),
-    Flag("--no-overlap-p2p-communication", "false", True, dest="overlap_p2p_comm"),
-    # Read by the memory estimate (shardcheck/memory): kernels and dropout (TransformerConfig fields:
-    # hidden_dropout / attention_dropout 0.1, attention_backend auto, transformer_impl transformer_engine),
-    # MTP depth, fine-grained activation offload, Megatron-FSDP (arguments.py: --data-parallel-sharding-strategy
-    # default optim_grads_params) and fp8 parameters.
-    Flag("--hidden-dropout", "float", 0.1),
-    Flag("--attention-dropout", "float", 0.1),
-    Flag("--attention-backend", "str", "auto"),
-    Flag("--transformer-impl", "str", "transformer_engine"),
-    Flag("--mtp-num-layers", "int", None),
-    Flag("--offload-modules", "list", None),
-    Flag("--data-parallel-sharding-strategy", "str", "optim_grads_params"),
-    Flag("--fp8-format", "str", None),
-    Flag("--cross-entropy-fusion-impl", "str", "native"),
-    Flag("--microbatch-group-size-per-virtual-pipeline-stage", "int", None),
-    *_table("true", False, "--fine-grained-activation-offloading", "--use-megatron-fsdp", "--fp8-param-gather",
-            "--use-flash-attn", "--cross-entropy-loss-fusion"),
-    # TransformerConfig MoE fields (megatron-core 0.16.1 defaults) and DistributedDataParallelConfig's
-    # num_distributed_optimizer_instances (megatron/core/distributed/distributed_data_parallel_config.py).
-    Flag("--moe-expert-capacity-factor", "float", None),
-    Flag("--moe-router-load-balancing-type", "list", ["aux_loss"]),
-    Flag("--moe-pad-expert-input-to-capacity", "true", False),
-    Flag("--num-distributed-optimizer-instances", "int", 1),
-]}
+MEGATRON_LM_FLAGS: dict[str, Flag] = {
+    f.name: f
+    for f in [
+        *_table(
+            "int",
+            1,
+            "--tensor-model-parallel-size",
+            "--pipeline-model-parallel-size",
+            "--context-parallel-size",
+            "--expert-model-parallel-size",
+        ),
+        Flag("--decoder-first-pipeline-num-layers", "int", None, low=0),
+        Flag("--decoder-last-pipeline-num-layers", "int", None, low=0),
+        *_table(
+            "int",
+            None,
+            "--expert-tensor-parallel-size",
+            "--num-layers-per-virtual-pipeline-stage",
+            "--num-virtual-stages-per-pipeline-rank",
+            "--num-layers",
+            "--hidden-size",
+            "--ffn-hidden-size",
+            "--num-attention-heads",
+            "--num-query-groups",
+            "--kv-channels",
+            "--num-experts",
+            "--moe-ffn-hidden-size",
+            "--vocab-size",
+            "--seq-length",
+            "--max-position-embeddings",
+            "--decoder-seq-length",
+            "--global-batch-size",
+            "--recompute-num-layers",
+            "--moe-router-topk",
+            "--moe-shared-expert-intermediate-size",
+            "--q-lora-rank",
+        ),
+        # megatron/training/arguments.py _add_network_size_args / _add_mla_args (defaults of the flags, which
+        # override MLATransformerConfig's kv_lora_rank 512 with 32).
+        Flag("--make-vocab-size-divisible-by", "int", 128),
+        Flag("--kv-lora-rank", "int", 32),
+        Flag("--qk-head-dim", "int", 128),
+        Flag("--qk-pos-emb-head-dim", "int", 64),
+        Flag("--v-head-dim", "int", 128),
+        Flag("--optimizer-offload-fraction", "float", 1.0, low=0, high=1),
+        # TransformerConfig fields as flags (argument_utils.ArgumentGroupFactory: a bool field defaulting to
+        # True becomes --no-X / --disable-X; add_bias_linear names its own --disable-bias-linear).
+        Flag("--normalization", "str", "LayerNorm"),
+        Flag("--disable-bias-linear", "false", True, dest="add_bias_linear"),
+        Flag("--position-embedding-type", "str", "learned_absolute"),
+        Flag("--optimizer", "str", "adam"),
+        Flag("--main-grads-dtype", "str", "fp32"),
+        Flag("--exp-avg-dtype", "str", "fp32"),
+        Flag("--exp-avg-sq-dtype", "str", "fp32"),
+        Flag("--recompute-modules", "list", None),
+        Flag("--micro-batch-size", "int", None),
+        *_table(
+            "str",
+            None,
+            "--pipeline-model-parallel-layout",
+            "--recompute-granularity",
+            "--recompute-method",
+            "--moe-layer-freq",
+            "--moe-token-dispatcher-type",
+            "--hf-checkpoint",
+            "--tokenizer-model",
+            "--load",
+            "--hierarchical-context-parallel-sizes",
+        ),
+        *_table(
+            "true",
+            False,
+            "--sequence-parallel",
+            "--use-tp-pp-dp-mapping",
+            "--group-query-attention",
+            "--untie-embeddings-and-output-weights",
+            "--account-for-embedding-in-pipeline-split",
+            "--account-for-loss-in-pipeline-split",
+            "--recompute-activations",
+            "--optimizer-cpu-offload",
+            "--use-distributed-optimizer",
+            "--multi-latent-attention",
+            "--swiglu",
+            "--overlap-param-gather",
+            "--overlap-grad-reduce",
+            "--add-qkv-bias",
+            "--qk-layernorm",
+            "--moe-shared-expert-gate",
+            "--bf16",
+            "--fp16",
+            "--use-precision-aware-optimizer",
+            "--accumulate-allreduce-grads-in-fp32",
+            "--grad-reduce-in-bf16",
+        ),
+        Flag("--no-overlap-p2p-communication", "false", True, dest="overlap_p2p_comm"),
+        # Read by the memory estimate (shardcheck/memory): kernels and dropout (TransformerConfig fields:
+        # hidden_dropout / attention_dropout 0.1, attention_backend auto, transformer_impl transformer_engine),
+        # MTP depth, fine-grained activation offload, Megatron-FSDP (arguments.py: --data-parallel-sharding-strategy
+        # default optim_grads_params) and fp8 parameters.
+        Flag("--hidden-dropout", "float", 0.1),
+        Flag("--attention-dropout", "float", 0.1),
+        Flag("--attention-backend", "str", "auto"),
+        Flag("--transformer-impl", "str", "transformer_engine"),
+        Flag("--mtp-num-layers", "int", None),
+        Flag("--offload-modules", "list", None),
+        Flag("--data-parallel-sharding-strategy", "str", "optim_grads_params"),
+        Flag("--fp8-format", "str", None),
+        Flag("--cross-entropy-fusion-impl", "str", "native"),
+        Flag("--microbatch-group-size-per-virtual-pipeline-stage", "int", None),
+        *_table(
+            "true",
+            False,
+            "--fine-grained-activation-offloading",
+            "--use-megatron-fsdp",
+            "--fp8-param-gather",
+            "--use-flash-attn",
+            "--cross-entropy-loss-fusion",
+        ),
+        # TransformerConfig MoE fields (megatron-core 0.16.1 defaults) and DistributedDataParallelConfig's
+        # num_distributed_optimizer_instances (megatron/core/distributed/distributed_data_parallel_config.py).
+        Flag("--moe-expert-capacity-factor", "float", None),
+        Flag("--moe-router-load-balancing-type", "list", ["aux_loss"]),
+        Flag("--moe-pad-expert-input-to-capacity", "true", False),
+        Flag("--num-distributed-optimizer-instances", "int", 1),
+    ]
+}
 # Layer counts are expanded per layer (the MoE layer pattern, the pipeline split): bounded far above any model.
 MAX_LAYERS = 100_000
 MEGATRON_LM_FLAGS["--num-layers"] = Flag("--num-layers", "int", None, high=MAX_LAYERS)
@@ -136,8 +198,14 @@ def _where(word: Field, start: int = 0) -> Origin:
 
 def _typed(flag: Flag, text: str | None, word: Field, start: int, unknown: str | None, notes: list) -> Traced:
     at = _where(word, start)
-    origin = Origin(kind="script", path=at.path, line=at.line, column=at.column,
-                    text=f"{flag.name} {text if text is not None else '⟨?⟩'}", via=(word.origin,))
+    origin = Origin(
+        kind="script",
+        path=at.path,
+        line=at.line,
+        column=at.column,
+        text=f"{flag.name} {text if text is not None else '⟨?⟩'}",
+        via=(word.origin,),
+    )
     if unknown is not None:
         return Traced(None, origin, unknown)
     if flag.kind in ("int", "float"):
@@ -146,12 +214,15 @@ def _typed(flag: Flag, text: str | None, word: Field, start: int, unknown: str |
             value = kind(text)
         except ValueError:
             notes.append(Problem(Kind.FLAG_NOT_A_NUMBER, origin, {"flag": flag.name, "text": text, "type": flag.kind}))
-            return Traced(None, origin, f"{flag.name} {text!r} is not {'an integer' if flag.kind == 'int' else 'a number'}")
+            return Traced(
+                None, origin, f"{flag.name} {text!r} is not {'an integer' if flag.kind == 'int' else 'a number'}"
+            )
         expected = flag.value_kind
         bad = expected.problem(value)
         if bad is not None:  # argparse takes it; Megatron-LM or slime would divide by it or fail later
-            notes.append(Problem(bad, origin, {"key": flag.name, "value": shown(value), "what": expected.what,
-                                               "flag": True}))
+            notes.append(
+                Problem(bad, origin, {"key": flag.name, "value": shown(value), "what": expected.what, "flag": True})
+            )
             return Traced(None, origin, f"{INVALID}{flag.name} {shown(value)} is not {expected.what}")
         return Traced(value, origin)
     return Traced(text, origin)
@@ -163,8 +234,9 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
     out = FlagReading()
     for flag in table.values():
         owner = default_of.get(flag.name, "Megatron-LM")
-        out.values[flag.name] = Traced(flag.default, Origin(kind="default",
-                                                            text=f"default of {owner}: {flag.name} = {flag.default}"))
+        out.values[flag.name] = Traced(
+            flag.default, Origin(kind="default", text=f"default of {owner}: {flag.name} = {flag.default}")
+        )
     i = 0
     n = len(words)
     while i < n:
@@ -220,8 +292,9 @@ def read_flags(words: tuple[Field, ...], table: dict[str, Flag], default_of: dic
             i = j
             continue
         value = words[i + 1]
-        out.values[name] = _typed(flag, value.text, value, 0, value.unknowns[0].unknown if value.unknowns else None,
-                                  out.notes)
+        out.values[name] = _typed(
+            flag, value.text, value, 0, value.unknowns[0].unknown if value.unknowns else None, out.notes
+        )
         i += 2
     return out
 

@@ -68,8 +68,14 @@ def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, int, float]:
         fp32_grads = bool(flag(job, "--accumulate-allreduce-grads-in-fp32"))
     grad = 4 if fp32_grads else params
     require_adam(job, "--optimizer", " ")
-    moments = (dtype_bytes(flag(job, "--exp-avg-dtype"), "--exp-avg-dtype")
-               + dtype_bytes(flag(job, "--exp-avg-sq-dtype"), "--exp-avg-sq-dtype")) if aware else 8
+    moments = (
+        (
+            dtype_bytes(flag(job, "--exp-avg-dtype"), "--exp-avg-dtype")
+            + dtype_bytes(flag(job, "--exp-avg-sq-dtype"), "--exp-avg-sq-dtype")
+        )
+        if aware
+        else 8
+    )
     master = 4 if params < 4 else 0  # the mixed-precision optimizer's fp32 main parameters
     on_device = 1.0
     if flag(job, "--optimizer-cpu-offload"):
@@ -86,8 +92,12 @@ def recompute(job: Job) -> Recompute:
     if granularity not in (None, "full", "selective"):
         raise UnknownValue(f"--recompute-granularity {granularity}: Megatron-LM accepts full or selective")
     modules = flag(job, "--recompute-modules") or ["core_attn"]
-    return Recompute(granularity=granularity, method=flag(job, "--recompute-method") if granularity == "full" else None,
-                     num_layers=flag(job, "--recompute-num-layers"), modules=frozenset(modules))
+    return Recompute(
+        granularity=granularity,
+        method=flag(job, "--recompute-method") if granularity == "full" else None,
+        num_layers=flag(job, "--recompute-num-layers"),
+        modules=frozenset(modules),
+    )
 
 
 def kernels(job: Job) -> Kernels:
@@ -95,18 +105,29 @@ def kernels(job: Job) -> Kernels:
     backend = str(flag(job, "--attention-backend") or "auto").rsplit(".", 1)[-1].lower()
     impl = str(flag(job, "--transformer-impl") or "transformer_engine")
     unfused = backend in ("unfused", "local") or impl == "local"
-    return Kernels(flash=not unfused, hidden_dropout=float(flag(job, "--hidden-dropout")) > 0,
-                   attention_dropout=float(flag(job, "--attention-dropout")) > 0)
+    return Kernels(
+        flash=not unfused,
+        hidden_dropout=float(flag(job, "--hidden-dropout")) > 0,
+        attention_dropout=float(flag(job, "--attention-dropout")) > 0,
+    )
 
 
 def extra_settings(job: Job) -> dict:
     """The TrainSettings fields Megatron-LM and slime read alike: kernels, MTP, offload, FSDP, fp8."""
-    offload = frozenset(flag(job, "--offload-modules") or ()) if flag(job, "--fine-grained-activation-offloading") \
+    offload = (
+        frozenset(flag(job, "--offload-modules") or ())
+        if flag(job, "--fine-grained-activation-offloading")
         else frozenset()
+    )
     fsdp = str(flag(job, "--data-parallel-sharding-strategy")) if flag(job, "--use-megatron-fsdp") else None
-    return {"kernels": kernels(job), "mtp_layers": flag(job, "--mtp-num-layers") or 0, "offload_modules": offload,
-            "microbatch_group": flag(job, "--microbatch-group-size-per-virtual-pipeline-stage"),
-            "fsdp_sharding": fsdp, "fp8_params": bool(flag(job, "--fp8-param-gather"))}
+    return {
+        "kernels": kernels(job),
+        "mtp_layers": flag(job, "--mtp-num-layers") or 0,
+        "offload_modules": offload,
+        "microbatch_group": flag(job, "--microbatch-group-size-per-virtual-pipeline-stage"),
+        "fsdp_sharding": fsdp,
+        "fp8_params": bool(flag(job, "--fp8-param-gather")),
+    }
 
 
 def logits(job: Job, fp32_buffers: int) -> Logits:
@@ -125,11 +146,18 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         raise UnknownValue("--micro-batch-size and --seq-length are required by Megatron-LM (validate_args)")
     grad, state, on_device = optimizer(job)
     return TrainSettings(
-        weight_bytes=weight_bytes(job), grad_bytes=grad, state_bytes=state,
-        distributed_optimizer=bool(flag(job, "--use-distributed-optimizer")), optimizer_on_device=on_device,
-        tokens_per_micro_batch=micro * seq, sequence_length=seq, micro_batches=micro_batch_count(job, micro, dp),
-        recompute=recompute(job), logits=logits(job, 1),
-        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"), **extra_settings(job),
+        weight_bytes=weight_bytes(job),
+        grad_bytes=grad,
+        state_bytes=state,
+        distributed_optimizer=bool(flag(job, "--use-distributed-optimizer")),
+        optimizer_on_device=on_device,
+        tokens_per_micro_batch=micro * seq,
+        sequence_length=seq,
+        micro_batches=micro_batch_count(job, micro, dp),
+        recompute=recompute(job),
+        logits=logits(job, 1),
+        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"),
+        **extra_settings(job),
     )
 
 
@@ -138,21 +166,38 @@ def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -
 
 
 TRAIN_FIX_KEYS = dict(  # the training settings Megatron-LM and slime name alike
-    activations=("--recompute-granularity", "--recompute-granularity full --recompute-method uniform "
-                 "--recompute-num-layers 1, or fewer tokens per micro batch (--micro-batch-size, --seq-length / "
-                 "--max-tokens-per-gpu), or a larger --context-parallel-size"),
-    logits=("--tensor-model-parallel-size", "a larger --tensor-model-parallel-size (the vocab is split over TP), or "
-            "fewer tokens per micro batch"),
-    weights=("--pipeline-model-parallel-size", "a larger --pipeline-model-parallel-size, --expert-model-parallel-size "
-             "or --tensor-model-parallel-size (fewer parameters per device)"),
+    activations=(
+        "--recompute-granularity",
+        "--recompute-granularity full --recompute-method uniform "
+        "--recompute-num-layers 1, or fewer tokens per micro batch (--micro-batch-size, --seq-length / "
+        "--max-tokens-per-gpu), or a larger --context-parallel-size",
+    ),
+    logits=(
+        "--tensor-model-parallel-size",
+        "a larger --tensor-model-parallel-size (the vocab is split over TP), or fewer tokens per micro batch",
+    ),
+    weights=(
+        "--pipeline-model-parallel-size",
+        "a larger --pipeline-model-parallel-size, --expert-model-parallel-size "
+        "or --tensor-model-parallel-size (fewer parameters per device)",
+    ),
 )
 FIX_KEYS = FixKeys(
     **TRAIN_FIX_KEYS,
-    optimizer=("--use-distributed-optimizer", "--use-distributed-optimizer (shards Adam's state over DP), a larger "
-               "DP, or --optimizer-cpu-offload --use-precision-aware-optimizer"),
-    memory_fraction="-", max_model_len="-", rollout_dp="-", response="-",
-    offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
-             "a smaller --optimizer-offload-fraction, or more nodes"),
+    optimizer=(
+        "--use-distributed-optimizer",
+        "--use-distributed-optimizer (shards Adam's state over DP), a larger "
+        "DP, or --optimizer-cpu-offload --use-precision-aware-optimizer",
+    ),
+    memory_fraction="-",
+    max_model_len="-",
+    rollout_dp="-",
+    response="-",
+    offload=(
+        "--optimizer-cpu-offload",
+        "--optimizer-offload-fraction",
+        "a smaller --optimizer-offload-fraction, or more nodes",
+    ),
 )
 
 

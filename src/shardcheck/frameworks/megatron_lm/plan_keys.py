@@ -42,8 +42,16 @@ def current(job: Job) -> dict[str, object]:
     lay = job.layout("actor")
     out: dict[str, object] = {}
     if lay is not None:
-        for knob, attr in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep"), ("etp", "etp_setting"),
-                           ("vpp", "vpp"), ("first", "first_stage_layers"), ("last", "last_stage_layers")):
+        for knob, attr in (
+            ("tp", "tp"),
+            ("pp", "pp"),
+            ("cp", "cp"),
+            ("ep", "ep"),
+            ("etp", "etp_setting"),
+            ("vpp", "vpp"),
+            ("first", "first_stage_layers"),
+            ("last", "last_stage_layers"),
+        ):
             t = getattr(lay, attr)
             out[knob] = t.value if t.known else None
         for name in ("recompute_granularity", "recompute_method", "recompute_num_layers"):

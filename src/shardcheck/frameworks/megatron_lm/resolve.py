@@ -24,8 +24,17 @@ from shardcheck.models.flag_architecture import MARKER
 from shardcheck.origin import Origin, Traced
 from shardcheck.problems import Kind, Problem
 
-MEGATRON_LM_SCRIPTS = frozenset({"pretrain_gpt.py", "pretrain_mamba.py", "pretrain_bert.py", "pretrain_t5.py",
-                                 "pretrain_vlm.py", "pretrain_retro.py", "pretrain_ict.py"})
+MEGATRON_LM_SCRIPTS = frozenset(
+    {
+        "pretrain_gpt.py",
+        "pretrain_mamba.py",
+        "pretrain_bert.py",
+        "pretrain_t5.py",
+        "pretrain_vlm.py",
+        "pretrain_retro.py",
+        "pretrain_ict.py",
+    }
+)
 KEY_PREFIX = "args"  # Megatron-LM's namespace: args.tensor_model_parallel_size, ...
 
 
@@ -55,16 +64,18 @@ def _vpp(flags: FlagReading, pp: Traced, num_layers: Traced, emb: Traced, loss: 
     per_stage = flags.get("--num-layers-per-virtual-pipeline-stage")
     layout = flags.get("--pipeline-model-parallel-layout")
     if layout.known and layout.value is not None:
-        return Traced(None, layout.origin, "VPP follows --pipeline-model-parallel-layout, which shardcheck does not "
-                                           "split")
+        return Traced(
+            None, layout.origin, "VPP follows --pipeline-model-parallel-layout, which shardcheck does not split"
+        )
     if stages.known and stages.value is not None:
         return stages if stages.value != 1 else Traced(None, stages.origin)
     if not stages.known:
         return stages
     if not per_stage.known or per_stage.value is None:
         return per_stage
-    total = Traced.derived(None, "(L+e+l) / PP / --num-layers-per-virtual-pipeline-stage", num_layers, pp, per_stage,
-                           emb, loss)
+    total = Traced.derived(
+        None, "(L+e+l) / PP / --num-layers-per-virtual-pipeline-stage", num_layers, pp, per_stage, emb, loss
+    )
     if not total.known:
         return total
     if num_layers.value is None or pp.value is None:  # the model comes from --hf-checkpoint, say: no count here
@@ -84,15 +95,20 @@ def megatron_layout(flags: FlagReading, notes: list[Problem]) -> MegatronLayout:
     emb, loss = g("--account-for-embedding-in-pipeline-split"), g("--account-for-loss-in-pipeline-split")
     sp = g("--sequence-parallel")
     if tp.known and tp.value == 1 and sp.known and sp.value:
-        sp = Traced(False, Origin(kind="default", text="validate_args turns --sequence-parallel off with TP 1",
-                                  via=(sp.origin,)))
+        sp = Traced(
+            False,
+            Origin(kind="default", text="validate_args turns --sequence-parallel off with TP 1", via=(sp.origin,)),
+        )
     overrides: dict[str, Traced] = {}
     gran = g("--recompute-granularity")
     if g("--recompute-activations").value is True and not (gran.known and gran.value is not None):
         gran = Traced("selective", g("--recompute-activations").origin)
     if not gran.known or gran.value is not None:
-        overrides = {"recompute_granularity": gran, "recompute_method": g("--recompute-method"),
-                     "recompute_num_layers": g("--recompute-num-layers")}
+        overrides = {
+            "recompute_granularity": gran,
+            "recompute_method": g("--recompute-method"),
+            "recompute_num_layers": g("--recompute-num-layers"),
+        }
     use_map = g("--use-tp-pp-dp-mapping")
     return MegatronLayout(
         role="actor",
@@ -101,8 +117,9 @@ def megatron_layout(flags: FlagReading, notes: list[Problem]) -> MegatronLayout:
         pp=pp,
         cp=_positive(g("--context-parallel-size"), "--context-parallel-size", notes),
         ep=_positive(g("--expert-model-parallel-size"), "--expert-model-parallel-size", notes),
-        etp_setting=_positive(g("--expert-tensor-parallel-size"), "--expert-tensor-parallel-size", notes,
-                              allow_none=True),
+        etp_setting=_positive(
+            g("--expert-tensor-parallel-size"), "--expert-tensor-parallel-size", notes, allow_none=True
+        ),
         vpp=_vpp(flags, pp, g("--num-layers"), emb, loss),
         first_stage_layers=g("--decoder-first-pipeline-num-layers"),
         last_stage_layers=g("--decoder-last-pipeline-num-layers"),
@@ -118,44 +135,57 @@ def megatron_layout(flags: FlagReading, notes: list[Problem]) -> MegatronLayout:
 _ARCH = ("--num-layers", "--num-attention-heads")
 
 
-def model_from_flags(flags: FlagReading, path: str, notes: list[Problem], *,
-                     model_config: str | None = None) -> tuple[ModelFacts | None, str | None, Traced]:
+def model_from_flags(
+    flags: FlagReading, path: str, notes: list[Problem], *, model_config: str | None = None
+) -> tuple[ModelFacts | None, str | None, Traced]:
     """The model the flags describe; the ``--hf-checkpoint`` / ``--tokenizer-model`` path names a
     preset when the architecture is not given as flags."""
     g = flags.get
-    named = next((g(k) for k in ("--hf-checkpoint", "--tokenizer-model", "--load") if k in flags.given),
-                 Traced(None, Origin(kind="default", text="no --hf-checkpoint"), "no --hf-checkpoint is given"))
+    named = next(
+        (g(k) for k in ("--hf-checkpoint", "--tokenizer-model", "--load") if k in flags.given),
+        Traced(None, Origin(kind="default", text="no --hf-checkpoint"), "no --hf-checkpoint is given"),
+    )
     if model_config is None and any(k in flags.given for k in _ARCH):
         missing = [k for k in _ARCH if not g(k).known]
         if missing:
             t = g(missing[0])
             if not is_invalid(t.unknown):  # an invalid value is a VALUE-BAD-* finding already
-                notes.append(Problem(Kind.UNKNOWN_MODEL_FLAG, t.origin.first_script_line() or t.origin,
-                                     {"flag": missing[0], "reason": t.unknown}))
+                notes.append(
+                    Problem(
+                        Kind.UNKNOWN_MODEL_FLAG,
+                        t.origin.first_script_line() or t.origin,
+                        {"flag": missing[0], "reason": t.unknown},
+                    )
+                )
             return None, f"{missing[0]} is unknown", named
         if all(g(k).value is not None for k in _ARCH):
             heads = g("--num-attention-heads").value
             gqa = g("--group-query-attention").value is True
             groups = g("--num-query-groups").value if gqa and g("--num-query-groups").known else None
             origin = g("--num-layers").origin
-            return ModelFacts(
-                name="the model given by the flags",
-                source=f"Megatron-LM flags at {origin.location or path}",
-                origin=origin,
-                num_hidden_layers=g("--num-layers").value,
-                num_attention_heads=heads,
-                # Megatron-LM: --num-query-groups counts only with --group-query-attention
-                # (core_transformer_config_from_args); else every head has its own KV.
-                num_key_value_heads=groups if groups else heads,
-                hidden_size=g("--hidden-size").value if g("--hidden-size").known else None,
-                num_experts=g("--num-experts").value if g("--num-experts").known else None,
-                num_experts_per_tok=g("--moe-router-topk").value if g("--moe-router-topk").known else None,
-                vocab_size=g("--vocab-size").value if g("--vocab-size").known else None,
-                max_position_embeddings=(g("--max-position-embeddings").value
-                                         if g("--max-position-embeddings").known else None),
-                mla=g("--multi-latent-attention").value is True,
-                config=_flag_config(flags, named, path),
-            ), None, named
+            return (
+                ModelFacts(
+                    name="the model given by the flags",
+                    source=f"Megatron-LM flags at {origin.location or path}",
+                    origin=origin,
+                    num_hidden_layers=g("--num-layers").value,
+                    num_attention_heads=heads,
+                    # Megatron-LM: --num-query-groups counts only with --group-query-attention
+                    # (core_transformer_config_from_args); else every head has its own KV.
+                    num_key_value_heads=groups if groups else heads,
+                    hidden_size=g("--hidden-size").value if g("--hidden-size").known else None,
+                    num_experts=g("--num-experts").value if g("--num-experts").known else None,
+                    num_experts_per_tok=g("--moe-router-topk").value if g("--moe-router-topk").known else None,
+                    vocab_size=g("--vocab-size").value if g("--vocab-size").known else None,
+                    max_position_embeddings=(
+                        g("--max-position-embeddings").value if g("--max-position-embeddings").known else None
+                    ),
+                    mla=g("--multi-latent-attention").value is True,
+                    config=_flag_config(flags, named, path),
+                ),
+                None,
+                named,
+            )
     raw = named.value if named.known else None
     model, problem = load_model(raw, named.known, model_config, base=Path(path).parent)
     return model, problem, named
@@ -193,8 +223,9 @@ def torchrun_cluster(launch: Launch, exported: dict[str, Traced], notes: list[Pr
                 return Traced(None, where, f"torchrun {option} is unknown ({word.unknowns[0].unknown})")
             if not text.isdigit():
                 return Traced(None, where, f"torchrun {option} {text} is not a fixed number")
-            return Traced(int(text), Origin(kind="script", path=where.path, line=where.line,
-                                            text=f"torchrun {option} {text}"))
+            return Traced(
+                int(text), Origin(kind="script", path=where.path, line=where.line, text=f"torchrun {option} {text}")
+            )
         if env in exported:
             t = exported[env]
             if t.known and str(t.value).isdigit():
@@ -207,8 +238,11 @@ def torchrun_cluster(launch: Launch, exported: dict[str, Traced], notes: list[Pr
         why = "the world size is set by the launcher (WORLD_SIZE), which the script does not show"
         unknown = Traced(None, launch.origin, why)
         return Cluster(nnodes=unknown, devices_per_node=unknown, device=_default("gpu", "GPUs"))
-    return Cluster(nnodes=size("--nnodes", "PET_NNODES"), devices_per_node=size("--nproc-per-node", "PET_NPROC_PER_NODE"),
-                   device=_default("gpu", "GPUs"))
+    return Cluster(
+        nnodes=size("--nnodes", "PET_NNODES"),
+        devices_per_node=size("--nproc-per-node", "PET_NPROC_PER_NODE"),
+        device=_default("gpu", "GPUs"),
+    )
 
 
 def flag_notes(flags: FlagReading) -> list[Problem]:
@@ -218,18 +252,29 @@ def flag_notes(flags: FlagReading) -> list[Problem]:
     return notes
 
 
-def resolve_megatron_lm(launch: Launch, path: str, exported: dict[str, Traced], *,
-                        model_config: str | None = None) -> Job:
+def resolve_megatron_lm(
+    launch: Launch, path: str, exported: dict[str, Traced], *, model_config: str | None = None
+) -> Job:
     flags = read_flags(launch.args, MEGATRON_LM_FLAGS, {})
     notes = flag_notes(flags)
     layout = megatron_layout(flags, notes)
     model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
     return Job(
-        path=path, framework="megatron-lm", framework_version="main", entry=launch.entry,
-        config_name="-", config_source="Megatron-LM flags (megatron/training/arguments.py)",
-        cluster=torchrun_cluster(launch, exported, notes), strategy=_default("megatron", "Megatron-LM"),
-        layouts=(layout,), ref_used=_default(False, "Megatron-LM trains one model"), model_path=named,
-        model=model, model_problem=problem, notes=tuple(notes), open_arguments=tuple(flags.open_arguments),
+        path=path,
+        framework="megatron-lm",
+        framework_version="main",
+        entry=launch.entry,
+        config_name="-",
+        config_source="Megatron-LM flags (megatron/training/arguments.py)",
+        cluster=torchrun_cluster(launch, exported, notes),
+        strategy=_default("megatron", "Megatron-LM"),
+        layouts=(layout,),
+        ref_used=_default(False, "Megatron-LM trains one model"),
+        model_path=named,
+        model=model,
+        model_problem=problem,
+        notes=tuple(notes),
+        open_arguments=tuple(flags.open_arguments),
         values=dict(flags.values),
     )
 

@@ -99,19 +99,32 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     else:
         bound = None
         if sample is None:
-            raise UnknownValue("the sample length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
-                          "and --rollout-max-response-len")
+            raise UnknownValue(
+                "the sample length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
+                "and --rollout-max-response-len"
+            )
         micro = flag(job, "--micro-batch-size")
         tokens, count = micro * sample, max(1, gbs // (micro * dp))
     grad, state, on_device = mlm.optimizer(job, bf16=True)  # bf16 = not fp16
     moved = offload_train(job)
     entropy_grad = float(flag(job, "--entropy-coef")) != 0
     return TrainSettings(
-        weight_bytes=2, grad_bytes=grad, state_bytes=state, distributed_optimizer=True, optimizer_on_device=on_device,
-        tokens_per_micro_batch=tokens, sequence_length=sample or tokens, micro_batches=count,
-        recompute=mlm.recompute(job), logits=Logits(fp32_buffers=3 if entropy_grad else 2),
-        param_offload=moved, optimizer_offload=moved, param_host_copy=False,
-        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"), batch_bound=bound, **mlm.extra_settings(job),
+        weight_bytes=2,
+        grad_bytes=grad,
+        state_bytes=state,
+        distributed_optimizer=True,
+        optimizer_on_device=on_device,
+        tokens_per_micro_batch=tokens,
+        sequence_length=sample or tokens,
+        micro_batches=count,
+        recompute=mlm.recompute(job),
+        logits=Logits(fp32_buffers=3 if entropy_grad else 2),
+        param_offload=moved,
+        optimizer_offload=moved,
+        param_host_copy=False,
+        vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"),
+        batch_bound=bound,
+        **mlm.extra_settings(job),
     )
 
 
@@ -123,33 +136,52 @@ def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -
         raise UnknownValue(f"--rollout-num-gpus-per-engine {per_engine} is not divisible by --sglang-dp-size {dp}")
     fraction = flag(job, "--sglang-mem-fraction-static")
     if fraction is None:
-        raise UnknownValue("--sglang-mem-fraction-static is not given; SGLang derives it from the device, chunked "
-                      "prefill, CUDA-graph sizes and TP (server_args.py _handle_gpu_memory_settings); give it")
+        raise UnknownValue(
+            "--sglang-mem-fraction-static is not given; SGLang derives it from the device, chunked "
+            "prefill, CUDA-graph sizes and TP (server_args.py _handle_gpu_memory_settings); give it"
+        )
     request = sample_tokens(job)
     if request is None:
-        raise UnknownValue("the request length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
-                      "and --rollout-max-response-len")
+        raise UnknownValue(
+            "the request length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
+            "and --rollout-max-response-len"
+        )
     gpus = known(ro.gpus, "--rollout-num-gpus") if ro.gpus is not None else None
     per_step = flag(job, "--rollout-batch-size")
     return RolloutSettings(
-        engine="sglang", tp=per_engine // dp, dp=dp, ep=(known(ro.ep, "--sglang-ep-size") or 1) if moe else 1,
-        dtype_bytes=2, memory_fraction=float(fraction), max_num_batched_tokens=0,
-        max_num_seqs=flag(job, "--sglang-max-running-requests"), request_tokens=request,
+        engine="sglang",
+        tp=per_engine // dp,
+        dp=dp,
+        ep=(known(ro.ep, "--sglang-ep-size") or 1) if moe else 1,
+        dtype_bytes=2,
+        memory_fraction=float(fraction),
+        max_num_batched_tokens=0,
+        max_num_seqs=flag(job, "--sglang-max-running-requests"),
+        request_tokens=request,
         max_model_len=flag(job, "--sglang-context-length") or max_position_embeddings or request,
         requests_per_step=per_step * flag(job, "--n-samples-per-prompt") if per_step else None,
-        replicas=gpus // per_engine if gpus else None, colocated=bool(flag(job, "--colocate")),
+        replicas=gpus // per_engine if gpus else None,
+        colocated=bool(flag(job, "--colocate")),
     )
 
 
 FIX_KEYS = FixKeys(
     **mlm.TRAIN_FIX_KEYS,
     # slime always turns the distributed optimizer on (_set_default_megatron_args)
-    optimizer=("--optimizer-cpu-offload", "--optimizer-cpu-offload --use-precision-aware-optimizer "
-               "(with --optimizer-offload-fraction), or a larger DP/EDP"),
-    memory_fraction="--sglang-mem-fraction-static", max_model_len="--sglang-context-length",
-    rollout_dp="--sglang-dp-size", response="--rollout-max-response-len",
-    offload=("--optimizer-cpu-offload", "--optimizer-offload-fraction",
-             "a smaller --optimizer-offload-fraction, or more nodes"),
+    optimizer=(
+        "--optimizer-cpu-offload",
+        "--optimizer-cpu-offload --use-precision-aware-optimizer "
+        "(with --optimizer-offload-fraction), or a larger DP/EDP",
+    ),
+    memory_fraction="--sglang-mem-fraction-static",
+    max_model_len="--sglang-context-length",
+    rollout_dp="--sglang-dp-size",
+    response="--rollout-max-response-len",
+    offload=(
+        "--optimizer-cpu-offload",
+        "--optimizer-offload-fraction",
+        "a smaller --optimizer-offload-fraction, or more nodes",
+    ),
 )
 
 

@@ -23,8 +23,14 @@ from shardcheck.origin import Origin, Traced
 from shardcheck.problems import Problem
 
 SLIME_SCRIPTS = frozenset({"train.py", "train_async.py"})
-_SLIME_HINTS = ("--actor-num-nodes", "--actor-num-gpus-per-node", "--rollout-num-gpus", "--rollout-batch-size",
-                "--hf-checkpoint", "--colocate")
+_SLIME_HINTS = (
+    "--actor-num-nodes",
+    "--actor-num-gpus-per-node",
+    "--rollout-num-gpus",
+    "--rollout-batch-size",
+    "--hf-checkpoint",
+    "--colocate",
+)
 
 
 def is_slime_entry(launch: Launch) -> bool:
@@ -41,8 +47,11 @@ def resolve_slime(launch: Launch, path: str, *, model_config: str | None = None)
     layouts = _roles(layout, flags, path, notes)
     model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
     g = flags.get
-    cluster = Cluster(nnodes=g("--actor-num-nodes"), devices_per_node=g("--actor-num-gpus-per-node"),
-                      device=Traced("gpu", Origin(kind="default", text="GPUs")))
+    cluster = Cluster(
+        nnodes=g("--actor-num-nodes"),
+        devices_per_node=g("--actor-num-gpus-per-node"),
+        device=Traced("gpu", Origin(kind="default", text="GPUs")),
+    )
     values = dict(flags.values)
     values["rollout GPUs"] = _rollout_gpus(flags)
     rollout = RolloutLayout(
@@ -55,26 +64,42 @@ def resolve_slime(launch: Launch, path: str, *, model_config: str | None = None)
         gpus=values["rollout GPUs"],
     )
     return Job(
-        path=path, framework="slime", framework_version="main", entry=launch.entry,
-        config_name="-", config_source="slime + Megatron-LM flags (slime/utils/arguments.py)",
-        cluster=cluster, strategy=Traced("megatron", Origin(kind="default", text="slime's Megatron backend")),
-        layouts=layouts, ref_used=Traced(False, Origin(kind="default", text="one process-group build")),
-        model_path=named, model=model, model_problem=problem, notes=tuple(notes),
-        open_arguments=tuple(flags.open_arguments), rollout=rollout, values=values,
+        path=path,
+        framework="slime",
+        framework_version="main",
+        entry=launch.entry,
+        config_name="-",
+        config_source="slime + Megatron-LM flags (slime/utils/arguments.py)",
+        cluster=cluster,
+        strategy=Traced("megatron", Origin(kind="default", text="slime's Megatron backend")),
+        layouts=layouts,
+        ref_used=Traced(False, Origin(kind="default", text="one process-group build")),
+        model_path=named,
+        model=model,
+        model_problem=problem,
+        notes=tuple(notes),
+        open_arguments=tuple(flags.open_arguments),
+        rollout=rollout,
+        values=values,
     )
 
 
 # The parallel sizes a --megatron-config-path role entry may set (args attribute names), and the layout field.
-_ROLE_SIZES = {"tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
-               "context_parallel_size": "cp", "expert_model_parallel_size": "ep",
-               "expert_tensor_parallel_size": "etp_setting"}
+_ROLE_SIZES = {
+    "tensor_model_parallel_size": "tp",
+    "pipeline_model_parallel_size": "pp",
+    "context_parallel_size": "cp",
+    "expert_model_parallel_size": "ep",
+    "expert_tensor_parallel_size": "etp_setting",
+}
 _ROLE_FILE_CAP = 1 << 20
 
 
 def _roles(layout: MegatronLayout, flags, path: str, notes: list[Problem]) -> tuple[MegatronLayout, ...]:
     """The actor, and the critic slime builds for ``--advantage-estimator ppo`` (on the actor's GPUs, with the
     actor's arguments), each with the sizes its ``--megatron-config-path`` entry overrides
-    (slime/utils/arguments.py parse_megatron_role_args / _apply_megatron_role_overrides; slime/ray/placement_group.py)."""
+    (slime/utils/arguments.py parse_megatron_role_args / _apply_megatron_role_overrides;
+    slime/ray/placement_group.py)."""
     estimator = flags.get("--advantage-estimator")
     roles = ["actor"] + (["critic"] if not estimator.known or estimator.value == "ppo" else [])
     config = flags.get("--megatron-config-path")
@@ -91,8 +116,13 @@ def _roles(layout: MegatronLayout, flags, path: str, notes: list[Problem]) -> tu
             lay = replace(lay, **{f: Traced(None, config.origin, reason) for f in _ROLE_SIZES.values()})
         for key, value in entries.get(role, {}).items():
             if key in _ROLE_SIZES:
-                origin = Origin(kind="script", path=str(config.value), line=None,
-                                text=f"{role} entry of {config.value}: {key}: {value}", via=(config.origin,))
+                origin = Origin(
+                    kind="script",
+                    path=str(config.value),
+                    line=None,
+                    text=f"{role} entry of {config.value}: {key}: {value}",
+                    via=(config.origin,),
+                )
                 lay = replace(lay, **{_ROLE_SIZES[key]: Traced(value, origin)})
         out.append(lay)
     return tuple(out)
@@ -134,8 +164,9 @@ def _rollout_gpus(flags) -> Traced:
         return given  # None: no --rollout-num-gpus and not colocated
     nodes, gpus = flags.get("--actor-num-nodes"), flags.get("--actor-num-gpus-per-node")
     value = nodes.value * gpus.value if nodes.known and gpus.known else None
-    return Traced.derived(value, "--colocate: rollout GPUs = --actor-num-nodes × --actor-num-gpus-per-node",
-                          colocate, nodes, gpus)
+    return Traced.derived(
+        value, "--colocate: rollout GPUs = --actor-num-nodes × --actor-num-gpus-per-node", colocate, nodes, gpus
+    )
 
 
 # -- the framework interface (frameworks/interface.py) ------------------------------------------

@@ -149,7 +149,7 @@ def load(directory: Path, name: str, *, uid: int | None = None) -> bytes | None:
     key = _key(directory, uid)
     if key is None:
         return None
-    mac, payload = data[len(MAGIC): len(MAGIC) + _DIGEST], data[len(MAGIC) + _DIGEST:]
+    mac, payload = data[len(MAGIC) : len(MAGIC) + _DIGEST], data[len(MAGIC) + _DIGEST :]
     return payload if hmac.compare_digest(mac, _mac(key, payload)) else None
 
 

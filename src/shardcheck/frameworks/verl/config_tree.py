@@ -26,8 +26,12 @@ from shardcheck.origin import Origin, Traced
 
 # verl's model_engine group choices and the generated config of each: ppo_megatron_trainer.yaml is
 # ppo_trainer.yaml with `override model_engine: megatron` (verl/trainer/config, verl 0.9.1).
-MODEL_ENGINES = {"dp": "ppo_trainer", "megatron": "ppo_megatron_trainer", "veomni": "ppo_veomni_trainer",
-                 "torchtitan": "ppo_torchtitan_trainer"}
+MODEL_ENGINES = {
+    "dp": "ppo_trainer",
+    "megatron": "ppo_megatron_trainer",
+    "veomni": "ppo_veomni_trainer",
+    "torchtitan": "ppo_torchtitan_trainer",
+}
 KNOWN_CONFIGS = tuple(MODEL_ENGINES.values())
 _INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?\s*([.\w]+)\s*(?:,.*)?\}$")
 
@@ -171,7 +175,6 @@ class VerlConfig:
             return None
         return next((item for item in self.applied if item.key == key or item.key.startswith(key + ".")), None)
 
-
     @property
     def version(self) -> str:
         return self.defaults.version
@@ -196,19 +199,24 @@ class VerlConfig:
             return Traced(None if reason else value, item.origin, reason)
         origin = self.default_origin(key)
         if self.custom is not None:
-            return Traced(None, Origin(kind="default", text=f"{key} from config {self.custom}"),
-                          f"{key} comes from config {self.custom}, which shardcheck does not read; set it on the "
-                          "command line")
+            return Traced(
+                None,
+                Origin(kind="default", text=f"{key} from config {self.custom}"),
+                f"{key} comes from config {self.custom}, which shardcheck does not read; set it on the command line",
+            )
         followed = self._interpolation_target(key)
         if followed is not None and _depth < 8:
             if self.is_missing(followed) or self._is_mandatory(followed):
                 # oc.select falls back to its default (OmegaConf resolved it above)
-                origin = Origin(kind="default", text=f"verl {self.version} default: {key} (its oc.select target "
-                                                     f"{followed} is absent)")
+                origin = Origin(
+                    kind="default",
+                    text=f"verl {self.version} default: {key} (its oc.select target {followed} is absent)",
+                )
             else:
                 target = self.get(followed, _depth + 1)
-                origin = Origin(kind="default", text=f"verl {self.version} default: {key} follows {followed}",
-                                via=(target.origin,))
+                origin = Origin(
+                    kind="default", text=f"verl {self.version} default: {key} follows {followed}", via=(target.origin,)
+                )
                 reason = reason or target.unknown
         elif self.is_missing(key):
             return Traced(None, origin, f"{key} is not in verl {self.version}'s config")
@@ -252,8 +260,11 @@ class VerlConfig:
 
         parent, _, last = key.rpartition(".")
         node = OmegaConf.select(self.cfg, parent, throw_on_missing=False) if parent else self.cfg
-        return (OmegaConf.is_dict(node) and node._get_node(last, validate_access=False) is not None
-                and OmegaConf.is_missing(node, last))
+        return (
+            OmegaConf.is_dict(node)
+            and node._get_node(last, validate_access=False) is not None
+            and OmegaConf.is_missing(node, last)
+        )
 
     def setter(self, key: str) -> OverrideItem | None:
         parts = key.split(".")
@@ -366,8 +377,9 @@ def _added_key_issue(item: OverrideItem, defaults: VerlDefaults) -> ConfigIssue 
         # A section verl builds a dataclass from: its YAML does not list every field the dataclass
         # has (RolloutConfig.moe_tensor_parallel_size, verl 0.9.1), so the YAML cannot judge it.
         return None
-    return ConfigIssue("added_key", f"verl's config has no key `{item.key}`; `+` adds it and nothing reads it",
-                       item, suggestion)
+    return ConfigIssue(
+        "added_key", f"verl's config has no key `{item.key}`; `+` adds it and nothing reads it", item, suggestion
+    )
 
 
 # The top-level sections shardcheck reads.
@@ -385,7 +397,9 @@ def _interpolation_strings(node) -> Iterator[str]:
         yield node
 
 
-def needed_sections(tree: dict, overrides: tuple[OverrideItem, ...], read: tuple[str, ...] = READ_SECTIONS) -> list[str]:
+def needed_sections(
+    tree: dict, overrides: tuple[OverrideItem, ...], read: tuple[str, ...] = READ_SECTIONS
+) -> list[str]:
     """The top-level sections the overrides touch or shardcheck reads, closed over interpolation references.
 
     Building an OmegaConf tree costs ~0.1 ms a node; the sections nothing touches or refers to
@@ -441,8 +455,9 @@ def _base_config(tree: dict, source: str):
     return cfg
 
 
-def apply_overrides(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *,
-                    custom: str | None = None, fast: bool = True) -> VerlConfig:
+def apply_overrides(
+    defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *, custom: str | None = None, fast: bool = True
+) -> VerlConfig:
     """Apply ``overrides`` to ``defaults`` as Hydra does, one at a time, recording what failed.
 
     ``custom`` names a config shardcheck cannot read (a recipe's own config): then only the keys
@@ -488,8 +503,9 @@ def _apply_plain(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...]) ->
     return config
 
 
-def _apply_omega(defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *,
-                 custom: str | None = None) -> VerlConfig:
+def _apply_omega(
+    defaults: VerlDefaults, overrides: tuple[OverrideItem, ...], *, custom: str | None = None
+) -> VerlConfig:
     """Hydra's own ``_apply_overrides_to_config`` on an OmegaConf tree of the sections needed."""
     from omegaconf import OmegaConf
 

@@ -33,8 +33,9 @@ def micro_batches(job: Job, cp: int, dp: int) -> tuple[int, int, int, str | None
     if _v(job, f"{A}.use_dynamic_bsz"):
         # verl/workers/engine/utils.py prepare_micro_batches: max_token_len = max_token_len_per_gpu · sp_size
         # (the Megatron engine passes sp_size = context_parallel_size).
-        tokens, count, longest, bound = dynamic_micro_batches(job, _v(job, f"{A}.ppo_max_token_len_per_gpu") * cp,
-                                                              mini // dp, seq)
+        tokens, count, longest, bound = dynamic_micro_batches(
+            job, _v(job, f"{A}.ppo_max_token_len_per_gpu") * cp, mini // dp, seq
+        )
         return tokens, longest, count, bound
     micro = _v(job, f"{A}.ppo_micro_batch_size_per_gpu")
     if not micro:
@@ -48,8 +49,14 @@ def _optimizer(job: Job) -> tuple[int, int, float]:
     # verl/workers/engine/megatron/transformer_impl.py: grad_reduce_in_fp32 = not use_low_precision_main_grads
     grad = dtype_bytes(_v(job, f"{OPT}.main_grads_dtype"), f"{OPT}.main_grads_dtype") if aware else 4
     require_adam(job, f"{OPT}.optimizer", "=")
-    moments = (dtype_bytes(_v(job, f"{OPT}.exp_avg_dtype"), "exp_avg_dtype")
-               + dtype_bytes(_v(job, f"{OPT}.exp_avg_sq_dtype"), "exp_avg_sq_dtype")) if aware else 8
+    moments = (
+        (
+            dtype_bytes(_v(job, f"{OPT}.exp_avg_dtype"), "exp_avg_dtype")
+            + dtype_bytes(_v(job, f"{OPT}.exp_avg_sq_dtype"), "exp_avg_sq_dtype")
+        )
+        if aware
+        else 8
+    )
     on_device = 1.0
     if job.value(f"{OPT}.override_optimizer_config.optimizer_cpu_offload").value:
         fraction = job.value(f"{OPT}.override_optimizer_config.optimizer_offload_fraction").value
@@ -59,8 +66,12 @@ def _optimizer(job: Job) -> tuple[int, int, float]:
 
 def _recompute(job: Job) -> Recompute:
     modules = _v(job, f"{OTC}.recompute_modules") or ["core_attn"]
-    return Recompute(granularity=_v(job, f"{OTC}.recompute_granularity"), method=_v(job, f"{OTC}.recompute_method"),
-                     num_layers=_v(job, f"{OTC}.recompute_num_layers"), modules=frozenset(modules))
+    return Recompute(
+        granularity=_v(job, f"{OTC}.recompute_granularity"),
+        method=_v(job, f"{OTC}.recompute_method"),
+        num_layers=_v(job, f"{OTC}.recompute_num_layers"),
+        modules=frozenset(modules),
+    )
 
 
 def _logits(job: Job, fp32_buffers: int) -> Logits:
@@ -69,8 +80,12 @@ def _logits(job: Job, fp32_buffers: int) -> Logits:
     if entropy and _v(job, f"{A}.entropy_from_logits_with_chunking"):
         chunk = _v(job, f"{A}.entropy_from_logits_chunk_size") or 2048
     # verl/utils/kernel/linear_cross_entropy.py: with use_fused_kernels the logits are never whole.
-    return Logits(fused=bool(job.value(f"{A}.use_fused_kernels").value), entropy=entropy, entropy_chunk=chunk,
-                  fp32_buffers=fp32_buffers)
+    return Logits(
+        fused=bool(job.value(f"{A}.use_fused_kernels").value),
+        entropy=entropy,
+        entropy_chunk=chunk,
+        fp32_buffers=fp32_buffers,
+    )
 
 
 def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
@@ -81,13 +96,20 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     # during the update unless ref.megatron.param_offload moves it away.
     ref = job.layout("ref") is not None and not job.value("actor_rollout_ref.ref.megatron.param_offload").value
     return TrainSettings(
-        weight_bytes=dtype_bytes(_v(job, f"{M}.dtype"), f"{M}.dtype"), grad_bytes=grad, state_bytes=state,
-        distributed_optimizer=bool(_v(job, f"{M}.use_distributed_optimizer")), optimizer_on_device=on_device,
-        tokens_per_micro_batch=tokens, sequence_length=seq, micro_batches=count, recompute=_recompute(job),
+        weight_bytes=dtype_bytes(_v(job, f"{M}.dtype"), f"{M}.dtype"),
+        grad_bytes=grad,
+        state_bytes=state,
+        distributed_optimizer=bool(_v(job, f"{M}.use_distributed_optimizer")),
+        optimizer_on_device=on_device,
+        tokens_per_micro_batch=tokens,
+        sequence_length=seq,
+        micro_batches=count,
+        recompute=_recompute(job),
         # verl/utils/megatron/tensor_parallel.py vocab_parallel_log_probs_from_logits → megatron-core's
         # vocab_parallel_cross_entropy: one fp32 copy of the logits, exponentiated in place and saved for
         # backward, whose gradient is written into it (tensor_parallel/cross_entropy.py).
-        logits=_logits(job, 1), ref_on_device=ref,
+        logits=_logits(job, 1),
+        ref_on_device=ref,
         param_offload=f"{M}.param_offload" if job.value(f"{M}.param_offload").value else None,
         optimizer_offload=f"{M}.optimizer_offload" if job.value(f"{M}.optimizer_offload").value else None,
         batch_bound=bound,
@@ -119,15 +141,19 @@ def rollout_settings(job: Job, moe: bool, max_position_embeddings: int | None) -
     steps = job.value("data.train_batch_size"), job.value(f"{RO}.n")
     per_step = steps[0].value * steps[1].value if all(t.known and t.value for t in steps) else None
     return RolloutSettings(
-        engine=engine, tp=engine_tp, dp=engines,
+        engine=engine,
+        tp=engine_tp,
+        dp=engines,
         ep=(_v(job, f"{RO}.expert_parallel_size") or 1) if moe else 1,
         dtype_bytes=dtype_bytes(_v(job, f"{RO}.dtype"), f"{RO}.dtype"),
         memory_fraction=fraction,
         max_num_batched_tokens=_v(job, f"{RO}.max_num_batched_tokens") or 8192,
-        max_num_seqs=_v(job, f"{RO}.max_num_seqs"), request_tokens=request,
+        max_num_seqs=_v(job, f"{RO}.max_num_seqs"),
+        request_tokens=request,
         # verl: max_model_len defaults to the model's max_position_embeddings
         max_model_len=_v(job, f"{RO}.max_model_len") or max_position_embeddings or request,
-        requests_per_step=per_step, replicas=replicas,
+        requests_per_step=per_step,
+        replicas=replicas,
     )
 
 
@@ -140,15 +166,24 @@ def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
     """
     sp = known(layout.sp, f"{layout.key_prefix}.ulysses_sequence_parallel_size")
     tokens, seq, _count, bound = micro_batches(job, sp, dp)
-    param = dtype_bytes(known(layout.model_dtype, f"{layout.key_prefix}.model_dtype"), f"{layout.key_prefix}.model_dtype")
+    param = dtype_bytes(
+        known(layout.model_dtype, f"{layout.key_prefix}.model_dtype"), f"{layout.key_prefix}.model_dtype"
+    )
     require_adam(job, f"{OPT}.optimizer", "=")
     strategy = known(layout.strategy, f"{A}.strategy")
     policy = strategy == "fsdp2" and bool(known(layout.offload_policy, f"{layout.key_prefix}.offload_policy"))
     return TrainSettings(
-        weight_bytes=param, grad_bytes=param, state_bytes=2 * param, distributed_optimizer=True, optimizer_on_device=1.0,
+        weight_bytes=param,
+        grad_bytes=param,
+        state_bytes=2 * param,
+        distributed_optimizer=True,
+        optimizer_on_device=1.0,
         # verl/utils/torch_functional.py logprobs_from_logits: flash-attn's cross-entropy kernel with an
         # in-place backward works row by row on the bf16 logits: no whole fp32 copy.
-        tokens_per_micro_batch=tokens, sequence_length=seq, micro_batches=1, recompute=Recompute(),
+        tokens_per_micro_batch=tokens,
+        sequence_length=seq,
+        micro_batches=1,
+        recompute=Recompute(),
         logits=_logits(job, 0),
         # verl forces CPUOffload(offload_params=True) (fsdp) / CPUOffloadPolicy (fsdp2) on the reference model.
         ref_on_device=False,
@@ -156,7 +191,8 @@ def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
         optimizer_offload=f"{layout.key_prefix}.optimizer_offload" if layout.optimizer_offload.value else None,
         checkpointing=bool(_v(job, "actor_rollout_ref.model.enable_gradient_checkpointing")),
         gathered_between_passes=not _v(job, f"{layout.key_prefix}.reshard_after_forward"),
-        host_resident=policy, batch_bound=bound,
+        host_resident=policy,
+        batch_bound=bound,
     )
 
 
@@ -169,22 +205,33 @@ def critic_settings(job: Job) -> CriticSettings | None:
         return None
     strategy = known(job.value("critic.strategy"), "critic.strategy")
     path, actor_path = job.value("critic.model.path"), job.model_path
-    same = (path.known and actor_path.known and str(path.value).rstrip("/").rsplit("/", 1)[-1]
-            == str(actor_path.value).rstrip("/").rsplit("/", 1)[-1])
+    same = (
+        path.known
+        and actor_path.known
+        and str(path.value).rstrip("/").rsplit("/", 1)[-1] == str(actor_path.value).rstrip("/").rsplit("/", 1)[-1]
+    )
     if not same:
-        raise UnknownValue(f"the critic's model (critic.model.path={path.value if path.known else '?'}) is not the "
-                      "actor's; its state on the device is not sized")
+        raise UnknownValue(
+            f"the critic's model (critic.model.path={path.value if path.known else '?'}) is not the "
+            "actor's; its state on the device is not sized"
+        )
     tokens = _critic_tokens(job)
     if strategy == "megatron":
-        return CriticSettings(keeps_params=not _v(job, "critic.megatron.param_offload"),
-                              keeps_optimizer=not _v(job, "critic.megatron.optimizer_offload"), engine="megatron",
-                              tokens_per_micro_batch=tokens)
+        return CriticSettings(
+            keeps_params=not _v(job, "critic.megatron.param_offload"),
+            keeps_optimizer=not _v(job, "critic.megatron.optimizer_offload"),
+            engine="megatron",
+            tokens_per_micro_batch=tokens,
+        )
     layout = job.fsdp_layout("critic")
     if layout is None:
         raise UnknownValue(f"critic.strategy={strategy} is not an engine shardcheck sizes")
-    return CriticSettings(keeps_params=not known(layout.param_offload, f"{layout.key_prefix}.param_offload"),
-                          keeps_optimizer=not known(layout.optimizer_offload, f"{layout.key_prefix}.optimizer_offload"),
-                          engine="fsdp", tokens_per_micro_batch=tokens)
+    return CriticSettings(
+        keeps_params=not known(layout.param_offload, f"{layout.key_prefix}.param_offload"),
+        keeps_optimizer=not known(layout.optimizer_offload, f"{layout.key_prefix}.optimizer_offload"),
+        engine="fsdp",
+        tokens_per_micro_batch=tokens,
+    )
 
 
 def _critic_tokens(job: Job) -> int | None:
@@ -202,39 +249,66 @@ def _critic_tokens(job: Job) -> int | None:
         return None
 
 
-
 # The settings the MEM-* findings name for a verl job (Megatron engine, FSDP engine).
 MEGATRON_FIX_KEYS = FixKeys(
-    activations=(f"{A}.megatron.override_transformer_config.recompute_granularity",
-                 f"+{A}.megatron.override_transformer_config.recompute_granularity=full (with recompute_method="
-                 "uniform, recompute_num_layers=1), or fewer tokens per micro batch "
-                 f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger CP"),
-    logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
-            "cross-entropy), or a larger TP (the vocab is split over TP), or fewer tokens per micro batch"),
-    optimizer=(f"{A}.megatron.use_distributed_optimizer", f"{A}.megatron.use_distributed_optimizer=True, a "
-               f"larger DP/EDP, or +{A}.optim.override_optimizer_config.optimizer_cpu_offload=True"),
+    activations=(
+        f"{A}.megatron.override_transformer_config.recompute_granularity",
+        f"+{A}.megatron.override_transformer_config.recompute_granularity=full (with recompute_method="
+        "uniform, recompute_num_layers=1), or fewer tokens per micro batch "
+        f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger CP",
+    ),
+    logits=(
+        f"{A}.use_fused_kernels",
+        "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
+        "cross-entropy), or a larger TP (the vocab is split over TP), or fewer tokens per micro batch",
+    ),
+    optimizer=(
+        f"{A}.megatron.use_distributed_optimizer",
+        f"{A}.megatron.use_distributed_optimizer=True, a "
+        f"larger DP/EDP, or +{A}.optim.override_optimizer_config.optimizer_cpu_offload=True",
+    ),
     weights=(f"{A}.megatron.pipeline_model_parallel_size", "a larger PP, EP or TP (fewer parameters per device)"),
-    memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
-    rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
-    offload=(f"{A}.megatron.param_offload", f"{A}.megatron.optimizer_offload",
-             f"{A}.megatron.optimizer_offload=False, or more nodes"),
+    memory_fraction=f"{RO}.gpu_memory_utilization",
+    max_model_len=f"{RO}.max_model_len",
+    rollout_dp=f"{RO}.data_parallel_size",
+    response="data.max_response_length",
+    offload=(
+        f"{A}.megatron.param_offload",
+        f"{A}.megatron.optimizer_offload",
+        f"{A}.megatron.optimizer_offload=False, or more nodes",
+    ),
 )
 
 FSDP_FIX_KEYS = FixKeys(
-    activations=("actor_rollout_ref.model.enable_gradient_checkpointing",
-                 "actor_rollout_ref.model.enable_gradient_checkpointing=True, fewer tokens per micro batch "
-                 f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger "
-                 f"{A}.ulysses_sequence_parallel_size"),
-    logits=(f"{A}.use_fused_kernels", "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
-            f"cross-entropy), or a larger {A}.ulysses_sequence_parallel_size, or fewer tokens per micro batch"),
-    optimizer=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
-               f"or {A}.strategy=fsdp2 with {A}.fsdp_config.offload_policy=True"),
-    weights=(f"{A}.fsdp_config.fsdp_size", f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
-             f"or {A}.fsdp_config.model_dtype=bf16"),
-    memory_fraction=f"{RO}.gpu_memory_utilization", max_model_len=f"{RO}.max_model_len",
-    rollout_dp=f"{RO}.data_parallel_size", response="data.max_response_length",
-    offload=(f"{A}.fsdp_config.param_offload", f"{A}.fsdp_config.optimizer_offload",
-             f"{A}.fsdp_config.optimizer_offload=False, or more nodes"),
+    activations=(
+        "actor_rollout_ref.model.enable_gradient_checkpointing",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=True, fewer tokens per micro batch "
+        f"({A}.ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu), or a larger "
+        f"{A}.ulysses_sequence_parallel_size",
+    ),
+    logits=(
+        f"{A}.use_fused_kernels",
+        "actor_rollout_ref.model.use_fused_kernels=True (verl's fused linear "
+        f"cross-entropy), or a larger {A}.ulysses_sequence_parallel_size, or fewer tokens per micro batch",
+    ),
+    optimizer=(
+        f"{A}.fsdp_config.fsdp_size",
+        f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, "
+        f"or {A}.strategy=fsdp2 with {A}.fsdp_config.offload_policy=True",
+    ),
+    weights=(
+        f"{A}.fsdp_config.fsdp_size",
+        f"{A}.fsdp_config.fsdp_size=-1 (shard over the whole world), more GPUs, or {A}.fsdp_config.model_dtype=bf16",
+    ),
+    memory_fraction=f"{RO}.gpu_memory_utilization",
+    max_model_len=f"{RO}.max_model_len",
+    rollout_dp=f"{RO}.data_parallel_size",
+    response="data.max_response_length",
+    offload=(
+        f"{A}.fsdp_config.param_offload",
+        f"{A}.fsdp_config.optimizer_offload",
+        f"{A}.fsdp_config.optimizer_offload=False, or more nodes",
+    ),
 )
 
 

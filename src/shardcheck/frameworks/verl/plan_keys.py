@@ -123,8 +123,11 @@ def apply(job: Job, changes: dict[str, object]) -> Job:
         k = key(knob)
         if k in values:
             values[k] = _traced(value, k)
-        if knob == "param_offload" and "actor_rollout_ref.ref.megatron.param_offload" in values \
-                and ref_follows_actor(job, "tp"):
+        if (
+            knob == "param_offload"
+            and "actor_rollout_ref.ref.megatron.param_offload" in values
+            and ref_follows_actor(job, "tp")
+        ):
             values["actor_rollout_ref.ref.megatron.param_offload"] = _traced(value, k)
     rollout = job.rollout
     if rollout is not None:

@@ -56,120 +56,248 @@ from shardcheck.problems import Kind, Problem
 ROLES = {"actor": "actor_rollout_ref.actor", "ref": "actor_rollout_ref.ref", "critic": "critic"}
 # The keys the batch and rollout rules read (verl 0.9.1 names).
 VALUE_KEYS = tuple(
-    f"{prefix}.{key}" for prefix, keys in (
+    f"{prefix}.{key}"
+    for prefix, keys in (
         ("data", ("train_batch_size", "max_prompt_length", "max_response_length")),
-        ("actor_rollout_ref.actor", ("ppo_mini_batch_size", "ppo_micro_batch_size", "ppo_micro_batch_size_per_gpu",
-                                     "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "use_kl_loss")),
-        ("actor_rollout_ref.ref", ("log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu",
-                                   "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu")),
-        ("actor_rollout_ref.rollout", ("name", "mode", "n", "log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu",
-                                       "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
-                                       "tensor_model_parallel_size", "data_parallel_size", "expert_parallel_size",
-                                       "pipeline_model_parallel_size", "max_model_len", "n_gpus_per_node",
-                                       "enable_chunked_prefill", "max_num_batched_tokens")),
+        (
+            "actor_rollout_ref.actor",
+            (
+                "ppo_mini_batch_size",
+                "ppo_micro_batch_size",
+                "ppo_micro_batch_size_per_gpu",
+                "use_dynamic_bsz",
+                "ppo_max_token_len_per_gpu",
+                "use_kl_loss",
+            ),
+        ),
+        (
+            "actor_rollout_ref.ref",
+            (
+                "log_prob_micro_batch_size",
+                "log_prob_micro_batch_size_per_gpu",
+                "log_prob_use_dynamic_bsz",
+                "log_prob_max_token_len_per_gpu",
+            ),
+        ),
+        (
+            "actor_rollout_ref.rollout",
+            (
+                "name",
+                "mode",
+                "n",
+                "log_prob_micro_batch_size",
+                "log_prob_micro_batch_size_per_gpu",
+                "log_prob_use_dynamic_bsz",
+                "log_prob_max_token_len_per_gpu",
+                "tensor_model_parallel_size",
+                "data_parallel_size",
+                "expert_parallel_size",
+                "pipeline_model_parallel_size",
+                "max_model_len",
+                "n_gpus_per_node",
+                "enable_chunked_prefill",
+                "max_num_batched_tokens",
+            ),
+        ),
         ("algorithm", ("adv_estimator", "use_kl_in_reward")),
         ("trainer", ("use_v1",)),
-    ) for key in keys
+    )
+    for key in keys
 )
 # The keys the memory estimate reads (shardcheck/memory/estimate.py).
 MEMORY_KEYS = tuple(
-    f"{prefix}.{key}" for prefix, keys in (
-        ("actor_rollout_ref.actor.megatron", ("dtype", "use_distributed_optimizer", "param_offload", "optimizer_offload")),
-        ("actor_rollout_ref.actor.optim", ("optimizer", "use_precision_aware_optimizer", "main_grads_dtype",
-                                           "exp_avg_dtype", "exp_avg_sq_dtype",
-                                           "override_optimizer_config.optimizer_cpu_offload",
-                                           "override_optimizer_config.optimizer_offload_fraction")),
-        ("actor_rollout_ref.actor.megatron.override_transformer_config", (
-            "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules")),
-        ("actor_rollout_ref.actor", ("calculate_entropy", "entropy_coeff", "entropy_from_logits_with_chunking",
-                                     "entropy_from_logits_chunk_size", "use_fused_kernels")),
+    f"{prefix}.{key}"
+    for prefix, keys in (
+        (
+            "actor_rollout_ref.actor.megatron",
+            ("dtype", "use_distributed_optimizer", "param_offload", "optimizer_offload"),
+        ),
+        (
+            "actor_rollout_ref.actor.optim",
+            (
+                "optimizer",
+                "use_precision_aware_optimizer",
+                "main_grads_dtype",
+                "exp_avg_dtype",
+                "exp_avg_sq_dtype",
+                "override_optimizer_config.optimizer_cpu_offload",
+                "override_optimizer_config.optimizer_offload_fraction",
+            ),
+        ),
+        (
+            "actor_rollout_ref.actor.megatron.override_transformer_config",
+            ("recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules"),
+        ),
+        (
+            "actor_rollout_ref.actor",
+            (
+                "calculate_entropy",
+                "entropy_coeff",
+                "entropy_from_logits_with_chunking",
+                "entropy_from_logits_chunk_size",
+                "use_fused_kernels",
+            ),
+        ),
         ("actor_rollout_ref.ref.megatron", ("param_offload",)),
         ("actor_rollout_ref.rollout", ("dtype",)),  # gpu_memory_utilization and max_num_seqs: VALUE_KEYS
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload")),
         ("critic", ("megatron.param_offload", "megatron.optimizer_offload")),  # critic.model.path: FSDP_VALUE_KEYS
         ("critic", ("ppo_max_token_len_per_gpu",)),  # the critic's own update phase (dynamic batch size)
-    ) for key in keys
+    )
+    for key in keys
 )
 # More keys the rollout-engine and critic rules read.
 VALUE_KEYS += tuple(
-    f"{prefix}.{key}" for prefix, keys in (
-        ("actor_rollout_ref.rollout", ("max_num_seqs", "gpu_memory_utilization",
-                                       "engine_kwargs.sglang.enable_dp_attention",
-                                       "engine_kwargs.sglang.mem_fraction_static")),
-        ("critic", ("enable", "strategy", "ppo_mini_batch_size", "ppo_micro_batch_size", "ppo_micro_batch_size_per_gpu",
-                    "use_dynamic_bsz", "ppo_infer_max_token_len_per_gpu", "megatron.tensor_model_parallel_size",
-                    "megatron.pipeline_model_parallel_size", "megatron.context_parallel_size",
-                    "megatron.expert_model_parallel_size", "megatron.expert_tensor_parallel_size",
-                    "megatron.virtual_pipeline_model_parallel_size")),
-    ) for key in keys
+    f"{prefix}.{key}"
+    for prefix, keys in (
+        (
+            "actor_rollout_ref.rollout",
+            (
+                "max_num_seqs",
+                "gpu_memory_utilization",
+                "engine_kwargs.sglang.enable_dp_attention",
+                "engine_kwargs.sglang.mem_fraction_static",
+            ),
+        ),
+        (
+            "critic",
+            (
+                "enable",
+                "strategy",
+                "ppo_mini_batch_size",
+                "ppo_micro_batch_size",
+                "ppo_micro_batch_size_per_gpu",
+                "use_dynamic_bsz",
+                "ppo_infer_max_token_len_per_gpu",
+                "megatron.tensor_model_parallel_size",
+                "megatron.pipeline_model_parallel_size",
+                "megatron.context_parallel_size",
+                "megatron.expert_model_parallel_size",
+                "megatron.expert_tensor_parallel_size",
+                "megatron.virtual_pipeline_model_parallel_size",
+            ),
+        ),
+    )
+    for key in keys
 )
 # Keys verl's YAML leaves out: their value when no override sets them (free-form engine kwargs take
 # the engine's own default; dataclass fields the dataclass default).
 ABSENT_DEFAULTS = {
-    "actor_rollout_ref.rollout.engine_kwargs.sglang.enable_dp_attention":
-        (False, "default of SGLang ServerArgs: enable_dp_attention = False"),
-    "actor_rollout_ref.rollout.engine_kwargs.sglang.mem_fraction_static":
-        (None, "not in engine_kwargs.sglang: verl passes gpu_memory_utilization as mem_fraction_static"),
-    "critic.ppo_infer_max_token_len_per_gpu":
-        (32768, "default of verl 0.9.1 CriticConfig: ppo_infer_max_token_len_per_gpu = 32768"),
+    "actor_rollout_ref.rollout.engine_kwargs.sglang.enable_dp_attention": (
+        False,
+        "default of SGLang ServerArgs: enable_dp_attention = False",
+    ),
+    "actor_rollout_ref.rollout.engine_kwargs.sglang.mem_fraction_static": (
+        None,
+        "not in engine_kwargs.sglang: verl passes gpu_memory_utilization as mem_fraction_static",
+    ),
+    "critic.ppo_infer_max_token_len_per_gpu": (
+        32768,
+        "default of verl 0.9.1 CriticConfig: ppo_infer_max_token_len_per_gpu = 32768",
+    ),
 }
 # The keys the FSDP rules read besides the engine sections (verl 0.9.1 names).
-FSDP_VALUE_KEYS = ("actor_rollout_ref.model.use_remove_padding", "critic.model.use_remove_padding", "critic.model.path",
-                   "critic.enable", "critic.strategy",
-                   "critic.ulysses_sequence_parallel_size", "critic.fsdp.ulysses_sequence_parallel_size",
-                   "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
-                   "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
+FSDP_VALUE_KEYS = (
+    "actor_rollout_ref.model.use_remove_padding",
+    "critic.model.use_remove_padding",
+    "critic.model.path",
+    "critic.enable",
+    "critic.strategy",
+    "critic.ulysses_sequence_parallel_size",
+    "critic.fsdp.ulysses_sequence_parallel_size",
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+    "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size",
+)
 _A, _R, _RO, _C = "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.rollout", "critic"
 _OTC_KEY = f"{_A}.megatron.override_transformer_config"
 # What each key read must be (verl 0.9.1's dataclasses: verl/workers/config/actor.py, rollout.py, critic.py,
 # engine.py, optimizer.py; verl/trainer/config/data). Checked where read (``resolve_verl``); a test keeps this
 # in step with VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS.
 VALUE_KINDS: dict[str, ValueKind] = {
-    "data.train_batch_size": COUNT, "data.max_prompt_length": COUNT, "data.max_response_length": COUNT,
-    f"{_A}.ppo_mini_batch_size": COUNT, f"{_A}.ppo_micro_batch_size": COUNT_OR_NULL,
-    f"{_A}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL, f"{_A}.use_dynamic_bsz": FLAG,
-    f"{_A}.ppo_max_token_len_per_gpu": COUNT, f"{_A}.use_kl_loss": FLAG,
-    f"{_R}.log_prob_micro_batch_size": COUNT_OR_NULL, f"{_R}.log_prob_micro_batch_size_per_gpu": COUNT_OR_NULL,
-    f"{_R}.log_prob_use_dynamic_bsz": FLAG, f"{_R}.log_prob_max_token_len_per_gpu": COUNT,
-    f"{_RO}.name": NAME, f"{_RO}.mode": NAME, f"{_RO}.n": COUNT,
-    f"{_RO}.log_prob_micro_batch_size": COUNT_OR_NULL, f"{_RO}.log_prob_micro_batch_size_per_gpu": COUNT_OR_NULL,
-    f"{_RO}.log_prob_use_dynamic_bsz": FLAG, f"{_RO}.log_prob_max_token_len_per_gpu": COUNT,
-    f"{_RO}.tensor_model_parallel_size": COUNT, f"{_RO}.data_parallel_size": COUNT,
-    f"{_RO}.expert_parallel_size": COUNT, f"{_RO}.pipeline_model_parallel_size": COUNT,
-    f"{_RO}.max_model_len": COUNT_OR_NULL, f"{_RO}.n_gpus_per_node": COUNT,
-    f"{_RO}.enable_chunked_prefill": FLAG, f"{_RO}.max_num_batched_tokens": COUNT_OR_NULL,
-    "algorithm.adv_estimator": NAME, "algorithm.use_kl_in_reward": FLAG, "trainer.use_v1": FLAG,
-    f"{_RO}.max_num_seqs": COUNT_OR_NULL, f"{_RO}.gpu_memory_utilization": FRACTION,
+    "data.train_batch_size": COUNT,
+    "data.max_prompt_length": COUNT,
+    "data.max_response_length": COUNT,
+    f"{_A}.ppo_mini_batch_size": COUNT,
+    f"{_A}.ppo_micro_batch_size": COUNT_OR_NULL,
+    f"{_A}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_A}.use_dynamic_bsz": FLAG,
+    f"{_A}.ppo_max_token_len_per_gpu": COUNT,
+    f"{_A}.use_kl_loss": FLAG,
+    f"{_R}.log_prob_micro_batch_size": COUNT_OR_NULL,
+    f"{_R}.log_prob_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_R}.log_prob_use_dynamic_bsz": FLAG,
+    f"{_R}.log_prob_max_token_len_per_gpu": COUNT,
+    f"{_RO}.name": NAME,
+    f"{_RO}.mode": NAME,
+    f"{_RO}.n": COUNT,
+    f"{_RO}.log_prob_micro_batch_size": COUNT_OR_NULL,
+    f"{_RO}.log_prob_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_RO}.log_prob_use_dynamic_bsz": FLAG,
+    f"{_RO}.log_prob_max_token_len_per_gpu": COUNT,
+    f"{_RO}.tensor_model_parallel_size": COUNT,
+    f"{_RO}.data_parallel_size": COUNT,
+    f"{_RO}.expert_parallel_size": COUNT,
+    f"{_RO}.pipeline_model_parallel_size": COUNT,
+    f"{_RO}.max_model_len": COUNT_OR_NULL,
+    f"{_RO}.n_gpus_per_node": COUNT,
+    f"{_RO}.enable_chunked_prefill": FLAG,
+    f"{_RO}.max_num_batched_tokens": COUNT_OR_NULL,
+    "algorithm.adv_estimator": NAME,
+    "algorithm.use_kl_in_reward": FLAG,
+    "trainer.use_v1": FLAG,
+    f"{_RO}.max_num_seqs": COUNT_OR_NULL,
+    f"{_RO}.gpu_memory_utilization": FRACTION,
     f"{_RO}.engine_kwargs.sglang.enable_dp_attention": FLAG_OR_NULL,
     f"{_RO}.engine_kwargs.sglang.mem_fraction_static": FRACTION_OR_NULL,
-    f"{_C}.enable": FLAG_OR_NULL, f"{_C}.strategy": NAME, f"{_C}.ppo_mini_batch_size": COUNT,
-    f"{_C}.ppo_micro_batch_size": COUNT_OR_NULL, f"{_C}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL,
-    f"{_C}.use_dynamic_bsz": FLAG, f"{_C}.ppo_infer_max_token_len_per_gpu": COUNT,
+    f"{_C}.enable": FLAG_OR_NULL,
+    f"{_C}.strategy": NAME,
+    f"{_C}.ppo_mini_batch_size": COUNT,
+    f"{_C}.ppo_micro_batch_size": COUNT_OR_NULL,
+    f"{_C}.ppo_micro_batch_size_per_gpu": COUNT_OR_NULL,
+    f"{_C}.use_dynamic_bsz": FLAG,
+    f"{_C}.ppo_infer_max_token_len_per_gpu": COUNT,
     f"{_C}.ppo_max_token_len_per_gpu": COUNT,
-    **{f"{_C}.megatron.{k}_parallel_size": COUNT for k in ("tensor_model", "pipeline_model", "context",
-                                                            "expert_model")},
+    **{
+        f"{_C}.megatron.{k}_parallel_size": COUNT for k in ("tensor_model", "pipeline_model", "context", "expert_model")
+    },
     f"{_C}.megatron.expert_tensor_parallel_size": COUNT_OR_NULL,
     f"{_C}.megatron.virtual_pipeline_model_parallel_size": COUNT_OR_NULL,
-    f"{_A}.megatron.dtype": NAME, f"{_A}.megatron.use_distributed_optimizer": FLAG,
-    f"{_A}.megatron.param_offload": FLAG, f"{_A}.megatron.optimizer_offload": FLAG,
-    f"{_A}.optim.optimizer": NAME, f"{_A}.optim.use_precision_aware_optimizer": FLAG,
-    f"{_A}.optim.main_grads_dtype": NAME, f"{_A}.optim.exp_avg_dtype": NAME, f"{_A}.optim.exp_avg_sq_dtype": NAME,
+    f"{_A}.megatron.dtype": NAME,
+    f"{_A}.megatron.use_distributed_optimizer": FLAG,
+    f"{_A}.megatron.param_offload": FLAG,
+    f"{_A}.megatron.optimizer_offload": FLAG,
+    f"{_A}.optim.optimizer": NAME,
+    f"{_A}.optim.use_precision_aware_optimizer": FLAG,
+    f"{_A}.optim.main_grads_dtype": NAME,
+    f"{_A}.optim.exp_avg_dtype": NAME,
+    f"{_A}.optim.exp_avg_sq_dtype": NAME,
     f"{_A}.optim.override_optimizer_config.optimizer_cpu_offload": FLAG_OR_NULL,
     f"{_A}.optim.override_optimizer_config.optimizer_offload_fraction": FRACTION_OR_NULL,
-    f"{_OTC_KEY}.recompute_granularity": NAME_OR_NULL, f"{_OTC_KEY}.recompute_method": NAME_OR_NULL,
-    f"{_OTC_KEY}.recompute_num_layers": COUNT_OR_NULL, f"{_OTC_KEY}.recompute_modules": ValueKind("texts", none=True),
-    f"{_A}.calculate_entropy": FLAG, f"{_A}.entropy_coeff": NUMBER,
-    f"{_A}.entropy_from_logits_with_chunking": FLAG, f"{_A}.entropy_from_logits_chunk_size": COUNT,
-    f"{_A}.use_fused_kernels": FLAG, f"{_R}.megatron.param_offload": FLAG, f"{_RO}.dtype": NAME,
-    f"{_A}.fsdp_config.reshard_after_forward": FLAG, f"{_A}.fsdp_config.mixed_precision": ANY,
+    f"{_OTC_KEY}.recompute_granularity": NAME_OR_NULL,
+    f"{_OTC_KEY}.recompute_method": NAME_OR_NULL,
+    f"{_OTC_KEY}.recompute_num_layers": COUNT_OR_NULL,
+    f"{_OTC_KEY}.recompute_modules": ValueKind("texts", none=True),
+    f"{_A}.calculate_entropy": FLAG,
+    f"{_A}.entropy_coeff": NUMBER,
+    f"{_A}.entropy_from_logits_with_chunking": FLAG,
+    f"{_A}.entropy_from_logits_chunk_size": COUNT,
+    f"{_A}.use_fused_kernels": FLAG,
+    f"{_R}.megatron.param_offload": FLAG,
+    f"{_RO}.dtype": NAME,
+    f"{_A}.fsdp_config.reshard_after_forward": FLAG,
+    f"{_A}.fsdp_config.mixed_precision": ANY,
     "actor_rollout_ref.model.enable_gradient_checkpointing": FLAG,
     "actor_rollout_ref.model.enable_activation_offload": FLAG,
-    f"{_C}.megatron.param_offload": FLAG, f"{_C}.megatron.optimizer_offload": FLAG,
-    "actor_rollout_ref.model.use_remove_padding": FLAG, f"{_C}.model.use_remove_padding": FLAG,
+    f"{_C}.megatron.param_offload": FLAG,
+    f"{_C}.megatron.optimizer_offload": FLAG,
+    "actor_rollout_ref.model.use_remove_padding": FLAG,
+    f"{_C}.model.use_remove_padding": FLAG,
     f"{_C}.model.path": NAME_OR_NULL,
-    f"{_C}.ulysses_sequence_parallel_size": COUNT, f"{_C}.fsdp.ulysses_sequence_parallel_size": COUNT,
-    f"{_A}.ulysses_sequence_parallel_size": COUNT, f"{_A}.fsdp_config.ulysses_sequence_parallel_size": COUNT,
+    f"{_C}.ulysses_sequence_parallel_size": COUNT,
+    f"{_C}.fsdp.ulysses_sequence_parallel_size": COUNT,
+    f"{_A}.ulysses_sequence_parallel_size": COUNT,
+    f"{_A}.fsdp_config.ulysses_sequence_parallel_size": COUNT,
 }
 # verl's FSDP engine strategies (FSDPEngineConfig.__post_init__ also accepts fsdp_turbo, whose own
 # turbo_config sizes shardcheck does not model).
@@ -178,13 +306,32 @@ FSDP_STRATEGIES = ("fsdp", "fsdp2")
 # overrides the engine's). FSDPActorConfig.__post_init__ copies the deprecated
 # ``ulysses_sequence_parallel_size`` into ``fsdp_config`` (actor and ref); FSDPCriticConfig has no
 # such copy, so the critic engine reads only ``critic.fsdp.ulysses_sequence_parallel_size``.
-FSDP_ROLES = (("actor", "actor_rollout_ref.actor", "actor_rollout_ref.actor.fsdp_config", True),
-              ("ref", "actor_rollout_ref.ref", "actor_rollout_ref.ref.fsdp_config", True),
-              ("critic", "critic", "critic.fsdp", False))
+FSDP_ROLES = (
+    ("actor", "actor_rollout_ref.actor", "actor_rollout_ref.actor.fsdp_config", True),
+    ("ref", "actor_rollout_ref.ref", "actor_rollout_ref.ref.fsdp_config", True),
+    ("critic", "critic", "critic.fsdp", False),
+)
 # Config groups of verl 0.9.1's trainer config (directories of verl/trainer/config). A bare
 # `group=option` override selects an option in ppo_trainer.yaml's defaults list.
-CONFIG_GROUPS = frozenset({"actor", "algorithm", "critic", "data", "distillation", "engine", "model", "model_engine",
-                           "npu_profile", "optim", "profiler", "ref", "reward", "rollout", "transfer_queue"})
+CONFIG_GROUPS = frozenset(
+    {
+        "actor",
+        "algorithm",
+        "critic",
+        "data",
+        "distillation",
+        "engine",
+        "model",
+        "model_engine",
+        "npu_profile",
+        "optim",
+        "profiler",
+        "ref",
+        "reward",
+        "rollout",
+        "transfer_queue",
+    }
+)
 # The entry point whose config shardcheck models; recipes (recipe.*) are Hydra apps with configs of their own.
 PPO_ENTRY = "verl.trainer.main_ppo"
 _PLACEHOLDER = re.compile(r"__shardcheck_unknown_\d+__")
@@ -213,8 +360,9 @@ def _config_name(hydra: HydraCommandLine) -> tuple[str, Origin | None]:
     return name, hydra.config_name.origin
 
 
-def split_group_choices(items: tuple[OverrideItem, ...]
-                        ) -> tuple[tuple[OverrideItem, ...], str | None, OverrideItem | None]:
+def split_group_choices(
+    items: tuple[OverrideItem, ...],
+) -> tuple[tuple[OverrideItem, ...], str | None, OverrideItem | None]:
     """Separate config-group choices from key overrides.
 
     Returns the key overrides, the ``model_engine`` choice (dp, megatron, veomni, torchtitan: Hydra
@@ -235,8 +383,7 @@ def split_group_choices(items: tuple[OverrideItem, ...]
     return tuple(overrides), engine, unread
 
 
-def _int(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = False,
-         positive: bool = True) -> Traced:
+def _int(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = False, positive: bool = True) -> Traced:
     """An integer size; a value of another type becomes unknown with a note naming its line."""
     if not traced.known:
         return traced
@@ -273,8 +420,13 @@ def _layout(config: VerlConfig, role: str, notes: list[Problem]) -> MegatronLayo
         if not traced.known and config.custom is None and name in MCORE_FIELD_DEFAULTS and config.is_missing(key):
             # deleted from the section (``~key``): the engine dataclass's field default applies
             value = MCORE_FIELD_DEFAULTS[name]
-            return Traced(value, Origin(kind="default", text=f"default of verl {config.version} McoreEngineConfig: "
-                                                             f"{name} = {value} ({key} is deleted)"))
+            return Traced(
+                value,
+                Origin(
+                    kind="default",
+                    text=f"default of verl {config.version} McoreEngineConfig: {name} = {value} ({key} is deleted)",
+                ),
+            )
         return traced
 
     def size(name: str, *, allow_none: bool = False) -> Traced:
@@ -305,29 +457,56 @@ def _layout(config: VerlConfig, role: str, notes: list[Problem]) -> MegatronLayo
         ep=size("expert_model_parallel_size"),
         etp_setting=size("expert_tensor_parallel_size", allow_none=True),
         vpp=size("virtual_pipeline_model_parallel_size", allow_none=True),
-        first_stage_layers=_int(otc_get("num_layers_in_first_pipeline_stage", None),
-                                f"{base}.{_OTC}.num_layers_in_first_pipeline_stage", notes, allow_none=True,
-                                positive=False),
-        last_stage_layers=_int(otc_get("num_layers_in_last_pipeline_stage", None),
-                               f"{base}.{_OTC}.num_layers_in_last_pipeline_stage", notes, allow_none=True,
-                               positive=False),
-        account_for_embedding=_bool(checked(f"{base}.{_OTC}.account_for_embedding_in_pipeline_split",
-                                            otc_get("account_for_embedding_in_pipeline_split", False), FLAG, notes)),
-        account_for_loss=_bool(checked(f"{base}.{_OTC}.account_for_loss_in_pipeline_split",
-                                       otc_get("account_for_loss_in_pipeline_split", False), FLAG, notes)),
-        layout_string=checked(f"{base}.{_OTC}.pipeline_model_parallel_layout",
-                              otc_get("pipeline_model_parallel_layout", None), NAME_OR_NULL, notes),
+        first_stage_layers=_int(
+            otc_get("num_layers_in_first_pipeline_stage", None),
+            f"{base}.{_OTC}.num_layers_in_first_pipeline_stage",
+            notes,
+            allow_none=True,
+            positive=False,
+        ),
+        last_stage_layers=_int(
+            otc_get("num_layers_in_last_pipeline_stage", None),
+            f"{base}.{_OTC}.num_layers_in_last_pipeline_stage",
+            notes,
+            allow_none=True,
+            positive=False,
+        ),
+        account_for_embedding=_bool(
+            checked(
+                f"{base}.{_OTC}.account_for_embedding_in_pipeline_split",
+                otc_get("account_for_embedding_in_pipeline_split", False),
+                FLAG,
+                notes,
+            )
+        ),
+        account_for_loss=_bool(
+            checked(
+                f"{base}.{_OTC}.account_for_loss_in_pipeline_split",
+                otc_get("account_for_loss_in_pipeline_split", False),
+                FLAG,
+                notes,
+            )
+        ),
+        layout_string=checked(
+            f"{base}.{_OTC}.pipeline_model_parallel_layout",
+            otc_get("pipeline_model_parallel_layout", None),
+            NAME_OR_NULL,
+            notes,
+        ),
         sequence_parallel=_bool(checked(f"{base}.sequence_parallel", field_value("sequence_parallel"), FLAG, notes)),
         transformer_overrides=overrides,
-        transformer_overrides_replaced=(replace(replaced.word, text=_clean(replaced.text))
-                                        if replaced is not None else None),
+        transformer_overrides_replaced=(
+            replace(replaced.word, text=_clean(replaced.text)) if replaced is not None else None
+        ),
     )
 
 
-def _ulysses_size(config: VerlConfig, section: str, engine: str, propagates: bool,
-                  notes: list[Problem]) -> tuple[Traced, str]:
+def _ulysses_size(
+    config: VerlConfig, section: str, engine: str, propagates: bool, notes: list[Problem]
+) -> tuple[Traced, str]:
     """The Ulysses SP size an FSDP engine uses, and the key that decides it (FSDPActorConfig.__post_init__,
-    verl 0.9.1: ``if self.ulysses_sequence_parallel_size > 1: self.fsdp_config.ulysses_sequence_parallel_size = ...``)."""
+    verl 0.9.1: ``if self.ulysses_sequence_parallel_size > 1:
+    self.fsdp_config.ulysses_sequence_parallel_size = ...``)."""
     engine_key, role_key = f"{engine}.ulysses_sequence_parallel_size", f"{section}.ulysses_sequence_parallel_size"
     engine_sp = _int(config.get(engine_key), engine_key, notes)
     if not propagates:
@@ -336,14 +515,18 @@ def _ulysses_size(config: VerlConfig, section: str, engine: str, propagates: boo
     if not role_sp.known:
         return role_sp, role_key
     if role_sp.value > 1:
-        origin = Origin(kind="derived", text=f"{role_key} > 1 replaces the engine's (verl FSDPActorConfig.__post_init__)",
-                        via=(role_sp.origin,))
+        origin = Origin(
+            kind="derived",
+            text=f"{role_key} > 1 replaces the engine's (verl FSDPActorConfig.__post_init__)",
+            via=(role_sp.origin,),
+        )
         return Traced(role_sp.value, origin), role_key
     return engine_sp, engine_key
 
 
-def _fsdp_layout(config: VerlConfig, role: str, section: str, engine: str, propagates: bool,
-                 notes: list[Problem]) -> FsdpLayout:
+def _fsdp_layout(
+    config: VerlConfig, role: str, section: str, engine: str, propagates: bool, notes: list[Problem]
+) -> FsdpLayout:
     sp, sp_key = _ulysses_size(config, section, engine, propagates, notes)
     return FsdpLayout(
         role=role,
@@ -365,15 +548,23 @@ def _critic_used(config: VerlConfig, notes: list[Problem]) -> Traced:
     estimator = _read(config, "algorithm.adv_estimator", NAME, notes)
     if enable.known and enable.value is not None:
         return Traced.derived(bool(enable.value), "critic built = critic.enable", enable)
-    return Traced.derived(estimator.value == "gae" if estimator.known else None,
-                          "critic built = (algorithm.adv_estimator == gae)", enable, estimator)
+    return Traced.derived(
+        estimator.value == "gae" if estimator.known else None,
+        "critic built = (algorithm.adv_estimator == gae)",
+        enable,
+        estimator,
+    )
 
 
-def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
-                  notes: list[Problem]) -> tuple[FsdpLayout, ...]:
+def _fsdp_layouts(
+    config: VerlConfig, ref_used: Traced, critic_used: Traced, notes: list[Problem]
+) -> tuple[FsdpLayout, ...]:
     """The FSDP engines verl builds: the actor, the ref when it is used, the critic when it is used."""
-    built = {"actor": Traced(True, Origin(kind="default", text="the actor is always built")),
-             "ref": ref_used, "critic": critic_used}
+    built = {
+        "actor": Traced(True, Origin(kind="default", text="the actor is always built")),
+        "ref": ref_used,
+        "critic": critic_used,
+    }
     out = []
     for role, section, engine, propagates in FSDP_ROLES:
         strategy = _read(config, f"{section}.strategy", NAME, notes)
@@ -383,18 +574,30 @@ def _fsdp_layouts(config: VerlConfig, ref_used: Traced, critic_used: Traced,
     return tuple(out)
 
 
-def _choose_defaults(name: str, overrides: tuple[OverrideItem, ...], engine: str | None, custom: str | None,
-                     requested: tuple[str, str] | None, pinned: tuple[str, str] | None):
+def _choose_defaults(
+    name: str,
+    overrides: tuple[OverrideItem, ...],
+    engine: str | None,
+    custom: str | None,
+    requested: tuple[str, str] | None,
+    pinned: tuple[str, str] | None,
+):
     """The verl version to judge with (see versions.py) and its config ``name``."""
     if requested is None:
         installed = installed_defaults(name)
         if installed is not None:
-            return VersionChoice(installed.version, "installed", (), f"verl {installed.version} installed in this "
-                                 "environment"), installed
+            return VersionChoice(
+                installed.version, "installed", (), f"verl {installed.version} installed in this environment"
+            ), installed
     if custom is not None and requested is None:  # a config of its own: its keys are not verl's to judge
         newest = catalogue().releases[-1]
-        choice = VersionChoice(newest, "default", (), f"verl {newest}, the newest release (the script's own config "
-                               "is not read, so its keys cannot tell the version)")
+        choice = VersionChoice(
+            newest,
+            "default",
+            (),
+            f"verl {newest}, the newest release (the script's own config "
+            "is not read, so its keys cannot tell the version)",
+        )
     else:
         choice = choose(name, overrides, requested=requested, pinned=pinned, engine=engine)
     return choice, bundled_defaults(name, choice.version)
@@ -409,19 +612,37 @@ def _versions_having(config: VerlConfig, key: str) -> str:
 
 
 # verl/workers/config/engine.py McoreEngineConfig field defaults (verl 0.9.1)
-MCORE_FIELD_DEFAULTS = {"tensor_model_parallel_size": 1, "expert_model_parallel_size": 1,
-                        "expert_tensor_parallel_size": None, "pipeline_model_parallel_size": 1,
-                        "virtual_pipeline_model_parallel_size": None, "context_parallel_size": 1,
-                        "sequence_parallel": True, _OTC: {}}
+MCORE_FIELD_DEFAULTS = {
+    "tensor_model_parallel_size": 1,
+    "expert_model_parallel_size": 1,
+    "expert_tensor_parallel_size": None,
+    "pipeline_model_parallel_size": 1,
+    "virtual_pipeline_model_parallel_size": None,
+    "context_parallel_size": 1,
+    "sequence_parallel": True,
+    _OTC: {},
+}
 RM = "reward.reward_model"
 # verl/workers/config/rollout.py RolloutConfig field defaults (verl 0.9.1)
-ROLLOUT_FIELD_DEFAULTS = {"tensor_model_parallel_size": 2, "data_parallel_size": 1, "pipeline_model_parallel_size": 1,
-                          "expert_parallel_size": 1}
+ROLLOUT_FIELD_DEFAULTS = {
+    "tensor_model_parallel_size": 2,
+    "data_parallel_size": 1,
+    "pipeline_model_parallel_size": 1,
+    "expert_parallel_size": 1,
+}
 DISTILL = "distillation"
 
 
-def _server(config: VerlConfig, role: str, section: str, cluster: Cluster, pool_key: str | None,
-            notes: list[Problem], switch: Traced, num_replicas: Traced | None = None) -> ServerLayout:
+def _server(
+    config: VerlConfig,
+    role: str,
+    section: str,
+    cluster: Cluster,
+    pool_key: str | None,
+    notes: list[Problem],
+    switch: Traced,
+    num_replicas: Traced | None = None,
+) -> ServerLayout:
     def size(name: str) -> Traced:
         key = f"{section}.{name}"
         traced = config.get(key)
@@ -429,8 +650,9 @@ def _server(config: VerlConfig, role: str, section: str, cluster: Cluster, pool_
             # a key the section leaves out (the teacher's has no pipeline size; an added teacher may lack
             # any): the dataclass field's default
             value = ROLLOUT_FIELD_DEFAULTS[name]
-            return Traced(value, Origin(kind="default", text=f"default of verl {config.version} RolloutConfig: "
-                                                             f"{name} = {value}"))
+            return Traced(
+                value, Origin(kind="default", text=f"default of verl {config.version} RolloutConfig: {name} = {value}")
+            )
         return _int(traced, key, notes)
 
     if pool_key is None:
@@ -438,11 +660,20 @@ def _server(config: VerlConfig, role: str, section: str, cluster: Cluster, pool_
     else:
         nnodes = _int(config.get(f"{pool_key}.nnodes"), f"{pool_key}.nnodes", notes, positive=False)
         devices = _int(config.get(f"{pool_key}.n_gpus_per_node"), f"{pool_key}.n_gpus_per_node", notes, positive=False)
-    return ServerLayout(role=role, key_prefix=section, engine=_read(config, f"{section}.name", NAME, notes),
-                        tp=size("tensor_model_parallel_size"), dp=size("data_parallel_size"),
-                        pp=size("pipeline_model_parallel_size"), ep=size("expert_parallel_size"),
-                        nnodes=nnodes, devices_per_node=devices, pool_key=pool_key, num_replicas=num_replicas,
-                        switch=switch)
+    return ServerLayout(
+        role=role,
+        key_prefix=section,
+        engine=_read(config, f"{section}.name", NAME, notes),
+        tp=size("tensor_model_parallel_size"),
+        dp=size("data_parallel_size"),
+        pp=size("pipeline_model_parallel_size"),
+        ep=size("expert_parallel_size"),
+        nnodes=nnodes,
+        devices_per_node=devices,
+        pool_key=pool_key,
+        num_replicas=num_replicas,
+        switch=switch,
+    )
 
 
 def _servers(config: VerlConfig, cluster: Cluster, notes: list[Problem]) -> tuple[ServerLayout, ...]:
@@ -469,10 +700,16 @@ def _servers(config: VerlConfig, cluster: Cluster, notes: list[Problem]) -> tupl
             if len(names) > 1 or name != "teacher_model":  # one teacher's count is derived from the pool
                 replicas = _read(config, f"{base}.num_replicas", ValueKind("int", low=0), notes)
                 if not replicas.known and config.is_missing(f"{base}.num_replicas"):
-                    replicas = Traced(0, Origin(kind="default", text=f"default of verl {config.version} "
-                                                                     "DistillationTeacherModelConfig: num_replicas = 0"))
-            out.append(_server(config, f"teacher {name}", f"{base}.inference", cluster, DISTILL, notes, enabled,
-                               replicas))
+                    replicas = Traced(
+                        0,
+                        Origin(
+                            kind="default",
+                            text=f"default of verl {config.version} DistillationTeacherModelConfig: num_replicas = 0",
+                        ),
+                    )
+            out.append(
+                _server(config, f"teacher {name}", f"{base}.inference", cluster, DISTILL, notes, enabled, replicas)
+            )
     return tuple(out)
 
 
@@ -480,35 +717,61 @@ def _issue_notes(config: VerlConfig) -> list[Problem]:
     notes: list[Problem] = []
     for issue in config.issues:
         item = issue.override
-        kind = {"unknown_key": Kind.CONFIG_UNKNOWN_KEY, "added_key": Kind.CONFIG_ADDED_KEY,
-                "hydra": Kind.HYDRA_REJECTED}[issue.kind]
-        missing_megatron = (issue.kind == "unknown_key" and ".megatron." in item.key
-                            and config.defaults.config_name == "ppo_trainer")
+        kind = {
+            "unknown_key": Kind.CONFIG_UNKNOWN_KEY,
+            "added_key": Kind.CONFIG_ADDED_KEY,
+            "hydra": Kind.HYDRA_REJECTED,
+        }[issue.kind]
+        missing_megatron = (
+            issue.kind == "unknown_key" and ".megatron." in item.key and config.defaults.config_name == "ppo_trainer"
+        )
         elsewhere = _versions_having(config, item.key) if issue.kind == "unknown_key" else ""
         # an unknown key's suggestion is never one the script sets already (renaming would not help)
         suggestion = None if issue.kind == "unknown_key" and issue.suggestion in config.set_by else issue.suggestion
-        notes.append(Problem(kind, item.word, {
-            "text": _clean(item.text), "reason": _clean(issue.message), "key": _clean(item.key),
-            "suggestion": _clean(suggestion) if suggestion else None,
-            "megatron_section_missing": missing_megatron, "version": config.version,
-            # the releases whose config has the key, when the chosen one lacks it
-            "elsewhere": elsewhere,
-            "having": span(catalogue().having(config.defaults.config_name, item.key)) if elsewhere else ""}))
+        notes.append(
+            Problem(
+                kind,
+                item.word,
+                {
+                    "text": _clean(item.text),
+                    "reason": _clean(issue.message),
+                    "key": _clean(item.key),
+                    "suggestion": _clean(suggestion) if suggestion else None,
+                    "megatron_section_missing": missing_megatron,
+                    "version": config.version,
+                    # the releases whose config has the key, when the chosen one lacks it
+                    "elsewhere": elsewhere,
+                    "having": span(catalogue().having(config.defaults.config_name, item.key)) if elsewhere else "",
+                },
+            )
+        )
     return notes
 
 
 def _value(config: VerlConfig, key: str) -> Traced:
     """``config.get(key)``; a key verl's YAML leaves out takes its documented default (ABSENT_DEFAULTS)."""
     traced = config.get(key)
-    if key in ABSENT_DEFAULTS and not traced.known and config.custom is None and config.setter(key) is None \
-            and config.is_missing(key):
+    if (
+        key in ABSENT_DEFAULTS
+        and not traced.known
+        and config.custom is None
+        and config.setter(key) is None
+        and config.is_missing(key)
+    ):
         value, text = ABSENT_DEFAULTS[key]
         return Traced(value, Origin(kind="default", text=text))
     return traced
 
 
-def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_config: str | None = None,
-                 verl_version: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None) -> Job:
+def resolve_verl(
+    launch: Launch,
+    hydra: HydraCommandLine,
+    path: str,
+    *,
+    model_config: str | None = None,
+    verl_version: tuple[str, str] | None = None,
+    pinned: tuple[str, str] | None = None,
+) -> Job:
     """The Job verl would build from this launch's command line.
 
     ``verl_version``: (version, where it was given) — a flag or a setting; ``pinned``: (version, file:line) of a
@@ -525,12 +788,20 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     path_text = (hydra.config_path.text or "?").rstrip("/") if hydra.config_path is not None else "config"
     if unread_group is not None:
         custom = f"{name} with the group option {unread_group.text}"
-        notes.append(Problem(Kind.CONFIG_CUSTOM_GROUP, unread_group.word, {
-            "option": unread_group.text, "readable": [f"model_engine={k}" for k in MODEL_ENGINES]}))
+        notes.append(
+            Problem(
+                Kind.CONFIG_CUSTOM_GROUP,
+                unread_group.word,
+                {"option": unread_group.text, "readable": [f"model_engine={k}" for k in MODEL_ENGINES]},
+            )
+        )
     elif launch.module != PPO_ENTRY or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
         custom = f"{name} ({launch.module}, --config-path {path_text})"
-        origin = (hydra.config_path.origin if hydra.config_path is not None and path_text not in ("config", "")
-                  else name_origin or launch.origin)
+        origin = (
+            hydra.config_path.origin
+            if hydra.config_path is not None and path_text not in ("config", "")
+            else name_origin or launch.origin
+        )
         notes.append(Problem(Kind.CONFIG_CUSTOM, origin, {"config": custom, "entry": PPO_ENTRY}))
     if custom is not None:
         name = "ppo_trainer"  # only its key tree is used, in non-struct mode, to apply the overrides
@@ -551,8 +822,9 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     ref_used_value = None
     if kl_loss.known and kl_reward.known:
         ref_used_value = bool(kl_loss.value) or bool(kl_reward.value)
-    ref_used = Traced.derived(ref_used_value, "ref built = algorithm.use_kl_in_reward or actor.use_kl_loss",
-                              kl_reward, kl_loss)
+    ref_used = Traced.derived(
+        ref_used_value, "ref built = algorithm.use_kl_in_reward or actor.use_kl_loss", kl_reward, kl_loss
+    )
     layouts: list[MegatronLayout] = []
     if strategy.known and strategy.value == "megatron":
         layouts.append(_layout(config, "actor", notes))
@@ -576,10 +848,13 @@ def resolve_verl(launch: Launch, hydra: HydraCommandLine, path: str, *, model_co
     model_path = _read(config, "actor_rollout_ref.model.path", NAME_OR_NULL, notes)
     raw_path = config.select("actor_rollout_ref.model.path")
     base = Path(path).parent
-    model, problem = load_model(str(raw_path) if raw_path is not None else None, model_path.known,
-                                model_config, base=base)
-    values = {key: checked(key, _value(config, key), VALUE_KINDS.get(key, ANY), notes)
-              for key in dict.fromkeys(VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS)}
+    model, problem = load_model(
+        str(raw_path) if raw_path is not None else None, model_path.known, model_config, base=base
+    )
+    values = {
+        key: checked(key, _value(config, key), VALUE_KINDS.get(key, ANY), notes)
+        for key in dict.fromkeys(VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS)
+    }
     return Job(
         path=path,
         framework="verl",
@@ -616,9 +891,17 @@ def detect(launch: Launch) -> bool:
     return is_verl_entry(launch)
 
 
-def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None,
-            verl_version: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None,
-            memo: dict | None = None, env: dict[str, str] | None = None) -> Job:
+def resolve(
+    launch: Launch,
+    reading,
+    path: str,
+    *,
+    model_config: str | None = None,
+    verl_version: tuple[str, str] | None = None,
+    pinned: tuple[str, str] | None = None,
+    memo: dict | None = None,
+    env: dict[str, str] | None = None,
+) -> Job:
     """The Job verl would build from ``launch`` (its words read as Hydra overrides); ``memo`` keeps the parsed
     overrides between calls on the same launch (``check --versions`` resolves it once per version); ``env``:
     the ``--env`` values, the only environment ``${oc.env:...}`` may read."""
@@ -627,5 +910,6 @@ def resolve(launch: Launch, reading, path: str, *, model_config: str | None = No
     memo = {} if memo is None else memo
     if "hydra" not in memo:
         memo["hydra"] = parse_hydra_args(launch.args, env)
-    return resolve_verl(launch, memo["hydra"], path, model_config=model_config, verl_version=verl_version,
-                        pinned=pinned)
+    return resolve_verl(
+        launch, memo["hydra"], path, model_config=model_config, verl_version=verl_version, pinned=pinned
+    )

@@ -26,8 +26,15 @@ def sglang_server(job: Job) -> SglangServer | None:
     ep = need(ep_t, f"{RO}.expert_parallel_size")
     attn_t = job.value(f"{SGL}.enable_dp_attention")
     return SglangServer(
-        tp_size=tp * dp, dp=dp, ep=ep, dp_attention=bool(need(attn_t, f"{SGL}.enable_dp_attention")),
-        sizes=(job.rollout.tp, job.rollout.dp), ep_setting=ep_t, dp_attention_setting=attn_t,
-        tp_said=f"rollout TP {tp} · DP {dp} = {tp * dp}", dp_attention_key=f"{SGL}.enable_dp_attention=True",
-        attention_tp_said=f"rollout TP {tp}", ep_said="a rollout EP (= TP · DP)",
+        tp_size=tp * dp,
+        dp=dp,
+        ep=ep,
+        dp_attention=bool(need(attn_t, f"{SGL}.enable_dp_attention")),
+        sizes=(job.rollout.tp, job.rollout.dp),
+        ep_setting=ep_t,
+        dp_attention_setting=attn_t,
+        tp_said=f"rollout TP {tp} · DP {dp} = {tp * dp}",
+        dp_attention_key=f"{SGL}.enable_dp_attention=True",
+        attention_tp_said=f"rollout TP {tp}",
+        ep_said="a rollout EP (= TP · DP)",
     )

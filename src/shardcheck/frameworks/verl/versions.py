@@ -159,8 +159,14 @@ class VersionChoice:
         return self.source in ("flag", "config", "installed", "pinned")
 
 
-def choose(config_name: str, overrides: tuple[OverrideItem, ...], *, requested: tuple[str, str] | None = None,
-           pinned: tuple[str, str] | None = None, engine: str | None = None) -> VersionChoice:
+def choose(
+    config_name: str,
+    overrides: tuple[OverrideItem, ...],
+    *,
+    requested: tuple[str, str] | None = None,
+    pinned: tuple[str, str] | None = None,
+    engine: str | None = None,
+) -> VersionChoice:
     """The version to judge with. ``requested`` / ``pinned``: (version text, where it was given)."""
     cat = catalogue()
     accepted = tuple(v for v in cat.versions if _engine_ok(engine, v) and not rejected(config_name, overrides, v))
@@ -174,16 +180,27 @@ def choose(config_name: str, overrides: tuple[OverrideItem, ...], *, requested: 
     releases = [v for v in accepted if v in cat.releases]
     if releases:
         version = releases[-1]
-        return VersionChoice(version, "inferred", accepted,
-                             f"verl {version}: the newest release that accepts every key of this script "
-                             f"(accepted: {span(accepted)})")
+        return VersionChoice(
+            version,
+            "inferred",
+            accepted,
+            f"verl {version}: the newest release that accepts every key of this script (accepted: {span(accepted)})",
+        )
     if accepted:  # only a main snapshot accepts every key
         version = accepted[-1]
-        return VersionChoice(version, "inferred", accepted,
-                             f"verl {version}: no release accepts every key of this script; {version} does")
+        return VersionChoice(
+            version,
+            "inferred",
+            accepted,
+            f"verl {version}: no release accepts every key of this script; {version} does",
+        )
     version = cat.releases[-1]
-    return VersionChoice(version, "default", accepted,
-                         f"verl {version}, the newest release: no bundled verl accepts every key of this script")
+    return VersionChoice(
+        version,
+        "default",
+        accepted,
+        f"verl {version}, the newest release: no bundled verl accepts every key of this script",
+    )
 
 
 def _engine_ok(engine: str | None, version: str) -> bool:
@@ -228,8 +245,12 @@ def behaviour(version: str, config_name: str, keys: frozenset[str]) -> tuple:
         for part in key.split("."):
             node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
         values.append(json.dumps(node, sort_keys=True, default=str))
-    return (tuple(values), at_least(version, SYNC_ROLLOUT_REMOVED), version in MNBT_RAISED_BY_VERL,
-            megatron_core_minor(version))
+    return (
+        tuple(values),
+        at_least(version, SYNC_ROLLOUT_REMOVED),
+        version in MNBT_RAISED_BY_VERL,
+        megatron_core_minor(version),
+    )
 
 
 _ABSENT = "<absent>"
@@ -239,8 +260,15 @@ _ABSENT = "<absent>"
 # docker/verl0.5-cu126-torch2.7-fa2.7.4/Dockerfile.app.vllm.mcore0.13; 0.7.x docker/Dockerfile.stable.vllm
 # (core_v0.15.0); 0.8.0 docker/Dockerfile.stable.vllm (MCORE_VERSION=core_v0.16.1); 0.9.0 and main
 # docker/Dockerfile.stable.vllm (MCORE_VERSION=core_v0.18.0; 0.9.1 has no tag, its 0.9 line is taken).
-VERL_MEGATRON_CORE = {"0.4": "0.12", "0.5": "0.13", "0.6": "0.13", "0.7": "0.15", "0.8": "0.16", "0.9": "0.18",
-                      "main": "0.18"}
+VERL_MEGATRON_CORE = {
+    "0.4": "0.12",
+    "0.5": "0.13",
+    "0.6": "0.13",
+    "0.7": "0.15",
+    "0.8": "0.16",
+    "0.9": "0.18",
+    "main": "0.18",
+}
 
 
 def megatron_core_minor(version: str | None) -> str | None:
