@@ -271,8 +271,11 @@ def added_key(p: Problem) -> Message:
 def custom_config(p: Problem) -> Message:
     """
     The launch uses a config other than verl main_ppo's own (a recipe's config, another
-    `--config-path` or `--config-name`): only the keys set on the command line are known; every
-    other value is reported unknown, and keys are not checked against it.
+    `--config-path` or `--config-name`) that shardcheck cannot read: its directory is not found near
+    the script, or Hydra cannot compose it over verl's config tree (a group of verl's tree the
+    catalogue does not hold). A config that is found is composed and judged like verl's own; here
+    only the keys set on the command line are known; every other value is reported unknown, and keys
+    are not checked against it.
 
     Why:
     Defaults assumed from another config could make a wrong verdict.
@@ -290,6 +293,8 @@ def custom_config(p: Problem) -> Message:
         )
     else:
         said = f"config {p['config']} is not one of verl {p['entry']}'s own configs"
+        if p.args.get("why"):
+            said += f" and cannot be read ({p['why']})"
     return (
         f"{said}; only the keys set on the command line are known, the rest are unknown, and keys are not checked",
         None,

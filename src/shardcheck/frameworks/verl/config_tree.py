@@ -78,6 +78,24 @@ def installed_defaults(config_name: str) -> VerlDefaults | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def installed_config_dir() -> tuple[str, Path] | None:
+    """(version, ``verl/trainer/config``) of a verl installed in the environment (found, never imported)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        path = Path(location) / "trainer" / "config"
+        if path.is_dir():
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                return version("verl"), path
+            except PackageNotFoundError:
+                return "installed", path
+    return None
+
+
 @functools.lru_cache(maxsize=32)
 def bundled_defaults(config_name: str, version: str) -> VerlDefaults:
     """The config ``config_name`` of a version in shardcheck's catalogue (see ``versions.py``)."""

@@ -16,6 +16,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from shardcheck.errors import UnreadableInput
 from shardcheck.frameworks.value_kinds import (
     ANY,
     COUNT,
@@ -32,12 +33,15 @@ from shardcheck.frameworks.value_kinds import (
     checked,
     shown,
 )
+from shardcheck.frameworks.verl import custom_config
 from shardcheck.frameworks.verl.config_tree import (
     KNOWN_CONFIGS,
     MODEL_ENGINES,
     VerlConfig,
+    VerlDefaults,
     apply_overrides,
     bundled_defaults,
+    installed_config_dir,
     installed_defaults,
 )
 from shardcheck.frameworks.verl.versions import VersionChoice, catalogue, choose, span
@@ -603,6 +607,58 @@ def _choose_defaults(
     return choice, bundled_defaults(name, choice.version)
 
 
+def _own_config(
+    launch: Launch,
+    hydra: HydraCommandLine,
+    path: str,
+    overrides: tuple[OverrideItem, ...],
+    requested: tuple[str, str] | None,
+    pinned: tuple[str, str] | None,
+) -> tuple | str:
+    """The launch's own config (``--config-path`` / ``--config-name``, a recipe's ``@hydra.main``) composed by Hydra
+    over the chosen verl version's tree (custom_config.py): (choice, defaults); ("verl", name) when the launch's
+    config directory is verl's own tree; or why it cannot be read."""
+    name = (
+        hydra.config_name.text.removesuffix(".yaml")
+        if hydra.config_name is not None and hydra.config_name.known
+        else None
+    )
+    if hydra.config_name is not None and name is None:
+        return f"--config-name {hydra.config_name.render()} is not known"
+    try:
+        own = custom_config.load(Path(path), launch.module, hydra.config_path, name)
+    except custom_config.VerlOwnTree as exc:
+        if exc.name.removesuffix(".yaml") in KNOWN_CONFIGS:
+            return ("verl", exc.name.removesuffix(".yaml"))
+        return f"verl's config {exc.name} is not one shardcheck models"
+    except custom_config.CustomConfigUnread as exc:
+        return exc.reason
+    except UnreadableInput as exc:  # a YAML that is not a regular file, or over the size cap: its path and why
+        return str(exc)
+    cat = catalogue()
+    installed = installed_config_dir() if requested is None else None
+    base = next((b for b in own.verl_bases if b in cat.keys), None)
+    if installed is not None:
+        version, directory = installed
+        choice = VersionChoice(version, "installed", (), f"verl {version} installed in this environment")
+        tree = custom_config.directory_tree(directory, f"installed verl {version} ({directory})")
+    else:
+        if base is None and requested is None and pinned is None:
+            newest = cat.releases[-1]
+            choice = VersionChoice(
+                newest, "default", (), f"verl {newest}, the newest release ({own.label} names no config of verl's)"
+            )
+        else:
+            choice = choose(base or "ppo_trainer", overrides, requested=requested, pinned=pinned, own=own.files.keys())
+        tree = custom_config.catalogue_tree(choice.version)
+    try:
+        composed = custom_config.compose(own, tree)
+    except custom_config.CustomConfigUnread as exc:
+        return exc.reason
+    source = f"{own.label} ({own.found_by}) composed by Hydra over {tree.label}"
+    return choice, VerlDefaults(composed, choice.version, source, own.name)
+
+
 def _versions_having(config: VerlConfig, key: str) -> str:
     """``; present in verl 0.6.0 … 0.9.0`` for a key the judged version lacks but others have."""
     having = catalogue().having(config.defaults.config_name, key)
@@ -785,7 +841,9 @@ def resolve_verl(
         notes.append(Problem(Kind.UNKNOWN_ARGUMENT, word.word, {"text": word.text, "reason": word.reason}))
     overrides, engine, unread_group = split_group_choices(hydra.overrides)
     custom: str | None = None
+    choice: VersionChoice | None = None
     path_text = (hydra.config_path.text or "?").rstrip("/") if hydra.config_path is not None else "config"
+    path_text = "config" if path_text == "./config" else path_text
     if unread_group is not None:
         custom = f"{name} with the group option {unread_group.text}"
         notes.append(
@@ -796,18 +854,35 @@ def resolve_verl(
             )
         )
     elif launch.module != PPO_ENTRY or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
-        custom = f"{name} ({launch.module}, --config-path {path_text})"
-        origin = (
-            hydra.config_path.origin
-            if hydra.config_path is not None and path_text not in ("config", "")
-            else name_origin or launch.origin
-        )
-        notes.append(Problem(Kind.CONFIG_CUSTOM, origin, {"config": custom, "entry": PPO_ENTRY}))
+        if launch.module == PPO_ENTRY and path_text in ("config", "") and name in catalogue().keys:
+            own = f"verl's config {name} is not one shardcheck models (it reads {', '.join(KNOWN_CONFIGS)})"
+        elif launch.module == PPO_ENTRY and path_text in ("config", ""):
+            # hydra/_internal/utils.py compute_search_path_dir: a relative --config-path is relative to the file of
+            # @hydra.main (verl/trainer/main_ppo.py), so this is verl's own tree (hydra-core 1.3)
+            own = f"a relative --config-path {path_text} is verl's own verl/trainer/config, which has no {name}"
+        elif engine is not None:
+            own = f"model_engine={engine} over a launch's own config selects from verl's group files, not read"
+        else:
+            own = _own_config(launch, hydra, path, overrides, verl_version, pinned)
+        if isinstance(own, tuple) and own[0] == "verl":  # the launch points at verl's own tree
+            name = own[1]
+        elif isinstance(own, str):
+            custom = f"{name} ({launch.module}, --config-path {path_text})"
+            origin = (
+                hydra.config_path.origin
+                if hydra.config_path is not None and path_text not in ("config", "")
+                else name_origin or launch.origin
+            )
+            notes.append(Problem(Kind.CONFIG_CUSTOM, origin, {"config": custom, "entry": PPO_ENTRY, "why": own}))
+        else:
+            choice, defaults = own
+            name = defaults.config_name
     if custom is not None:
         name = "ppo_trainer"  # only its key tree is used, in non-struct mode, to apply the overrides
-    elif engine is not None:
+    elif engine is not None and choice is None:
         name = MODEL_ENGINES[engine]
-    choice, defaults = _choose_defaults(name, overrides, engine, custom, verl_version, pinned)
+    if choice is None:
+        choice, defaults = _choose_defaults(name, overrides, engine, custom, verl_version, pinned)
     config = apply_overrides(defaults, overrides, custom=custom)
     notes.extend(_issue_notes(config))
 

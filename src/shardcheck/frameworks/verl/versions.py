@@ -140,10 +140,21 @@ def accepts(config_name: str, item: OverrideItem, version: str) -> bool:
     return present
 
 
-def rejected(config_name: str, overrides: tuple[OverrideItem, ...], version: str) -> list[OverrideItem]:
+def rejected(
+    config_name: str, overrides: tuple[OverrideItem, ...], version: str, own: frozenset[str] = frozenset()
+) -> list[OverrideItem]:
+    """The overrides ``version``'s config ``config_name`` rejects; ``own``: the keys a launch's own config sets over
+    it (composed in before the command line: an override of one of them never depends on verl's tree)."""
     if version not in catalogue().with_config(config_name):
         return list(overrides)
-    return [item for item in overrides if not accepts(config_name, item, version)]
+    return [
+        item for item in overrides if not accepts(config_name, item, version) and not (own and _owned(item.key, own))
+    ]
+
+
+def _owned(key: str, own: frozenset[str]) -> bool:
+    parts = key.split(".")
+    return any(".".join(parts[:k]) in own for k in range(len(parts), 0, -1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +177,12 @@ def choose(
     requested: tuple[str, str] | None = None,
     pinned: tuple[str, str] | None = None,
     engine: str | None = None,
+    own: frozenset[str] = frozenset(),
 ) -> VersionChoice:
-    """The version to judge with. ``requested`` / ``pinned``: (version text, where it was given)."""
+    """The version to judge with. ``requested`` / ``pinned``: (version text, where it was given); ``own``: keys
+    the launch's own config sets (see ``rejected``)."""
     cat = catalogue()
-    accepted = tuple(v for v in cat.versions if _engine_ok(engine, v) and not rejected(config_name, overrides, v))
+    accepted = tuple(v for v in cat.versions if _engine_ok(engine, v) and not rejected(config_name, overrides, v, own))
     if requested is not None:
         version = normalize(requested[0])
         source = "config" if requested[1].endswith("pyproject.toml") else "flag"
