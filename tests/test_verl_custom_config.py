@@ -155,6 +155,7 @@ def test_recipe_config_is_composed_and_judged(tmp_path):
     assert "composed by Hydra over verl" in job.config_source
     actor = job.layouts[0]
     assert (actor.tp.value, actor.pp.value) == (4, 2)  # from the recipe's YAML, not verl's defaults
+    assert actor.tp.origin.text.startswith(str(script.parent / "config" / "dapo_megatron_trainer.yaml"))
     assert job.strategy.value == "megatron"  # from verl's ppo_megatron_trainer under it
 
 

@@ -52,6 +52,8 @@ class VerlDefaults:
     version: str
     source: str
     config_name: str
+    own_keys: frozenset[str] = frozenset()  # keys a launch's own config sets (custom_config.py)
+    own_label: str = ""  # that config's file, for the origin of those keys
 
 
 @functools.lru_cache(maxsize=8)
@@ -198,6 +200,8 @@ class VerlConfig:
         return self.defaults.version
 
     def default_origin(self, key: str) -> Origin:
+        if key in self.defaults.own_keys:
+            return Origin(kind="default", text=f"{self.defaults.own_label}: {key} (composed over verl {self.version})")
         return Origin(kind="default", text=f"default of verl {self.version}: {key}")
 
     def get(self, key: str, _depth: int = 0) -> Traced:

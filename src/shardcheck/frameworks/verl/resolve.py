@@ -656,7 +656,7 @@ def _own_config(
     except custom_config.CustomConfigUnread as exc:
         return exc.reason
     source = f"{own.label} ({own.found_by}) composed by Hydra over {tree.label}"
-    return choice, VerlDefaults(composed, choice.version, source, own.name)
+    return choice, VerlDefaults(composed, choice.version, source, own.name, own.files.keys(), own.label)
 
 
 def _versions_having(config: VerlConfig, key: str) -> str:
