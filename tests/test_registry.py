@@ -132,7 +132,10 @@ def test_framework_interface():
         resolve = interface.framework_module(name, "resolve")
         assert callable(resolve.detect) and callable(resolve.resolve), name
         settings = interface.framework_module(name, "memory_settings")
-        assert callable(settings.fix_keys) and callable(settings.train_settings), name
+        if name in interface.MEMORY_FRAMEWORKS:  # verl's SFT trainers have no memory estimate (yet)
+            assert callable(settings.fix_keys) and callable(settings.train_settings), name
+        else:
+            assert settings is None, name
     assert interface.framework_module("verl", "rollout").sglang_server
     assert interface.framework_module("slime", "rollout").sglang_server
     assert interface.framework_module("megatron-lm", "rollout") is None  # Megatron-LM has no rollout

@@ -11,6 +11,12 @@ any override. ``--checkout`` adds a verl source checkout (a recent main, a fork)
 Written to ``src/shardcheck/frameworks/verl/data/catalogue/``:
 - ``verl-<version>.json.gz``: ``{"verl_version", "source", "model_engines", "configs": {name: tree}}``, trees
   as composed, interpolations unresolved (``OmegaConf.to_container(resolve=False)``).
+  ``"entries"``: every Hydra entry point of the version (``@hydra.main`` found by reading the package's ``.py``
+  files with ``ast``): ``{module: [config dir, config name]}``; ``"entry_files"``: for the entry points whose
+  config is not one of the composed PPO configs (the SFT trainer's ``sft_trainer_engine`` with its ``engine`` /
+  ``optim`` groups, ``verl/experimental/*/config``), their config files as parsed trees
+  (``{config dir: {"group/name.yaml": [header, tree]}}``), composed at run time with the command line's group
+  choices (``engine=megatron``) by shardcheck's custom_config.py.
 - ``index.json.gz``: the versions in release order and, per config name, every key with two bit masks over
   the versions: those that have the key, and those where its value selects as None (null, ``???`` or an
   interpolation that resolves to null: Hydra's ``+key`` may set it there). The version inference reads only
@@ -24,6 +30,7 @@ under the name verl gives its generated file (``ppo_veomni_trainer``, ``ppo_torc
 from __future__ import annotations
 
 import argparse
+import ast
 import gzip
 import json
 import subprocess
@@ -83,15 +90,102 @@ def flat_keys(tree: dict, prefix: str = "") -> list[str]:
     return out
 
 
-def wheel_config_dir(version: str, work: Path) -> Path:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"verl=={version}", "-d", str(work)], check=True
-    )
-    wheel = next(work.glob(f"verl-{version}-*.whl"))
+def wheel_config_dir(version: str, work: Path, wheels: Path | None = None) -> Path:
+    """verl ``version``'s package (its config dirs and its ``.py`` files, as data) unpacked under ``work``;
+    the wheel from ``wheels`` when it is there, else downloaded."""
+    found = sorted(wheels.glob(f"verl-{version}-*.whl")) if wheels is not None else []
+    if not found:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"verl=={version}", "-d", str(work)],
+            check=True,
+        )
+        found = sorted(work.glob(f"verl-{version}-*.whl"))
     target = work / version
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(target, [n for n in archive.namelist() if n.startswith("verl/trainer/config/")])
+    with zipfile.ZipFile(found[0]) as archive:
+        names = [n for n in archive.namelist() if n.startswith("verl/") and n.endswith((".py", ".yaml"))]
+        archive.extractall(target, names)
     return target / "verl/trainer/config"
+
+
+# The configs the PPO modelling reads from the composed trees; other entry points' configs travel as files.
+PPO_CONFIGS = {"ppo_trainer", "ppo_megatron_trainer"}
+
+
+def hydra_entries(package_root: Path) -> dict[str, list[str]]:
+    """``{module: [config dir relative to the package root, config name]}`` of every ``@hydra.main`` with string
+    arguments in the package's ``.py`` files (read with ``ast``, nothing imported)."""
+    out: dict[str, list[str]] = {}
+    for path in sorted((package_root / "verl").rglob("*.py")):
+        text = path.read_text(errors="replace")
+        if "hydra.main" not in text or "/tests/" in path.as_posix():
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            for deco in getattr(node, "decorator_list", []):
+                if not (isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "main"):
+                    continue
+                args = {
+                    kw.arg: kw.value.value
+                    for kw in deco.keywords
+                    if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
+                }
+                if "config_path" in args and "config_name" in args:
+                    rel = path.relative_to(package_root)
+                    module = ".".join(rel.with_suffix("").parts)
+                    folder = (rel.parent / args["config_path"]).as_posix()
+                    out[module] = [folder, args["config_name"]]
+    return out
+
+
+def config_files(folder: Path, names: set[str] | None = None) -> dict[str, list]:
+    """The YAML files of ``folder`` (all of them, or the primary configs ``names`` and every file of the groups
+    their defaults lists name, transitively) as ``{"group/name.yaml": [header, tree]}``."""
+    from hydra.plugins.config_source import ConfigSource
+    from omegaconf import OmegaConf
+
+    def load(rel: str) -> list:
+        text = (folder / rel).read_text()
+        tree = OmegaConf.to_container(OmegaConf.create(text), resolve=False) if text.strip() else {}
+        return [ConfigSource._get_header_dict(text[:512]), tree]
+
+    if names is None:
+        return {
+            p.relative_to(folder).as_posix(): load(p.relative_to(folder).as_posix()) for p in folder.rglob("*.yaml")
+        }
+    out: dict[str, list] = {}
+    todo = [f"{n}.yaml" for n in names]
+    while todo:
+        rel = todo.pop()
+        if rel in out or not (folder / rel).is_file():
+            continue
+        out[rel] = load(rel)
+        for entry in out[rel][1].get("defaults", []) if isinstance(out[rel][1], dict) else []:
+            if isinstance(entry, dict):
+                for group in entry:
+                    group = group.removeprefix("override ").split("@")[0].strip("/")
+                    todo.extend(p.relative_to(folder).as_posix() for p in (folder / group).glob("*.yaml"))
+    return out
+
+
+def entry_files(package_root: Path, entries: dict[str, list[str]]) -> dict[str, dict]:
+    """The config files of the entry points whose config the composed PPO trees do not cover."""
+    out: dict[str, dict] = {}
+    for folder, name in entries.values():
+        if folder == "verl/trainer/config" and name in PPO_CONFIGS:
+            continue
+        if folder == "verl/trainer/config":
+            out.setdefault(folder, {}).update(config_files(package_root / folder, {name}))
+        elif (package_root / folder).is_dir():
+            out[folder] = config_files(package_root / folder)
+    return out
+
+
+def entry_points(package_root: Path) -> dict:
+    found = hydra_entries(package_root)
+    return {"entries": found, "entry_files": entry_files(package_root, found)}
 
 
 def write(doc: dict, path: Path) -> None:
@@ -104,12 +198,13 @@ def main() -> None:
     parser.add_argument("--versions", nargs="*", default=list(RELEASES))
     parser.add_argument("--checkout", type=Path, help="a verl source checkout to add (e.g. a recent main)")
     parser.add_argument("--label", default="main", help="the name of the --checkout entry")
+    parser.add_argument("--wheels", type=Path, help="a folder of verl wheels to use before downloading")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    entries: list[tuple[str, str, dict, list[str], Path]] = []
+    entries: list[tuple[str, str, dict, list[str], Path, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for version in args.versions:
-            config_dir = wheel_config_dir(version, Path(tmp))
+            config_dir = wheel_config_dir(version, Path(tmp), args.wheels)
             configs, engines = compose_all(config_dir)
             entries.append(
                 (
@@ -118,6 +213,7 @@ def main() -> None:
                     configs,
                     engines,
                     config_dir,
+                    entry_points(config_dir.parent.parent.parent),
                 )
             )
     if args.checkout is not None:
@@ -136,12 +232,20 @@ def main() -> None:
                 configs,
                 engines,
                 config_dir,
+                entry_points(args.checkout),
             )
         )
     index: dict = {"versions": [], "releases": [], "keys": {}}
-    for bit, (version, source, configs, engines, config_dir) in enumerate(entries):
+    for bit, (version, source, configs, engines, config_dir, points) in enumerate(entries):
         write(
-            {"verl_version": version, "source": source, "model_engines": engines, "configs": configs},
+            {
+                "verl_version": version,
+                "source": source,
+                "model_engines": engines,
+                "configs": configs,
+                "entries": points["entries"],
+                "entry_files": points["entry_files"],
+            },
             OUT / f"verl-{version}.json.gz",
         )
         index["versions"].append(version)

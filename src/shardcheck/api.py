@@ -437,7 +437,8 @@ def resolve_script(
     from shardcheck.frameworks.verl.versions import implied_megatron_core
 
     mcore = choose(
-        megatron_core_version, implied_megatron_core(job.framework_version) if job.framework == "verl" else None
+        megatron_core_version,
+        implied_megatron_core(job.framework_version) if job.framework in ("verl", "verl-sft") else None,
     )
     return replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
 
@@ -456,7 +457,7 @@ def _resolve_script(
     allow_source: tuple[str | Path, ...],
 ) -> Job:
     from shardcheck.frameworks.interface import detect, resolve
-    from shardcheck.frameworks.verl.resolve import unmodelled_verl_entry
+    from shardcheck.frameworks.verl.resolve import unmodelled_reason, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
     from shardcheck.inputs.launch import find_launches
 
@@ -479,8 +480,15 @@ def _resolve_script(
 
     _stop_at_unterminated(reading, found)
     flag_launch = next(((launch, framework) for launch, framework in detected if framework is not None), None)
+    # verl's SFT trainers choose a verl version as main_ppo does (a flag, a pin, else inference)
+    sft_options = {}
+    if flag_launch is not None and flag_launch[1] == "verl-sft":
+        from shardcheck.frameworks.verl.versions import find_pin
+
+        given_pin = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None
+        sft_options = {"verl_version": verl_version, "pinned": given_pin, "env": env}
     flag_job = (
-        resolve(flag_launch[1], flag_launch[0], reading, shown, model_config=model_config)
+        resolve(flag_launch[1], flag_launch[0], reading, shown, model_config=model_config, **sft_options)
         if not launches and flag_launch is not None
         else None
     )
@@ -494,10 +502,7 @@ def _resolve_script(
     if not launches:
         other = next((launch for launch in found if unmodelled_verl_entry(launch)), None)
         if other is not None:
-            raise NoLaunchError(
-                f"{other.origin.location}: {other.module} is not modelled yet; skipped (shardcheck "
-                "reads verl.trainer.main_ppo launches)"
-            )
+            raise NoLaunchError(f"{other.origin.location}: {unmodelled_reason(other.module)}; skipped")
         syntax = next((d for d in reading.diagnostics if d.kind in _BASH_REJECTS), None)
         if syntax is not None:
             from shardcheck.rules.registry import render

@@ -279,6 +279,7 @@ class ModelFacts:
 CLUSTER_KEYS = {
     "verl": ("trainer.nnodes", "trainer.n_gpus_per_node", "trainer.device"),
     "megatron-lm": ("torchrun --nnodes", "torchrun --nproc-per-node", None),
+    "verl-sft": ("torchrun --nnodes", "torchrun --nproc-per-node", None),
     "megatron-core": ("nodes", "devices per node", None),
     "slime": ("--actor-num-nodes", "--actor-num-gpus-per-node", None),
 }

@@ -32,6 +32,7 @@ class Kind(Enum):
     CONFIG_UNKNOWN_KEY = "config-unknown-key"  # text, reason, key, suggestion, megatron_section_missing
     CONFIG_ADDED_KEY = "config-added-key"  # text, reason, suggestion
     CONFIG_CUSTOM_GROUP = "config-custom-group"  # option, readable: the group options read
+    ENTRY_ABSENT = "entry-absent"  # module, version, having: verl's entry point is not in the version judged
     CONFIG_CUSTOM = "config-custom"  # config, entry, why: a config other than the entry's own, unread and why
     # values (frameworks/*)
     NOT_POSITIVE = "not-positive"  # name, value (as shown), at_most (a bound, or None): a whole number >= 1 it must be

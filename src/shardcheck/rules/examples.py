@@ -103,6 +103,7 @@ class Case:
     device: str | None = None
     host_memory: int | None = None
     model_config: dict | None = None  # a config.json written to a model folder the launch names
+    verl_version: str | None = None  # --verl-version (a case for an entry point an older verl has)
     expect: tuple[Expected, ...] = ()
 
     def text(self, model_dir: Path | None = None) -> str | None:
@@ -146,6 +147,8 @@ class Case:
             extra.append(f"`--device {self.device}`")
         if self.host_memory:
             extra.append(f"`--host-memory {self.host_memory}`")
+        if self.verl_version:
+            extra.append(f"`--verl-version {self.verl_version}`")
         if extra:
             head += "\n\n(" + ", ".join(extra) + ")"
         if self.side == "good":

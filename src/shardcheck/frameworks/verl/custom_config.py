@@ -324,12 +324,6 @@ def compose(custom: CustomConfig, verl: VerlTree) -> dict:
     from shardcheck.inputs.hydra_import import load_hydra
 
     load_hydra()
-    from hydra.core.default_element import ResultDefault  # noqa: F401 — hydra's loader, imported whole
-    from hydra.errors import HydraException
-    from hydra.types import RunMode
-    from omegaconf import OmegaConf, open_dict
-    from omegaconf.errors import OmegaConfBaseException
-
     _register()
     key = f"c{next(_COUNTER)}"
     own, theirs = f"{key}-own", f"{key}-verl"
@@ -344,25 +338,10 @@ def compose(custom: CustomConfig, verl: VerlTree) -> dict:
     own_files[f"{custom.name}.yaml"] = (header, primary)
     _SOURCES[own] = own_files
     _SOURCES[theirs] = verl.files
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
-
-    search = ConfigSearchPathImpl()
-    search.append("hydra", "pkg://hydra.conf")
-    search.append("main", f"{SCHEME}://{own}")
-    search.append("schema", "structured://")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cfg = ConfigLoaderImpl(config_search_path=search).load_configuration(
-                config_name=custom.name, overrides=[], run_mode=RunMode.RUN, from_shell=False
-            )
-        with open_dict(cfg):
-            del cfg["hydra"]
-        return OmegaConf.to_container(cfg, resolve=False)
-    except (HydraException, OmegaConfBaseException, ValueError, KeyError) as exc:
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        text = text.replace(f"{SCHEME}://{own}", str(custom.files.directory))
+        return _load(own, custom.name, [])  # verl's tree is reached through the rewritten hydra.searchpath
+    except CustomConfigUnread as exc:
+        text = exc.reason.replace(f"{SCHEME}://{own}", str(custom.files.directory))
         text = text.replace(f"{SCHEME}://{theirs}", verl.label)
         if unresolved:
             text += f" (hydra.searchpath {', '.join(unresolved)} is not read: outside verl's config tree)"
@@ -370,6 +349,51 @@ def compose(custom: CustomConfig, verl: VerlTree) -> dict:
     finally:
         _SOURCES.pop(own, None)
         _SOURCES.pop(theirs, None)
+
+
+def compose_files(files: dict[str, tuple[dict, object]], name: str, choices: list[str], label: str) -> dict:
+    """Config ``name`` of one in-memory config tree (verl's own files from the catalogue) composed by Hydra with
+    the command line's group choices (``engine=megatron``: Hydra applies them while composing)."""
+    from shardcheck.inputs.hydra_import import load_hydra
+
+    load_hydra()
+    _register()
+    key = f"c{next(_COUNTER)}-verl"
+    _SOURCES[key] = files
+    try:
+        return _load(key, name, choices)
+    except CustomConfigUnread as exc:
+        text = exc.reason.replace(f"{SCHEME}://{key}", label)
+        raise CustomConfigUnread(f"Hydra cannot compose {label}'s {name}: {text}") from None
+    finally:
+        _SOURCES.pop(key, None)
+
+
+def _load(primary: str, name: str, overrides: list[str]) -> dict:
+    """Hydra's ``ConfigLoaderImpl.load_configuration`` with the in-memory source ``primary`` as the primary config
+    directory, as ``hydra.compose`` runs it; the ``hydra`` node removed, interpolations unresolved."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+    from hydra.errors import HydraException
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf, open_dict
+    from omegaconf.errors import OmegaConfBaseException
+
+    search = ConfigSearchPathImpl()
+    search.append("hydra", "pkg://hydra.conf")
+    search.append("main", f"{SCHEME}://{primary}")
+    search.append("schema", "structured://")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cfg = ConfigLoaderImpl(config_search_path=search).load_configuration(
+                config_name=name, overrides=overrides, run_mode=RunMode.RUN, from_shell=False
+            )
+        with open_dict(cfg):
+            del cfg["hydra"]
+        return OmegaConf.to_container(cfg, resolve=False)
+    except (HydraException, OmegaConfBaseException, ValueError, KeyError) as exc:
+        raise CustomConfigUnread(" ".join(str(exc).split()) or type(exc).__name__) from None
 
 
 _REGISTERED = False

@@ -338,18 +338,47 @@ CONFIG_GROUPS = frozenset(
 )
 # The entry point whose config shardcheck models; recipes (recipe.*) are Hydra apps with configs of their own.
 PPO_ENTRY = "verl.trainer.main_ppo"
+# verl's other PPO trainers on the same config (their @hydra.main names verl/trainer/config's ppo_trainer; the
+# catalogue's ``entries``): main_ppo_sync (verl 0.8.0). Modelled as main_ppo.
+PPO_ENTRIES = (PPO_ENTRY, "verl.trainer.main_ppo_sync")
+# verl's experimental PPO trainers with a config directory of their own (defaults lists over ppo_trainer /
+# ppo_megatron_trainer, verl/experimental/<x>/config, verl ≥ 0.8.0): composed from the catalogue's copy of those
+# files like a recipe's config. Their separate rollout pool is not modelled (the trainer and rollout are judged as
+# main_ppo's colocated ones).
+EXPERIMENTAL_PPO = (
+    "verl.experimental.fully_async_policy.fully_async_main",
+    "verl.experimental.one_step_off_policy.main_ppo",
+)
 _PLACEHOLDER = re.compile(r"__shardcheck_unknown_\d+__")
 _OTC = "override_transformer_config"
 
 
 def is_verl_entry(launch: Launch) -> bool:
     """verl's PPO trainer, or a recipe's Hydra entry point (judged with unknown config defaults)."""
-    return launch.module == PPO_ENTRY or (bool(launch.module) and launch.module.split(".")[0] == "recipe")
+    return launch.module in PPO_ENTRIES + EXPERIMENTAL_PPO or (
+        bool(launch.module) and launch.module.split(".")[0] == "recipe"
+    )
 
 
 def unmodelled_verl_entry(launch: Launch) -> bool:
     """Another verl entry point (sft_trainer, main_generation, ...), whose config is not modelled."""
     return bool(launch.module) and launch.module.split(".")[0] == "verl" and not is_verl_entry(launch)
+
+
+def unmodelled_reason(module: str) -> str:
+    """Why a verl entry point is skipped: what the catalogue knows of it (its Hydra config and the versions that
+    have it), or that no bundled verl has it as a Hydra app."""
+    from shardcheck.frameworks.verl.versions import entry_config, versions_with_entry
+
+    having = versions_with_entry(module)
+    if having:
+        _, name = entry_config(module, having[-1])
+        return (
+            f"{module} (a Hydra app on verl's config {name}, in verl {span(having)}) is not modelled yet; "
+            "shardcheck models main_ppo, main_ppo_sync, fully_async_main, one_step_off_policy and "
+            "the SFT trainers"
+        )
+    return f"{module} is no Hydra app of any bundled verl (no config to read); not modelled"
 
 
 def _clean(text: str) -> str:
@@ -406,17 +435,37 @@ def _read(config: VerlConfig, key: str, kind: ValueKind, notes: list[Problem]) -
     return checked(key, config.get(key), kind, notes)
 
 
+def read_size(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = False) -> Traced:
+    """A positive integer size (else VALUE-BAD-SIZE and unknown); for verl's other entry points."""
+    return _int(traced, key, notes, allow_none=allow_none)
+
+
+def read_value(config: VerlConfig, key: str, kind: ValueKind, notes: list[Problem]) -> Traced:
+    """``config.get(key)`` checked to be of ``kind``; for verl's other entry points."""
+    return _read(config, key, kind, notes)
+
+
+def engine_layout(config: VerlConfig, role: str, base: str, notes: list[Problem]) -> MegatronLayout:
+    """A Megatron engine built from the section ``base`` (the SFT trainer's ``engine``), as ``_layout``."""
+    return _layout(config, role, notes, base=base)
+
+
+def config_notes(config: VerlConfig) -> list[Problem]:
+    """The problems applying the command line's overrides found (unknown keys, Hydra's rejections)."""
+    return _issue_notes(config)
+
+
 def _bool(traced: Traced) -> Traced:
     if traced.known and not isinstance(traced.value, bool):
         return Traced(bool(traced.value), traced.origin)
     return traced
 
 
-def _layout(config: VerlConfig, role: str, notes: list[Problem]) -> MegatronLayout:
-    """One Megatron engine resolved from its own section, ``override_transformer_config`` included
-    (verl/workers/engine/megatron/transformer_impl.py _build_tf_config reads
-    ``self.engine_config.override_transformer_config``, verl 0.9.1)."""
-    base = f"{ROLES[role]}.megatron"
+def _layout(config: VerlConfig, role: str, notes: list[Problem], base: str | None = None) -> MegatronLayout:
+    """One Megatron engine resolved from its own section (``base``: ``<role section>.megatron`` unless given),
+    ``override_transformer_config`` included (verl/workers/engine/megatron/transformer_impl.py _build_tf_config
+    reads ``self.engine_config.override_transformer_config``, verl 0.9.1)."""
+    base = base or f"{ROLES[role]}.megatron"
 
     def field_value(name: str) -> Traced:
         key = f"{base}.{name}"
@@ -626,6 +675,8 @@ def _own_config(
     if hydra.config_name is not None and name is None:
         return f"--config-name {hydra.config_name.render()} is not known"
     try:
+        if launch.module in EXPERIMENTAL_PPO and hydra.config_path is None:
+            return _experimental_config(launch, name, overrides, requested, pinned)
         own = custom_config.load(Path(path), launch.module, hydra.config_path, name)
     except custom_config.VerlOwnTree as exc:
         if exc.name.removesuffix(".yaml") in KNOWN_CONFIGS:
@@ -657,6 +708,64 @@ def _own_config(
         return exc.reason
     source = f"{own.label} ({own.found_by}) composed by Hydra over {tree.label}"
     return choice, VerlDefaults(composed, choice.version, source, own.name, own.files.keys(), own.label)
+
+
+def _experimental_config(
+    launch: Launch,
+    name: str | None,
+    overrides: tuple[OverrideItem, ...],
+    requested: tuple[str, str] | None,
+    pinned: tuple[str, str] | None,
+) -> tuple:
+    """An experimental trainer's own config directory (the catalogue's copy of ``verl/experimental/<x>/config``)
+    composed over the chosen version's tree, as ``_own_config`` composes a recipe's."""
+    from shardcheck.frameworks.verl.versions import entry_config, entry_files, versions_with_entry
+
+    module = launch.module or ""
+    having = versions_with_entry(module)
+    if not having:
+        return f"{module} is in no bundled verl version"
+    folder, default_name = entry_config(module, having[-1])
+    name = name or default_name
+    newest_files = entry_files(having[-1], folder)
+    if f"{name}.yaml" not in newest_files:
+        return f"verl {having[-1]}'s {folder} has no {name}.yaml"
+    probe = custom_config.CustomConfig(
+        name, custom_config.ConfigFiles(Path(folder), newest_files), (), (), f"verl {having[-1]}"
+    )
+    own_keys = probe.files.keys()
+    base = next(
+        (e for e in newest_files[f"{name}.yaml"][1].get("defaults", []) if isinstance(e, str) and e != "_self_"),
+        "ppo_trainer",
+    )
+    choice = choose(base, overrides, requested=requested, pinned=pinned, own=own_keys)
+    if not choice.strict:  # inferred: only the versions that have this entry point count
+        accepted = tuple(v for v in choice.accepted if v in having)
+        releases = [v for v in accepted if v in catalogue().releases]
+        version = (releases or list(accepted) or list(having))[-1]
+        choice = VersionChoice(
+            version,
+            "inferred" if accepted else "default",
+            accepted,
+            f"verl {version}: the newest version with {module} that accepts every key of this script"
+            + (f" (accepted: {span(accepted)})" if accepted else ""),
+        )
+    version = choice.version if choice.version in having else having[-1]
+    files = entry_files(version, folder)
+    searchpath = tuple((files[f"{name}.yaml"][1].get("hydra") or {}).get("searchpath") or ())
+    own = custom_config.CustomConfig(
+        name, custom_config.ConfigFiles(Path(folder), files), (base,), searchpath, f"verl {version}'s {folder}"
+    )
+    try:
+        composed = custom_config.compose(own, custom_config.catalogue_tree(version))
+    except custom_config.CustomConfigUnread as exc:
+        return exc.reason
+    if version != choice.version:
+        choice = VersionChoice(
+            version, choice.source, choice.accepted, f"verl {version}: the newest bundled version that has {module}"
+        )
+    source = f"verl {version}'s {folder}/{name}.yaml composed by Hydra over verl {version}'s tree"
+    return choice, VerlDefaults(composed, version, source, name, own_keys, f"verl {version} {folder}/{name}.yaml")
 
 
 def _versions_having(config: VerlConfig, key: str) -> str:
@@ -853,10 +962,10 @@ def resolve_verl(
                 {"option": unread_group.text, "readable": [f"model_engine={k}" for k in MODEL_ENGINES]},
             )
         )
-    elif launch.module != PPO_ENTRY or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
-        if launch.module == PPO_ENTRY and path_text in ("config", "") and name in catalogue().keys:
+    elif launch.module not in PPO_ENTRIES or path_text not in ("config", "") or name not in KNOWN_CONFIGS:
+        if launch.module in PPO_ENTRIES and path_text in ("config", "") and name in catalogue().keys:
             own = f"verl's config {name} is not one shardcheck models (it reads {', '.join(KNOWN_CONFIGS)})"
-        elif launch.module == PPO_ENTRY and path_text in ("config", ""):
+        elif launch.module in PPO_ENTRIES and path_text in ("config", ""):
             # hydra/_internal/utils.py compute_search_path_dir: a relative --config-path is relative to the file of
             # @hydra.main (verl/trainer/main_ppo.py), so this is verl's own tree (hydra-core 1.3)
             own = f"a relative --config-path {path_text} is verl's own verl/trainer/config, which has no {name}"

@@ -89,6 +89,24 @@ def version_doc(version: str) -> dict:
     return _read(_CATALOGUE / f"verl-{version}.json.gz")
 
 
+def entry_config(module: str, version: str) -> tuple[str, str] | None:
+    """(config dir, config name) of verl ``version``'s Hydra entry point ``module`` (its ``@hydra.main``, read
+    from the wheel by tools/build_verl_catalogue.py); None when that version has no such entry point."""
+    found = version_doc(version).get("entries", {}).get(module)
+    return (found[0], found[1]) if found else None
+
+
+def versions_with_entry(module: str) -> tuple[str, ...]:
+    return tuple(v for v in catalogue().versions if entry_config(module, v) is not None)
+
+
+def entry_files(version: str, folder: str) -> dict[str, tuple[dict, object]]:
+    """verl ``version``'s config files of ``folder`` kept for its other entry points (``{"group/x.yaml": (header,
+    tree)}``), for custom_config.compose_files."""
+    stored = version_doc(version).get("entry_files", {}).get(folder, {})
+    return {name: (header, tree) for name, (header, tree) in stored.items()}
+
+
 def normalize(text: str) -> str:
     """A bundled version named by ``text`` (``0.9``, ``v0.9.0``, ``0.9.0``, ``main``); exit-2 error otherwise."""
     cat = catalogue()
