@@ -428,6 +428,7 @@ def resolve_script(
         args=args,
         extra_args=extra_args,
         verl_version=verl_version,
+        megatron_core_version=megatron_core_version,
         memo={} if memo is None else memo,
         allow_source=allow_source,
     )
@@ -453,10 +454,12 @@ def _resolve_script(
     args: tuple[str, ...],
     extra_args: tuple[str, ...],
     verl_version: tuple[str, str] | None,
+    megatron_core_version: str | None = None,
     memo: dict,
     allow_source: tuple[str | Path, ...],
 ) -> Job:
     from shardcheck.frameworks.interface import detect, resolve
+    from shardcheck.frameworks.megatron.versions import choose
     from shardcheck.frameworks.verl.resolve import unmodelled_reason, unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
     from shardcheck.inputs.launch import find_launches
@@ -488,7 +491,15 @@ def _resolve_script(
         given_pin = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None
         sft_options = {"verl_version": verl_version, "pinned": given_pin, "env": env}
     flag_job = (
-        resolve(flag_launch[1], flag_launch[0], reading, shown, model_config=model_config, **sft_options)
+        resolve(
+            flag_launch[1],
+            flag_launch[0],
+            reading,
+            shown,
+            model_config=model_config,
+            # Megatron-LM's and slime's flags are those of this megatron-core minor; verl's SFT its verl version
+            **(sft_options or {"megatron_core": choose(megatron_core_version).version}),
+        )
         if not launches and flag_launch is not None
         else None
     )
