@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from shardcheck.job import Job
@@ -264,3 +265,89 @@ def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
             where(seqs_t, job.value("data.train_batch_size")),
             fix=f"{RO}.max_num_seqs={-(-requests // engines)} (KV cache permitting)",
         )
+
+
+@rule(
+    "VLLM-MEM-STARTUP",
+    "error",
+    "vLLM's gpu_memory_utilization × device must be free when the colocated rollout starts",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="vllm",
+)
+def vllm_startup_memory(job: Job) -> Iterator[Finding]:
+    """
+    When vLLM starts it asks for `gpu_memory_utilization` × the device's memory and checks that so
+    much is free at that moment. In verl's hybrid (colocated) mode the training engines are built
+    first and share the device: what they still hold is not free. At that point each Megatron engine
+    holds its weights and gradient buffer unless `param_offload`, and the optimizer's fp32 master copy
+    unless `optimizer_offload` (Adam's moments appear at the first step); an FSDP engine its sharded
+    parameters unless `param_offload`; the reference model its weights unless its own `param_offload`;
+    a colocated critic likewise. The sleep settings (`free_cache_engine`, `enable_sleep_mode`) only
+    act after this first start. The free memory shardcheck computes is an upper bound: the training
+    process's CUDA context and NCCL buffers are not counted.
+
+    Why:
+    The rollout server dies before loading the model with `ValueError: Free memory on device (F/T GiB)
+    on startup is less than desired GPU memory utilization (U, R GiB). Decrease GPU memory utilization
+    or reduce GPU memory used by other processes.` Error on a device named with `--device`, warning
+    on an assumed one.
+
+    Versions:
+    The check is in vLLM's v1 GPU worker (0.11.0: `Worker.init_device`; 0.24.0: `request_memory`).
+
+    Fix:
+    Lower `gpu_memory_utilization` to what is free, or offload the training state at init
+    (`param_offload`, `optimizer_offload` of the actor, ref and critic).
+
+    Source:
+    vllm 0.24.0 vllm/v1/worker/utils.py request_memory (the check and its text), vllm 0.11.0
+    vllm/v1/worker/gpu_worker.py Worker.init_device; verl 0.9.1 verl/workers/engine_workers.py
+    init_model (the actor and ref engines before the rollout), verl/workers/engine/megatron/
+    transformer_impl.py and fsdp/transformer_impl.py initialize (offload at the end of init);
+    shardcheck/memory/estimate.py (_at_startup).
+    """
+    from shardcheck.frameworks.interface import memory_fix_keys
+    from shardcheck.memory.devices import GIB
+    from shardcheck.rules.memory import job_estimate
+
+    if _vllm_tp(job) is None:
+        return
+    est = job_estimate(job)
+    if est is None or est.rollout is None or not est.rollout.startup_resident_bytes:
+        return
+    util_t = job.value(f"{RO}.gpu_memory_utilization")
+    util = need(util_t, f"{RO}.gpu_memory_utilization")
+    total = est.device.memory_bytes
+    free = total - est.rollout.startup_resident_bytes
+    message = startup_memory_error(total, free, util)
+    if message is None:
+        return
+    keys = memory_fix_keys(job).offload
+    assumed = f" ({est.device.note})" if est.device.note else ""
+    room = math.floor(100 * free / total) / 100
+    yield finding(
+        "VLLM-MEM-STARTUP",
+        f'vLLM: "{message}" at best — the colocated training side '
+        f"still holds {est.rollout.startup_resident_bytes / GIB:.2f} GiB of {est.device.name} "
+        f"({', '.join(est.rollout.startup_terms)}){assumed}",
+        where(util_t, job.value(keys[0]), job.value(keys[1])),
+        fix=f"{RO}.gpu_memory_utilization={room} or less, or {keys[0]}=True and {keys[1]}=True",
+        severity=None if est.device.note is None else "warning",
+    )
+
+
+def startup_memory_error(total: int, free: int, utilization: float) -> str | None:
+    """vLLM's start-up check: its error text when ``free`` bytes are less than ``utilization`` × ``total``, or None
+    (vllm 0.24.0 vllm/v1/worker/utils.py request_memory; GiB figures as vllm/utils/mem_utils.py format_gib)."""
+    requested = math.ceil(total * utilization)
+    if free >= requested:
+        return None
+
+    def gib(n: int) -> str:
+        return f"{round(n / (1 << 30), 2)}"
+
+    return (
+        f"Free memory on device ({gib(free)}/{gib(total)} GiB) on startup is less than desired GPU memory "
+        f"utilization ({utilization}, {gib(requested)} GiB)."
+    )
