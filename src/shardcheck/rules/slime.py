@@ -99,6 +99,55 @@ def gbs_steps(job: Job) -> Iterator[Finding]:
         )
 
 
+@rule(
+    "SLIME-GBS-ROLLOUT",
+    "error",
+    "One rollout must hold at least one global batch: rollout batch · samples ≥ global batch",
+    frameworks=("slime",),
+)
+def gbs_per_rollout(job: Job) -> Iterator[Finding]:
+    """
+    Each rollout yields `--rollout-batch-size` × `--n-samples-per-prompt` samples, and slime trains
+    on them in steps of `--global-batch-size` samples: `rollout_batch_size · n_samples_per_prompt //
+    global_batch_size` steps per rollout. Fewer samples than one global batch give no step. Samples
+    beyond whole steps are dropped (logged only).
+
+    Why:
+    After the first rollout has been generated, slime's data split stops: `AssertionError:
+    num_rollouts (N) < global_batch_size (G); need at least one rollout per step.`
+
+    Versions:
+    slime v0.3.x and main: `build_dp_schedule` (slime/utils/dp_schedule.py, each sample its own
+    rollout id unless a custom rollout sets one); v0.2.x: `RolloutManager` raises `ValueError: Not
+    enough samples N for global_batch_size G` (slime/ray/rollout.py, unless
+    `--disable-rollout-trim-samples` or `--use-dynamic-global-batch-size`).
+
+    Fix:
+    Lower `--global-batch-size` to at most rollout batch · samples (a divisor of it wastes no
+    sample), or give `--num-steps-per-rollout` instead.
+
+    Source:
+    slime/utils/dp_schedule.py build_dp_schedule (THUDM/slime v0.3.1, main 624b824);
+    slime/ray/rollout.py (v0.2.2); slime/utils/arguments.py slime_validate_args.
+    """
+    if job.value("--num-steps-per-rollout").value is not None:
+        return  # slime derives the global batch from the rollout (SLIME-GBS-STEPS checks a given one)
+    gbs_t = job.value("--global-batch-size")
+    gbs = need(gbs_t, "--global-batch-size")
+    rbs_t, n_t = job.value("--rollout-batch-size"), job.value("--n-samples-per-prompt")
+    rbs, n = need(rbs_t, "--rollout-batch-size"), need(n_t, "--n-samples-per-prompt")
+    if gbs is None or rbs is None or n is None or rbs * n >= gbs:
+        return
+    samples = rbs * n
+    yield finding(
+        "SLIME-GBS-ROLLOUT",
+        f'slime: "num_rollouts ({samples}) < global_batch_size ({gbs}); need at least one rollout per step." '
+        f"— a rollout yields --rollout-batch-size {rbs} × --n-samples-per-prompt {n} = {samples} samples",
+        where(gbs_t, rbs_t, n_t),
+        fix=f"--global-batch-size {samples} (or a divisor of it), or --rollout-batch-size {-(-gbs // n)} or more",
+    )
+
+
 @rule("SLIME-UNEVEN-PP1", "error", "First/last pipeline stage layer counts need PP > 1", frameworks=("slime",))
 def uneven_pp1(job: Job) -> Iterator[Finding]:
     """
