@@ -101,6 +101,7 @@ class RolloutMemory:
     # training state on the device when the engine starts (before the first update), and what it is made of
     startup_resident_bytes: int = 0
     startup_terms: tuple[str, ...] = ()
+    training_resident_terms: tuple[str, ...] = ()  # what training_resident_bytes is made of
     # False when the checkpoint is quantized (config.json quantization_config): the engine may load fewer
     # bytes per parameter than the rollout dtype, so the weights (and the budget) are estimates
     weights_exact: bool = True
@@ -193,7 +194,7 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         _add_critic(job, arch, out, adapter, settings)
         out.host = _host(job, out.train, settings)
         if out.rollout is not None and rollout.colocated:
-            out.rollout.training_resident_bytes = _resident(out.train, settings)
+            out.rollout.training_resident_bytes, out.rollout.training_resident_terms = _resident(out.train, settings)
             out.rollout.startup_resident_bytes, out.rollout.startup_terms = _at_startup(
                 out.train, settings, megatron=layout is not None
             )
@@ -654,12 +655,17 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
     )
 
 
-def _resident(train: TrainMemory, settings: TrainSettings) -> int:
-    """Training state left on the device while the rollout engine generates."""
+def _resident(train: TrainMemory, settings: TrainSettings) -> tuple[int, tuple[str, ...]]:
+    """Training state left on the device while the rollout engine generates (after an update: Adam's moments
+    exist), and its named parts."""
     b = max(train.stages, key=lambda s: s.total).bytes
-    kept = 0 if settings.param_offload else b["weights"] + b["grads"]
-    kept += 0 if settings.optimizer_offload else b["optimizer"]
-    return kept + b["ref_weights"] + b.get("critic_state", 0)
+    parts = {
+        "weights and grads": 0 if settings.param_offload else b["weights"] + b["grads"],
+        "optimizer": 0 if settings.optimizer_offload else b["optimizer"],
+        "reference weights": b["ref_weights"],
+        "critic": b.get("critic_state", 0),
+    }
+    return sum(parts.values()), tuple(f"{k} {v / GIB:.1f} GiB" for k, v in parts.items() if v)
 
 
 def _built_state(b: dict[str, int], settings: TrainSettings, params: bool, optimizer: bool) -> int:

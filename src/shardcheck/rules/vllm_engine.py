@@ -311,7 +311,7 @@ def vllm_startup_memory(job: Job) -> Iterator[Finding]:
     from shardcheck.memory.devices import GIB
     from shardcheck.rules.memory import job_estimate
 
-    if _vllm_tp(job) is None:
+    if _vllm_tp(job) is None or lora(job):
         return
     est = job_estimate(job)
     if est is None or est.rollout is None or not est.rollout.startup_resident_bytes:
@@ -350,4 +350,83 @@ def startup_memory_error(total: int, free: int, utilization: float) -> str | Non
     return (
         f"Free memory on device ({gib(free)}/{gib(total)} GiB) on startup is less than desired GPU memory "
         f"utilization ({utilization}, {gib(requested)} GiB)."
+    )
+
+
+@rule(
+    "VLLM-MEM-WAKE",
+    "warning",
+    "vLLM's memory, resumed for each rollout, must fit beside the training state left on the device",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="vllm",
+)
+def vllm_wake_memory(job: Job) -> Iterator[Finding]:
+    """
+    With `free_cache_engine` (verl's default) the colocated vLLM sleeps during the update and, at the
+    start of every rollout, maps its weights and its whole KV cache again (the sizes it chose at
+    start-up). By then the first update has run: the training side keeps its weights and gradients
+    unless `param_offload`, its whole Adam state (master and both moments) unless
+    `optimizer_offload`, the reference's weights and a colocated critic's state. The start-up check
+    (VLLM-MEM-STARTUP) saw only the master copy: a job can start and then run out of memory at its
+    second rollout. Warning: vLLM's KV cache size depends on its profiled activations, which
+    shardcheck estimates.
+
+    Why:
+    A CUDA out-of-memory error while verl resumes the rollout's KV cache (`rollout.resume(tags=
+    ["kv_cache"])`, vLLM's `CuMemAllocator.wake_up`), after the first training step.
+
+    Fix:
+    `optimizer_offload=True` (and `param_offload=True`) for the actor (and critic), or a lower
+    `gpu_memory_utilization`.
+
+    Source:
+    verl 0.9.1 verl/workers/engine_workers.py ActorRolloutRefWorker rollout_mode (resume weights, sync,
+    offload the actor's weights, resume kv_cache); vllm 0.24.0 vllm/device_allocator/cumem.py
+    CuMemAllocator.wake_up; shardcheck/memory/estimate.py (_resident, _rollout).
+    """
+    from shardcheck.frameworks.interface import memory_fix_keys
+    from shardcheck.memory.devices import GIB
+    from shardcheck.rules.memory import job_estimate
+
+    if _vllm_tp(job) is None or lora(job):
+        return
+    if not need(job.value(f"{RO}.free_cache_engine"), f"{RO}.free_cache_engine"):
+        return  # vLLM keeps its memory through the update: the update must fit beside it instead
+    est = job_estimate(job)
+    if est is None or est.rollout is None or not est.rollout.training_resident_bytes:
+        return
+    r = est.rollout
+    total = est.device.memory_bytes
+    engine = r.weights_bytes + max(0, r.kv_budget_bytes)
+    if r.training_resident_bytes + engine <= total:
+        return
+    if startup_memory_error(total, total - r.startup_resident_bytes, r_util(job)) is not None:
+        return  # it does not even start (VLLM-MEM-STARTUP)
+    keys = memory_fix_keys(job).offload
+    assumed = f" ({est.device.note})" if est.device.note else ""
+    yield finding(
+        "VLLM-MEM-WAKE",
+        f"each rollout after the first update maps vLLM's weights {r.weights_bytes / GIB:.1f} GiB and KV cache "
+        f"{max(0, r.kv_budget_bytes) / GIB:.1f} GiB (estimated) again beside the "
+        f"{r.training_resident_bytes / GIB:.1f} GiB the training side keeps "
+        f"({', '.join(r.training_resident_terms)}): {(engine + r.training_resident_bytes) / GIB:.1f} GiB > "
+        f"{est.device.name} {total / GIB:.1f} GiB — CUDA out of memory when verl resumes the KV cache{assumed}",
+        where(job.value(keys[1]), job.value(f"{RO}.gpu_memory_utilization"), job.value(keys[0])),
+        fix=f"{keys[1]}=True (Adam's state off the device between updates), {keys[0]}=True, or a lower "
+        f"{RO}.gpu_memory_utilization",
+    )
+
+
+def r_util(job: Job) -> float:
+    """The rollout's gpu_memory_utilization (known: the memory estimate read it)."""
+    return job.value(f"{RO}.gpu_memory_utilization").value
+
+
+def lora(job: Job) -> bool:
+    """A LoRA actor (``model.lora_rank`` / Megatron's ``model.lora.rank`` > 0): its frozen base has no gradients
+    or optimizer state, which the memory estimate does not model, so the memory rules here stay silent."""
+    return any(
+        isinstance(v := job.value(key).value, int) and v > 0
+        for key in ("actor_rollout_ref.model.lora_rank", "actor_rollout_ref.model.lora.rank")
     )
