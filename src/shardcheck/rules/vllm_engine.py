@@ -430,3 +430,97 @@ def lora(job: Job) -> bool:
         isinstance(v := job.value(key).value, int) and v > 0
         for key in ("actor_rollout_ref.model.lora_rank", "actor_rollout_ref.model.lora.rank")
     )
+
+
+@rule(
+    "VLLM-EPLB",
+    "error",
+    "vLLM's expert load balancing needs expert parallelism and experts that split evenly over EP",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="vllm",
+)
+def vllm_eplb(job: Job) -> Iterator[Finding]:
+    """
+    verl turns on vLLM's expert parallelism when the rollout's `expert_parallel_size` is above 1;
+    vLLM's EP group is then the replica's TP · DP ranks. Without expert load balancing (EPLB) vLLM
+    spreads uneven experts over the ranks (the first ranks take one more); with
+    `engine_kwargs.vllm.enable_eplb=True` every rank must hold the same number of physical experts:
+    routed experts plus `eplb_config.num_redundant_experts`.
+
+    Why:
+    vLLM refuses to start: `ValueError: enable_expert_parallel must be True to use EPLB.`
+    (`ParallelConfig`), or `ValueError: EPLB currently only supports even distribution of experts
+    across ranks. Got N experts and E EP ranks.` while the MoE layers are built.
+
+    Versions:
+    vLLM 0.24.0 (both as a ValueError); vLLM 0.11.0 has the second as an `AssertionError: EPLB
+    currently only supports even distribution of experts across ranks.` (fused_moe/layer.py
+    `FusedMoE.__init__`).
+
+    Fix:
+    Set `expert_parallel_size` to rollout TP · DP, or choose TP · DP (or the redundant experts) so that
+    experts + redundant experts divide by it, or drop enable_eplb.
+
+    Source:
+    vllm 0.24.0 vllm/config/parallel.py ParallelConfig (the EPLB checks),
+    vllm/model_executor/layers/fused_moe/layer.py (even distribution with EPLB) and
+    fused_moe/expert_map_manager.py determine_expert_map (uneven without); verl 0.9.1
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py (enable_expert_parallel, engine_kwargs.vllm).
+    """
+    tp = _vllm_tp(job)
+    if tp is None:
+        return
+    # engine_kwargs.vllm is an open mapping ({} by default) handed to vLLM as it is: an absent key is vLLM's default
+    kwargs = need(job.value(f"{RO}.engine_kwargs.vllm"), f"{RO}.engine_kwargs.vllm") or {}
+    if kwargs.get("enable_eplb") is not True:
+        return
+    eplb_t = job.value(f"{RO}.engine_kwargs.vllm.enable_eplb")
+    ep_t = job.value(f"{RO}.expert_parallel_size")
+    ep = need(ep_t, f"{RO}.expert_parallel_size")
+    if ep <= 1:
+        yield finding(
+            "VLLM-EPLB",
+            "enable_expert_parallel must be True to use EPLB. (vLLM; verl enables it only with "
+            f"{RO}.expert_parallel_size > 1, here {ep})",
+            where(eplb_t, ep_t),
+            fix=f"{RO}.expert_parallel_size=<rollout TP · DP>, or drop engine_kwargs.vllm.enable_eplb",
+        )
+        return
+    experts = job.model.num_experts
+    dp = need(job.rollout.dp, f"{RO}.data_parallel_size")
+    if not experts:
+        return
+    extra = redundant_experts(kwargs.get("eplb_config"))
+    if extra is None:
+        return  # not a number shardcheck can read: vLLM's own EPLBConfig validation judges it
+    ranks = tp * dp  # vLLM's EP group (VERL-RO-EP: expert_parallel_size must equal it)
+    physical = experts + extra
+    if physical % ranks:
+        yield finding(
+            "VLLM-EPLB",
+            f"EPLB currently only supports even distribution of experts across ranks. Got {physical} experts and "
+            f"{ranks} EP ranks. (vLLM; {job.model.name}: {experts} routed + {extra} redundant, EP = rollout TP {tp}"
+            f" · DP {dp})",
+            where(eplb_t, job.rollout.tp, job.rollout.dp),
+            fix=f"+{RO}.engine_kwargs.vllm.eplb_config.num_redundant_experts={extra + (-physical) % ranks}, or "
+            f"rollout TP · DP dividing {physical}",
+        )
+
+
+def redundant_experts(eplb_config) -> int | None:
+    """``num_redundant_experts`` of a vLLM ``eplb_config`` given as a mapping or as JSON text (vLLM's CLI form);
+    0 when it is not given (vllm/config/parallel.py EPLBConfig); None when it cannot be read."""
+    import json
+
+    if eplb_config is None:
+        return 0
+    if isinstance(eplb_config, str):
+        try:
+            eplb_config = json.loads(eplb_config)
+        except ValueError:
+            return None
+    if not hasattr(eplb_config, "get"):
+        return None
+    value = eplb_config.get("num_redundant_experts", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
