@@ -473,7 +473,7 @@ def vllm_eplb(job: Job) -> Iterator[Finding]:
         return
     # engine_kwargs.vllm is an open mapping ({} by default) handed to vLLM as it is: an absent key is vLLM's default
     kwargs = need(job.value(f"{RO}.engine_kwargs.vllm"), f"{RO}.engine_kwargs.vllm") or {}
-    if kwargs.get("enable_eplb") is not True:
+    if not hasattr(kwargs, "get") or kwargs.get("enable_eplb") is not True:
         return
     eplb_t = job.value(f"{RO}.engine_kwargs.vllm.enable_eplb")
     ep_t = job.value(f"{RO}.expert_parallel_size")
