@@ -329,3 +329,18 @@ def test_keys_a_release_lacks_take_that_release_s_meaning(tmp_path):
     # where the script itself writes the string, it is still a bad size
     bad = _script(tmp_path, "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=None")
     assert [f for f in check(bad, verl_version="0.5.0").findings if f.rule == "VALUE-BAD-SIZE"]
+
+
+def test_deprecated_micro_batch_keys_are_converted_by_the_legacy_workers(tmp_path):
+    """Only `log_prob_micro_batch_size` / `ppo_micro_batch_size` set: verl ≤ 0.7.1's legacy workers convert them
+    (valid there); the engine workers of 0.8.0 on read only the per-GPU keys (an error)."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo actor_rollout_ref.model.path=Qwen/Qwen3-8B "
+        "trainer.nnodes=1 trainer.n_gpus_per_node=8 data.train_batch_size=64 "
+        "actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.ppo_micro_batch_size=16 "
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size=16 actor_rollout_ref.rollout.n=4\n"
+    )
+    rules = ("VERL-ACT-MBS", "VERL-CFG-LOGPROB-MBS")
+    assert not [f.rule for f in check(script, verl_version="0.7.1").findings if f.rule in rules]
+    assert {f.rule for f in check(script, verl_version="0.8.0").findings if f.rule in rules} == set(rules)
