@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from shardcheck.frameworks.megatron_lm.flags import read_flags
+from shardcheck.frameworks.megatron_lm.flags import DEFAULT_MINOR, read_flags
 from shardcheck.frameworks.megatron_lm.resolve import flag_notes, megatron_layout, model_from_flags
-from shardcheck.frameworks.slime.flags import DEFAULT_OF, SLIME_FLAGS
+from shardcheck.frameworks.slime.flags import DEFAULT_OF, slime_flags
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, Job, MegatronLayout, RolloutLayout
 from shardcheck.origin import Origin, Traced
@@ -40,8 +40,11 @@ def is_slime_entry(launch: Launch) -> bool:
     return any((w.text or "").split("=", 1)[0] in _SLIME_HINTS for w in launch.args)
 
 
-def resolve_slime(launch: Launch, path: str, *, model_config: str | None = None) -> Job:
-    flags = read_flags(launch.args, SLIME_FLAGS, DEFAULT_OF)
+def resolve_slime(
+    launch: Launch, path: str, *, model_config: str | None = None, megatron_core: str | None = None
+) -> Job:
+    """``megatron_core``: the megatron-core minor whose Megatron-LM flags slime parses (else DEFAULT_MINOR)."""
+    flags = read_flags(launch.args, slime_flags(megatron_core or DEFAULT_MINOR), DEFAULT_OF)
     notes = flag_notes(flags)
     layout = megatron_layout(flags, notes)
     layouts = _roles(layout, flags, path, notes)
@@ -177,6 +180,8 @@ def detect(launch: Launch) -> bool:
     return is_slime_entry(launch)
 
 
-def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None) -> Job:
+def resolve(
+    launch: Launch, reading, path: str, *, model_config: str | None = None, megatron_core: str | None = None
+) -> Job:
     """The Job slime would build from the launch's flags."""
-    return resolve_slime(launch, path, model_config=model_config)
+    return resolve_slime(launch, path, model_config=model_config, megatron_core=megatron_core)
