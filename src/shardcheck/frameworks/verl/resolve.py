@@ -222,6 +222,13 @@ ABSENT_DEFAULTS = {
             "critic.fsdp",
         )
     },
+    **{
+        f"{section}.optim.use_precision_aware_optimizer": (
+            False,
+            f"{section}.optim.use_precision_aware_optimizer is not in this verl's config: fp32 optimizer state",
+        )
+        for section in ("actor_rollout_ref.actor", "critic")
+    },
     # releases before the v1 trainer (its switch arrived with it) run the classic trainer
     "trainer.use_v1": (False, "trainer.use_v1 is not in this verl's config: it has no v1 trainer"),
     # releases before RolloutReplica (the key arrived with it): the replica rules do not apply (None)
