@@ -8,7 +8,8 @@ Module by module (megatron-core 0.16.1, megatron/core/models/gpt/gpt_model.py an
   add_qkv_bias), ``q_layernorm``/``k_layernorm`` (``head_dim`` each), ``linear_proj`` RowParallel
   (hidden × heads·head_dim / TP), the learned softmax offset (heads / TP) with ``softmax_type="learnable"``
   (gpt-oss's attention sinks; megatron/core/transformer/dot_product_attention.py);
-  ``MLASelfAttention``: down projections (replicated with Transformer Engine's ``TELinear(parallel_mode="duplicated")``, column-parallel in the local spec), up projections and
+  ``MLASelfAttention``: down projections (replicated with Transformer Engine's
+  ``TELinear(parallel_mode="duplicated")``, column-parallel in the local spec), up projections and
   ``linear_proj`` split over TP, the q/kv latent norms;
   dense ``MLP``: fc1 2·ffn/TP × hidden (gated), fc2 hidden × ffn/TP; ``MoELayer``: ``router.weight``
   experts × hidden (replicated; a bias of ``experts`` with add_bias_linear), experts/EP local experts each
