@@ -613,7 +613,7 @@ def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -
 
     for launch in found:
         if is_slime_entry(launch):
-            return resolve_slime(launch, shown, model_config=model_config)
+            return resolve_slime(launch, shown, model_config=model_config, commands=reading.commands)
         if is_megatron_lm_entry(launch):
             return resolve_megatron_lm(launch, shown, exported_values(reading, launch), model_config=model_config)
     return None
