@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import importlib
+import itertools
 import time
 from dataclasses import dataclass, field, replace
 
@@ -27,6 +28,7 @@ from shardcheck.plan.space import (
     TrainLayout,
     divisors,
     memory_options,
+    recompute_options,
     rollout_layouts,
     train_layouts,
 )
@@ -214,6 +216,7 @@ class _Search:
         self.space = space or space_for(self.job, self.adapter)
         self.base = self.adapter.current(self.job)
         self.bound = _Bound(self)
+        self.expressible = getattr(self.adapter, "expressible", None)  # (job, changes) -> bool; None: all are
         self.counts = {
             "layouts": 0,
             "memory_options": 0,
@@ -237,7 +240,7 @@ class _Search:
             self.counts["rollouts"] += 1
             changes = _changes(self.adapter, self.base, {"rollout_tp": r.tp, "rollout_dp": r.dp, "rollout_ep": r.ep})
             job = self.adapter.apply(self.job, changes)
-            findings, _ = run_rules(job)
+            findings, _ = run_rules(job, only=ROLLOUT_RULES)  # the rollout rules alone decide this screen
             if any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(findings)):
                 continue
             try:
@@ -253,23 +256,34 @@ class _Search:
         for t in train_layouts(self.space):
             self.counts["layouts"] += 1
             chunk = self._chunk(t)
-            fits = {}
+            fits: dict[bool, bool] = {}
             for m in memory_options(self.space, chunk):
-                if not self.expressible(t, m):
-                    continue
-                if m.distributed_optimizer not in fits:
-                    fits[m.distributed_optimizer] = floor.bytes(t, m.distributed_optimizer) <= self.limit
-                if not fits[m.distributed_optimizer]:
-                    self.counts["static_pruned"] = self.counts.get("static_pruned", 0) + 1
-                    continue
-                self.counts["memory_options"] += 1
-                yield t, m
+                if self._kept(t, m, floor, fits):
+                    yield t, m
 
-    def expressible(self, t: TrainLayout, m: Memory) -> bool:
-        check = getattr(self.adapter, "expressible", None)
-        if check is None:
-            return True
-        return check(self.job, _changes(self.adapter, self.base, _knobs(t, m, None)))
+    def options(self, t: TrainLayout, recompute: tuple, floor: _StaticFloor) -> list[Memory]:
+        """The memory options of ``t`` with this recompute (distributed optimizer × offload) that the
+        framework can express and the memory floor keeps."""
+        fits: dict[bool, bool] = {}
+        return [
+            m
+            for d in self.space.distributed_optimizer
+            for o in self.space.offload
+            if self._kept(t, m := Memory(recompute, d, o), floor, fits)
+        ]
+
+    def _kept(self, t: TrainLayout, m: Memory, floor: _StaticFloor, fits: dict[bool, bool]) -> bool:
+        if self.expressible is not None and not self.expressible(
+            self.job, _changes(self.adapter, self.base, _knobs(t, m, None))
+        ):
+            return False
+        if m.distributed_optimizer not in fits:
+            fits[m.distributed_optimizer] = floor.bytes(t, m.distributed_optimizer) <= self.limit
+        if not fits[m.distributed_optimizer]:
+            self.counts["static_pruned"] = self.counts.get("static_pruned", 0) + 1
+            return False
+        self.counts["memory_options"] += 1
+        return True
 
     def _chunk(self, t: TrainLayout) -> int:
         per = -(-self.space.layers // t.pp)
@@ -331,6 +345,11 @@ class _Bound:
         self.settings: dict = {}
         self.splits: dict = {}
         self.shapes: dict = {}
+
+    def shape(self, t: TrainLayout) -> tuple:
+        """What the bound reads of a layout besides the recompute (compute does not depend on EP, ETP or the
+        rank order)."""
+        return (t.tp, t.cp, t.pp, t.vpp, t.first, t.last)
 
     def seconds(self, t: TrainLayout, m: Memory) -> float:
         from shardcheck.estimate.step_time import Grid, compute_bound
@@ -474,7 +493,7 @@ def plan_job(
     margin: float = DEFAULT_MARGIN,
     space: Space | None = None,
     keep_all: bool = False,
-    rank_budget: int = 400,
+    rank_budget: int = 50,  # candidates judged past the top only to rank the script's own layout
 ) -> PlanResult:
     """The ``top`` fastest valid layouts of ``job`` (all of them with ``keep_all``), and the script's own rank."""
     started = time.perf_counter()
@@ -528,34 +547,52 @@ def _order(p: Plan) -> tuple:
 def _best(
     search: _Search, rollouts: list[tuple[float, Rollout | None]], top: int, current: Plan | None, rank_budget: int
 ) -> list[Plan]:
-    """Best-first over (training option, rollout) pairs: keys start as lower bounds and are refined."""
+    """Best-first over (training option, rollout) pairs: keys start as lower bounds and are refined.
+
+    The heap starts with one entry per bound shape and recompute (the sizes the compute bound reads: TP, CP,
+    PP, VPP, the stage sizes, DP; docs/plan.md): its layouts (EP, ETP, rank order) and memory options wait
+    inside it, under the same key, and are listed and put through the memory floor only when it comes up.
+    Every candidate's key is still a lower bound of its time when it is pushed, so the order in which
+    candidates are timed and judged is the one a heap of every candidate would give (ties aside)."""
     heap: list[tuple[float, int, int, int, tuple]] = []
     r0 = rollouts[0][1]
-    bounds: dict[tuple, float | None] = {}  # the bound depends on the layout and the recompute only
-    for i, (t, m) in enumerate(search.train_options()):
-        group = (t, m.recompute)
-        if group not in bounds:
-            bounds[group] = search.lower_bound(t, m, r0)
-        lb = bounds[group]
-        if lb is not None:
-            heap.append((lb + rollouts[0][0], 0, i, 0, (t, m)))
+    first = rollouts[0][0]
+    order = itertools.count()
+    shapes: dict[tuple, list[TrainLayout]] = {}
+    for t in train_layouts(search.space):
+        search.counts["layouts"] += 1
+        shapes.setdefault(search.bound.shape(t), []).append(t)
+    for layouts in shapes.values():
+        t = layouts[0]
+        for rc in recompute_options(search.space, search._chunk(t)):
+            lb = search.lower_bound(t, Memory(rc, search.space.distributed_optimizer[0], search.space.offload[0]), r0)
+            if lb is not None:
+                heap.append((lb + first, -1, next(order), 0, (layouts, rc)))
     heapq.heapify(heap)
+    floor = _StaticFloor(search.job)
     exact: dict[int, float] = {}
     plans: list[Plan] = []
     stop_at = current.seconds if current is not None else None
     judged_after_top = 0
     while heap:
-        key, stage, i, j, (t, m) = heapq.heappop(heap)
+        key, stage, i, j, item = heapq.heappop(heap)
         if len(plans) >= top and (stop_at is None or key > stop_at or judged_after_top >= rank_budget):
             if stop_at is not None and key > stop_at:
                 search.counts["exhausted"] = 1  # every layout faster than the script's own was visited
             break
+        if stage == -1:  # a bound shape: its layouts' memory options, through the memory floor
+            layouts, rc = item
+            for t in layouts:
+                for m in search.options(t, rc, floor):
+                    heapq.heappush(heap, (key, 0, next(order), 0, (t, m)))
+            continue
+        t, m = item
         if stage == 0:
             seconds = search.train_seconds(t, m, r0)
             if seconds is None:
                 continue
             exact[i] = seconds
-            heapq.heappush(heap, (seconds + rollouts[0][0], 1, i, 0, (t, m)))
+            heapq.heappush(heap, (seconds + first, 1, i, 0, (t, m)))
             continue
         r = rollouts[j][1]
         if j + 1 < len(rollouts):
