@@ -177,7 +177,7 @@ def _knobs(t: TrainLayout, m: Memory, r: Rollout | None) -> dict[str, object]:
     return out
 
 
-def _changes(adapter, base: dict[str, object], knobs: dict[str, object]) -> dict[str, object]:
+def changes_of(adapter, base: dict[str, object], knobs: dict[str, object]) -> dict[str, object]:
     out = {k: v for k, v in knobs.items() if k in adapter.KNOBS and base.get(k, object()) != v}
     if any(k.startswith("recompute_") for k in out):  # the three recompute keys go together
         out.update(
@@ -228,7 +228,7 @@ class _Search:
         }
 
     def candidate(self, t: TrainLayout, m: Memory, r: Rollout | None) -> tuple[dict, Job]:
-        changes = _changes(self.adapter, self.base, _knobs(t, m, r))
+        changes = changes_of(self.adapter, self.base, _knobs(t, m, r))
         return changes, self.adapter.apply(self.job, changes)
 
     def rollouts(self) -> list[tuple[float, Rollout | None]]:
@@ -238,7 +238,7 @@ class _Search:
         out = []
         for r in rollout_layouts(self.space):
             self.counts["rollouts"] += 1
-            changes = _changes(self.adapter, self.base, {"rollout_tp": r.tp, "rollout_dp": r.dp, "rollout_ep": r.ep})
+            changes = changes_of(self.adapter, self.base, {"rollout_tp": r.tp, "rollout_dp": r.dp, "rollout_ep": r.ep})
             job = self.adapter.apply(self.job, changes)
             findings, _ = run_rules(job, only=ROLLOUT_RULES)  # the rollout rules alone decide this screen
             if any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(findings)):
@@ -274,7 +274,7 @@ class _Search:
 
     def _kept(self, t: TrainLayout, m: Memory, floor: _StaticFloor, fits: dict[bool, bool]) -> bool:
         if self.expressible is not None and not self.expressible(
-            self.job, _changes(self.adapter, self.base, _knobs(t, m, None))
+            self.job, changes_of(self.adapter, self.base, _knobs(t, m, None))
         ):
             return False
         if m.distributed_optimizer not in fits:
@@ -458,9 +458,20 @@ def _current(search: _Search) -> tuple[Plan | None, list[Finding], bool]:
         step = step_time(job, job_estimate(job))
     except UnknownValue:
         step = None
-    b = search.base
-    if step is None or any(b.get(k) is None for k in ("tp", "pp", "cp", "ep")):
+    choice = _base_choice(search)
+    if step is None or choice is None:
         return None, errors, False
+    t, m, r = choice
+    fits = peak is not None and peak <= search.limit
+    plan = Plan(t, m, r, job, {}, [], peak or 0, step, findings)
+    return plan, errors, not errors and fits
+
+
+def _base_choice(search: _Search) -> tuple[TrainLayout, Memory, Rollout | None] | None:
+    """The script's own layout, memory and rollout choices (None when a size is unknown)."""
+    b = search.base
+    if any(b.get(k) is None for k in ("tp", "pp", "cp", "ep")):
+        return None
     t = TrainLayout(
         b["tp"],
         b["pp"],
@@ -480,9 +491,99 @@ def _current(search: _Search) -> tuple[Plan | None, list[Finding], bool]:
     )
     m = Memory(rc, bool(b.get("distributed_optimizer")), b.get("param_offload"))
     r = Rollout(b["rollout_tp"], b["rollout_dp"], b.get("rollout_ep") or 1) if search.space.rollout else None
-    fits = peak is not None and peak <= search.limit
-    plan = Plan(t, m, r, job, {}, [], peak or 0, step, findings)
-    return plan, errors, not errors and fits
+    return t, m, r
+
+
+LAYOUT_KEYS = frozenset(("tp", "pp", "cp", "ep", "etp", "vpp", "first", "last", "order"))
+ROLLOUT_KEYS = frozenset(("rollout_tp", "rollout_dp", "rollout_ep"))
+
+
+def nearest(
+    job: Job, *, top: int = 3, budget: int = 40, margin: float = DEFAULT_MARGIN, device: str | None = None
+) -> list[Plan]:
+    """The valid layouts with the fewest changed keys (``check`` names them when no single key fixes a job):
+    candidates of the planner's default space in order of their changed-key count, each judged like a plan
+    (every rule, the memory margin), until ``top`` are found or ``budget`` were judged."""
+    kind = job.cluster.device.value if job.cluster.device.known else None
+    search = _Search(job, device_for(device or job.device_choice, kind), margin, None)
+    choice = _base_choice(search)
+    if choice is None:
+        return []
+    t0, m0, r0 = choice
+    if r0 is not None and (r0.tp is None or r0.dp is None):
+        return []
+    adapter, base = search.adapter, search.base
+
+    def count(knobs: dict, keys) -> int:
+        return len(changes_of(adapter, base, {k: v for k, v in knobs.items() if k in keys}))
+
+    layouts = sorted(
+        ((count(_knobs(t, m0, None), LAYOUT_KEYS), i, t) for i, t in enumerate(train_layouts(search.space))),
+        key=lambda x: x[:2],
+    )
+    rollouts: dict[int, list[Rollout | None]] = {}  # by changed-key count; the script's own only if in the space
+    if search.space.rollout:
+        for r in rollout_layouts(search.space):
+            rollouts.setdefault(count(_knobs(t0, m0, r), ROLLOUT_KEYS) if r != r0 else 0, []).append(r)
+    else:
+        rollouts[0] = [r0]
+    screened: dict[Rollout | None, bool] = {}
+
+    def rollout_ok(r: Rollout | None) -> bool:
+        """The rollout rules alone accept ``r`` (the planner's rollout screen, search.rollouts)."""
+        if r is None:
+            return True
+        if r not in screened:
+            _, cand = search.candidate(t0, m0, r)
+            found = run_rules(cand, only=ROLLOUT_RULES)[0]
+            screened[r] = not any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(found))
+        return screened[r]
+
+    by_chunk: dict[int, list[tuple[int, Memory]]] = {}
+
+    def memories(t: TrainLayout) -> list[tuple[int, Memory]]:
+        chunk = search._chunk(t)
+        if chunk not in by_chunk:
+            options = [m0, *(m for m in memory_options(search.space, chunk) if m != m0)]
+            costs = []
+            for m in options:
+                knobs = _knobs(t0, m, None)
+                costs.append((count(knobs, set(knobs) - LAYOUT_KEYS - ROLLOUT_KEYS), m))
+            by_chunk[chunk] = costs
+        return by_chunk[chunk]
+
+    floor = _StaticFloor(search.job)
+    peaks: dict[tuple[TrainLayout, Memory], bool] = {}
+
+    def fits(t: TrainLayout, m: Memory, r: Rollout | None) -> bool:
+        """The training peak fits the margin (a filter before the full judgement, which checks it again: the
+        training stages' peak does not read the rollout's sizes, so it is computed once per layout and memory)."""
+        if (t, m) not in peaks:
+            if floor.bytes(t, m.distributed_optimizer) > search.limit or len(peaks) >= 8 * budget:
+                peaks[(t, m)] = False
+            else:
+                peak = _peak(search.candidate(t, m, r)[1])
+                peaks[(t, m)] = peak is not None and peak <= search.limit
+        return peaks[(t, m)]
+
+    found: list[Plan] = []
+    judged = 0
+    most = max(n for n, _, _ in layouts) + 8 if layouts else 0
+    for distance in range(1, most + 1):
+        for dt, _, t in layouts:
+            if dt > distance:
+                break
+            for dm, m in memories(t):
+                for r in rollouts.get(distance - dt - dm, ()):
+                    if not rollout_ok(r) or not fits(t, m, r):
+                        continue
+                    judged += 1
+                    plan = search.judge(t, m, r)
+                    if plan is not None:
+                        found.append(plan)
+                    if len(found) >= top or judged >= budget:
+                        return sorted(found, key=lambda p: (len(p.changes), p.seconds))
+    return sorted(found, key=lambda p: (len(p.changes), p.seconds))
 
 
 def plan_job(
