@@ -279,10 +279,7 @@ def _proof_lines(f) -> list[Line]:
     if f.fix_check in ("valid", "proven"):
         if f.fix_source == "text":
             return [[("  proven: ", "good"), (f.fix_note or "", None)]]
-        return [
-            [("  proven fix: ", "good"), (" ".join(f.fix_lines), None)],
-            [("    ", None), (f.fix_note or "", "dim")],
-        ]
+        return [[("  proven fix: ", "good"), (" ".join(f.fix_lines), None), (f" ({f.fix_note})", "dim")]]
     if f.fix_check == "disproved":
         return [[("  fix check: ", "bad"), (f.fix_note or "", None)]]
     if f.fix_check == "no-single-key":
