@@ -229,14 +229,18 @@ def run_command(command: str, path: Path, text: bytes) -> None:
         json.loads(render_mesh_json(result))
         render_mesh_text(result)
     elif command == "plan":
-        plan = getattr(api, "plan", None)
-        if plan is not None:
-            plan(path)
+        from shardcheck.plan import PlanError, plan_script
+        from shardcheck.report.plan_report import render_plan_json, render_plan_text
+
+        try:
+            result = plan_script(path, top=3)
+        except (InputError, PlanError):
+            return
+        json.loads(render_plan_json(result))
+        render_plan_text(result)
     else:
         raise ValueError(f"no command {command!r}")
 
 
 def commands() -> tuple[str, ...]:
-    from shardcheck import api
-
-    return ("reader", "check", "memory", "mesh") + (("plan",) if hasattr(api, "plan") else ())
+    return ("reader", "check", "memory", "mesh", "plan")

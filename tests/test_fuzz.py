@@ -64,11 +64,28 @@ COMMON = settings(
 )
 
 
-@pytest.mark.parametrize("command", [c for c in fuzzing.commands() if c != "reader"])
+@pytest.mark.parametrize("command", [c for c in fuzzing.commands() if c not in ("reader", "plan")])
 @COMMON
 @given(seed_index=st.integers(0, 1 << 10), mutations=ops)
 def test_commands_survive_mutated_scripts(workdir, command, seed_index, mutations):
     _run(command, workdir, seed_index, mutations)
+
+
+# `plan` searches thousands of layouts per input: here only on the small seeds (one model, one node), a
+# tenth of the inputs; bench/fuzz.py --commands plan drives it on every seed (figures in the README).
+SMALL = [i for i, s in enumerate(SEEDS) if s.name in fuzzing.SMALL_SEEDS]
+
+
+@settings(
+    max_examples=max(1, EXAMPLES // 10),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(pick=st.integers(0, 1 << 10), mutations=ops)
+def test_plan_survives_mutated_small_scripts(workdir, pick, mutations):
+    _run("plan", workdir, SMALL[pick % len(SMALL)], mutations)
 
 
 @settings(

@@ -174,6 +174,14 @@ class Grid:
         return _span(self.order.replace("-ep", ""), dense, dim)
 
 
+def _tiling(traced, name: str) -> int:
+    """A data-parallel size derived from the world: unknown when the layout does not tile the world."""
+    value = known(traced, name)
+    if not isinstance(value, int) or value < 1:
+        raise UnknownValue(f"{name}: the layout does not tile the world")
+    return value
+
+
 def _grid(job: Job, layout: MegatronLayout) -> Grid:
     world = job.cluster.world
     return Grid(
@@ -182,8 +190,8 @@ def _grid(job: Job, layout: MegatronLayout) -> Grid:
         cp=known(layout.cp, "CP"),
         ep=known(layout.ep, "EP"),
         etp=known(layout.etp, "ETP"),
-        dp=known(layout.dp(world), "DP"),
-        edp=known(layout.edp(world), "EDP"),
+        dp=_tiling(layout.dp(world), "DP"),
+        edp=_tiling(layout.edp(world), "EDP"),
         vpp=known(layout.vpp, "VPP") or 1,
         order=layout.order,
         sequence_parallel=bool(layout.sequence_parallel.value),

@@ -600,6 +600,13 @@ def plan_job(
     started = time.perf_counter()
     kind = job.cluster.device.value if job.cluster.device.known else None
     dev = device_for(device or job.device_choice, kind)
+    if job.model is not None:
+        from shardcheck.models.architecture import NotModelled, architecture
+
+        try:
+            architecture(job.model)
+        except NotModelled as exc:
+            raise PlanError(f"the model cannot be sized ({exc}); give the value it names, or --model-config") from None
     search = _Search(job, dev, margin, space)
     current, current_errors, current_valid = _current(search)
     input_errors = [f for f in run_rules(search.job)[0] if f.severity == "error" and f.rule.startswith(INPUT_RULES)]
