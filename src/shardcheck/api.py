@@ -258,22 +258,38 @@ def check(
     findings += _id_findings(job, settings, path)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
 
-    def reread(words: tuple[str, ...]) -> Job:
-        again = resolve_script(
-            path,
-            env,
-            model_config=model_config,
-            display=shown,
-            text=text,
-            args=args,
-            verl_version=_requested_verl(verl_version, settings),
-            megatron_core_version=megatron_core_version,
-            allow_source=allow_source,
-            extra_args=words,
-        )
-        return replace(again, device_choice=device, host_memory_bytes=host_memory, sample_tokens=sample_tokens)
-
+    reread = Reread(
+        path,
+        env,
+        {
+            "model_config": model_config,
+            "display": shown,
+            "text": text,
+            "args": args,
+            "verl_version": _requested_verl(verl_version, settings),
+            "megatron_core_version": megatron_core_version,
+            "allow_source": allow_source,
+        },
+        {"device_choice": device, "host_memory_bytes": host_memory, "sample_tokens": sample_tokens},
+    )
     return Result(shown, job, group_findings(findings), skipped, settings=settings, suppressed=hidden, reread=reread)
+
+
+@dataclass(frozen=True)
+class Reread:
+    """The script read again as ``check`` read it, with words added to its launch command (a plain object,
+    so that a Result still pickles for worker processes)."""
+
+    path: str | Path
+    env: dict[str, str] | None
+    resolve: dict
+    job: dict
+
+    def __call__(self, words: tuple[str, ...]) -> Job:
+        from dataclasses import replace
+
+        again = resolve_script(self.path, self.env, extra_args=words, **self.resolve)
+        return replace(again, **self.job)
 
 
 _KIND_PROBLEM = {
