@@ -130,7 +130,12 @@ def test_fine_grained_offload_moves_the_listed_modules_inputs(tmp_path):
 
 def test_megatron_fsdp_shards_weights_and_grads_over_dp(tmp_path):
     base, _ = est(MLM)
-    fsdp, _ = est(variant(tmp_path, MLM, "--bf16", "--bf16 --use-megatron-fsdp"))
+    # optim_grads_params is the default from core_v0.19 on (core_v0.16.1, the minor judged here: no_shard)
+    fsdp, _ = est(
+        variant(
+            tmp_path, MLM, "--bf16", "--bf16 --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+        )
+    )
     grads_only, _ = est(
         variant(
             tmp_path / "g", MLM, "--bf16", "--bf16 --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads"

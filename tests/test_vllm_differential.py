@@ -145,3 +145,40 @@ def test_scheduler_token_budget_agrees_with_vllm():
                 f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be greater than or equal "
                 f"to max_num_seqs ({cfg.max_num_seqs})."
             )
+
+
+def test_startup_free_memory_check_agrees_with_vllm():
+    """VLLM-MEM-STARTUP's condition and text against vLLM's ``request_memory`` (vllm/v1/worker/utils.py)."""
+    import math
+
+    from shardcheck.rules.vllm_engine import startup_memory_error
+
+    source = zipfile.ZipFile(WHEEL).read("vllm/v1/worker/utils.py").decode()
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "request_memory")
+    gib = 1 << 30
+    namespace = {
+        "math": math,
+        "MemorySnapshot": object,
+        "CacheConfig": object,
+        "format_gib": lambda b: f"{round(b / gib, 2)}",  # vllm/utils/mem_utils.py format_gib
+    }
+    exec(compile(ast.Module([node], []), "utils.py", "exec"), namespace)  # noqa: S102 - vLLM's own function text
+    request_memory = namespace["request_memory"]
+    rng = random.Random(17)
+    raised = 0
+    for _ in range(3000):
+        total = rng.choice([24, 40, 80, 94, 141, 192]) * gib - rng.randrange(0, gib)
+        free = rng.randrange(0, total + 1)
+        util = rng.choice([0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95])
+        snapshot = SimpleNamespace(total_memory=total, free_memory=free, device_="")
+        try:
+            request_memory(snapshot, SimpleNamespace(gpu_memory_utilization=util))
+            theirs = None
+        except ValueError as exc:
+            theirs = str(exc).replace("device  (", "device (")  # no device name in shardcheck's text
+            raised += 1
+        ours = startup_memory_error(total, free, util)
+        assert (ours is None) == (theirs is None), (total, free, util, ours, theirs)
+        if ours is not None:
+            assert theirs.startswith(ours), (ours, theirs)  # vLLM adds what to do
+    assert 300 < raised < 2700

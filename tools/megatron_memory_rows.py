@@ -200,7 +200,9 @@ def main() -> int:
         from shardcheck.memory.validation import predict
 
         for row in rows:
-            predicted = predict(resolve_script(OUT / f"{row['case']}.sh"), row["device"])
+            # main after core_v0.19.0: the newest flag table (tests/test_memory_validation.py MINOR)
+            job = resolve_script(OUT / f"{row['case']}.sh", megatron_core_version="0.19")
+            predicted = predict(job, row["device"])
             row["predicted_allocated"] = predicted
             row["ratio"] = round(predicted / row["measured_allocated"], 4) if predicted else None
     (OUT / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")

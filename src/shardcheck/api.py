@@ -465,6 +465,7 @@ def resolve_script(
         args=args,
         extra_args=extra_args,
         verl_version=verl_version,
+        megatron_core_version=megatron_core_version,
         memo={} if memo is None else memo,
         allow_source=allow_source,
     )
@@ -489,10 +490,12 @@ def _resolve_script(
     args: tuple[str, ...],
     extra_args: tuple[str, ...],
     verl_version: tuple[str, str] | None,
+    megatron_core_version: str | None = None,
     memo: dict,
     allow_source: tuple[str | Path, ...],
 ) -> Job:
     from shardcheck.frameworks.interface import detect, resolve
+    from shardcheck.frameworks.megatron.versions import choose
     from shardcheck.frameworks.verl.resolve import unmodelled_verl_entry
     from shardcheck.inputs.bash import read_bash, read_bash_text
     from shardcheck.inputs.launch import find_launches
@@ -517,7 +520,14 @@ def _resolve_script(
     _stop_at_unterminated(reading, found)
     flag_launch = next(((launch, framework) for launch, framework in detected if framework is not None), None)
     flag_job = (
-        resolve(flag_launch[1], flag_launch[0], reading, shown, model_config=model_config)
+        resolve(
+            flag_launch[1],
+            flag_launch[0],
+            reading,
+            shown,
+            model_config=model_config,
+            megatron_core=choose(megatron_core_version).version,  # Megatron-LM's flags are those of this minor
+        )
         if not launches and flag_launch is not None
         else None
     )
@@ -640,7 +650,7 @@ def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -
 
     for launch in found:
         if is_slime_entry(launch):
-            return resolve_slime(launch, shown, model_config=model_config)
+            return resolve_slime(launch, shown, model_config=model_config, commands=reading.commands)
         if is_megatron_lm_entry(launch):
             return resolve_megatron_lm(launch, shown, exported_values(reading, launch), model_config=model_config)
     return None

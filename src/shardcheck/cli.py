@@ -161,6 +161,9 @@ def _sample_tokens(text: str) -> tuple[int, int | None]:
     return values[0], values[1] if len(values) == 2 else None
 
 
+MODEL_CONFIG_HELP = "the model's HF config.json, or its folder holding one (overrides presets)"
+
+
 def _version_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--verl-version",
@@ -200,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="a value the script reads from its environment (repeatable)",
     )
-    check.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
+    check.add_argument("--model-config", metavar="PATH", help=MODEL_CONFIG_HELP)
     check.add_argument(
         "--format", "--output-format", dest="format", choices=("text", "json", *CI_FORMATS), default="text"
     )
@@ -253,7 +256,7 @@ def _parser() -> argparse.ArgumentParser:
     memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
     memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
     memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
-    memory.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
+    memory.add_argument("--model-config", metavar="PATH", help=MODEL_CONFIG_HELP)
     memory.add_argument("--format", choices=("text", "json"), default="text")
     memory.add_argument("--explain", action="store_true", help="say what each term is and where its formula comes from")
     _memory_options(memory)
@@ -281,7 +284,7 @@ def _parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="the layouts that start, fit and run fastest, with the lines to paste")
     plan.add_argument("path", nargs="?", help="a launch script (or give --model and the cluster)")
     plan.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
-    plan.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
+    plan.add_argument("--model-config", metavar="PATH", help=MODEL_CONFIG_HELP)
     plan.add_argument("--model", metavar="NAME|config.json", help="plan a verl GRPO job for this model")
     plan.add_argument("--world", type=int)
     plan.add_argument("--devices-per-node", type=int)

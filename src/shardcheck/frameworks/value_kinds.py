@@ -95,6 +95,7 @@ def shown(value: object, limit: int = 60) -> str:
 
 COUNT = ValueKind("int", low=1)  # sizes, batch sizes, lengths, token budgets
 COUNT_OR_NULL = ValueKind("int", low=1, none=True)
+RANK = ValueKind("int", low=0)  # 0: off (LoRA ranks)
 FLAG = ValueKind("bool")
 FLAG_OR_NULL = ValueKind("bool", none=True)
 NAME = ValueKind("text")

@@ -57,6 +57,7 @@ class StageMemory:
     params: StageParams
     bytes: dict[str, int]
     micro_batches_in_flight: int
+    critic_at_startup: int = 0  # the colocated critic's bytes on this device before its first update
 
     @property
     def total(self) -> int:
@@ -97,6 +98,10 @@ class RolloutMemory:
     requests_per_replica: int | None  # the step's requests spread over the replicas
     kv_replicated: bool
     training_resident_bytes: int = 0  # training state left on the device during generation
+    # training state on the device when the engine starts (before the first update), and what it is made of
+    startup_resident_bytes: int = 0
+    startup_terms: tuple[str, ...] = ()
+    training_resident_terms: tuple[str, ...] = ()  # what training_resident_bytes is made of
     # False when the checkpoint is quantized (config.json quantization_config): the engine may load fewer
     # bytes per parameter than the rollout dtype, so the weights (and the budget) are estimates
     weights_exact: bool = True
@@ -189,7 +194,10 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         _add_critic(job, arch, out, adapter, settings)
         out.host = _host(job, out.train, settings)
         if out.rollout is not None and rollout.colocated:
-            out.rollout.training_resident_bytes = _resident(out.train, settings)
+            out.rollout.training_resident_bytes, out.rollout.training_resident_terms = _resident(out.train, settings)
+            out.rollout.startup_resident_bytes, out.rollout.startup_terms = _at_startup(
+                out.train, settings, megatron=layout is not None
+            )
     return out
 
 
@@ -406,6 +414,12 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter, sett
             b["optimizer"] if critic.keeps_optimizer else 0
         )
         b["critic_state"] = int(kept * share)
+        built = (
+            _built_state(b, settings, critic.keeps_params, critic.keeps_optimizer)
+            if critic.engine == "megatron"
+            else b["weights"] * critic.keeps_params  # FSDP: grads and AdamW state appear at the first step
+        )
+        s.critic_at_startup = int(built * share)
         b["allocated"] += b["critic_state"]
         b["total"] = device_total(b)
     if phase:
@@ -655,12 +669,60 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
     )
 
 
-def _resident(train: TrainMemory, settings: TrainSettings) -> int:
-    """Training state left on the device while the rollout engine generates."""
+def _resident(train: TrainMemory, settings: TrainSettings) -> tuple[int, tuple[str, ...]]:
+    """Training state left on the device while the rollout engine generates (after an update: Adam's moments
+    exist), and its named parts."""
     b = max(train.stages, key=lambda s: s.total).bytes
-    kept = 0 if settings.param_offload else b["weights"] + b["grads"]
-    kept += 0 if settings.optimizer_offload else b["optimizer"]
-    return kept + b["ref_weights"] + b.get("critic_state", 0)
+    parts = {
+        "weights and grads": 0 if settings.param_offload else b["weights"] + b["grads"],
+        "optimizer": 0 if settings.optimizer_offload else b["optimizer"],
+        "reference weights": b["ref_weights"],
+        "critic": b.get("critic_state", 0),
+    }
+    return sum(parts.values()), tuple(f"{k} {v / GIB:.1f} GiB" for k, v in parts.items() if v)
+
+
+def _built_state(b: dict[str, int], settings: TrainSettings, params: bool, optimizer: bool) -> int:
+    """What a freshly built Megatron training engine holds on the device before its first step (its
+    ``bytes`` terms; ``params`` / ``optimizer``: not offloaded).
+
+    Megatron DDP allocates its gradient buffer and the (distributed) optimizer its fp32 master copy when
+    they are built (megatron/core/distributed/param_and_grad_buffer.py, megatron/core/optimizer/
+    distrib_optimizer.py); Adam's two moments appear at the first step (apex / Transformer Engine FusedAdam
+    create their state lazily), so only the master's 4 of ``state_bytes`` bytes per parameter count.
+    verl's engines move weights and grads (param_offload) and the optimizer (optimizer_offload) to the host
+    at the end of their init (verl/workers/engine/megatron/transformer_impl.py, 0.9.1).
+    """
+    kept = b["weights"] + b["grads"] if params else 0
+    if optimizer and settings.state_bytes:
+        kept += b["optimizer"] * 4 // settings.state_bytes
+    return kept
+
+
+def _at_startup(train: TrainMemory, settings: TrainSettings, *, megatron: bool) -> tuple[int, tuple[str, ...]]:
+    """Training state on one device when a colocated rollout engine starts, and its named parts.
+
+    verl builds the critic, the reference and the actor before the rollout servers
+    (verl/trainer/ppo/ray_trainer.py init_workers; verl/workers/engine_workers.py init_model, 0.9.1), each
+    offloading at the end of its init what its param_offload / optimizer_offload say. Megatron: see
+    ``_built_state``. FSDP: the sharded parameters only (gradients appear at the first backward, AdamW's
+    state at the first step; verl/workers/engine/fsdp/transformer_impl.py). The largest device counts.
+    """
+    best, terms = 0, ()
+    for s in train.stages:
+        b = s.bytes
+        parts = {}
+        if megatron:
+            parts["weights and grads"] = b["weights"] + b["grads"] if not settings.param_offload else 0
+            parts["optimizer fp32 master"] = _built_state(b, settings, False, not settings.optimizer_offload)
+        else:
+            parts["weights"] = 0 if settings.param_offload else b["weights"]
+        parts["reference weights"] = b["ref_weights"]
+        parts["critic"] = s.critic_at_startup
+        total = sum(parts.values())
+        if total > best:
+            best, terms = total, tuple(f"{k} {v / GIB:.1f} GiB" for k, v in parts.items() if v)
+    return best, terms
 
 
 def _host(job: Job, train: TrainMemory, settings: TrainSettings) -> HostMemory:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from shardcheck.errors import InputError
@@ -62,6 +63,19 @@ def _rope(cfg: dict) -> dict | None:
     if "rope_type" not in rope and "type" in rope:
         rope = {**rope, "rope_type": rope["type"]}
     return rope
+
+
+def model_config_file(given: str | Path) -> Path:
+    """The config.json that ``--model-config`` names: the file itself, or ``config.json`` in a model folder
+    (as ``from_pretrained`` reads a folder). A folder without one is bad input, said in one line."""
+    path = Path(given)
+    if not files.is_directory(path):
+        return path
+    inside = path / "config.json"
+    if files.is_regular(inside):
+        return inside
+    why = "has a config.json that is not a regular file" if os.path.lexists(inside) else "has no config.json"
+    raise files.UnreadableFile(path, f"is a folder that {why}", "give the model's folder or its HF config.json")
 
 
 def read_config_json(path: Path) -> ModelFacts:
@@ -170,7 +184,7 @@ def load_model(
     component is known can still name a preset (``${WORK_DIR}/Qwen3-8B``).
     """
     if model_config is not None:
-        return read_config_json(Path(model_config)), None
+        return read_config_json(model_config_file(model_config)), None
     text = path_text
     if not text or "__shardcheck_unknown_" in text.rstrip("/").rsplit("/", 1)[-1]:
         return None, "the model path is unknown; pass --model-config config.json"

@@ -57,10 +57,14 @@ def megatron_lm_launch(flags: str = "", *, model: str = SMALL_MOE, nodes: int = 
     )
 
 
-def slime_launch(flags: str = "", *, model: str = SMALL_MOE, batch: str = "--rollout-batch-size 32") -> str:
-    """A valid slime launch on one 8-GPU node, its rollout on 8 GPUs of its own, apart from ``flags``."""
+def slime_launch(
+    flags: str = "", *, model: str = SMALL_MOE, batch: str = "--rollout-batch-size 32", before: str = ""
+) -> str:
+    """A valid slime launch on one 8-GPU node, its rollout on 8 GPUs of its own, apart from ``flags``;
+    ``before``: lines in front of it (a ``ray start``)."""
     return (
-        "ray job submit --address=http://127.0.0.1:8265 -- python3 train.py --actor-num-nodes 1 "
+        (f"{before}\n" if before else "")
+        + "ray job submit --address=http://127.0.0.1:8265 -- python3 train.py --actor-num-nodes 1 "
         "--actor-num-gpus-per-node 8 --rollout-num-gpus 8 --rollout-num-gpus-per-engine 8 "
         f"{batch} --n-samples-per-prompt 8 --global-batch-size 256 {model} {flags}\n"
     )

@@ -251,7 +251,7 @@ def gqa_flag(job: Job) -> Iterator[Finding]:
     `num_query_groups` is taken only `if args.group_query_attention`).
     """
     groups_t = job.value("--num-query-groups")
-    if need(groups_t, "--num-query-groups") is None:
+    if groups_t.origin.kind == "default" or need(groups_t, "--num-query-groups") is None:
         return
     if not need(job.value("--group-query-attention"), "--group-query-attention"):
         yield finding(
@@ -304,30 +304,38 @@ def gbs_div(job: Job) -> Iterator[Finding]:
 @rule(
     "MLM-FLAG-UNKNOWN",
     "warning",
-    "A flag that is a near-miss of one Megatron-LM or slime has",
+    "A flag the chosen Megatron-LM version does not have, or a near-miss of one slime has",
     notes=(Kind.FLAG_UNKNOWN,),
     certain=True,
 )
 def flag_unknown(p: Problem) -> Message:
     """
-    A `--flag` that is not among the flags shardcheck reads but is one or two letters from one of
-    them, or a flag Megatron-LM does not have at all (`--virtual-pipeline-model-parallel-size`).
+    A `--flag` that Megatron-LM's `arguments.py` at the chosen megatron-core minor does not declare
+    (`pretrain_*.py` launches; the table is generated from that file, with the flags the entry's
+    `extra_args_provider` adds), a flag Megatron-LM does not have at all
+    (`--virtual-pipeline-model-parallel-size`), or, for slime, a flag one or two letters from one it has.
 
     Why:
-    slime parses Megatron-LM's arguments with `ignore_unknown_args=True`, so a misspelt size is
-    silently dropped and the default is used; `pretrain_gpt.py` stops with `unrecognized arguments`.
+    `pretrain_gpt.py` parses with argparse and stops with `unrecognized arguments`; slime parses Megatron-LM's
+    arguments with `ignore_unknown_args=True`, so a misspelt size is silently dropped and the default is used.
 
     Fix:
-    Spell the flag as Megatron-LM does.
+    Spell the flag as the Megatron-LM version in use does, drop it, or give `--megatron-core-version` for the
+    version the launch really runs.
 
     Source:
-    megatron/training/arguments.py, parse_args (Megatron-LM main); slime/backends/megatron_utils/arguments.py.
+    megatron/training/arguments.py, parse_args (NVIDIA/Megatron-LM, core_v0.9.0 to core_v0.19.0);
+    slime/backends/megatron_utils/arguments.py.
     """
-    if p["close"]:
+    if p["meant"] is None:
         return (
-            f"{p['flag']} is not a flag shardcheck knows; it is close to {p['meant']}",
-            f"did you mean `{p['meant']}`?",
+            f"{p['flag']} is not a flag of {p['program']} (its megatron/training/arguments.py has no such option; "
+            "argparse stops with `unrecognized arguments`)",
+            "drop it, or give --megatron-core-version for the version the launch runs",
         )
+    if p["close"]:
+        whose = "shardcheck knows" if p["program"] is None else f"of {p['program']}"
+        return f"{p['flag']} is not a flag {whose}; it is close to {p['meant']}", f"did you mean `{p['meant']}`?"
     return (
         f"{p['flag']} is not a Megatron-LM flag (its arguments.py has no such option)",
         f"did you mean `{p['meant']}`?",

@@ -99,6 +99,121 @@ def gbs_steps(job: Job) -> Iterator[Finding]:
         )
 
 
+@rule(
+    "SLIME-GBS-ROLLOUT",
+    "error",
+    "One rollout must hold at least one global batch: rollout batch · samples ≥ global batch",
+    frameworks=("slime",),
+)
+def gbs_per_rollout(job: Job) -> Iterator[Finding]:
+    """
+    Each rollout yields `--rollout-batch-size` × `--n-samples-per-prompt` samples, and slime trains
+    on them in steps of `--global-batch-size` samples: `rollout_batch_size · n_samples_per_prompt //
+    global_batch_size` steps per rollout. Fewer samples than one global batch give no step. Samples
+    beyond whole steps are dropped (logged only).
+
+    Why:
+    After the first rollout has been generated, slime's data split stops: `AssertionError:
+    num_rollouts (N) < global_batch_size (G); need at least one rollout per step.`
+
+    Versions:
+    slime v0.3.x and main: `build_dp_schedule` (slime/utils/dp_schedule.py, each sample its own
+    rollout id unless a custom rollout sets one); v0.2.x: `RolloutManager` raises `ValueError: Not
+    enough samples N for global_batch_size G` (slime/ray/rollout.py, unless
+    `--disable-rollout-trim-samples` or `--use-dynamic-global-batch-size`).
+
+    Fix:
+    Lower `--global-batch-size` to at most rollout batch · samples (a divisor of it wastes no
+    sample), or give `--num-steps-per-rollout` instead.
+
+    Source:
+    slime/utils/dp_schedule.py build_dp_schedule (THUDM/slime v0.3.1, main 624b824);
+    slime/ray/rollout.py (v0.2.2); slime/utils/arguments.py slime_validate_args.
+    """
+    if job.value("--num-steps-per-rollout").value is not None:
+        return  # slime derives the global batch from the rollout (SLIME-GBS-STEPS checks a given one)
+    gbs_t = job.value("--global-batch-size")
+    gbs = need(gbs_t, "--global-batch-size")
+    rbs_t, n_t = job.value("--rollout-batch-size"), job.value("--n-samples-per-prompt")
+    rbs, n = need(rbs_t, "--rollout-batch-size"), need(n_t, "--n-samples-per-prompt")
+    if gbs is None or rbs is None or n is None or rbs * n >= gbs:
+        return
+    samples = rbs * n
+    yield finding(
+        "SLIME-GBS-ROLLOUT",
+        f'slime: "num_rollouts ({samples}) < global_batch_size ({gbs}); need at least one rollout per step." '
+        f"— a rollout yields --rollout-batch-size {rbs} × --n-samples-per-prompt {n} = {samples} samples",
+        where(gbs_t, rbs_t, n_t),
+        fix=f"--global-batch-size {samples} (or a divisor of it), or --rollout-batch-size {-(-gbs // n)} or more",
+    )
+
+
+@rule(
+    "SLIME-CLUSTER-GPUS",
+    "error",
+    "The actor's and the rollout's GPUs must fit the Ray cluster the script starts",
+    frameworks=("slime",),
+)
+def cluster_gpus(job: Job) -> Iterator[Finding]:
+    """
+    slime places all its GPUs in one Ray placement group: the actor's (`--actor-num-nodes` ×
+    `--actor-num-gpus-per-node`) plus the rollout's (`--rollout-num-gpus`); with `--colocate` the
+    larger of the two. The critic shares the actor's GPUs. Checked only when the script itself
+    starts the whole cluster: one `ray start --head --num-gpus N`, no other `ray start` (not even
+    inside an `ssh` string), and a one-node actor (`--actor-num-nodes 1`; a multi-node job's workers
+    may join from outside the script).
+
+    Why:
+    No error: slime waits for the placement group without a timeout, logging `Waiting for placement
+    group of N GPUs (elapsed Ts): G GPUs registered with Ray, A available.` every 30 s.
+
+    Versions:
+    slime v0.3.x and main (`_get_placement_group_layout`); v0.2.x also added the critic's
+    `--critic-num-nodes` × `--critic-num-gpus-per-node` (the actor's by default) for PPO, which
+    this rule does not count.
+
+    Fix:
+    Fewer actor or rollout GPUs, `--colocate`, or more GPUs in `ray start --num-gpus` (more nodes).
+
+    Source:
+    slime/ray/placement_group.py `_get_placement_group_layout`, `_create_placement_group`
+    (THUDM/slime main 624b824, v0.3.1); slime/utils/arguments.py slime_validate_args (the debug
+    modes and --colocate).
+    """
+    cluster_t = job.values.get("ray cluster GPUs")
+    if cluster_t is None:
+        return
+    cluster = need(cluster_t, "ray start --num-gpus")
+    nodes_t, per_t = job.cluster.nnodes, job.cluster.devices_per_node
+    if need(nodes_t, "--actor-num-nodes") != 1:
+        return
+    actor = need(per_t, "--actor-num-gpus-per-node")
+    if need(job.value("--debug-train-only"), "--debug-train-only"):
+        wanted, how = actor, "the actor's (--debug-train-only)"
+    else:
+        rollout_t = job.rollout.gpus if job.rollout is not None else None
+        rollout = need(rollout_t, "--rollout-num-gpus") if rollout_t is not None else None
+        if rollout is None:
+            return  # slime needs --rollout-num-gpus without --colocate (its own error)
+        if need(job.value("--debug-rollout-only"), "--debug-rollout-only"):
+            wanted, how = rollout, "the rollout's (--debug-rollout-only)"
+        elif need(job.value("--colocate"), "--colocate"):
+            wanted, how = max(actor, rollout), f"max(actor {actor}, rollout {rollout}) with --colocate"
+        else:
+            wanted, how = actor + rollout, f"actor {actor} + rollout {rollout}"
+    if wanted <= cluster:
+        return
+    yield finding(
+        "SLIME-CLUSTER-GPUS",
+        f"slime asks Ray for a placement group of {wanted} GPUs ({how}) but the Ray cluster this script "
+        f"starts has {cluster} (no worker joins in the script): slime waits forever "
+        f'("Waiting for placement group of {wanted} GPUs ...: {cluster} GPUs registered with Ray")',
+        where(cluster_t, job.value("--rollout-num-gpus"), per_t, nodes_t),
+        fix=(f"--rollout-num-gpus {cluster - actor}, " if cluster > actor else "")
+        + f"--colocate, or a cluster of {wanted} GPUs",
+    )
+
+
 @rule("SLIME-UNEVEN-PP1", "error", "First/last pipeline stage layer counts need PP > 1", frameworks=("slime",))
 def uneven_pp1(job: Job) -> Iterator[Finding]:
     """

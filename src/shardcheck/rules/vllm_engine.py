@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from shardcheck.job import Job
@@ -264,3 +265,262 @@ def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
             where(seqs_t, job.value("data.train_batch_size")),
             fix=f"{RO}.max_num_seqs={-(-requests // engines)} (KV cache permitting)",
         )
+
+
+@rule(
+    "VLLM-MEM-STARTUP",
+    "error",
+    "vLLM's gpu_memory_utilization × device must be free when the colocated rollout starts",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="vllm",
+)
+def vllm_startup_memory(job: Job) -> Iterator[Finding]:
+    """
+    When vLLM starts it asks for `gpu_memory_utilization` × the device's memory and checks that so
+    much is free at that moment. In verl's hybrid (colocated) mode the training engines are built
+    first and share the device: what they still hold is not free. At that point each Megatron engine
+    holds its weights and gradient buffer unless `param_offload`, and the optimizer's fp32 master copy
+    unless `optimizer_offload` (Adam's moments appear at the first step); an FSDP engine its sharded
+    parameters unless `param_offload`; the reference model its weights unless its own `param_offload`;
+    a colocated critic likewise. The sleep settings (`free_cache_engine`, `enable_sleep_mode`) only
+    act after this first start. The free memory shardcheck computes is an upper bound: the training
+    process's CUDA context and NCCL buffers are not counted.
+
+    Why:
+    The rollout server dies before loading the model with `ValueError: Free memory on device (F/T GiB)
+    on startup is less than desired GPU memory utilization (U, R GiB). Decrease GPU memory utilization
+    or reduce GPU memory used by other processes.` Error on a device named with `--device`, warning
+    on an assumed one.
+
+    Versions:
+    The check is in vLLM's v1 GPU worker (0.11.0: `Worker.init_device`; 0.24.0: `request_memory`).
+
+    Fix:
+    Lower `gpu_memory_utilization` to what is free, or offload the training state at init
+    (`param_offload`, `optimizer_offload` of the actor, ref and critic).
+
+    Source:
+    vllm 0.24.0 vllm/v1/worker/utils.py request_memory (the check and its text), vllm 0.11.0
+    vllm/v1/worker/gpu_worker.py Worker.init_device; verl 0.9.1 verl/workers/engine_workers.py
+    init_model (the actor and ref engines before the rollout), verl/workers/engine/megatron/
+    transformer_impl.py and fsdp/transformer_impl.py initialize (offload at the end of init);
+    shardcheck/memory/estimate.py (_at_startup).
+    """
+    from shardcheck.frameworks.interface import memory_fix_keys
+    from shardcheck.memory.devices import GIB
+    from shardcheck.rules.memory import job_estimate
+
+    if _vllm_tp(job) is None or lora(job):
+        return
+    est = job_estimate(job)
+    if est is None or est.rollout is None or not est.rollout.startup_resident_bytes:
+        return
+    util_t = job.value(f"{RO}.gpu_memory_utilization")
+    util = need(util_t, f"{RO}.gpu_memory_utilization")
+    total = est.device.memory_bytes
+    free = total - est.rollout.startup_resident_bytes
+    message = startup_memory_error(total, free, util)
+    if message is None:
+        return
+    keys = memory_fix_keys(job).offload
+    assumed = f" ({est.device.note})" if est.device.note else ""
+    room = math.floor(100 * free / total) / 100
+    yield finding(
+        "VLLM-MEM-STARTUP",
+        f'vLLM: "{message}" at best — the colocated training side '
+        f"still holds {est.rollout.startup_resident_bytes / GIB:.2f} GiB of {est.device.name} "
+        f"({', '.join(est.rollout.startup_terms)}){assumed}",
+        where(util_t, job.value(keys[0]), job.value(keys[1])),
+        fix=f"{RO}.gpu_memory_utilization={room} or less, or {keys[0]}=True and {keys[1]}=True",
+        severity=None if est.device.note is None else "warning",
+    )
+
+
+def startup_memory_error(total: int, free: int, utilization: float) -> str | None:
+    """vLLM's start-up check: its error text when ``free`` bytes are less than ``utilization`` × ``total``, or None
+    (vllm 0.24.0 vllm/v1/worker/utils.py request_memory; GiB figures as vllm/utils/mem_utils.py format_gib)."""
+    requested = math.ceil(total * utilization)
+    if free >= requested:
+        return None
+
+    def gib(n: int) -> str:
+        return f"{round(n / (1 << 30), 2)}"
+
+    return (
+        f"Free memory on device ({gib(free)}/{gib(total)} GiB) on startup is less than desired GPU memory "
+        f"utilization ({utilization}, {gib(requested)} GiB)."
+    )
+
+
+@rule(
+    "VLLM-MEM-WAKE",
+    "warning",
+    "vLLM's memory, resumed for each rollout, must fit beside the training state left on the device",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="vllm",
+)
+def vllm_wake_memory(job: Job) -> Iterator[Finding]:
+    """
+    With `free_cache_engine` (verl's default) the colocated vLLM sleeps during the update and, at the
+    start of every rollout, maps its weights and its whole KV cache again (the sizes it chose at
+    start-up). By then the first update has run: the training side keeps its weights and gradients
+    unless `param_offload`, its whole Adam state (master and both moments) unless
+    `optimizer_offload`, the reference's weights and a colocated critic's state. The start-up check
+    (VLLM-MEM-STARTUP) saw only the master copy: a job can start and then run out of memory at its
+    second rollout. Warning: vLLM's KV cache size depends on its profiled activations, which
+    shardcheck estimates.
+
+    Why:
+    A CUDA out-of-memory error while verl resumes the rollout's KV cache (`rollout.resume(tags=
+    ["kv_cache"])`, vLLM's `CuMemAllocator.wake_up`), after the first training step.
+
+    Fix:
+    `optimizer_offload=True` (and `param_offload=True`) for the actor (and critic), or a lower
+    `gpu_memory_utilization`.
+
+    Source:
+    verl 0.9.1 verl/workers/engine_workers.py ActorRolloutRefWorker rollout_mode (resume weights, sync,
+    offload the actor's weights, resume kv_cache); vllm 0.24.0 vllm/device_allocator/cumem.py
+    CuMemAllocator.wake_up; shardcheck/memory/estimate.py (_resident, _rollout).
+    """
+    from shardcheck.frameworks.interface import memory_fix_keys
+    from shardcheck.memory.devices import GIB
+    from shardcheck.rules.memory import job_estimate
+
+    if _vllm_tp(job) is None or lora(job):
+        return
+    if not need(job.value(f"{RO}.free_cache_engine"), f"{RO}.free_cache_engine"):
+        return  # vLLM keeps its memory through the update: the update must fit beside it instead
+    est = job_estimate(job)
+    if est is None or est.rollout is None or not est.rollout.training_resident_bytes:
+        return
+    r = est.rollout
+    total = est.device.memory_bytes
+    engine = r.weights_bytes + max(0, r.kv_budget_bytes)
+    if r.training_resident_bytes + engine <= total:
+        return
+    if startup_memory_error(total, total - r.startup_resident_bytes, r_util(job)) is not None:
+        return  # it does not even start (VLLM-MEM-STARTUP)
+    keys = memory_fix_keys(job).offload
+    assumed = f" ({est.device.note})" if est.device.note else ""
+    yield finding(
+        "VLLM-MEM-WAKE",
+        f"each rollout after the first update maps vLLM's weights {r.weights_bytes / GIB:.1f} GiB and KV cache "
+        f"{max(0, r.kv_budget_bytes) / GIB:.1f} GiB (estimated) again beside the "
+        f"{r.training_resident_bytes / GIB:.1f} GiB the training side keeps "
+        f"({', '.join(r.training_resident_terms)}): {(engine + r.training_resident_bytes) / GIB:.1f} GiB > "
+        f"{est.device.name} {total / GIB:.1f} GiB — CUDA out of memory when verl resumes the KV cache{assumed}",
+        where(job.value(keys[1]), job.value(f"{RO}.gpu_memory_utilization"), job.value(keys[0])),
+        fix=f"{keys[1]}=True (Adam's state off the device between updates), {keys[0]}=True, or a lower "
+        f"{RO}.gpu_memory_utilization",
+    )
+
+
+def r_util(job: Job) -> float:
+    """The rollout's gpu_memory_utilization (known: the memory estimate read it)."""
+    return job.value(f"{RO}.gpu_memory_utilization").value
+
+
+def lora(job: Job) -> bool:
+    """A LoRA actor (``model.lora_rank`` / Megatron's ``model.lora.rank`` > 0): its frozen base has no gradients
+    or optimizer state, which the memory estimate does not model, so the memory rules here stay silent."""
+    return any(
+        isinstance(v := job.value(key).value, int) and v > 0
+        for key in ("actor_rollout_ref.model.lora_rank", "actor_rollout_ref.model.lora.rank")
+    )
+
+
+@rule(
+    "VLLM-EPLB",
+    "error",
+    "vLLM's expert load balancing needs expert parallelism and experts that split evenly over EP",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="vllm",
+)
+def vllm_eplb(job: Job) -> Iterator[Finding]:
+    """
+    verl turns on vLLM's expert parallelism when the rollout's `expert_parallel_size` is above 1;
+    vLLM's EP group is then the replica's TP · DP ranks. Without expert load balancing (EPLB) vLLM
+    spreads uneven experts over the ranks (the first ranks take one more); with
+    `engine_kwargs.vllm.enable_eplb=True` every rank must hold the same number of physical experts:
+    routed experts plus `eplb_config.num_redundant_experts`.
+
+    Why:
+    vLLM refuses to start: `ValueError: enable_expert_parallel must be True to use EPLB.`
+    (`ParallelConfig`), or `ValueError: EPLB currently only supports even distribution of experts
+    across ranks. Got N experts and E EP ranks.` while the MoE layers are built.
+
+    Versions:
+    vLLM 0.24.0 (both as a ValueError); vLLM 0.11.0 has the second as an `AssertionError: EPLB
+    currently only supports even distribution of experts across ranks.` (fused_moe/layer.py
+    `FusedMoE.__init__`).
+
+    Fix:
+    Set `expert_parallel_size` to rollout TP · DP, or choose TP · DP (or the redundant experts) so that
+    experts + redundant experts divide by it, or drop enable_eplb.
+
+    Source:
+    vllm 0.24.0 vllm/config/parallel.py ParallelConfig (the EPLB checks),
+    vllm/model_executor/layers/fused_moe/layer.py (even distribution with EPLB) and
+    fused_moe/expert_map_manager.py determine_expert_map (uneven without); verl 0.9.1
+    verl/workers/rollout/vllm_rollout/vllm_async_server.py (enable_expert_parallel, engine_kwargs.vllm).
+    """
+    tp = _vllm_tp(job)
+    if tp is None:
+        return
+    # engine_kwargs.vllm is an open mapping ({} by default) handed to vLLM as it is: an absent key is vLLM's default
+    kwargs = need(job.value(f"{RO}.engine_kwargs.vllm"), f"{RO}.engine_kwargs.vllm") or {}
+    if not hasattr(kwargs, "get") or kwargs.get("enable_eplb") is not True:
+        return
+    eplb_t = job.value(f"{RO}.engine_kwargs.vllm.enable_eplb")
+    ep_t = job.value(f"{RO}.expert_parallel_size")
+    ep = need(ep_t, f"{RO}.expert_parallel_size")
+    if ep <= 1:
+        yield finding(
+            "VLLM-EPLB",
+            "enable_expert_parallel must be True to use EPLB. (vLLM; verl enables it only with "
+            f"{RO}.expert_parallel_size > 1, here {ep})",
+            where(eplb_t, ep_t),
+            fix=f"{RO}.expert_parallel_size=<rollout TP · DP>, or drop engine_kwargs.vllm.enable_eplb",
+        )
+        return
+    experts = job.model.num_experts
+    dp = need(job.rollout.dp, f"{RO}.data_parallel_size")
+    if not experts:
+        return
+    extra = redundant_experts(kwargs.get("eplb_config"))
+    if extra is None:
+        return  # not a number shardcheck can read: vLLM's own EPLBConfig validation judges it
+    ranks = tp * dp  # vLLM's EP group (VERL-RO-EP: expert_parallel_size must equal it)
+    physical = experts + extra
+    if physical % ranks:
+        yield finding(
+            "VLLM-EPLB",
+            f"EPLB currently only supports even distribution of experts across ranks. Got {physical} experts and "
+            f"{ranks} EP ranks. (vLLM; {job.model.name}: {experts} routed + {extra} redundant, EP = rollout TP {tp}"
+            f" · DP {dp})",
+            where(eplb_t, job.rollout.tp, job.rollout.dp),
+            fix=f"+{RO}.engine_kwargs.vllm.eplb_config.num_redundant_experts={extra + (-physical) % ranks}, or "
+            f"rollout TP · DP dividing {physical}",
+        )
+
+
+def redundant_experts(eplb_config) -> int | None:
+    """``num_redundant_experts`` of a vLLM ``eplb_config`` given as a mapping or as JSON text (vLLM's CLI form);
+    0 when it is not given (vllm/config/parallel.py EPLBConfig); None when it cannot be read."""
+    import json
+
+    if eplb_config is None:
+        return 0
+    if isinstance(eplb_config, str):
+        try:
+            eplb_config = json.loads(eplb_config)
+        except ValueError:
+            return None
+    if not hasattr(eplb_config, "get"):
+        return None
+    value = eplb_config.get("num_redundant_experts", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

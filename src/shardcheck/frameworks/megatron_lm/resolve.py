@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shardcheck.frameworks.megatron_lm.flags import MEGATRON_LM_FLAGS, FlagReading, read_flags
+from shardcheck.frameworks.megatron_lm.flags import (
+    DEFAULT_MINOR,
+    FlagReading,
+    megatron_lm_flags,
+    megatron_lm_source,
+    read_flags,
+)
 from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, Job, MegatronLayout, ModelFacts
@@ -253,19 +259,30 @@ def flag_notes(flags: FlagReading) -> list[Problem]:
 
 
 def resolve_megatron_lm(
-    launch: Launch, path: str, exported: dict[str, Traced], *, model_config: str | None = None
+    launch: Launch,
+    path: str,
+    exported: dict[str, Traced],
+    *,
+    model_config: str | None = None,
+    megatron_core: str | None = None,
 ) -> Job:
-    flags = read_flags(launch.args, MEGATRON_LM_FLAGS, {})
+    """``megatron_core``: the megatron-core minor whose Megatron-LM flags the launch is read against
+    (the one chosen by the caller; else DEFAULT_MINOR)."""
+    minor = megatron_core or DEFAULT_MINOR
+    script = launch.script.rsplit("/", 1)[-1] if launch.script is not None else None
+    # A module entry (python -m megatron...) may add flags of its own: only near-misses are reported there.
+    complete = f"Megatron-LM core_v{minor}" if script in MEGATRON_LM_SCRIPTS else None
+    flags = read_flags(launch.args, megatron_lm_flags(minor, script), {}, complete=complete)
     notes = flag_notes(flags)
     layout = megatron_layout(flags, notes)
     model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
     return Job(
         path=path,
         framework="megatron-lm",
-        framework_version="main",
+        framework_version=megatron_lm_source(minor),
         entry=launch.entry,
         config_name="-",
-        config_source="Megatron-LM flags (megatron/training/arguments.py)",
+        config_source=f"Megatron-LM flags (megatron/training/arguments.py, {megatron_lm_source(minor)})",
         cluster=torchrun_cluster(launch, exported, notes),
         strategy=_default("megatron", "Megatron-LM"),
         layouts=(layout,),
@@ -299,6 +316,10 @@ def detect(launch: Launch) -> bool:
     return is_megatron_lm_entry(launch)
 
 
-def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None) -> Job:
+def resolve(
+    launch: Launch, reading, path: str, *, model_config: str | None = None, megatron_core: str | None = None
+) -> Job:
     """The Job Megatron-LM would build from the launch's flags and the variables the script exports."""
-    return resolve_megatron_lm(launch, path, exported_values(reading, launch), model_config=model_config)
+    return resolve_megatron_lm(
+        launch, path, exported_values(reading, launch), model_config=model_config, megatron_core=megatron_core
+    )

@@ -8,7 +8,9 @@ defaults of SGLang's ServerArgs). slime parses Megatron-LM's arguments with
 
 from __future__ import annotations
 
-from shardcheck.frameworks.megatron_lm.flags import MEGATRON_LM_FLAGS, Flag
+import functools
+
+from shardcheck.frameworks.megatron_lm.flags import DEFAULT_MINOR, Flag, megatron_lm_flags
 
 _SLIME = [
     Flag("--actor-num-nodes", "int", 1),
@@ -36,6 +38,7 @@ _SLIME = [
     Flag("--release-train", "true", False),
     Flag("--advantage-estimator", "str", "grpo"),
     Flag("--megatron-config-path", "str", None),
+    Flag("--hf-checkpoint", "str", None),
     Flag("--entropy-coef", "float", 0.0),
     Flag("--log-probs-chunk-size", "int", -1, low=-1),  # -1: no chunking
 ]
@@ -48,5 +51,13 @@ _SGLANG = [
     Flag("--sglang-max-running-requests", "int", None),
     Flag("--sglang-context-length", "int", None),
 ]
-SLIME_FLAGS: dict[str, Flag] = {**MEGATRON_LM_FLAGS, **{f.name: f for f in _SLIME + _SGLANG}}
+
+
+@functools.cache
+def slime_flags(minor: str = DEFAULT_MINOR) -> dict[str, Flag]:
+    """Megatron-LM's flags at megatron-core ``minor`` with slime's and its SGLang flags on top."""
+    return {**megatron_lm_flags(minor), **{f.name: f for f in _SLIME + _SGLANG}}
+
+
+SLIME_FLAGS: dict[str, Flag] = slime_flags()
 DEFAULT_OF = {**{f.name: "slime" for f in _SLIME}, **{f.name: "SGLang ServerArgs (via slime)" for f in _SGLANG}}

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from shardcheck.frameworks.megatron_lm.flags import read_flags
+from shardcheck.frameworks.megatron_lm.flags import DEFAULT_MINOR, read_flags
 from shardcheck.frameworks.megatron_lm.resolve import flag_notes, megatron_layout, model_from_flags
-from shardcheck.frameworks.slime.flags import DEFAULT_OF, SLIME_FLAGS
+from shardcheck.frameworks.slime.flags import DEFAULT_OF, slime_flags
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, Job, MegatronLayout, RolloutLayout
 from shardcheck.origin import Origin, Traced
@@ -40,8 +40,54 @@ def is_slime_entry(launch: Launch) -> bool:
     return any((w.text or "").split("=", 1)[0] in _SLIME_HINTS for w in launch.args)
 
 
-def resolve_slime(launch: Launch, path: str, *, model_config: str | None = None) -> Job:
-    flags = read_flags(launch.args, SLIME_FLAGS, DEFAULT_OF)
+def ray_cluster_gpus(commands, launch: Launch) -> Traced | None:
+    """The GPUs of the Ray cluster the script itself starts, when that is certain: exactly one
+    ``ray start --head --num-gpus N`` that always runs and no other ``ray start`` anywhere in the script's
+    commands (a worker joining, even inside an ``ssh``/``pdsh`` string, makes the cluster larger than the
+    script says). None otherwise (a cluster started elsewhere, ``--num-gpus`` unknown or left to Ray's detection).
+    A rollout on external engines (``--rollout-external-engine-addrs``) needs no cluster GPUs: None."""
+    if any((w.text or "").split("=", 1)[0] == "--rollout-external-engine-addrs" for w in launch.args):
+        return None
+    heads, others = [], 0
+    for command in commands:
+        texts = [w.text for w in command.fields]
+        base = (texts[0] or "").rsplit("/", 1)[-1] if texts else ""
+        if base == "ray" and len(texts) > 1 and texts[1] == "start":
+            if "--head" in texts and command.condition is None:
+                heads.append(command)
+            else:
+                others += 1
+        elif any("ray start" in " ".join(seg.text or " " for seg in w.segs) for w in command.fields[1:]):
+            others += 1  # e.g. ssh HOST "ray start --address=..." (known parts of the words)
+    if len(heads) != 1 or others:
+        return None
+    words = heads[0].fields
+    for i, w in enumerate(words):
+        text = w.text or ""
+        if text == "--num-gpus" and i + 1 < len(words):
+            value = words[i + 1]
+        elif text.startswith("--num-gpus="):
+            value = w
+        else:
+            continue
+        digits = (value.text or "").split("=", 1)[-1]
+        if value.text is None or not digits.isdigit():
+            return None  # not known statically: the cluster is not judged
+        return Traced(int(digits), value.origin)
+    return None
+
+
+def resolve_slime(
+    launch: Launch,
+    path: str,
+    *,
+    model_config: str | None = None,
+    megatron_core: str | None = None,
+    commands=(),
+) -> Job:
+    """``megatron_core``: the megatron-core minor whose Megatron-LM flags slime parses (else DEFAULT_MINOR);
+    ``commands``: the script's commands (the Ray cluster it starts)."""
+    flags = read_flags(launch.args, slime_flags(megatron_core or DEFAULT_MINOR), DEFAULT_OF)
     notes = flag_notes(flags)
     layout = megatron_layout(flags, notes)
     layouts = _roles(layout, flags, path, notes)
@@ -54,6 +100,9 @@ def resolve_slime(launch: Launch, path: str, *, model_config: str | None = None)
     )
     values = dict(flags.values)
     values["rollout GPUs"] = _rollout_gpus(flags)
+    cluster_gpus = ray_cluster_gpus(commands, launch)
+    if cluster_gpus is not None:
+        values["ray cluster GPUs"] = cluster_gpus
     rollout = RolloutLayout(
         engine=Traced("sglang", Origin(kind="default", text="slime's rollout engine: SGLang")),
         tp=g("--rollout-num-gpus-per-engine"),
@@ -177,6 +226,14 @@ def detect(launch: Launch) -> bool:
     return is_slime_entry(launch)
 
 
-def resolve(launch: Launch, reading, path: str, *, model_config: str | None = None) -> Job:
+def resolve(
+    launch: Launch, reading, path: str, *, model_config: str | None = None, megatron_core: str | None = None
+) -> Job:
     """The Job slime would build from the launch's flags."""
-    return resolve_slime(launch, path, model_config=model_config)
+    return resolve_slime(
+        launch,
+        path,
+        model_config=model_config,
+        megatron_core=megatron_core,
+        commands=reading.commands if reading else (),
+    )

@@ -28,6 +28,7 @@ from shardcheck.frameworks.value_kinds import (
     NAME,
     NAME_OR_NULL,
     NUMBER,
+    RANK,
     ValueKind,
     checked,
     shown,
@@ -151,11 +152,15 @@ MEMORY_KEYS = tuple(
 VALUE_KEYS += tuple(
     f"{prefix}.{key}"
     for prefix, keys in (
+        ("actor_rollout_ref.model", ("lora_rank", "lora.rank")),  # LoRA: the memory rules do not size it
         (
             "actor_rollout_ref.rollout",
             (
                 "max_num_seqs",
                 "gpu_memory_utilization",
+                "free_cache_engine",
+                "engine_kwargs.vllm",
+                "engine_kwargs.vllm.enable_eplb",
                 "engine_kwargs.sglang.enable_dp_attention",
                 "engine_kwargs.sglang.mem_fraction_static",
             ),
@@ -248,6 +253,11 @@ VALUE_KINDS: dict[str, ValueKind] = {
     "trainer.use_v1": FLAG,
     f"{_RO}.max_num_seqs": COUNT_OR_NULL,
     f"{_RO}.gpu_memory_utilization": FRACTION,
+    f"{_RO}.free_cache_engine": FLAG,
+    f"{_RO}.engine_kwargs.vllm": ANY,
+    f"{_RO}.engine_kwargs.vllm.enable_eplb": FLAG_OR_NULL,
+    "actor_rollout_ref.model.lora_rank": RANK,
+    "actor_rollout_ref.model.lora.rank": RANK,
     f"{_RO}.engine_kwargs.sglang.enable_dp_attention": FLAG_OR_NULL,
     f"{_RO}.engine_kwargs.sglang.mem_fraction_static": FRACTION_OR_NULL,
     f"{_C}.enable": FLAG_OR_NULL,
