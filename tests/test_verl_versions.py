@@ -296,3 +296,51 @@ def test_acceptance_and_effective_config_equal_compose(version):
         for section in ours:
             assert ours[section] == truth[section], f"verl {version} {name} {words}: section {section} differs"
     assert accepted >= 3 and rejected >= 3, (accepted, rejected)
+
+
+def test_keys_a_release_lacks_take_that_release_s_meaning(tmp_path):
+    """verl 0.5.0 has no critic.enable, trainer.use_v1, rollout DP/PP/EP or fsdp_config SP keys, and writes the
+    ref's `expert_tensor_parallel_size: None` as a string: each takes what that release does, not "unknown"
+    and not a bad size (the release's own examples were undecided or errors before)."""
+    fsdp = tmp_path / "fsdp.sh"
+    fsdp.write_text(
+        " ".join(
+            [
+                "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo",
+                "actor_rollout_ref.model.path=Qwen/Qwen3-8B trainer.nnodes=1 trainer.n_gpus_per_node=8",
+                "data.train_batch_size=64 actor_rollout_ref.actor.ppo_mini_batch_size=16",
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.rollout.n=4",
+                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2",
+                "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+            ]
+        )
+        + "\n"
+    )
+    result = check(fsdp, verl_version="0.5.0")
+    unknown = [f.message for f in result.findings if f.rule == "VALUE-UNKNOWN"]
+    assert not unknown, unknown
+    assert result.job.fsdp_layouts[0].sp_key == "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
+    assert result.job.fsdp_layouts[0].sp.value == 2
+    megatron = _script(tmp_path, "actor_rollout_ref.actor.use_kl_loss=True")
+    findings = check(megatron, verl_version="0.5.0").findings
+    assert not [f for f in findings if f.rule == "VALUE-BAD-SIZE"], [f.message for f in findings]
+    # where the script itself writes the string, it is still a bad size
+    bad = _script(tmp_path, "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=None")
+    assert [f for f in check(bad, verl_version="0.5.0").findings if f.rule == "VALUE-BAD-SIZE"]
+
+
+def test_deprecated_micro_batch_keys_are_converted_by_the_legacy_workers(tmp_path):
+    """Only `log_prob_micro_batch_size` / `ppo_micro_batch_size` set: verl ≤ 0.7.1's legacy workers convert them
+    (valid there); the engine workers of 0.8.0 on read only the per-GPU keys (an error)."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo actor_rollout_ref.model.path=Qwen/Qwen3-8B "
+        "trainer.nnodes=1 trainer.n_gpus_per_node=8 data.train_batch_size=64 "
+        "actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.ppo_micro_batch_size=16 "
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size=16 actor_rollout_ref.rollout.n=4\n"
+    )
+    rules = ("VERL-ACT-MBS", "VERL-CFG-LOGPROB-MBS")
+    assert not [f.rule for f in check(script, verl_version="0.7.1").findings if f.rule in rules]
+    assert {f.rule for f in check(script, verl_version="0.8.0").findings if f.rule in rules} == set(rules)

@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, at_least
 from shardcheck.job import Job
 from shardcheck.rules.base import Finding, NotJudged, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
@@ -162,6 +163,10 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
     'actor.ppo_micro_batch_size_per_gpu'`. With only the deprecated key, the engine worker asserts
     `ppo_micro_batch_size_per_gpu is not None` at init.
 
+    Versions:
+    Only the deprecated key set: an error from verl 0.8.0 on (engine workers only); before, the legacy
+    workers convert it to the per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
+
     Fix:
     Set `ppo_micro_batch_size_per_gpu`, or `actor_rollout_ref.actor.use_dynamic_bsz=True`.
 
@@ -227,6 +232,8 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
                 role=t.role,
             )
         elif _fsdp(job) and t.role == "actor" and not has_new:
+            if not at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+                continue  # the legacy FSDP worker converts the deprecated key (see Versions)
             yield finding(
                 "VERL-ACT-MBS",
                 f"only the deprecated {p}.ppo_micro_batch_size is set: the engine reads "
@@ -495,6 +502,10 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     `You have set both ...`) at start; with only the deprecated key the worker asserts
     `log_prob_micro_batch_size_per_gpu is not None` at init.
 
+    Versions:
+    Only the deprecated key set: an error from verl 0.8.0 on (engine workers only); before, the legacy
+    workers convert it to the per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
+
     Fix:
     Set `log_prob_micro_batch_size_per_gpu` for the rollout and, when the ref is used, for the ref.
 
@@ -519,7 +530,7 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
                 f"[{name}] Please set at least one of '{name}.log_prob_micro_batch_size' or "
                 f"'{name}.log_prob_micro_batch_size_per_gpu'."
             )
-        elif not has_new:
+        elif not has_new and at_least(job.framework_version, ENGINE_WORKERS_ONLY):
             message = (
                 f"{name}.log_prob_micro_batch_size is deprecated and not read by the engine: "
                 f"{name}.log_prob_micro_batch_size_per_gpu is None at worker init"

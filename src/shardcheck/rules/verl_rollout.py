@@ -138,6 +138,8 @@ def replica_nodes(job: Job) -> Iterator[Finding]:
     if sizes is None:
         return
     g_t = job.value(f"{RO}.n_gpus_per_node")
+    if g_t.known and g_t.value is None:
+        return  # a verl without RolloutReplica (no rollout.n_gpus_per_node): nothing to judge
     per_node = need(g_t, f"{RO}.n_gpus_per_node")
     size = sizes[0] * sizes[1] * sizes[2]
     g = min(per_node, size)
@@ -178,6 +180,8 @@ def vllm_dp(job: Job) -> Iterator[Finding]:
         return
     tp, dp, pp = sizes
     g_t = job.value(f"{RO}.n_gpus_per_node")
+    if g_t.known and g_t.value is None:
+        return  # a verl without RolloutReplica (no rollout.n_gpus_per_node): nothing to judge
     g = min(need(g_t, f"{RO}.n_gpus_per_node"), tp * dp * pp)
     if dp > 1 and g % tp:
         yield finding(

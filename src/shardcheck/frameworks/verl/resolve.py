@@ -201,6 +201,41 @@ ABSENT_DEFAULTS = {
         32768,
         "default of verl 0.9.1 CriticConfig: ppo_infer_max_token_len_per_gpu = 32768",
     ),
+    # releases without data parallel inside one rollout replica (the key arrived later): one DP rank each
+    "actor_rollout_ref.rollout.data_parallel_size": (
+        1,
+        "actor_rollout_ref.rollout.data_parallel_size is not in this verl's config: no DP inside a replica",
+    ),
+    "actor_rollout_ref.rollout.pipeline_model_parallel_size": (
+        1,
+        "actor_rollout_ref.rollout.pipeline_model_parallel_size is not in this verl's config: no rollout PP",
+    ),
+    "actor_rollout_ref.rollout.expert_parallel_size": (
+        1,
+        "actor_rollout_ref.rollout.expert_parallel_size is not in this verl's config: no rollout EP",
+    ),
+    **{
+        f"{engine}.offload_policy": (False, f"{engine}.offload_policy is not in this verl's config: no offload policy")
+        for engine in (
+            "actor_rollout_ref.actor.fsdp_config",
+            "actor_rollout_ref.ref.fsdp_config",
+            "critic.fsdp",
+        )
+    },
+    **{
+        f"{section}.optim.use_precision_aware_optimizer": (
+            False,
+            f"{section}.optim.use_precision_aware_optimizer is not in this verl's config: fp32 optimizer state",
+        )
+        for section in ("actor_rollout_ref.actor", "critic")
+    },
+    # releases before the v1 trainer (its switch arrived with it) run the classic trainer
+    "trainer.use_v1": (False, "trainer.use_v1 is not in this verl's config: it has no v1 trainer"),
+    # releases before RolloutReplica (the key arrived with it): the replica rules do not apply (None)
+    "actor_rollout_ref.rollout.n_gpus_per_node": (
+        None,
+        "actor_rollout_ref.rollout.n_gpus_per_node is not in this verl's config: it has no rollout replicas",
+    ),
 }
 # The keys the FSDP rules read besides the engine sections (verl 0.9.1 names).
 FSDP_VALUE_KEYS = (
@@ -400,6 +435,12 @@ def _int(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = F
     value = traced.value
     if value is None and allow_none:
         return traced
+    if value == "None" and allow_none and traced.origin.kind == "default":
+        # verl 0.4.x ppo_megatron_trainer.yaml and 0.5.0 ref/megatron_ref.yaml write the ref's
+        # `expert_tensor_parallel_size: None` (YAML: the string "None"); those releases build the ref with
+        # the actor's parallel state (megatron_workers.py initialize_model_parallel reads actor.megatron),
+        # so the string is never used as a size: it stands for null here.
+        return Traced(None, traced.origin)
     if isinstance(value, bool) or not isinstance(value, int) or (positive and value < 1) or abs(value) > MAX_INT:
         where = traced.origin.first_script_line() or traced.origin
         notes.append(Problem(Kind.NOT_POSITIVE, where, {"name": key, "value": shown(value), "at_most": "2^40"}))
@@ -408,8 +449,9 @@ def _int(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = F
 
 
 def _read(config: VerlConfig, key: str, kind: ValueKind, notes: list[Problem]) -> Traced:
-    """``config.get(key)``, checked to be of ``kind`` where it is read (else VALUE-BAD-* and unknown)."""
-    return checked(key, config.get(key), kind, notes)
+    """``config.get(key)`` (or its meaning where this verl's config lacks it: ``_value``), checked to be of
+    ``kind`` where it is read (else VALUE-BAD-* and unknown)."""
+    return checked(key, _value(config, key), kind, notes)
 
 
 def _bool(traced: Traced) -> Traced:
@@ -518,6 +560,9 @@ def _ulysses_size(
     verl 0.9.1: ``if self.ulysses_sequence_parallel_size > 1:
     self.fsdp_config.ulysses_sequence_parallel_size = ...``)."""
     engine_key, role_key = f"{engine}.ulysses_sequence_parallel_size", f"{section}.ulysses_sequence_parallel_size"
+    if config.setter(engine_key) is None and config.is_missing(engine_key) and not config.is_missing(role_key):
+        # releases before the engine-level key (verl ≤ 0.5: the role's own ulysses_sequence_parallel_size)
+        return _int(config.get(role_key), role_key, notes), role_key
     engine_sp = _int(config.get(engine_key), engine_key, notes)
     if not propagates:
         return engine_sp, engine_key
@@ -556,6 +601,9 @@ def _critic_used(config: VerlConfig, notes: list[Problem]) -> Traced:
     """verl/trainer/ppo/utils.py need_critic: ``critic.enable`` when set, else adv_estimator == gae."""
     enable = _read(config, "critic.enable", FLAG_OR_NULL, notes)
     estimator = _read(config, "algorithm.adv_estimator", NAME, notes)
+    if not enable.known and config.setter("critic.enable") is None and config.is_missing("critic.enable"):
+        # releases without the key (verl ≤ 0.5: ray_trainer.py use_critic = adv_estimator == GAE)
+        enable = Traced(None, Origin(kind="default", text=f"critic.enable is not in verl {config.version}'s config"))
     if enable.known and enable.value is not None:
         return Traced.derived(bool(enable.value), "critic built = critic.enable", enable)
     return Traced.derived(
@@ -758,6 +806,11 @@ def _issue_notes(config: VerlConfig) -> list[Problem]:
     return notes
 
 
+def _absent_meaning(key: str, traced: Traced) -> bool:
+    """Whether ``traced`` is ABSENT_DEFAULTS' meaning of a key this release lacks (not a value to check)."""
+    return key in ABSENT_DEFAULTS and traced.origin.kind == "default" and traced.origin.text == ABSENT_DEFAULTS[key][1]
+
+
 def _value(config: VerlConfig, key: str) -> Traced:
     """``config.get(key)``; a key verl's YAML leaves out takes its documented default (ABSENT_DEFAULTS)."""
     traced = config.get(key)
@@ -846,8 +899,8 @@ def resolve_verl(
     rollout = RolloutLayout(
         engine=_read(config, f"{ro}.name", NAME, notes),
         tp=_int(config.get(f"{ro}.tensor_model_parallel_size"), f"{ro}.tensor_model_parallel_size", notes),
-        dp=_int(config.get(f"{ro}.data_parallel_size"), f"{ro}.data_parallel_size", notes),
-        pp=_int(config.get(f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
+        dp=_int(_value(config, f"{ro}.data_parallel_size"), f"{ro}.data_parallel_size", notes),
+        pp=_int(_value(config, f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
     )
     critic_used = _critic_used(config, notes)
     critic_strategy = _read(config, "critic.strategy", NAME, notes)
@@ -862,8 +915,10 @@ def resolve_verl(
         str(raw_path) if raw_path is not None else None, model_path.known, model_config, base=base
     )
     values = {
-        key: checked(key, _value(config, key), VALUE_KINDS.get(key, ANY), notes)
+        # a key this release lacks takes its meaning from ABSENT_DEFAULTS, unchecked (it is not the script's)
+        key: traced if _absent_meaning(key, traced) else checked(key, traced, VALUE_KINDS.get(key, ANY), notes)
         for key in dict.fromkeys(VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS)
+        for traced in (_value(config, key),)
     }
     return Job(
         path=path,

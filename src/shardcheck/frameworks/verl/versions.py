@@ -36,6 +36,11 @@ SYNC_ROLLOUT_REMOVED = "0.7.0"
 # with a warning (verl/workers/rollout/vllm_rollout/vllm_async_server.py in the 0.9.1 wheel; absent from
 # 0.9.0 and from main of 2026-08-22, which hand the value to vLLM unchanged).
 MNBT_RAISED_BY_VERL = ("0.9.1",)
+# The legacy workers (verl/workers/fsdp_workers.py, megatron_workers.py; removed in 0.8.0) turn the deprecated
+# global micro batch sizes into per-GPU ones at init: ``ppo_micro_batch_size //= world / SP``, then
+# ``ppo_micro_batch_size_per_gpu = ppo_micro_batch_size`` (same for log_prob_micro_batch_size; fsdp_workers.py
+# ActorRolloutRefWorker.__init__, verl 0.4.0 … 0.7.1). The engine workers (0.8.0 on) read only the per-GPU key.
+ENGINE_WORKERS_ONLY = "0.8.0"
 VERSION_SOURCES = ("flag", "config", "installed", "pinned", "inferred", "default")
 
 
