@@ -146,8 +146,12 @@ def stage_params(
     """Parameters on one device of pipeline stage ``stage`` that builds the decoder ``layers``
     (``embedding`` / ``loss``: whether it holds them, by default the first / last stage; ``mtp`` MTP depths)."""
     dense = expert = 0
+    kinds: dict[bool, tuple[int, int]] = {}  # layer_params reads the index only through is_moe_layer
     for index in layers:
-        d, e = layer_params(arch, index, s)
+        moe = arch.is_moe_layer(index)
+        if moe not in kinds:
+            kinds[moe] = layer_params(arch, index, s)
+        d, e = kinds[moe]
         dense += d
         expert += e
     for _ in range(mtp):

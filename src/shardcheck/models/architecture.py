@@ -126,8 +126,23 @@ def _moe_layers(cfg: dict, layers: int, experts: int) -> frozenset[int]:
     return frozenset(i for i in range(layers) if i not in dense and (i + 1) % max(step, 1) == 0)
 
 
+_RECENT: dict[int, tuple[ModelFacts, Architecture]] = {}  # by the identity of the (frozen) facts: the planner
+# asks for the architecture of one model thousands of times
+
+
 def architecture(model: ModelFacts) -> Architecture:
     """The Megatron-Core shape of ``model``; NotModelled when its layers cannot be counted exactly."""
+    hit = _RECENT.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    arch = _architecture(model)
+    if len(_RECENT) >= 16:
+        _RECENT.clear()
+    _RECENT[id(model)] = (model, arch)
+    return arch
+
+
+def _architecture(model: ModelFacts) -> Architecture:
     cfg = model.config
     if MARKER in cfg:
         return _from_flags(cfg)
