@@ -535,3 +535,52 @@ def test_fuzz_finds_of_the_100k_run(tmp_path):
     )
     result = bounded(functools.partial(memory, mlm))
     assert result is not None
+
+
+def _in_flight_by_listing(stage, pp, chunks, micro_batches, group, cost):
+    """The interleaved schedule's peak by listing every micro batch (the estimate's way before its bound)."""
+    group = group or pp
+    order = [
+        c
+        for lo in range(0, micro_batches, group)
+        for c in range(chunks)
+        for _ in range(lo, min(lo + group, micro_batches))
+    ]
+    backward = [chunks - 1 - c for c in order]
+    total = len(order)
+    warmup = min((pp - stage - 1) * 2 + (chunks - 1) * group, total)
+    counts = [0] * chunks
+    for c in order[:warmup]:
+        counts[c] += 1
+    best, best_counts = -1.0, list(counts)
+    for j in range(total - warmup + 1):
+        if warmup + j < total or j == 0:
+            if warmup + j < total:
+                counts[order[warmup + j]] += 1
+            value = sum(n * b for n, b in zip(counts, cost))
+            if value > best:
+                best, best_counts = value, list(counts)
+        if j < total:
+            counts[backward[j]] -= 1
+    return best_counts, sum(best_counts)
+
+
+def test_in_flight_peak_of_a_long_run_without_listing_it():
+    """fuzz input 18279 (--global-batch-size 99999999999 with interleaving) listed every micro batch; the peak of a
+    long run is now taken from a bounded one: equal to listing them all on 2,000 random schedules."""
+    import random
+
+    from shardcheck.memory.estimate import _in_flight
+
+    rng = random.Random(18279)
+    for _ in range(2000):
+        pp, chunks = rng.choice([2, 3, 4, 8]), rng.choice([2, 3, 4])
+        group = rng.choice([None, 2, 3, pp])
+        size = (group or pp) * (2 * pp + 2 * chunks + 4)
+        micro = rng.randint(1, 3 * size)
+        cost = [rng.random() for _ in range(chunks)]
+        stage = rng.randrange(pp)
+        assert _in_flight(stage, pp, chunks, micro, group, cost) == _in_flight_by_listing(
+            stage, pp, chunks, micro, group, cost
+        )
+    assert bounded(functools.partial(_in_flight, 0, 16, 4, 10**11, None, [1.0, 1.0, 1.0, 1.0]))
