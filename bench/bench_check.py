@@ -93,6 +93,28 @@ print(json.dumps([["import tree-sitter + bash grammar", t1-t0], ["import shardch
     return json.loads(out)
 
 
+def fix_proof(script: str, runs: int) -> None:
+    """The cost of proving fixes (plan/fixes.py): the example with its training TP set to 3 (errors: TP does
+    not divide the heads or the world), checked with and without ``--no-fix-proof``; a valid script pays nothing
+    (no error, no proof)."""
+    import re
+    import tempfile
+
+    text = Path(script).read_text()
+    broken, n = re.subn(r"(?m)^train_tp=\S+", "train_tp=3", text)
+    if not n:
+        print("fix proof: the script has no train_tp= line to break; skipped")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = Path(tmp) / "broken_tp3.sh"
+        bad.write_text(broken)
+        base = [sys.executable, "-m", "shardcheck", "check", str(bad)]
+        off, on = side_by_side([[*base, "--no-fix-proof"], base], runs)
+    print(f"check, 1 script with errors, --no-fix-proof  min {off[0]:.3f}  median {off[1]:.3f}   wall {off[2]:.3f}")
+    print(f"check, same script, fixes proven          min {on[0]:.3f}  median {on[1]:.3f}   wall {on[2]:.3f}")
+    print(f"proof of the fixes                        +{on[0] - off[0]:.3f} s CPU (minimum)")
+
+
 def side_by_side(commands: list[list[str]], runs: int) -> list[tuple[float, float, float]]:
     """(minimum CPU, median CPU, median wall) of each command, run alternately so that both see the same load."""
     samples: list[list[tuple[float, float]]] = [[] for _ in commands]
@@ -124,6 +146,7 @@ def main() -> None:
         f"shardcheck / python -c pass         {cli[0] / floor[0]:.1f}x (minimum)  {cli[1] / floor[1]:.1f}x (median)"
         "   target <= 5x"
     )
+    fix_proof(args.script, args.runs)
     have_megatron = importlib.util.find_spec("megatron") and importlib.util.find_spec("torch")
     if have_megatron:
         code = MEGATRON_INIT.format(world=256, tp=2, pp=16, cp=8, ep=16, etp=1, dp=1)

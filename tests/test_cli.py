@@ -56,7 +56,21 @@ def test_json_schema(capsys):
     assert ok["valid"] is True and ok["layout"]["dp"] == 1 and ok["model"]["name"].startswith("Qwen3-235B")
     assert bad["valid"] is False
     f = next(f for f in bad["findings"] if f["rule"] == "MCORE-PS-EXPERT-FOLD")
-    assert set(f) == {"rule", "severity", "message", "path", "line", "fix", "conditional", "covers", "group"}
+    assert set(f) == {
+        "rule",
+        "severity",
+        "message",
+        "path",
+        "line",
+        "fix",
+        "fix_lines",
+        "fix_check",
+        "fix_note",
+        "conditional",
+        "covers",
+        "group",
+    }
+    assert f["fix_check"] in ("valid", "proven") and f["fix_lines"]  # the fix, re-judged (docs/fixes.md)
     assert f["line"] == 26  # EP's line: the fix sets ETP (unset, it follows TP) or changes EP
 
 

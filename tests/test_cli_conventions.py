@@ -149,7 +149,8 @@ def test_quiet_statistics_and_output_format_alias(capsys):
     assert main(["check", "-q", str(ETP_UNSET), str(EXAMPLE)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"{ETP_UNSET}:26: MCORE-PS-EXPERT-FOLD error")
-    assert all(line.startswith((str(ETP_UNSET), "  fix:")) for line in lines)  # no layout, no summary
+    # no layout, no summary: the findings, their fixes and the fixes' proofs (docs/fixes.md)
+    assert all(line.startswith((str(ETP_UNSET), "  fix:", "  proven", "  fix check:")) for line in lines)
     assert main(["check", "--statistics", str(ETP_UNSET), str(CASES / "qwen3_235b_256k_before.sh")]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:3] == ["2", "VERL-CFG-UNKNOWN-KEY", "error"]

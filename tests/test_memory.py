@@ -75,6 +75,8 @@ MOE_LAYOUTS = [  # (model, layers or None, tp, pp, ep, etp, vpp, first, last)
     ("DeepSeek-V3", 12, 4, 3, 32, 2, None, 2, None),
     ("GLM-4.5-Air", 8, 2, 4, 8, 1, None, None, None),
     ("Kimi-K2-Instruct", 8, 8, 2, 64, 1, None, None, None),
+    ("gpt-oss-20b", 4, 2, 2, 4, 1, None, None, None),  # biases everywhere, attention sinks
+    ("gpt-oss-120b", 4, 4, 2, 8, 1, None, None, None),  # bias in MoE: megatron-core asks ETP 1
 ]
 
 

@@ -102,3 +102,38 @@ def test_mesh_warns_about_groups_across_nodes(capsys):
     assert main(["mesh", "--world", "32", "--devices-per-node", "8", "--ep", "16", "--etp", "1"]) == 0
     out = capsys.readouterr().out
     assert "warning: 2 of 2 EP groups span nodes" in out and "multiple of 16" in out
+
+
+def test_crossing_counts_from_the_strides_equal_listing_on_random_grids():
+    """MCORE-PS-LOCALITY counts crossing groups from the strides at every world (mesh/placement.py): equal to
+    listing the groups and looking at their first and last ranks, on random grids, orders and node sizes."""
+    import random
+
+    from shardcheck.mesh.grid import Grid as MeshGrid
+    from shardcheck.mesh.grid import build_grid as build
+    from shardcheck.mesh.placement import LOCAL_GROUPS, crossings
+    from shardcheck.plan.space import divisors
+
+    rng = random.Random(14)
+    compared = 0
+    for _ in range(600):
+        world = rng.choice([8, 24, 48, 64, 96, 256])
+        d = divisors(world)
+        grid = build(
+            world=world,
+            tp=rng.choice(d),
+            pp=rng.choice(d),
+            cp=rng.choice(d),
+            ep=rng.choice(d),
+            etp=rng.choice([None, *d]),
+            order=rng.choice(["tp-cp-ep-dp-pp", "tp-pp-dp", "tp-cp-ep-pp-dp"]),
+        )
+        if not isinstance(grid, MeshGrid):
+            continue
+        for n in (3, 4, 6, 8, 16):
+            found = {c.name: c.groups_crossing for c in crossings(grid, n)}
+            for name in LOCAL_GROUPS:
+                listed = sum(1 for g in grid.groups(name) if g[0] // n != g[-1] // n)
+                assert found.get(name, 0) == (listed if grid.group_size(name) > 1 else 0)
+                compared += 1
+    assert compared > 400

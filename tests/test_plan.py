@@ -157,6 +157,41 @@ def test_kept_set_equals_brute_force_memory_and_rollout(moe_job):
     assert {p[2] for p in planned} and len({p[1] for p in planned}) > 1
 
 
+def test_best_first_top_equals_the_fastest_of_the_whole_space(moe_job):
+    """The best-first search (lazy bound shapes, memory options listed only when their shape comes up)
+    returns the fastest valid layouts: the same (ranked) times as the top of the whole kept set, judged one by
+    one."""
+    _, job = moe_job
+    space = Space(
+        world=8,
+        layers=48,
+        heads=32,
+        kv_heads=4,
+        experts=128,
+        orders=("tp-cp-ep-dp-pp",),
+        tp=(1, 2),
+        pp=(1, 2),
+        cp=(1, 2),
+        ep=(1, 8),
+        etp=(None,),
+        vpp=(None, 2),
+        uneven=False,
+        end_spread=0,
+        rollout_tp=(2,),
+        rollout_dp=(1, 2),
+    )
+
+    def rounded(plans):  # plans are ranked by their time to 3 significant digits, then by fewest changed keys
+        return sorted(float(f"{p.seconds:.3g}") for p in plans)
+
+    everything = rounded(plan_job(job, space=space, keep_all=True).plans)
+    for top in (1, 13, 60):
+        best = plan_job(job, space=space, top=top)
+        assert rounded(best.plans) == everything[:top]
+        assert all(not errors_of(p.findings) for p in best.plans)
+    assert len(everything) > 60 and len(set(everything[:60])) > 3
+
+
 def test_every_plan_rereads_valid(moe_job):
     """The printed plans: the script re-read with their lines, resolved by verl's own resolution, passes
     every rule and holds the planned layout (``prove``)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,10 @@ class Result:
     settings: Settings = field(default_factory=Settings)
     error_kind: str | None = None  # with error: "unreadable", "no-launch", "unusable" or "usage"
     suppressed: list = field(default_factory=list)  # findings a disable comment or the settings hide
+    # the script read again with words added to its launch command, as this result's job was (plan/fixes.py
+    # proves fixes with it); None for an input that was not resolved
+    reread: Callable[[tuple[str, ...]], Job] | None = field(default=None, repr=False, compare=False)
+    nearest: list = field(default_factory=list)  # the planner's nearest valid layouts, when no single key fixes
 
     @property
     def status(self) -> str:
@@ -252,7 +257,39 @@ def check(
     findings = [f for f in findings if settings.reports(f.rule, path) and not _suppressed(f, job)]
     findings += _id_findings(job, settings, path)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
-    return Result(shown, job, group_findings(findings), skipped, settings=settings, suppressed=hidden)
+
+    reread = Reread(
+        path,
+        env,
+        {
+            "model_config": model_config,
+            "display": shown,
+            "text": text,
+            "args": args,
+            "verl_version": _requested_verl(verl_version, settings),
+            "megatron_core_version": megatron_core_version,
+            "allow_source": allow_source,
+        },
+        {"device_choice": device, "host_memory_bytes": host_memory, "sample_tokens": sample_tokens},
+    )
+    return Result(shown, job, group_findings(findings), skipped, settings=settings, suppressed=hidden, reread=reread)
+
+
+@dataclass(frozen=True)
+class Reread:
+    """The script read again as ``check`` read it, with words added to its launch command (a plain object,
+    so that a Result still pickles for worker processes)."""
+
+    path: str | Path
+    env: dict[str, str] | None
+    resolve: dict
+    job: dict
+
+    def __call__(self, words: tuple[str, ...]) -> Job:
+        from dataclasses import replace
+
+        again = resolve_script(self.path, self.env, extra_args=words, **self.resolve)
+        return replace(again, **self.job)
 
 
 _KIND_PROBLEM = {

@@ -228,6 +228,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("-q", "--quiet", action="store_true", help="print the findings only, one per line")
     check.add_argument("--statistics", action="store_true", help="print how often each rule fired, not the findings")
     check.add_argument(
+        "--no-fix-proof",
+        action="store_true",
+        help="print the fix texts without re-judging each fix on the fixed script (docs/fixes.md)",
+    )
+    check.add_argument(
         "--stdin-filename",
         metavar="PATH",
         help="the name (and folder, for settings and `source`) of the script read from -",
@@ -456,6 +461,16 @@ def expand_paths(paths: list[str]) -> list[str]:
     return out
 
 
+def _proven_check(*args, **kwargs):
+    """``api.check``, then each error's fix re-judged on the fixed script (plan/fixes.py)."""
+    from shardcheck.api import check
+
+    result = check(*args, **kwargs)
+    from shardcheck.plan.fixes import prove_fixes  # after the check: the rules are registered by then
+
+    return prove_fixes(result)
+
+
 def _check(args) -> int:
     from shardcheck.api import check, unusable_result
     from shardcheck.settings import load_settings
@@ -503,7 +518,14 @@ def _check(args) -> int:
                 args,
                 display,
                 functools.partial(
-                    check, where, env, display=display, text=text, settings=settings, args=args.script_args, **kwargs
+                    _proven_check if not args.no_fix_proof else check,
+                    where,
+                    env,
+                    display=display,
+                    text=text,
+                    settings=settings,
+                    args=args.script_args,
+                    **kwargs,
                 ),
             )
             if why is not None:

@@ -7,7 +7,7 @@ that rank with the local (no Transformer Engine) layer spec on ``torch.device("m
 none adds or removes a parameter: the rotary embedding asks ``torch.cuda.current_device()`` (answered
 with "meta"); tied embeddings on several stages move the shared weight with ``Tensor.cuda()`` before an
 all-reduce (left on the meta device); and the local spec's ``DotProductAttention`` rejects MLA's
-``k_channels`` argument, so the parameter-free core attention is replaced by an empty module.
+``k_channels`` argument, so MLA's parameter-free core attention is replaced by an empty module.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def _config(arch: Architecture, tp: int, pp: int, ep: int, etp: int, vpp: int | 
         params_dtype=torch.bfloat16,
         pipeline_dtype=torch.bfloat16,
         bf16=True,
+        softmax_type="learnable" if arch.attention_sinks else "vanilla",
     )
     if arch.experts:
         kwargs.update(
@@ -120,7 +121,8 @@ def megatron_stage_params(
                 config, use_transformer_engine=False, normalization=_norm(arch), vp_stage=chunk if vpp else None
             )
             for layer_spec in spec.layer_specs:
-                layer_spec.submodules.self_attention.submodules.core_attention = _NoParameters
+                if arch.mla is not None:  # other core attention is built as is (gpt-oss: its softmax offset)
+                    layer_spec.submodules.self_attention.submodules.core_attention = _NoParameters
             with torch.device("meta"):
                 model = GPTModel(
                     config=config,

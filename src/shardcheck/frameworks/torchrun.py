@@ -25,7 +25,11 @@ def torchrun_cluster(launch: Launch, exported: dict[str, Traced], notes: list[Pr
             if text is None:
                 return Traced(None, where, f"torchrun {option} is unknown ({word.unknowns[0].unknown})")
             if not text.isdigit():
-                return Traced(None, where, f"torchrun {option} {text} is not a fixed number")
+                return Traced(None, where, f"torchrun {option} {text[:40]} is not a fixed number")
+            if len(text) > 12:  # past any cluster, and past int()'s 4,300-digit limit for long ones
+                return Traced(
+                    None, where, f"torchrun {option} {text[:20]}… ({len(text)} digits) is past shardcheck's bound"
+                )
             return Traced(
                 int(text), Origin(kind="script", path=where.path, line=where.line, text=f"torchrun {option} {text}")
             )

@@ -6,8 +6,10 @@ Module by module (megatron-core 0.16.1, megatron/core/models/gpt/gpt_model.py an
 - per layer: ``input_layernorm`` and ``pre_mlp_layernorm`` (RMSNorm weight, ``hidden``, replicated over TP);
   ``SelfAttention``: ``linear_qkv`` ColumnParallel ((heads + 2·kv_heads)·head_dim / TP rows, bias when
   add_qkv_bias), ``q_layernorm``/``k_layernorm`` (``head_dim`` each), ``linear_proj`` RowParallel
-  (hidden × heads·head_dim / TP); ``MLASelfAttention``: down projections (replicated with Transformer
-  Engine's ``TELinear(parallel_mode="duplicated")``, column-parallel in the local spec), up projections and
+  (hidden × heads·head_dim / TP), the learned softmax offset (heads / TP) with ``softmax_type="learnable"``
+  (gpt-oss's attention sinks; megatron/core/transformer/dot_product_attention.py);
+  ``MLASelfAttention``: down projections (replicated with Transformer Engine's
+  ``TELinear(parallel_mode="duplicated")``, column-parallel in the local spec), up projections and
   ``linear_proj`` split over TP, the q/kv latent norms;
   dense ``MLP``: fc1 2·ffn/TP × hidden (gated), fc2 hidden × ffn/TP; ``MoELayer``: ``router.weight``
   experts × hidden (replicated; a bias of ``experts`` with add_bias_linear), experts/EP local experts each
@@ -95,6 +97,7 @@ def attention_params(arch: Architecture, s: Sharding) -> int:
     qkv_rows = (arch.heads + 2 * arch.kv_heads) * arch.head_dim // tp
     n = qkv_rows * h + (qkv_rows if arch.qkv_bias or arch.linear_bias else 0)
     n += 2 * _norm(arch, arch.head_dim) if arch.qk_layernorm else 0
+    n += arch.heads // tp if arch.attention_sinks else 0  # DotProductAttention.softmax_offset, per local head
     return n + h * arch.heads * arch.head_dim // tp + (h if arch.linear_bias else 0)  # proj bias: replicated
 
 
@@ -143,8 +146,12 @@ def stage_params(
     """Parameters on one device of pipeline stage ``stage`` that builds the decoder ``layers``
     (``embedding`` / ``loss``: whether it holds them, by default the first / last stage; ``mtp`` MTP depths)."""
     dense = expert = 0
+    kinds: dict[bool, tuple[int, int]] = {}  # layer_params reads the index only through is_moe_layer
     for index in layers:
-        d, e = layer_params(arch, index, s)
+        moe = arch.is_moe_layer(index)
+        if moe not in kinds:
+            kinds[moe] = layer_params(arch, index, s)
+        d, e = kinds[moe]
         dense += d
         expert += e
     for _ in range(mtp):

@@ -66,6 +66,10 @@ def blocks_crossing(world: int, size: int, devices_per_node: int) -> int:
     return (blocks // period) * per_period + rest
 
 
+def _listed_crossings(grid: Grid, name: str, n: int) -> int:
+    return sum(1 for g in grid.groups(name) if g[0] // n != g[-1] // n)
+
+
 def crossings(grid: Grid, devices_per_node: int) -> list[Crossing]:
     """The latency-bound group kinds that cross node boundaries, counted from the strides (never by listing
     the groups of a world past LIST_LIMIT; a node larger than NODE_LIMIT in such a world is not judged)."""
@@ -78,10 +82,8 @@ def crossings(grid: Grid, devices_per_node: int) -> list[Crossing]:
         size = gen.group_size(token)
         if size <= 1:
             continue
-        if grid.listable:
-            crossing_count = sum(1 for g in grid.groups(name) if g[0] // n != g[-1] // n)
-        else:
-            crossing_count = gen.crossing_count(token, n)
+        # counted from the strides at any world (tests/test_hostile.py: equal to listing the groups)
+        crossing_count = gen.crossing_count(token, n) if n <= NODE_LIMIT else _listed_crossings(grid, name, n)
         if not crossing_count:
             continue
         span = gen.group_span(token) + 1

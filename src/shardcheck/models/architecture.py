@@ -6,7 +6,16 @@ uses (mbridge ``mbridge/models/*.py`` and Megatron-Bridge ``src/megatron/bridge/
 kv_channels, ``moe_intermediate_size`` → moe_ffn_hidden_size, ``shared_expert_intermediate_size`` (or
 ``n_shared_experts · moe_intermediate_size``) → moe_shared_expert_intermediate_size, Qwen3's q/k norms →
 qk_layernorm, Qwen2's q/k/v biases → add_qkv_bias. Architectures whose layers Megatron builds from other
-modules (linear attention, attention sinks, expert biases) are not modelled: their counts stay unknown.
+modules (linear attention) are not modelled: their counts stay unknown.
+
+gpt-oss (HF ``model_type`` gpt_oss; transformers ``models/gpt_oss/modeling_gpt_oss.py``: ``GptOssAttention``
+has q/k/v/o biases (``attention_bias``) and one learned sink per head (``self.sinks``), ``GptOssExperts``
+biases on gate_up and down projections, ``GptOssTopKRouter`` a bias; every layer MoE, ``num_local_experts``
+experts of width ``intermediate_size``) is built by Megatron-Bridge's ``GPTOSSProvider``
+(src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py: ``add_bias_linear=True``, ``softmax_type="learnable"``,
+``gated_linear_unit=True``, ``moe_ffn_hidden_size`` = the expert width): every linear layer has its bias and
+``DotProductAttention`` a ``softmax_offset`` of one value per local head (megatron-core 0.16.1,
+megatron/core/transformer/dot_product_attention.py).
 """
 
 from __future__ import annotations
@@ -30,7 +39,11 @@ _IMPLIED = {
     "deepseek_v3": (False, False),
     "kimi_k2": (False, False),
     "glm4_moe": (False, True),
+    "gpt_oss": (False, True),
 }
+# Families whose every linear layer has a bias (Megatron's add_bias_linear) and whose attention has one learned
+# sink logit per head (softmax_type "learnable"); their experts' width is config.json's intermediate_size.
+_BIASED_WITH_SINKS = {"gpt_oss"}
 # Qwen2-MoE and Qwen3-Next gate their shared expert with a sigmoid of a (hidden → 1) linear layer.
 _SHARED_GATE = {"qwen2_moe", "qwen3_next"}
 
@@ -74,6 +87,7 @@ class Architecture:
     linear_bias: bool = False  # Megatron's add_bias_linear: biases on every linear layer but the router
     quantized: bool = False  # the checkpoint carries a quantization_config (e.g. DeepSeek-V3's fp8 weights)
     position_embeddings: int = 0  # rows of a learned absolute position embedding (Megatron-LM's default)
+    attention_sinks: bool = False  # softmax_type "learnable": one parameter per attention head (gpt-oss)
 
     def is_moe_layer(self, index: int) -> bool:
         return index in self.moe_layers
@@ -112,8 +126,23 @@ def _moe_layers(cfg: dict, layers: int, experts: int) -> frozenset[int]:
     return frozenset(i for i in range(layers) if i not in dense and (i + 1) % max(step, 1) == 0)
 
 
+_RECENT: dict[int, tuple[ModelFacts, Architecture]] = {}  # by the identity of the (frozen) facts: the planner
+# asks for the architecture of one model thousands of times
+
+
 def architecture(model: ModelFacts) -> Architecture:
     """The Megatron-Core shape of ``model``; NotModelled when its layers cannot be counted exactly."""
+    hit = _RECENT.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    arch = _architecture(model)
+    if len(_RECENT) >= 16:
+        _RECENT.clear()
+    _RECENT[id(model)] = (model, arch)
+    return arch
+
+
+def _architecture(model: ModelFacts) -> Architecture:
     cfg = model.config
     if MARKER in cfg:
         return _from_flags(cfg)
@@ -145,7 +174,7 @@ def architecture(model: ModelFacts) -> Architecture:
     experts = model.num_experts or 0
     moe_ffn = shared = 0
     if experts:
-        moe_ffn = _int(cfg, "moe_intermediate_size")
+        moe_ffn = _int(cfg, "intermediate_size" if kind in _BIASED_WITH_SINKS else "moe_intermediate_size")
         shared = cfg.get("shared_expert_intermediate_size") or (cfg.get("n_shared_experts") or 0) * moe_ffn
     return Architecture(
         model_type=kind,
@@ -167,6 +196,8 @@ def architecture(model: ModelFacts) -> Architecture:
         shared_gate=bool(experts and shared and kind in _SHARED_GATE),
         moe_layers=_moe_layers(cfg, layers, experts),
         quantized=bool(cfg.get("quantization_config")),
+        linear_bias=kind in _BIASED_WITH_SINKS,
+        attention_sinks=kind in _BIASED_WITH_SINKS,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import importlib
+import itertools
 import time
 from dataclasses import dataclass, field, replace
 
@@ -27,6 +28,7 @@ from shardcheck.plan.space import (
     TrainLayout,
     divisors,
     memory_options,
+    recompute_options,
     rollout_layouts,
     train_layouts,
 )
@@ -175,7 +177,7 @@ def _knobs(t: TrainLayout, m: Memory, r: Rollout | None) -> dict[str, object]:
     return out
 
 
-def _changes(adapter, base: dict[str, object], knobs: dict[str, object]) -> dict[str, object]:
+def changes_of(adapter, base: dict[str, object], knobs: dict[str, object]) -> dict[str, object]:
     out = {k: v for k, v in knobs.items() if k in adapter.KNOBS and base.get(k, object()) != v}
     if any(k.startswith("recompute_") for k in out):  # the three recompute keys go together
         out.update(
@@ -214,6 +216,7 @@ class _Search:
         self.space = space or space_for(self.job, self.adapter)
         self.base = self.adapter.current(self.job)
         self.bound = _Bound(self)
+        self.expressible = getattr(self.adapter, "expressible", None)  # (job, changes) -> bool; None: all are
         self.counts = {
             "layouts": 0,
             "memory_options": 0,
@@ -225,7 +228,7 @@ class _Search:
         }
 
     def candidate(self, t: TrainLayout, m: Memory, r: Rollout | None) -> tuple[dict, Job]:
-        changes = _changes(self.adapter, self.base, _knobs(t, m, r))
+        changes = changes_of(self.adapter, self.base, _knobs(t, m, r))
         return changes, self.adapter.apply(self.job, changes)
 
     def rollouts(self) -> list[tuple[float, Rollout | None]]:
@@ -235,9 +238,9 @@ class _Search:
         out = []
         for r in rollout_layouts(self.space):
             self.counts["rollouts"] += 1
-            changes = _changes(self.adapter, self.base, {"rollout_tp": r.tp, "rollout_dp": r.dp, "rollout_ep": r.ep})
+            changes = changes_of(self.adapter, self.base, {"rollout_tp": r.tp, "rollout_dp": r.dp, "rollout_ep": r.ep})
             job = self.adapter.apply(self.job, changes)
-            findings, _ = run_rules(job)
+            findings, _ = run_rules(job, only=ROLLOUT_RULES)  # the rollout rules alone decide this screen
             if any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(findings)):
                 continue
             try:
@@ -253,23 +256,34 @@ class _Search:
         for t in train_layouts(self.space):
             self.counts["layouts"] += 1
             chunk = self._chunk(t)
-            fits = {}
+            fits: dict[bool, bool] = {}
             for m in memory_options(self.space, chunk):
-                if not self.expressible(t, m):
-                    continue
-                if m.distributed_optimizer not in fits:
-                    fits[m.distributed_optimizer] = floor.bytes(t, m.distributed_optimizer) <= self.limit
-                if not fits[m.distributed_optimizer]:
-                    self.counts["static_pruned"] = self.counts.get("static_pruned", 0) + 1
-                    continue
-                self.counts["memory_options"] += 1
-                yield t, m
+                if self._kept(t, m, floor, fits):
+                    yield t, m
 
-    def expressible(self, t: TrainLayout, m: Memory) -> bool:
-        check = getattr(self.adapter, "expressible", None)
-        if check is None:
-            return True
-        return check(self.job, _changes(self.adapter, self.base, _knobs(t, m, None)))
+    def options(self, t: TrainLayout, recompute: tuple, floor: _StaticFloor) -> list[Memory]:
+        """The memory options of ``t`` with this recompute (distributed optimizer × offload) that the
+        framework can express and the memory floor keeps."""
+        fits: dict[bool, bool] = {}
+        return [
+            m
+            for d in self.space.distributed_optimizer
+            for o in self.space.offload
+            if self._kept(t, m := Memory(recompute, d, o), floor, fits)
+        ]
+
+    def _kept(self, t: TrainLayout, m: Memory, floor: _StaticFloor, fits: dict[bool, bool]) -> bool:
+        if self.expressible is not None and not self.expressible(
+            self.job, changes_of(self.adapter, self.base, _knobs(t, m, None))
+        ):
+            return False
+        if m.distributed_optimizer not in fits:
+            fits[m.distributed_optimizer] = floor.bytes(t, m.distributed_optimizer) <= self.limit
+        if not fits[m.distributed_optimizer]:
+            self.counts["static_pruned"] = self.counts.get("static_pruned", 0) + 1
+            return False
+        self.counts["memory_options"] += 1
+        return True
 
     def _chunk(self, t: TrainLayout) -> int:
         per = -(-self.space.layers // t.pp)
@@ -331,6 +345,11 @@ class _Bound:
         self.settings: dict = {}
         self.splits: dict = {}
         self.shapes: dict = {}
+
+    def shape(self, t: TrainLayout) -> tuple:
+        """What the bound reads of a layout besides the recompute (compute does not depend on EP, ETP or the
+        rank order)."""
+        return (t.tp, t.cp, t.pp, t.vpp, t.first, t.last)
 
     def seconds(self, t: TrainLayout, m: Memory) -> float:
         from shardcheck.estimate.step_time import Grid, compute_bound
@@ -439,9 +458,20 @@ def _current(search: _Search) -> tuple[Plan | None, list[Finding], bool]:
         step = step_time(job, job_estimate(job))
     except UnknownValue:
         step = None
-    b = search.base
-    if step is None or any(b.get(k) is None for k in ("tp", "pp", "cp", "ep")):
+    choice = _base_choice(search)
+    if step is None or choice is None:
         return None, errors, False
+    t, m, r = choice
+    fits = peak is not None and peak <= search.limit
+    plan = Plan(t, m, r, job, {}, [], peak or 0, step, findings)
+    return plan, errors, not errors and fits
+
+
+def _base_choice(search: _Search) -> tuple[TrainLayout, Memory, Rollout | None] | None:
+    """The script's own layout, memory and rollout choices (None when a size is unknown)."""
+    b = search.base
+    if any(b.get(k) is None for k in ("tp", "pp", "cp", "ep")):
+        return None
     t = TrainLayout(
         b["tp"],
         b["pp"],
@@ -461,9 +491,99 @@ def _current(search: _Search) -> tuple[Plan | None, list[Finding], bool]:
     )
     m = Memory(rc, bool(b.get("distributed_optimizer")), b.get("param_offload"))
     r = Rollout(b["rollout_tp"], b["rollout_dp"], b.get("rollout_ep") or 1) if search.space.rollout else None
-    fits = peak is not None and peak <= search.limit
-    plan = Plan(t, m, r, job, {}, [], peak or 0, step, findings)
-    return plan, errors, not errors and fits
+    return t, m, r
+
+
+LAYOUT_KEYS = frozenset(("tp", "pp", "cp", "ep", "etp", "vpp", "first", "last", "order"))
+ROLLOUT_KEYS = frozenset(("rollout_tp", "rollout_dp", "rollout_ep"))
+
+
+def nearest(
+    job: Job, *, top: int = 3, budget: int = 40, margin: float = DEFAULT_MARGIN, device: str | None = None
+) -> list[Plan]:
+    """The valid layouts with the fewest changed keys (``check`` names them when no single key fixes a job):
+    candidates of the planner's default space in order of their changed-key count, each judged like a plan
+    (every rule, the memory margin), until ``top`` are found or ``budget`` were judged."""
+    kind = job.cluster.device.value if job.cluster.device.known else None
+    search = _Search(job, device_for(device or job.device_choice, kind), margin, None)
+    choice = _base_choice(search)
+    if choice is None:
+        return []
+    t0, m0, r0 = choice
+    if r0 is not None and (r0.tp is None or r0.dp is None):
+        return []
+    adapter, base = search.adapter, search.base
+
+    def count(knobs: dict, keys) -> int:
+        return len(changes_of(adapter, base, {k: v for k, v in knobs.items() if k in keys}))
+
+    layouts = sorted(
+        ((count(_knobs(t, m0, None), LAYOUT_KEYS), i, t) for i, t in enumerate(train_layouts(search.space))),
+        key=lambda x: x[:2],
+    )
+    rollouts: dict[int, list[Rollout | None]] = {}  # by changed-key count; the script's own only if in the space
+    if search.space.rollout:
+        for r in rollout_layouts(search.space):
+            rollouts.setdefault(count(_knobs(t0, m0, r), ROLLOUT_KEYS) if r != r0 else 0, []).append(r)
+    else:
+        rollouts[0] = [r0]
+    screened: dict[Rollout | None, bool] = {}
+
+    def rollout_ok(r: Rollout | None) -> bool:
+        """The rollout rules alone accept ``r`` (the planner's rollout screen, search.rollouts)."""
+        if r is None:
+            return True
+        if r not in screened:
+            _, cand = search.candidate(t0, m0, r)
+            found = run_rules(cand, only=ROLLOUT_RULES)[0]
+            screened[r] = not any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(found))
+        return screened[r]
+
+    by_chunk: dict[int, list[tuple[int, Memory]]] = {}
+
+    def memories(t: TrainLayout) -> list[tuple[int, Memory]]:
+        chunk = search._chunk(t)
+        if chunk not in by_chunk:
+            options = [m0, *(m for m in memory_options(search.space, chunk) if m != m0)]
+            costs = []
+            for m in options:
+                knobs = _knobs(t0, m, None)
+                costs.append((count(knobs, set(knobs) - LAYOUT_KEYS - ROLLOUT_KEYS), m))
+            by_chunk[chunk] = costs
+        return by_chunk[chunk]
+
+    floor = _StaticFloor(search.job)
+    peaks: dict[tuple[TrainLayout, Memory], bool] = {}
+
+    def fits(t: TrainLayout, m: Memory, r: Rollout | None) -> bool:
+        """The training peak fits the margin (a filter before the full judgement, which checks it again: the
+        training stages' peak does not read the rollout's sizes, so it is computed once per layout and memory)."""
+        if (t, m) not in peaks:
+            if floor.bytes(t, m.distributed_optimizer) > search.limit or len(peaks) >= 8 * budget:
+                peaks[(t, m)] = False
+            else:
+                peak = _peak(search.candidate(t, m, r)[1])
+                peaks[(t, m)] = peak is not None and peak <= search.limit
+        return peaks[(t, m)]
+
+    found: list[Plan] = []
+    judged = 0
+    most = max(n for n, _, _ in layouts) + 8 if layouts else 0
+    for distance in range(1, most + 1):
+        for dt, _, t in layouts:
+            if dt > distance:
+                break
+            for dm, m in memories(t):
+                for r in rollouts.get(distance - dt - dm, ()):
+                    if not rollout_ok(r) or not fits(t, m, r):
+                        continue
+                    judged += 1
+                    plan = search.judge(t, m, r)
+                    if plan is not None:
+                        found.append(plan)
+                    if len(found) >= top or judged >= budget:
+                        return sorted(found, key=lambda p: (len(p.changes), p.seconds))
+    return sorted(found, key=lambda p: (len(p.changes), p.seconds))
 
 
 def plan_job(
@@ -474,7 +594,7 @@ def plan_job(
     margin: float = DEFAULT_MARGIN,
     space: Space | None = None,
     keep_all: bool = False,
-    rank_budget: int = 400,
+    rank_budget: int = 50,  # candidates judged past the top only to rank the script's own layout
 ) -> PlanResult:
     """The ``top`` fastest valid layouts of ``job`` (all of them with ``keep_all``), and the script's own rank."""
     started = time.perf_counter()
@@ -535,34 +655,52 @@ def _order(p: Plan) -> tuple:
 def _best(
     search: _Search, rollouts: list[tuple[float, Rollout | None]], top: int, current: Plan | None, rank_budget: int
 ) -> list[Plan]:
-    """Best-first over (training option, rollout) pairs: keys start as lower bounds and are refined."""
+    """Best-first over (training option, rollout) pairs: keys start as lower bounds and are refined.
+
+    The heap starts with one entry per bound shape and recompute (the sizes the compute bound reads: TP, CP,
+    PP, VPP, the stage sizes, DP; docs/plan.md): its layouts (EP, ETP, rank order) and memory options wait
+    inside it, under the same key, and are listed and put through the memory floor only when it comes up.
+    Every candidate's key is still a lower bound of its time when it is pushed, so the order in which
+    candidates are timed and judged is the one a heap of every candidate would give (ties aside)."""
     heap: list[tuple[float, int, int, int, tuple]] = []
     r0 = rollouts[0][1]
-    bounds: dict[tuple, float | None] = {}  # the bound depends on the layout and the recompute only
-    for i, (t, m) in enumerate(search.train_options()):
-        group = (t, m.recompute)
-        if group not in bounds:
-            bounds[group] = search.lower_bound(t, m, r0)
-        lb = bounds[group]
-        if lb is not None:
-            heap.append((lb + rollouts[0][0], 0, i, 0, (t, m)))
+    first = rollouts[0][0]
+    order = itertools.count()
+    shapes: dict[tuple, list[TrainLayout]] = {}
+    for t in train_layouts(search.space):
+        search.counts["layouts"] += 1
+        shapes.setdefault(search.bound.shape(t), []).append(t)
+    for layouts in shapes.values():
+        t = layouts[0]
+        for rc in recompute_options(search.space, search._chunk(t)):
+            lb = search.lower_bound(t, Memory(rc, search.space.distributed_optimizer[0], search.space.offload[0]), r0)
+            if lb is not None:
+                heap.append((lb + first, -1, next(order), 0, (layouts, rc)))
     heapq.heapify(heap)
+    floor = _StaticFloor(search.job)
     exact: dict[int, float] = {}
     plans: list[Plan] = []
     stop_at = current.seconds if current is not None else None
     judged_after_top = 0
     while heap:
-        key, stage, i, j, (t, m) = heapq.heappop(heap)
+        key, stage, i, j, item = heapq.heappop(heap)
         if len(plans) >= top and (stop_at is None or key > stop_at or judged_after_top >= rank_budget):
             if stop_at is not None and key > stop_at:
                 search.counts["exhausted"] = 1  # every layout faster than the script's own was visited
             break
+        if stage == -1:  # a bound shape: its layouts' memory options, through the memory floor
+            layouts, rc = item
+            for t in layouts:
+                for m in search.options(t, rc, floor):
+                    heapq.heappush(heap, (key, 0, next(order), 0, (t, m)))
+            continue
+        t, m = item
         if stage == 0:
             seconds = search.train_seconds(t, m, r0)
             if seconds is None:
                 continue
             exact[i] = seconds
-            heapq.heappush(heap, (seconds + rollouts[0][0], 1, i, 0, (t, m)))
+            heapq.heappush(heap, (seconds + first, 1, i, 0, (t, m)))
             continue
         r = rollouts[j][1]
         if j + 1 < len(rollouts):

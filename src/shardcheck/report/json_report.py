@@ -23,6 +23,9 @@ def finding_to_dict(f) -> dict:
         "path": f.path,
         "line": f.line,
         "fix": f.fix,
+        "fix_lines": list(f.fix_lines),
+        "fix_check": f.fix_check,
+        "fix_note": f.fix_note,
         "conditional": f.conditional,
         "covers": list(f.covers),
         "group": [
@@ -158,6 +161,8 @@ def result_to_dict(r: Result) -> dict:
         doc["model"] = None
     doc["layout_origins"] = layout_origins(r)
     doc["findings"] = [finding_to_dict(f) for f in r.findings]
+    if r.nearest:
+        doc["nearest"] = r.nearest
     doc["skipped"] = list(r.skipped)
     return doc
 

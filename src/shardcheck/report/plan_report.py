@@ -146,8 +146,9 @@ def render_plan_text(result) -> str:
         lines.extend(f"    {line}" for line in p.lines)
     c = result.counts
     lines.append(
-        f"\nsearched {c.get('layouts', 0):,} layouts × memory options ({c.get('memory_options', 0):,} kept by "
-        f"the memory floor), {c.get('rollouts', 0)} rollout layouts; timed {c.get('timed', 0):,}, judged "
+        f"\nsearched {c.get('layouts', 0):,} layouts in {c.get('bounded', 0):,} bound shapes × recomputes, "
+        f"{c.get('memory_options', 0):,} memory options listed and kept by the memory floor, "
+        f"{c.get('rollouts', 0)} rollout layouts; timed {c.get('timed', 0):,}, judged "
         f"{c.get('judged', 0):,} by every rule; {result.seconds:.1f} s"
         + ("; each plan above re-read and re-judged with its lines" if result.proven else "")
     )

@@ -270,7 +270,37 @@ def _finding_lines(f, fallback: str) -> list[Line]:
         lines.append([("  covers: ", "dim"), (what, None)])
     if f.fix:
         lines.append([("  fix: ", "fix"), (f.fix, None)])
+    lines.extend(_proof_lines(f))
     return lines
+
+
+def _proof_lines(f) -> list[Line]:
+    """What the fix's proof found (plan/fixes.py): the lines that apply it, or why the fix text's lines do not."""
+    if f.fix_check in ("valid", "proven"):
+        if f.fix_source == "text":
+            return [[("  proven: ", "good"), (f.fix_note or "", None)]]
+        return [[("  proven fix: ", "good"), (" ".join(f.fix_lines), None), (f" ({f.fix_note})", "dim")]]
+    if f.fix_check == "disproved":
+        return [[("  fix check: ", "bad"), (f.fix_note or "", None)]]
+    if f.fix_check == "no-single-key":
+        return [[("  fix check: ", "dim"), (f.fix_note or "", "dim")]]
+    return []
+
+
+def nearest_lines(r: Result) -> list[Line]:
+    """The planner's nearest valid layouts, named when no single key fixes the script."""
+    if not r.nearest:
+        return []
+    out: list[Line] = [
+        [
+            ("  nearest valid layouts", "heading"),
+            (" (no single key fixes every error; each re-read and re-judged)", "dim"),
+        ]
+    ]
+    for i, n in enumerate(r.nearest, 1):
+        out.append([(f"    {i}. {n['changed_keys']} changed key(s), {n['step_seconds']:,.1f} s a step", "fix")])
+        out.extend([[("         ", None), (line, None)] for line in n["overrides"]])
+    return out
 
 
 def result_lines(r: Result, *, quiet: bool = False, builtin: bool = False, verbose: bool = False) -> list[Line]:
@@ -344,6 +374,7 @@ def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     out.append("  findings" if r.findings else "  findings: none")
     for f in r.findings:
         out.extend([[("    ", None), *line] for line in _finding_lines(f, r.path)])
+    out.extend(nearest_lines(r))
     errors = sum(f.severity == "error" for f in r.findings)
     warnings = sum(f.severity == "warning" for f in r.findings)
     unknown = sum(f.rule == "VALUE-UNKNOWN" for f in r.findings)

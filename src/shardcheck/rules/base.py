@@ -47,6 +47,13 @@ class Finding:
     members: tuple[Finding, ...] = ()  # a grouped finding: the findings of one rule and cause it stands for
     covers: tuple[str, ...] = ()  # a grouped finding: the roles / stages its members are about
     data: dict = field(default_factory=dict, compare=False, hash=False)  # the structured facts behind the message
+    # set by ``check``'s proof of the fix (plan/fixes.py): the override lines that apply it, and the verdict
+    # of every rule on the script re-read with them: "valid" (no error left), "proven" (this rule's error
+    # gone, none added), "disproved" (the fix text's lines do not), "no-single-key"; None: not judged
+    fix_lines: tuple[str, ...] = ()
+    fix_check: str | None = None
+    fix_note: str | None = None
+    fix_source: str | None = None  # "text": the lines the fix text names; "key": a planner key the proof chose
 
     @property
     def path(self) -> str | None:

@@ -83,8 +83,9 @@ def current_id(written: str) -> str:
     return ids.current_id(written)
 
 
-def run_rules(job: Job) -> tuple[list[Finding], list[str]]:
-    """All findings for ``job``, and the ids of rules skipped because no model was found.
+def run_rules(job: Job, only: tuple[str, ...] = ()) -> tuple[list[Finding], list[str]]:
+    """All findings for ``job``, and the ids of rules skipped because no model was found (``only``: run just
+    the rules whose ids start with one of these prefixes, e.g. the planner's rollout screen).
 
     A rule that stops on an unknown value (``need``) adds one VALUE-UNKNOWN finding for it, unless
     VALUE-UNKNOWN already reported the same value. Rules whose scope (``frameworks=``, ``engine=``)
@@ -97,6 +98,8 @@ def run_rules(job: Job) -> tuple[list[Finding], list[str]]:
     skipped: list[str] = []
     stopped: dict[tuple, Problem] = {}
     for rule_obj in all_rules().values():
+        if only and not rule_obj.id.startswith(only):
+            continue
         if rule_obj.needs_model and job.model is None:
             skipped.append(rule_obj.id)
             continue

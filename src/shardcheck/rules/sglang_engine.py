@@ -50,6 +50,8 @@ def sglang_heads(job: Job) -> Iterator[Finding]:
     if engine is None or not heads:
         return
     split = engine.attn_tp(job.model.model_type)
+    if split < 1:
+        return  # tp_size below dp_size: SGLang's server arguments refuse it before any model loads
     if heads % split:
         good = divisors(heads)
         yield finding(
@@ -96,6 +98,8 @@ def sglang_kv_heads(job: Job) -> Iterator[Finding]:
     if engine is None or not kv or job.model.mla:
         return
     split = engine.attn_tp(job.model.model_type)
+    if split < 1:
+        return  # tp_size below dp_size: SGLang's server arguments refuse it before any model loads
     if (split >= kv and split % kv) or (split < kv and kv % split):
         yield finding(
             "SGLANG-TP-KV",
@@ -175,7 +179,7 @@ def sglang_experts(job: Job) -> Iterator[Finding]:
     experts = job.model.num_experts
     if engine is None or not experts or engine.ep is None or engine.ep <= 1:
         return
-    if experts % engine.ep:
+    if engine.ep >= 1 and experts % engine.ep:
         good = [d for d in divisors(experts) if d > 1]
         yield finding(
             "SGLANG-EP-EXPERTS",
