@@ -584,3 +584,22 @@ def test_in_flight_peak_of_a_long_run_without_listing_it():
             stage, pp, chunks, micro, group, cost
         )
     assert bounded(functools.partial(_in_flight, 0, 16, 4, 10**11, None, [1.0, 1.0, 1.0, 1.0]))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'echo "${\xb9:-x}"\n',  # byte 0xb9 reads as '¹': its isdigit() is True, int('¹') raises (input 47779)
+        "torchrun --nnodes ¹ --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 512 "
+        "--num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 "
+        "--global-batch-size 8\n",  # input 49396
+        "torchrun --nnodes 0 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 512 "
+        "--num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 "
+        "--global-batch-size 8\n",  # world 0: DP 0 divided by (inputs 66596, 97279)
+    ],
+)
+def test_more_fuzz_finds_of_the_100k_run(tmp_path, text):
+    path = tmp_path / "run.sh"
+    path.write_bytes(text.encode("latin-1"))
+    read_bash_text(text.encode("latin-1"), str(path))
+    assert bounded(functools.partial(check, path)) is not None

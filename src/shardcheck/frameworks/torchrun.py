@@ -24,18 +24,20 @@ def torchrun_cluster(launch: Launch, exported: dict[str, Traced], notes: list[Pr
             text = word.text
             if text is None:
                 return Traced(None, where, f"torchrun {option} is unknown ({word.unknowns[0].unknown})")
-            if not text.isdigit():
+            if not (text.isascii() and text.isdigit()):
                 return Traced(None, where, f"torchrun {option} {text[:40]} is not a fixed number")
             if len(text) > 12:  # past any cluster, and past int()'s 4,300-digit limit for long ones
                 return Traced(
                     None, where, f"torchrun {option} {text[:20]}… ({len(text)} digits) is past shardcheck's bound"
                 )
+            if int(text) < 1:
+                return Traced(None, where, f"torchrun {option} {text} is not a positive number")
             return Traced(
                 int(text), Origin(kind="script", path=where.path, line=where.line, text=f"torchrun {option} {text}")
             )
         if env in exported:
             t = exported[env]
-            if t.known and str(t.value).isdigit():
+            if t.known and str(t.value).isascii() and str(t.value).isdigit():
                 return Traced(int(t.value), t.origin)
             return Traced(None, t.origin, f"${env} is unknown")
         return _default(1, f"default of torchrun: {option} = 1")

@@ -385,7 +385,7 @@ class _Interpreter:
     def _index(self, index: str, origin: Origin, length: int, offset: int) -> int | str:
         """An array subscript as bash evaluates it (arithmetic; negative counts from the end), or why not."""
         text = index.strip()
-        if text.isdigit() and len(text) < 10:
+        if text.isascii() and text.isdigit() and len(text) < 10:
             k = int(text)
         else:
             parts, _ = shell_words.lex_arith_body(index, 0, len(index))
@@ -865,7 +865,11 @@ class _Interpreter:
                 self.positional = tuple(fields[1 + args.index("--") + 1 :])
             return
         if name == "shift":
-            k = int(fields[1].text) if len(fields) > 1 and (fields[1].text or "").isdigit() else 1
+            k = (
+                int(fields[1].text)
+                if len(fields) > 1 and (fields[1].text or "").isascii() and fields[1].text.isdigit()
+                else 1
+            )
             self.positional = self.positional[k:]
             return
         if name in self.functions:
@@ -1241,7 +1245,7 @@ class _Interpreter:
         """Return ('scalar', Field) / ('array', [Field]) / raise _Unset."""
         if name in ("@", "*"):
             return "array", list(self.positional)
-        if name.isdigit():
+        if name.isascii() and name.isdigit():
             k = int(name)
             if k == 0:
                 return "scalar", Field((Seg(self.main.path, origin),), origin)
@@ -1422,7 +1426,7 @@ class _Interpreter:
         return [Seg(None, origin, f"${{{part.name}{op}…}} not evaluated")]
 
     def _unset_reason(self, name: str) -> str:
-        if name.isdigit():
+        if name.isascii() and name.isdigit():
             return f"${name} is a script argument, not given"
         if self.unfollowed:
             return (

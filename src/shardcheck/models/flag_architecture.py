@@ -60,7 +60,7 @@ def moe_layer_pattern(text: str | int, layers: int) -> frozenset[int]:
     """The MoE layer indices of ``--moe-layer-freq`` (an int, its text, or a literal list expression),
     parsed without evaluating anything; ValueError when it is not one of those forms."""
     text = str(text).strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         freq = int(text)
         if freq < 1:
             raise ValueError("--moe-layer-freq must be ≥ 1")

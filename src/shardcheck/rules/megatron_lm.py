@@ -287,8 +287,8 @@ def gbs_div(job: Job) -> Iterator[Finding]:
     mbs = need(mbs_t, "--micro-batch-size") or 1
     for e in engines(job):
         dp = need(e.dp(job.cluster.world), "DP")
-        if dp is None:
-            continue  # the grid does not tile the world: MCORE-PS-WORLD
+        if not dp or not mbs:
+            continue  # the grid does not tile the world (MCORE-PS-WORLD), or a size is 0 (VALUE-BAD-*)
         if gbs % (mbs * dp):
             step = mbs * dp
             yield finding(

@@ -71,7 +71,7 @@ def ray_cluster_gpus(commands, launch: Launch) -> Traced | None:
         else:
             continue
         digits = (value.text or "").split("=", 1)[-1]
-        if value.text is None or not digits.isdigit():
+        if value.text is None or not (digits.isascii() and digits.isdigit()):
             return None  # not known statically: the cluster is not judged
         return Traced(int(digits), value.origin)
     return None
