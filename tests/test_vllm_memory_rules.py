@@ -59,9 +59,28 @@ def test_a_job_that_does_not_start_gets_the_startup_finding_only(tmp_path):
     assert "VLLM-MEM-STARTUP" in rules and "VLLM-MEM-WAKE" not in rules
 
 
-def test_lora_is_not_sized(tmp_path):
+def test_lora_trains_only_its_adapters(tmp_path):
+    """A LoRA actor's frozen base has no gradients and no optimizer state (memory/params.py lora_params): far
+    less stays on the device at vLLM's start than for full training, so the same utilisation starts."""
+    words = MOE + "actor_rollout_ref.rollout.gpu_memory_utilization=0.7 actor_rollout_ref.actor.use_kl_loss=True"
+    full = _result(tmp_path, words)
+    lora = _result(tmp_path, words + " actor_rollout_ref.model.lora.rank=64")
+    assert "VLLM-MEM-STARTUP" in _rules(full) and "VLLM-MEM-STARTUP" not in _rules(lora)
+    base = max(job_estimate(full.job).train.stages, key=lambda s: s.total).bytes
+    tuned = max(job_estimate(lora.job).train.stages, key=lambda s: s.total).bytes
+    assert tuned["weights"] > base["weights"]  # the base and the adapters
+    assert 0 < tuned["grads"] < base["grads"] / 20 and 0 < tuned["optimizer"] < base["optimizer"] / 20
+    assert full.job.layout("ref") is not None and lora.job.layout("ref") is None  # the ref: the actor, no adapters
+    assert lora.job.ref_used.value and lora.job.ref_in_actor.value
+
+
+def test_lora_rank_unknown_to_the_megatron_engine_is_not_sized(tmp_path):
+    """model.lora_rank (peft's key) with the Megatron engine: the ref is the actor (verl reads either key) but the
+    engine builds Megatron-Bridge's LoRA from model.lora.rank only; the estimate says unknown, no rule guesses."""
     words = MOE + "actor_rollout_ref.rollout.gpu_memory_utilization=0.9 actor_rollout_ref.model.lora_rank=64"
-    assert not _rules(_result(tmp_path, words)) & {"VLLM-MEM-STARTUP", "VLLM-MEM-WAKE"}
+    r = _result(tmp_path, words)
+    assert not _rules(r) & {"VLLM-MEM-STARTUP", "VLLM-MEM-WAKE", "MEM-TRAIN-OOM"}
+    assert any("LoRA rank" in p for p in job_estimate(r.job).problems)
 
 
 def test_fsdp_holds_only_its_sharded_parameters_at_start(tmp_path):

@@ -305,7 +305,9 @@ class Job:
     cluster: Cluster
     strategy: Traced[str]
     layouts: tuple[MegatronLayout, ...]  # the Megatron engines built: actor, ref and critic when verl builds them
-    ref_used: Traced[bool]
+    ref_used: Traced[bool]  # the ref's log-probs are computed (verl's need_reference_policy)
+    # verl: the ref is the actor with its LoRA adapters disabled, and no ref engine is built (None: not verl)
+    ref_in_actor: Traced[bool] | None = None
     critic_used: Traced[bool | None] | None = None  # verl's need_critic (None: the framework has no critic)
     model_path: Traced[str]
     model: ModelFacts | None

@@ -102,6 +102,18 @@ class Logits:
 
 
 @dataclass(frozen=True, slots=True)
+class Lora:
+    """LoRA on the trained model: the base weights are frozen (no gradients, no optimizer state) and adapters of
+    ``rank`` on the ``modules`` are trained. ``modules`` are shardcheck's names for the linear layers
+    (memory/params.py ``LORA_MODULES``); ``fused``: Megatron-Core's fused modules (one adapter on linear_qkv and
+    on linear_fc1) rather than HF's separate q/k/v and gate/up projections."""
+
+    rank: int
+    modules: frozenset[str]
+    fused: bool
+
+
+@dataclass(frozen=True, slots=True)
 class TrainSettings:
     """The update step's settings that size its memory."""
 
@@ -132,6 +144,7 @@ class TrainSettings:
     # fp8 compute weights (--fp8-param-gather: 1 byte per parameter instead of the 16-bit copy).
     kernels: Kernels = field(default_factory=Kernels)
     mtp_layers: int = 0
+    lora: Lora | None = None  # LoRA: only the adapters are trained
     offload_modules: frozenset[str] = frozenset()
     fsdp_sharding: str | None = None
     fp8_params: bool = False

@@ -40,7 +40,7 @@ from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
 from shardcheck.memory.overhead import device_total, transient_bytes
-from shardcheck.memory.params import Sharding, StageParams, layer_params, padded_vocab, stage_params
+from shardcheck.memory.params import Sharding, StageParams, layer_params, lora_params, padded_vocab, stage_params
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
 from shardcheck.origin import UnknownValue
 
@@ -400,6 +400,10 @@ def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter, sett
         return
     if critic is None:
         return
+    if settings.lora is not None:
+        # the critic's state is sized as a share of the actor's, which a LoRA actor does not train in full
+        out.problems.append("critic: beside a LoRA actor, the critic's state is not sized")
+        return
     layout = job.layout("actor")
     if layout is not None:
         last, shard = known(layout.pp, "PP") - 1, 1  # the head sits on the last stage, replicated over TP
@@ -506,13 +510,21 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
         params = stage_params(
             arch, layers, stage, sharding, embedding=rank.embedding, loss=rank.loss, mtp=rank.mtp_layers
         )
-        dense = params.embedding + params.dense + params.output
-        opt = (dense / shards[0] + params.expert / shards[1]) * settings.state_bytes
+        trained = _trained(arch, layers, params, sharding, settings)
+        dense = trained.embedding + trained.dense + trained.output
+        opt = (dense / shards[0] + trained.expert / shards[1]) * settings.state_bytes
         per_chunk, once = _activations(arch, rank, tokens, seq, p, settings)
         counts, held = _in_flight(
             stage, sharding.pp, rank.chunks, settings.micro_batches, settings.microbatch_group, per_chunk
         )
         weights, grads = _weights_and_grads(arch, layers, params, sharding, settings, shards)
+        if trained is not params:  # LoRA: the frozen base has no gradient buffer; the adapters' are small
+            adapters = trained.total
+            weights += int(adapters * settings.weight_bytes)
+            grads = int((trained.dense / shards[0] if settings.fsdp_sharding else trained.dense) * settings.grad_bytes)
+            grads += int(
+                (trained.expert / shards[1] if settings.fsdp_sharding else trained.expert) * settings.grad_bytes
+            )
         terms = {
             "weights": weights,
             "grads": grads,
@@ -535,6 +547,16 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
             merged.append(row)
     static = max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in rows)
     return TrainMemory(merged, tokens, seq, static, settings.batch_bound), settings
+
+
+def _trained(arch: Architecture, layers, params: StageParams, sharding: Sharding, settings: TrainSettings):
+    """The parameters one device trains (gradients, optimizer state): all of them, or with LoRA the adapters
+    only (memory/params.py ``lora_params``; Megatron's DDP makes gradient buffers only for parameters that
+    require grad, megatron/core/distributed/distributed_data_parallel.py, and the optimizer steps only those)."""
+    if settings.lora is None:
+        return params
+    lora = settings.lora
+    return lora_params(arch, tuple(layers), sharding, lora.rank, lora.modules, lora.fused)
 
 
 def _weights_and_grads(
@@ -604,11 +626,16 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
     unit = max(sum(layer_params(arch, i, full)) for i in layers) if layers else 0
     gathered = 2 * (whole.total if settings.gathered_between_passes else 2 * max(unit, whole.embedding))
     on_device = 0 if settings.host_resident else 1
+    trained = held
+    if settings.lora is not None:  # peft: the frozen base has no gradients and no optimizer state
+        adapters = _trained(arch, layers, whole, full, settings)
+        trained = StageParams(0, -(-adapters.total // shard), 0, 0)
+        held = StageParams(held.embedding, held.dense + trained.dense, held.expert, held.output)
     terms = {
         "weights": held.total * settings.weight_bytes * on_device,
-        "grads": held.total * settings.grad_bytes * on_device,
-        "optimizer": held.total * settings.state_bytes * on_device,
-        "optimizer_host": held.total * settings.state_bytes * (1 - on_device),
+        "grads": trained.total * settings.grad_bytes * on_device,
+        "optimizer": trained.total * settings.state_bytes * on_device,
+        "optimizer_host": trained.total * settings.state_bytes * (1 - on_device),
         "gathered": gathered,
         "activations": int(acts),
         "logits": _logits(arch, tokens, 1, sp, settings),

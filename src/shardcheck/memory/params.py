@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shardcheck.models.architecture import Architecture
+from shardcheck.origin import UnknownValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,3 +172,58 @@ def stage_params(
         if not arch.tied or not first:
             output = vocab_rows * arch.hidden
     return StageParams(emb, dense, expert, output)
+
+
+# LoRA adapters (A: rank × in, B: out × rank on each target linear layer), by module.
+# Megatron: Megatron-Bridge's LoRA (src/megatron/bridge/peft/lora.py, main of 2026-08-22: target_modules default
+# linear_qkv, linear_proj, linear_fc1, linear_fc2; one ParallelLinearAdapter per module; a grouped MoE expert
+# linear gets one adapter shared by the rank's local experts — ``share_expert_adapters=True``, the only
+# behaviour before May 2026 — split like the expert over ETP; the router only when targeted). On a
+# tensor-parallel base the adapter's side along the split dimension is split too (B of a column-parallel
+# layer, A of a row-parallel one), the other side whole on every rank (peft/utils.py ParallelLinearAdapter).
+# FSDP: peft on HF's separate projections ("all-linear": every nn.Linear but the output layer). Whether peft
+# adapts each routed expert depends on how the transformers version builds them (nn.Linear per expert in 4.x,
+# fused 3-D parameters later), so LoRA on an FSDP MoE model is not sized.
+LORA_MODULES = frozenset({"q", "k", "v", "o", "gate", "up", "down", "router"})
+
+
+def lora_params(
+    arch: Architecture, layers: tuple[int, ...], s: Sharding, rank: int, modules, fused: bool
+) -> StageParams:
+    """LoRA adapter parameters on one device for the decoder ``layers`` of a stage: (dense, routed expert)."""
+    if arch.mla is not None:
+        raise UnknownValue("LoRA adapters on MLA attention (its down/up projections) are not sized")
+    h, hd, tp = arch.hidden, arch.head_dim, s.tp
+
+    def linear(n_in: int, n_out: int, column: bool, split: int) -> int:
+        return rank * (n_in + n_out // split) if column else rank * (n_in // split + n_out)
+
+    def attention() -> int:
+        q, kv = arch.heads * hd, arch.kv_heads * hd
+        n = 0
+        if fused and modules & {"q", "k", "v"}:
+            n += linear(h, q + 2 * kv, True, tp)
+        elif not fused:
+            n += sum(linear(h, w, True, tp) for name, w in (("q", q), ("k", kv), ("v", kv)) if name in modules)
+        return n + (linear(q, h, False, tp) if "o" in modules else 0)
+
+    def mlp(ffn: int, split: int) -> int:
+        n = 0
+        if fused and modules & {"gate", "up"}:
+            n += linear(h, (2 if arch.gated else 1) * ffn, True, split)
+        elif not fused:
+            n += sum(linear(h, ffn, True, split) for name in ("gate", "up") if name in modules)
+        return n + (linear(ffn, h, False, split) if "down" in modules else 0)
+
+    dense = expert = 0
+    for index in layers:
+        dense += attention()
+        if not arch.is_moe_layer(index):
+            dense += mlp(arch.ffn, tp)
+            continue
+        if not fused:
+            raise UnknownValue("LoRA on the routed experts of an FSDP (peft) model is not sized")
+        dense += rank * (h + arch.experts) if "router" in modules else 0
+        dense += mlp(arch.shared_ffn, tp) if arch.shared_ffn else 0
+        expert += mlp(arch.moe_ffn, s.etp)  # one adapter shared by the local experts
+    return StageParams(0, dense, expert, 0)

@@ -116,6 +116,8 @@ def _engine_lines(job: Job, actor: MegatronLayout) -> list[str]:
         )
     if job.framework == "verl" and job.layout("ref") is None and job.ref_used.value is False:
         notes.append("ref not built: use_kl_loss and use_kl_in_reward are off")
+    elif job.ref_in_actor is not None and job.ref_in_actor.value and job.ref_used.value:
+        notes.append("ref: the actor with its LoRA adapters disabled, no ref engine")
     elif not others:
         notes.append("no ref")
     out = [f"  training layout (actor{'; ' + '; '.join(notes) if notes else ''})"]

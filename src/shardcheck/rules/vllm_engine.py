@@ -311,7 +311,7 @@ def vllm_startup_memory(job: Job) -> Iterator[Finding]:
     from shardcheck.memory.devices import GIB
     from shardcheck.rules.memory import job_estimate
 
-    if _vllm_tp(job) is None or lora(job):
+    if _vllm_tp(job) is None:
         return
     est = job_estimate(job)
     if est is None or est.rollout is None or not est.rollout.startup_resident_bytes:
@@ -389,7 +389,7 @@ def vllm_wake_memory(job: Job) -> Iterator[Finding]:
     from shardcheck.memory.devices import GIB
     from shardcheck.rules.memory import job_estimate
 
-    if _vllm_tp(job) is None or lora(job):
+    if _vllm_tp(job) is None:
         return
     if not need(job.value(f"{RO}.free_cache_engine"), f"{RO}.free_cache_engine"):
         return  # vLLM keeps its memory through the update: the update must fit beside it instead
@@ -421,15 +421,6 @@ def vllm_wake_memory(job: Job) -> Iterator[Finding]:
 def r_util(job: Job) -> float:
     """The rollout's gpu_memory_utilization (known: the memory estimate read it)."""
     return job.value(f"{RO}.gpu_memory_utilization").value
-
-
-def lora(job: Job) -> bool:
-    """A LoRA actor (``model.lora_rank`` / Megatron's ``model.lora.rank`` > 0): its frozen base has no gradients
-    or optimizer state, which the memory estimate does not model, so the memory rules here stay silent."""
-    return any(
-        isinstance(v := job.value(key).value, int) and v > 0
-        for key in ("actor_rollout_ref.model.lora_rank", "actor_rollout_ref.model.lora.rank")
-    )
 
 
 @rule(

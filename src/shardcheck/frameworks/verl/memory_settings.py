@@ -6,6 +6,7 @@ from shardcheck.frameworks.memory_settings import (
     CriticSettings,
     FixKeys,
     Logits,
+    Lora,
     Recompute,
     RolloutSettings,
     TrainSettings,
@@ -41,6 +42,48 @@ def micro_batches(job: Job, cp: int, dp: int) -> tuple[int, int, int, str | None
     if not micro:
         raise UnknownValue(f"{A}.ppo_micro_batch_size_per_gpu is not set")
     return micro * seq, seq, max(1, mini // dp // micro), None
+
+
+# LoRA target names → shardcheck's module names (memory/params.py). Megatron: Megatron-Bridge's module names
+# (verl's model.lora.target_modules); FSDP: peft's on HF models (verl's model.target_modules, "all-linear").
+_MEGATRON_TARGETS = {
+    "linear_qkv": {"q", "k", "v"},
+    "linear_proj": {"o"},
+    "linear_fc1": {"gate", "up"},
+    "linear_fc2": {"down"},
+    "router": {"router"},
+}
+_HF_TARGETS = {f"{n}_proj": {n} for n in ("q", "k", "v", "o", "gate", "up", "down")}
+_ALL_LINEAR = frozenset({"q", "k", "v", "o", "gate", "up", "down", "router"})
+
+
+def lora(job: Job, megatron: bool) -> Lora | None:
+    """The actor's LoRA (verl: the ref is then the actor without its adapters, resolve.py ``ref_in_actor``);
+    None without it. The Megatron engine builds Megatron-Bridge's LoRA from ``model.lora`` (verl/workers/engine/
+    megatron/transformer_impl.py ``peft_config=model_config.get("lora")``), the FSDP engine peft's from
+    ``model.lora_rank`` and ``model.target_modules`` (fsdp/transformer_impl.py)."""
+    in_actor = job.ref_in_actor
+    if in_actor is None or in_actor.value is False:
+        return None
+    if not in_actor.known:
+        raise UnknownValue("whether the actor has LoRA", in_actor)
+    rank_key = "actor_rollout_ref.model.lora.rank" if megatron else "actor_rollout_ref.model.lora_rank"
+    rank = job.value(rank_key).value
+    if not isinstance(rank, int) or rank <= 0:
+        raise UnknownValue(f"the LoRA rank the actor trains with ({rank_key} is not a known rank > 0)")
+    key = "actor_rollout_ref.model.lora.target_modules" if megatron else "actor_rollout_ref.model.target_modules"
+    targets = _v(job, key)
+    names = [targets] if isinstance(targets, str) else list(targets or ())
+    table = _MEGATRON_TARGETS if megatron else _HF_TARGETS
+    modules: set[str] = set()
+    for name in names:
+        if not megatron and name == "all-linear":
+            modules |= _ALL_LINEAR
+        elif name in table:
+            modules |= table[name]
+        else:
+            raise UnknownValue(f"LoRA target {name!r} ({key}) is not one whose adapters shardcheck sizes")
+    return Lora(rank, frozenset(modules), fused=megatron)
 
 
 def _optimizer(job: Job) -> tuple[int, int, float]:
@@ -110,6 +153,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         # backward, whose gradient is written into it (tensor_parallel/cross_entropy.py).
         logits=_logits(job, 1),
         ref_on_device=ref,
+        lora=lora(job, megatron=True),
         param_offload=f"{M}.param_offload" if job.value(f"{M}.param_offload").value else None,
         optimizer_offload=f"{M}.optimizer_offload" if job.value(f"{M}.optimizer_offload").value else None,
         batch_bound=bound,
@@ -193,6 +237,7 @@ def fsdp_train_settings(job: Job, layout, dp: int) -> TrainSettings:
         gathered_between_passes=not _v(job, f"{layout.key_prefix}.reshard_after_forward"),
         host_resident=policy,
         batch_bound=bound,
+        lora=lora(job, megatron=False) if layout.role == "actor" else None,
     )
 
 

@@ -45,7 +45,7 @@ from shardcheck.frameworks.verl.config_tree import (
     installed_config_dir,
     installed_defaults,
 )
-from shardcheck.frameworks.verl.versions import VersionChoice, catalogue, choose, span
+from shardcheck.frameworks.verl.versions import VersionChoice, at_least, catalogue, choose, span
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
@@ -156,7 +156,11 @@ MEMORY_KEYS = tuple(
 VALUE_KEYS += tuple(
     f"{prefix}.{key}"
     for prefix, keys in (
-        ("actor_rollout_ref.model", ("lora_rank", "lora.rank")),  # LoRA: the memory rules do not size it
+        # LoRA (ref_in_actor; the memory estimate sizes the adapters' gradients and optimizer state)
+        (
+            "actor_rollout_ref.model",
+            ("lora_rank", "lora.rank", "lora_adapter_path", "target_modules", "lora.target_modules"),
+        ),
         (
             "actor_rollout_ref.rollout",
             (
@@ -297,6 +301,7 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_RO}.engine_kwargs.vllm.enable_eplb": FLAG_OR_NULL,
     "actor_rollout_ref.model.lora_rank": RANK,
     "actor_rollout_ref.model.lora.rank": RANK,
+    "actor_rollout_ref.model.lora_adapter_path": NAME_OR_NULL,
     f"{_RO}.engine_kwargs.sglang.enable_dp_attention": FLAG_OR_NULL,
     f"{_RO}.engine_kwargs.sglang.mem_fraction_static": FRACTION_OR_NULL,
     f"{_C}.enable": FLAG_OR_NULL,
@@ -648,6 +653,41 @@ def _fsdp_layout(
         optimizer_offload=_bool(_read(config, f"{engine}.optimizer_offload", FLAG, notes)),
         offload_policy=_bool(_read(config, f"{engine}.offload_policy", FLAG, notes)),
     )
+
+
+# The keys that make verl compute the ref's log-probs with the actor itself, its LoRA adapters disabled, and build
+# no ref engine ("ref_in_actor"), by the first verl release that reads each: verl/trainer/ppo/ray_trainer.py
+# (0.4.0 … 0.6.0: ``model.get("lora_rank", 0) > 0``; 0.6.1, 0.7.0: ``or model.get("lora_adapter_path") is not
+# None``; 0.7.1: ``model.get("lora", {}).get("rank", 0)``, else ``lora_rank``), main_ppo.py (0.7.1, 0.8.0),
+# main_ppo_v0.py and ppo/v1/trainer_base.py (0.9.0, 0.9.1, main of 2026-08-22).
+REF_IN_ACTOR_KEYS = (
+    ("actor_rollout_ref.model.lora_rank", "0.4.0"),
+    ("actor_rollout_ref.model.lora_adapter_path", "0.6.1"),
+    ("actor_rollout_ref.model.lora.rank", "0.7.1"),
+)
+
+
+def _ref_in_actor(config: VerlConfig, notes: list[Problem]) -> Traced:
+    """Whether the ref is the actor without its LoRA adapters (no ref engine is built): REF_IN_ACTOR_KEYS."""
+    inputs = []
+    for key, since in REF_IN_ACTOR_KEYS:
+        if not at_least(config.version, since):
+            continue
+        if config.setter(key) is None and config.is_missing(key):
+            continue  # verl reads it with .get(): absent is 0 / None
+        traced = _read(config, key, NAME_OR_NULL if key.endswith("path") else RANK, notes)
+        if traced.known and (traced.value is not None if key.endswith("path") else (traced.value or 0) > 0):
+            return Traced.derived(True, f"ref in actor: {key} is set (LoRA; no ref engine is built)", traced)
+        inputs.append(traced)
+    read = [key for key, since in REF_IN_ACTOR_KEYS if at_least(config.version, since)]
+    formula = "ref in actor = " + " or ".join(f"{key} set" for key in read)
+    return Traced.derived(False, formula, *inputs)
+
+
+def _and_not(used: Traced, in_actor: Traced) -> Traced:
+    """The ref engine is built when the ref is used and is not the actor itself."""
+    value = None if not (used.known and in_actor.known) else bool(used.value) and not in_actor.value
+    return Traced.derived(value, "ref engine built = ref used and not ref in actor (LoRA)", used, in_actor)
 
 
 def _critic_used(config: VerlConfig, notes: list[Problem]) -> Traced:
@@ -1072,11 +1112,13 @@ def resolve_verl(
     ref_used = Traced.derived(
         ref_used_value, "ref built = algorithm.use_kl_in_reward or actor.use_kl_loss", kl_reward, kl_loss
     )
+    in_actor = _ref_in_actor(config, notes)
+    ref_built = ref_used if ref_used.value is False else _and_not(ref_used, in_actor)
     layouts: list[MegatronLayout] = []
     if strategy.known and strategy.value == "megatron":
         layouts.append(_layout(config, "actor", notes))
         ref_strategy = _read(config, "actor_rollout_ref.ref.strategy", NAME, notes)
-        if ref_used.value is not False and (not ref_strategy.known or ref_strategy.value == "megatron"):
+        if ref_built.value is not False and (not ref_strategy.known or ref_strategy.value == "megatron"):
             layouts.append(_layout(config, "ref", notes))
 
     ro = "actor_rollout_ref.rollout"
@@ -1090,7 +1132,7 @@ def resolve_verl(
     critic_strategy = _read(config, "critic.strategy", NAME, notes)
     if layouts and critic_used.value is not False and critic_strategy.known and critic_strategy.value == "megatron":
         layouts.append(_layout(config, "critic", notes))
-    fsdp_layouts = _fsdp_layouts(config, ref_used, critic_used, notes)
+    fsdp_layouts = _fsdp_layouts(config, ref_built, critic_used, notes)
     servers = _servers(config, cluster, notes)
     model_path = _read(config, "actor_rollout_ref.model.path", NAME_OR_NULL, notes)
     raw_path = config.select("actor_rollout_ref.model.path")
@@ -1119,6 +1161,7 @@ def resolve_verl(
         strategy=strategy,
         layouts=tuple(layouts),
         ref_used=ref_used,
+        ref_in_actor=in_actor,
         critic_used=critic_used,
         model_path=model_path,
         model=model,
