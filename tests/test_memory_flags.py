@@ -256,3 +256,14 @@ def test_flag_model_not_counted_is_not_modelled(tmp_path):
     _, result = est(variant(tmp_path, MLM, "--kv-channels 128", "--kv-channels 128 --normalization FooNorm"))
     with pytest.raises(NotModelled):
         architecture(result.job.model)
+
+
+@pytest.mark.parametrize("script", ["pretrain_mamba.py", "pretrain_hybrid.py"])
+def test_hybrid_mamba_launches_are_judged_but_not_sized(tmp_path, script):
+    """pretrain_hybrid.py (Megatron-LM main of 2026-08; pretrain_mamba.py wraps it) builds Mamba / attention / MLP
+    layers from --hybrid-override-pattern: the layout is judged, the GPT layer count would be wrong and is not."""
+    e, result = est(variant(tmp_path, MLM, "pretrain_gpt.py", script))
+    assert result.job.framework == "megatron-lm"
+    assert e.train is None and any("hybrid Mamba" in p for p in e.problems)
+    gpt, _ = est(MLM)
+    assert gpt.train is not None

@@ -649,19 +649,6 @@ def _with_args(launch, words: tuple[str, ...]):
     return replace(launch, args=launch.args + tuple(fields))
 
 
-def _resolve_flag_launch(found, reading, shown: str, model_config: str | None) -> Job | None:
-    """The Job of the first Megatron-LM (pretrain_gpt.py, -m megatron...) or slime (train.py) launch."""
-    from shardcheck.frameworks.megatron_lm.resolve import exported_values, is_megatron_lm_entry, resolve_megatron_lm
-    from shardcheck.frameworks.slime.resolve import is_slime_entry, resolve_slime
-
-    for launch in found:
-        if is_slime_entry(launch):
-            return resolve_slime(launch, shown, model_config=model_config, commands=reading.commands)
-        if is_megatron_lm_entry(launch):
-            return resolve_megatron_lm(launch, shown, exported_values(reading, launch), model_config=model_config)
-    return None
-
-
 @dataclass
 class VersionRow:
     """One version's verdict in ``check --versions``."""

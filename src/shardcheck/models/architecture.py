@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from shardcheck.errors import ShardcheckError
 from shardcheck.job import ModelFacts
-from shardcheck.models.flag_architecture import MARKER, FlagsNotModelled, architecture_values
+from shardcheck.models.flag_architecture import MARKER, NOT_COUNTED, FlagsNotModelled, architecture_values
 
 # model_type → (qk_layernorm, add_qkv_bias) that the architecture implies when config.json does not say.
 _IMPLIED = {
@@ -203,6 +203,8 @@ def _architecture(model: ModelFacts) -> Architecture:
 
 def _from_flags(cfg: dict) -> Architecture:
     """A model given as Megatron-LM flags (models/flag_architecture.py)."""
+    if cfg.get(NOT_COUNTED):
+        raise NotModelled(cfg[NOT_COUNTED])
     try:
         values = architecture_values(cfg[MARKER], cfg.get("vocab_size"), cfg.get("vocab_source", "no --vocab-size"))
     except FlagsNotModelled as exc:

@@ -30,6 +30,7 @@ from shardcheck.errors import ShardcheckError
 from shardcheck.origin import Traced
 
 MARKER = "megatron_lm_flags"  # ModelFacts.config key holding the flags' Traced values
+NOT_COUNTED = "megatron_lm_not_counted"  # why the flags' layers are not a stack shardcheck counts
 
 
 class FlagsNotModelled(ShardcheckError):

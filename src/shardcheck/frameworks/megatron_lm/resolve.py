@@ -13,6 +13,7 @@ become ``num_layers_in_first/last_pipeline_stage`` (core_transformer_config_from
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from shardcheck.frameworks.megatron_lm.flags import (
@@ -27,7 +28,7 @@ from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Job, MegatronLayout, ModelFacts
 from shardcheck.models.facts import load_model
-from shardcheck.models.flag_architecture import MARKER
+from shardcheck.models.flag_architecture import MARKER, NOT_COUNTED
 from shardcheck.origin import Origin, Traced
 from shardcheck.problems import Kind, Problem
 
@@ -35,6 +36,7 @@ MEGATRON_LM_SCRIPTS = frozenset(
     {
         "pretrain_gpt.py",
         "pretrain_mamba.py",
+        "pretrain_hybrid.py",  # Megatron-LM main of 2026-08: pretrain_mamba.py became a wrapper around it
         "pretrain_bert.py",
         "pretrain_t5.py",
         "pretrain_vlm.py",
@@ -42,6 +44,7 @@ MEGATRON_LM_SCRIPTS = frozenset(
         "pretrain_ict.py",
     }
 )
+HYBRID_SCRIPTS = frozenset({"pretrain_mamba.py", "pretrain_hybrid.py"})
 KEY_PREFIX = "args"  # Megatron-LM's namespace: args.tensor_model_parallel_size, ...
 
 
@@ -241,6 +244,10 @@ def resolve_megatron_lm(
     notes = flag_notes(flags)
     layout = megatron_layout(flags, notes)
     model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
+    if model is not None and script in HYBRID_SCRIPTS and MARKER in model.config:
+        # Mamba / hybrid stacks (--hybrid-override-pattern: Mamba, attention, MLP and MoE layers in any order):
+        # the layout rules hold, but the flags' model is not a GPT stack whose layers shardcheck counts.
+        model = replace(model, config={**model.config, NOT_COUNTED: f"{script} builds a hybrid Mamba model"})
     return Job(
         path=path,
         framework="megatron-lm",
