@@ -214,6 +214,11 @@ def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
         splits += [("experts", arch.experts, s.ep), ("expert FFN", arch.moe_ffn, s.etp)]
     if arch.ffn:
         splits.append(("FFN", arch.ffn, s.tp))
+    if arch.linear is not None and arch.linear_layers:  # TransformerConfig.__post_init__ asserts both
+        splits += [
+            ("Gated DeltaNet key heads", arch.linear.key_heads, s.tp),
+            ("Gated DeltaNet value heads", arch.linear.value_heads, s.tp),
+        ]
     bad = [f"{name} {n} over {k}" for name, n, k in splits if not k or n % k]
     if bad:
         raise UnknownValue(
@@ -325,15 +330,16 @@ def _in_flight(
 
 
 def _per_kind(arch: Architecture, layers, value) -> dict[int, float]:
-    """``{i: value(i)}`` for the ``layers``, calling ``value`` once per layer kind (MoE or dense): the per-layer
-    functions of memory/activations.py read the index only through ``arch.is_moe_layer``."""
-    by_kind: dict[bool, float] = {}
+    """``{i: value(i)}`` for the ``layers``, calling ``value`` once per layer kind (MoE or dense, attention or
+    Gated DeltaNet): the per-layer functions of memory/activations.py read the index only through
+    ``arch.layer_kind``."""
+    by_kind: dict[tuple[bool, bool], float] = {}
     out = {}
     for i in layers:
-        moe = arch.is_moe_layer(i)
-        if moe not in by_kind:
-            by_kind[moe] = value(i)
-        out[i] = by_kind[moe]
+        kind = arch.layer_kind(i)
+        if kind not in by_kind:
+            by_kind[kind] = value(i)
+        out[i] = by_kind[kind]
     return out
 
 
@@ -628,11 +634,14 @@ def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tup
     them (vllm/model_executor/layers/linear.py ``QKVParallelLinear``: ``num_kv_head_replicas``).
     MLA: the latent ``kv_lora_rank + qk_rope_head_dim`` per layer on every TP rank (vLLM's MLA backends
     cache the compressed latent, not per-head K/V).
+    Hybrid models: only the full-attention layers cache K/V per token; a Gated DeltaNet layer keeps a fixed
+    recurrent state per request (vLLM's mamba-style state), not counted here.
     """
+    layers = arch.num_layers - len(arch.linear_layers)
     if arch.mla is not None:
-        return arch.num_layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype_bytes, True
+        return layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype_bytes, True
     heads = max(1, arch.kv_heads // tp)
-    return 2 * arch.num_layers * heads * arch.head_dim * dtype_bytes, tp > arch.kv_heads
+    return 2 * layers * heads * arch.head_dim * dtype_bytes, tp > arch.kv_heads
 
 
 def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutMemory:
