@@ -16,7 +16,7 @@ from shardcheck.frameworks.megatron.pipeline import split_layers, stage_layer_in
 from shardcheck.frameworks.memory_settings import Recompute
 from shardcheck.job import ModelFacts
 from shardcheck.memory.activations import Parallel, layer_bytes
-from shardcheck.memory.estimate import kv_bytes_per_token
+from shardcheck.memory.estimate import kv_bytes_per_token, state_bytes_per_request
 from shardcheck.memory.params import Sharding, mtp_params, stage_params
 from shardcheck.models.architecture import NotModelled, architecture
 from shardcheck.models.facts import facts_from_config
@@ -183,6 +183,21 @@ def test_linear_layers_keep_no_sequence_squared_term_and_no_kv_cache():
     assert full != linear_short
     per_token, _ = kv_bytes_per_token(arch, 2)
     assert per_token == 2 * 12 * 1 * 256 * 2  # K and V of the 12 full-attention layers, 2 KV heads over TP 2
+
+
+def test_rollout_state_per_request_of_the_linear_layers(tmp_path):
+    arch = arch_of("Qwen3-Next-80B-A3B")
+    # per Gated DeltaNet layer on TP 4: conv state (2·16·128 + 32·128) / 4 channels × 3, delta state 8 × 128 × 128
+    assert state_bytes_per_request(arch, 4) == 36 * (8192 // 4 * 3 + 8 * 128 * 128) * 2
+    assert state_bytes_per_request(arch_of("Qwen3-8B"), 4) == 0
+    path = tmp_path / "run.sh"
+    sizes = f"{M}.pipeline_model_parallel_size=4 {M}.expert_model_parallel_size=8 {M}.expert_tensor_parallel_size=1"
+    path.write_text(
+        script(f"{sizes} actor_rollout_ref.rollout.tensor_model_parallel_size=4", model="Qwen3-Next-80B-A3B")
+    )
+    ro = memory(str(path)).estimate.rollout
+    assert ro.state_bytes_per_request == state_bytes_per_request(arch, 4)
+    assert ro.max_concurrent_full_requests == ro.kv_budget_bytes // ro.request_bytes
 
 
 # ---- verl builds MTP only when asked ----

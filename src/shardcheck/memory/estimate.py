@@ -105,6 +105,13 @@ class RolloutMemory:
     # False when the checkpoint is quantized (config.json quantization_config): the engine may load fewer
     # bytes per parameter than the rollout dtype, so the weights (and the budget) are estimates
     weights_exact: bool = True
+    # Gated DeltaNet layers: the recurrent state one request holds on a device, whatever its length
+    state_bytes_per_request: int = 0
+
+    @property
+    def request_bytes(self) -> int:
+        """One full-length request's KV cache and recurrent state on one device."""
+        return self.kv_bytes_per_token * self.request_tokens + self.state_bytes_per_request
 
     @property
     def concurrent_per_replica(self) -> int:
@@ -635,13 +642,27 @@ def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tup
     MLA: the latent ``kv_lora_rank + qk_rope_head_dim`` per layer on every TP rank (vLLM's MLA backends
     cache the compressed latent, not per-head K/V).
     Hybrid models: only the full-attention layers cache K/V per token; a Gated DeltaNet layer keeps a fixed
-    recurrent state per request (vLLM's mamba-style state), not counted here.
+    recurrent state per request instead (``state_bytes_per_request``).
     """
-    layers = arch.num_layers - len(arch.linear_layers)
+    layers = arch.num_layers - len(arch.linear_layers)  # the Gated DeltaNet layers: state_bytes_per_request
     if arch.mla is not None:
         return layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype_bytes, True
     heads = max(1, arch.kv_heads // tp)
     return 2 * layers * heads * arch.head_dim * dtype_bytes, tp > arch.kv_heads
+
+
+def state_bytes_per_request(arch: Architecture, tp: int, dtype_bytes: int = 2) -> int:
+    """The recurrent state of one request on one device of a TP group: per Gated DeltaNet layer the
+    convolution's last ``kernel − 1`` inputs of q, k and v and the delta rule's state of value heads × value dim
+    × key dim, in the model's dtype (vllm/model_executor/layers/mamba/mamba_utils.py
+    ``gated_delta_net_state_shape``, ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype`` "auto", vLLM 0.24.0).
+    vLLM pads each state to its KV page size, so this is a lower bound."""
+    g = arch.linear
+    if g is None or not arch.linear_layers:
+        return 0
+    conv = g.conv_channels // tp * (g.conv_kernel - 1)
+    temporal = g.value_heads // tp * g.value_dim * g.key_dim
+    return len(arch.linear_layers) * (conv + temporal) * dtype_bytes
 
 
 def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutMemory:
@@ -663,7 +684,8 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
     if r.engine == "sglang":
         reserve = 0  # SGLang's mem_fraction_static already leaves out activations and CUDA graphs
     budget = int(r.memory_fraction * device.memory_bytes) - weights - reserve
-    concurrent = max(0, budget) // (per_token * r.request_tokens) if r.request_tokens else 0
+    state = state_bytes_per_request(arch, r.tp, r.dtype_bytes)
+    concurrent = max(0, budget) // (per_token * r.request_tokens + state) if r.request_tokens else 0
     per_replica = -(-r.requests_per_step // r.replicas) if r.requests_per_step and r.replicas else None
     return RolloutMemory(
         r.engine,
@@ -682,6 +704,7 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
         per_replica,
         replicated,
         weights_exact=not arch.quantized,
+        state_bytes_per_request=state,
     )
 
 
