@@ -6,6 +6,7 @@ Parameter counts are compared with megatron-core's own GPTModel built on the met
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from test_memory import arch_of
@@ -224,3 +225,33 @@ def test_verl_builds_mtp_only_with_model_mtp_enable(tmp_path):
     dense, expert = mtp_params(arch, Sharding(4, 32, 1, 2))
     assert on.dense - off.dense == dense and on.expert - off.expert == expert
     assert on.embedding > 0 == off.embedding  # the MTP depth needs the embedding on the last stage
+
+
+# ---- MCORE-TC-GDN-TP across megatron-core minors ----
+
+
+def _gdn_findings(tmp_path, overrides: str, version: str):
+    from shardcheck.api import check
+
+    folder = tmp_path / "qwen35-moe-toy"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({**QWEN35_MOE_TOY, "_name_or_path": "qwen35-moe-toy"}))
+    path = tmp_path / "run.sh"
+    path.write_text(script(overrides, model=str(folder)))
+    result = check(str(path), megatron_core_version=version)
+    return [(f.message, f.fix) for f in result.findings if f.rule == "MCORE-TC-GDN-TP"]
+
+
+def test_gdn_heads_split_over_tp_and_cp_from_megatron_core_0_18(tmp_path):
+    sizes = f"{M}.tensor_model_parallel_size=2 {M}.context_parallel_size=4 {M}.expert_model_parallel_size=1"
+    [(message, fix)] = _gdn_findings(tmp_path / "a", sizes, "0.18")
+    assert message.endswith(
+        '(megatron-core 0.18: "self.linear_num_key_heads=4 must be a multiple of '
+        '(self.tensor_model_parallel_size=2 * self.context_parallel_size=4).")'
+    )
+    assert fix == "TP · CP must divide 4: 1, 2, 4"
+    # 0.16 splits over TP only, and refuses CP outright
+    [(message, fix)] = _gdn_findings(tmp_path / "b", sizes, "0.16")
+    assert "does not support context parallel for now, but got self.context_parallel_size=4." in message
+    assert _gdn_findings(tmp_path / "c", sizes.replace("=4 ", "=2 "), "0.18") == []
+    assert _gdn_findings(tmp_path / "d", sizes, "0.15") == []  # no Gated DeltaNet before 0.16

@@ -262,6 +262,15 @@ def _architecture(model: ModelFacts) -> Architecture:
     )
 
 
+def gated_deltanet(model: ModelFacts) -> LinearAttention | None:
+    """The Gated DeltaNet sizes of a hybrid model (also of a multimodal one, whose vision encoder is not counted);
+    None for other families. NotModelled when a hybrid config lacks them."""
+    kind = model.config.get("model_type") or model.model_type or "?"
+    if _TEXT_OF.get(kind, kind) not in _HYBRID:
+        return None
+    return _linear_sizes(model.config)
+
+
 def checkpoint_mtp_layers(cfg: dict) -> int:
     """MTP depths a checkpoint carries: DeepSeek-V3's and MiMo's ``num_nextn_predict_layers``, Qwen3.5's
     ``mtp_num_hidden_layers`` (the keys verl's ``check_mtp_config`` and mbridge read, verl 0.9.1
@@ -279,16 +288,7 @@ def _linear_attention(cfg: dict, layers: int) -> tuple[LinearAttention, frozense
     The layer pattern as Megatron-Bridge's ``full_attention_interval_from_hf`` reads it: ``layer_types`` when
     given, else ``full_attention_interval`` (layer ``i`` full attention when ``(i + 1) % interval == 0``;
     megatron-core ``get_linear_attention_pattern``), else 4 (both bridges' and transformers' default)."""
-    sizes = cfg.get("linear_attention") if isinstance(cfg.get("linear_attention"), dict) else cfg
-    linear = LinearAttention(
-        key_heads=_int(sizes, "linear_num_key_heads"),
-        value_heads=_int(sizes, "linear_num_value_heads"),
-        key_dim=_int(sizes, "linear_key_head_dim"),
-        value_dim=_int(sizes, "linear_value_head_dim"),
-        conv_kernel=sizes.get("linear_conv_kernel_dim") or cfg.get("linear_conv_kernel_dim") or 4,
-    )
-    if not linear.key_heads or not linear.value_heads:
-        raise NotModelled("config.json has no Gated DeltaNet heads (linear_num_key_heads, linear_num_value_heads)")
+    linear = _linear_sizes(cfg)
     types = cfg.get("layer_types")
     if isinstance(types, list) and types:
         if len(types) != layers or not set(types) <= {"linear_attention", "full_attention"}:
@@ -311,3 +311,18 @@ def _from_flags(cfg: dict) -> Architecture:
     if values["mla"] is not None:
         values["mla"] = Mla(**values["mla"])
     return Architecture(**values)
+
+
+def _linear_sizes(cfg: dict) -> LinearAttention:
+    """The Gated DeltaNet head counts and sizes of a hybrid config (presets nest them under ``linear_attention``)."""
+    sizes = cfg.get("linear_attention") if isinstance(cfg.get("linear_attention"), dict) else cfg
+    linear = LinearAttention(
+        key_heads=_int(sizes, "linear_num_key_heads"),
+        value_heads=_int(sizes, "linear_num_value_heads"),
+        key_dim=_int(sizes, "linear_key_head_dim"),
+        value_dim=_int(sizes, "linear_value_head_dim"),
+        conv_kernel=sizes.get("linear_conv_kernel_dim") or cfg.get("linear_conv_kernel_dim") or 4,
+    )
+    if not linear.key_heads or not linear.value_heads:
+        raise NotModelled("config.json has no Gated DeltaNet heads (linear_num_key_heads, linear_num_value_heads)")
+    return linear
