@@ -142,6 +142,8 @@ class MemoryEstimate:
     # ``train`` (what the rules judge) is sized at the given sample lengths
     train_at_budget: TrainMemory | None = None
     critic_train: TrainMemory | None = None  # the colocated critic's own update phase (verl)
+    # why the job's rollout engine could not be sized (None: sized, or the job has no rollout engine)
+    rollout_problem: str | None = None
 
 
 def adapter_for(job: Job):
@@ -196,6 +198,7 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         rollout = adapter.rollout_settings(job, bool(arch.experts), job.model.max_position_embeddings)
         out.rollout = _rollout(arch, rollout, device) if rollout is not None else None  # None: no rollout engine
     except UnknownValue as exc:
+        out.rollout_problem = str(exc)
         out.problems.append(f"rollout: {exc}")
     if out.train is not None:
         _add_critic(job, arch, out, adapter, settings)
@@ -665,10 +668,29 @@ def state_bytes_per_request(arch: Architecture, tp: int, dtype_bytes: int = 2) -
     return len(arch.linear_layers) * (conv + temporal) * dtype_bytes
 
 
+def rollout_params(arch: Architecture, engine: str, tp: int, ep: int) -> StageParams:
+    """The parameters on the busiest device of a rollout engine (TP ``tp``; experts over ``ep`` ranks, else
+    split over TP); UnknownValue when the engine does not split the model so.
+
+    vLLM spreads experts that do not divide over its EP ranks unevenly, the first ``E mod EP`` ranks taking
+    one more (vllm 0.11.0 fused_moe/layer.py and 0.24.0 fused_moe/expert_map_manager.py
+    ``determine_expert_map``, linear placement, no EPLB; VLLM-EPLB judges EPLB's even split), so its busiest
+    rank holds ``ceil(E / EP)`` experts — one when EP exceeds the routed experts (the other ranks hold none).
+    Other engines are sized only where the experts divide.
+    """
+    sharding = Sharding(tp=tp, ep=ep, etp=1 if ep > 1 else tp, pp=1)
+    uneven = engine == "vllm" and ep > 1 and arch.experts and arch.experts % ep
+    _check_shards(arch, Sharding(tp, 1, sharding.etp, 1) if uneven else sharding, "rollout")
+    params = stage_params(arch, tuple(range(arch.num_layers)), 0, sharding)
+    if uneven:
+        every = stage_params(arch, tuple(range(arch.num_layers)), 0, Sharding(tp, 1, 1, 1)).expert
+        busiest = every // arch.experts * -(-arch.experts // ep)  # expert parameters are linear in the count
+        params = StageParams(params.embedding, params.dense, busiest, params.output)
+    return params
+
+
 def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutMemory:
-    sharding = Sharding(tp=r.tp, ep=r.ep, etp=1 if r.ep > 1 else r.tp, pp=1)
-    _check_shards(arch, sharding, "rollout")
-    weights = stage_params(arch, tuple(range(arch.num_layers)), 0, sharding).total * r.dtype_bytes
+    weights = rollout_params(arch, r.engine, r.tp, r.ep).total * r.dtype_bytes
     per_token, replicated = kv_bytes_per_token(arch, r.tp, r.dtype_bytes)
     widest = max(
         2 * (arch.ffn or 0), 2 * arch.moe_ffn * max(arch.topk, 1), (arch.heads + 2 * arch.kv_heads) * arch.head_dim
