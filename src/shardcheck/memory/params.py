@@ -208,6 +208,8 @@ def lora_params(
     """LoRA adapter parameters on one device for the decoder ``layers`` of a stage: (dense, routed expert)."""
     if arch.mla is not None:
         raise UnknownValue("LoRA adapters on MLA attention (its down/up projections) are not sized")
+    if arch.linear_layers or arch.attention_gate:
+        raise UnknownValue("LoRA adapters on Gated DeltaNet and gated attention layers are not sized")
     h, hd, tp = arch.hidden, arch.head_dim, s.tp
 
     def linear(n_in: int, n_out: int, column: bool, split: int) -> int:
