@@ -202,3 +202,53 @@ def _override_line(traced):
 
     words = [o for o in walk(traced.origin) if o.kind == "script" and "override_transformer_config" in (o.text or "")]
     return words[0] if words else where(traced)
+
+
+@rule(
+    "VERL-MTP-NO-LAYERS",
+    "error",
+    "MTP enabled for a model without MTP layers",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="megatron",
+)
+def mtp_without_layers(job: Job) -> Iterator[Finding]:
+    """
+    `actor_rollout_ref.model.mtp.enable=True` trains (and can speculate with) the checkpoint's
+    multi-token-prediction layers; a model whose config.json has none (`num_nextn_predict_layers`, or
+    Qwen3.5's `mtp_num_hidden_layers`, missing or 0) cannot.
+
+    Why:
+    The Megatron engine's `check_mtp_config` raises `ValueError: enable mtp while model has no mtp layer,
+    please use a model with mtp layer` when it is built.
+
+    Fix:
+    Set `actor_rollout_ref.model.mtp.enable=False`, or use a checkpoint with MTP layers.
+
+    Versions:
+    verl 0.8.0 and later (engine workers only). 0.7.1 checks it too, in words that depend on the worker
+    implementation (the legacy Megatron workers assert `MTP requires at least one nextn_predict_layer`);
+    0.7.0 and earlier have no `model.mtp` key.
+
+    Source:
+    verl/utils/megatron_utils.py check_mtp_config and _get_mtp_num_layers, called from
+    verl/workers/engine/megatron/transformer_impl.py (verl 0.8.0, 0.9.0, 0.9.1).
+    """
+    from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, at_least, mtp_keys
+    from shardcheck.models.architecture import checkpoint_mtp_layers
+
+    if not at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+        return
+    enable = job.value("actor_rollout_ref.model.mtp.enable")
+    if enable.value is not True:
+        return  # unknown: the memory estimate names it; off: nothing is checked
+    keys = mtp_keys(job.framework_version)
+    if checkpoint_mtp_layers(job.model.config, keys):
+        return
+    yield finding(
+        "VERL-MTP-NO-LAYERS",
+        f"{job.model.name} has no MTP layers ({' / '.join(keys)} missing or 0) but model.mtp.enable is set "
+        '(verl: "enable mtp while model has no mtp layer, please use a model with mtp layer")',
+        where(enable),
+        fix="actor_rollout_ref.model.mtp.enable=False",
+    )
