@@ -178,12 +178,14 @@ def check(
     verl_version: str | None = None,
     megatron_core_version: str | None = None,
     allow_source: tuple[str | Path, ...] = (),
+    verl_path: str | None = None,
 ) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
     ``text``: the script's contents when they do not come from ``path``, e.g. standard input;
     ``verl_version`` / ``megatron_core_version``: the versions to judge against, else chosen as
-    frameworks/verl/versions.py and frameworks/megatron/versions.py say).
+    frameworks/verl/versions.py and frameworks/megatron/versions.py say; ``verl_path``: a verl directory whose
+    config tree to judge against, read as data (frameworks/verl/verl_path.py)).
 
     ``settings``: the project settings to use (``--config``); default those of the nearest ``pyproject.toml``
     from the script up to the top of its git work tree. ``allow_source``: directories ``source`` may read
@@ -206,7 +208,7 @@ def check(
             display=shown,
             text=text,
             args=args,
-            verl_version=_requested_verl(verl_version, settings),
+            verl_version=_requested_verl(verl_version, settings, verl_path),
             megatron_core_version=megatron_core_version,
             allow_source=allow_source,
         )
@@ -266,7 +268,7 @@ def check(
             "display": shown,
             "text": text,
             "args": args,
-            "verl_version": _requested_verl(verl_version, settings),
+            "verl_version": _requested_verl(verl_version, settings, verl_path),
             "megatron_core_version": megatron_core_version,
             "allow_source": allow_source,
         },
@@ -423,15 +425,24 @@ def _across_versions(job: Job, findings: list, judge) -> list:
     return out
 
 
-def _requested_verl(flag: str | None, settings: Settings) -> tuple[str, str] | None:
+def _requested_verl(flag: str | None, settings: Settings, path: str | None = None):
+    """(version, where it was given), a VerlPathRequest (``--verl-path``), or None: the command line first
+    (``--verl-version`` and ``--verl-path`` together are refused by the CLI), then the environment, then the
+    settings' verl-version or verl-path."""
+    from shardcheck.frameworks.verl.verl_path import VerlPathRequest
+
     if flag is not None:
         return flag, "--verl-version"
+    if path is not None:
+        return VerlPathRequest(path, "--verl-path")
     import os
 
     if os.environ.get("SHARDCHECK_VERL_VERSION"):
         return os.environ["SHARDCHECK_VERL_VERSION"], "SHARDCHECK_VERL_VERSION"
     if settings.verl_version is not None:
         return settings.verl_version, f"verl-version in {settings.source}"
+    if settings.verl_path is not None:
+        return VerlPathRequest(settings.verl_path, f"verl-path in {settings.source}")
     return None
 
 
@@ -478,7 +489,13 @@ def resolve_script(
         megatron_core_version,
         implied_megatron_core(job.framework_version) if job.framework in ("verl", "verl-sft") else None,
     )
-    return replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
+    job = replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
+    from shardcheck.frameworks.verl.verl_path import VerlPathRequest, load
+
+    if isinstance(verl_version, VerlPathRequest) and job.version_source == "path":
+        match = load(verl_version.directory).match
+        job = replace(job, verl_path=(verl_version.directory, match.version, match.exact))
+    return job
 
 
 def _resolve_script(
