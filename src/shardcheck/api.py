@@ -179,13 +179,16 @@ def check(
     megatron_core_version: str | None = None,
     allow_source: tuple[str | Path, ...] = (),
     verl_path: str | None = None,
+    vllm_version: str | None = None,
+    sglang_version: str | None = None,
 ) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
     ``text``: the script's contents when they do not come from ``path``, e.g. standard input;
     ``verl_version`` / ``megatron_core_version``: the versions to judge against, else chosen as
     frameworks/verl/versions.py and frameworks/megatron/versions.py say; ``verl_path``: a verl directory whose
-    config tree to judge against, read as data (frameworks/verl/verl_path.py)).
+    config tree to judge against, read as data (frameworks/verl/verl_path.py); ``vllm_version`` /
+    ``sglang_version``: the rollout engines' versions, else those the verl version pins (engine_versions.py)).
 
     ``settings``: the project settings to use (``--config``); default those of the nearest ``pyproject.toml``
     from the script up to the top of its git work tree. ``allow_source``: directories ``source`` may read
@@ -211,6 +214,7 @@ def check(
             verl_version=_requested_verl(verl_version, settings, verl_path),
             megatron_core_version=megatron_core_version,
             allow_source=allow_source,
+            engine_versions=(vllm_version, sglang_version),
         )
         if device is not None:
             from shardcheck.memory.devices import find_device
@@ -235,6 +239,7 @@ def check(
                         verl_version=(v, "the accepted versions"),
                         megatron_core_version=megatron_core_version,
                         allow_source=allow_source,
+                        engine_versions=(vllm_version, sglang_version),
                     ),
                     device_choice=device,
                     host_memory_bytes=host_memory,
@@ -271,6 +276,7 @@ def check(
             "verl_version": _requested_verl(verl_version, settings, verl_path),
             "megatron_core_version": megatron_core_version,
             "allow_source": allow_source,
+            "engine_versions": (vllm_version, sglang_version),
         },
         {"device_choice": device, "host_memory_bytes": host_memory, "sample_tokens": sample_tokens},
     )
@@ -459,6 +465,7 @@ def resolve_script(
     megatron_core_version: str | None = None,
     memo: dict | None = None,
     allow_source: tuple[str | Path, ...] = (),
+    engine_versions: tuple[str | None, str | None] = (None, None),
 ) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none.
 
@@ -466,7 +473,8 @@ def resolve_script(
     lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment;
-    ``allow_source``: directories ``source`` may read besides the script's own tree."""
+    ``allow_source``: directories ``source`` may read besides the script's own tree; ``engine_versions``: the
+    requested vLLM and SGLang versions (else those the verl version pins)."""
     job = _resolve_script(
         path,
         env,
@@ -495,6 +503,18 @@ def resolve_script(
     if isinstance(verl_version, VerlPathRequest) and job.version_source == "path":
         match = load(verl_version.directory).match
         job = replace(job, verl_path=(verl_version.directory, match.version, match.exact))
+    if job.framework == "verl":
+        from shardcheck.frameworks.verl import engine_versions as ev
+
+        vllm = ev.choose("vllm", engine_versions[0], job.framework_version)
+        sglang = ev.choose("sglang", engine_versions[1], job.framework_version)
+        job = replace(
+            job,
+            vllm_version=vllm.version,
+            vllm_reason=vllm.reason,
+            sglang_version=sglang.version,
+            sglang_reason=sglang.reason,
+        )
     return job
 
 

@@ -179,6 +179,16 @@ def _version_options(p: argparse.ArgumentParser) -> None:
         "(never imported) and its version recognised by content (also the setting verl-path)",
     )
     p.add_argument(
+        "--vllm-version",
+        metavar="X",
+        help="the vLLM version the VLLM-* rules follow (default: the one the verl version pins)",
+    )
+    p.add_argument(
+        "--sglang-version",
+        metavar="X",
+        help="the SGLang version the SGLANG-* rules follow (default: the one the verl version pins)",
+    )
+    p.add_argument(
         "--megatron-core-version",
         metavar="X",
         help="the megatron-core minor the layout rules follow "
@@ -510,6 +520,8 @@ def _check(args) -> int:
                 "verl_version": args.verl_version,
                 "megatron_core_version": args.megatron_core_version,
                 "verl_path": args.verl_path,
+                "vllm_version": args.vllm_version,
+                "sglang_version": args.sglang_version,
             }
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
@@ -737,6 +749,11 @@ def _bad_version(args) -> str | None:
             _ = load(args.verl_path).match  # an unusable directory is bad input: one line, exit 2
         if args.verl_version is not None:
             verl.normalize(args.verl_version)
+        from shardcheck.frameworks.verl import engine_versions
+
+        for engine in ("vllm", "sglang"):
+            if getattr(args, f"{engine}_version", None) is not None:
+                engine_versions.normalize(engine, getattr(args, f"{engine}_version"))
         if args.megatron_core_version is not None:
             mcore.normalize(args.megatron_core_version)
     except InputError as exc:

@@ -303,6 +303,12 @@ class Job:
     defaults_read: frozenset[str] = frozenset()  # framework keys read at their defaults (not set by the script)
     megatron_core_version: str = "0.16"  # the megatron-core minor the layout rules follow
     megatron_core_reason: str = ""  # why that minor (frameworks/megatron/versions.py)
+    # the rollout engines' versions the VLLM-* / SGLANG-* rules follow and why (frameworks/verl/engine_versions.py;
+    # None: not known)
+    vllm_version: str | None = None
+    vllm_reason: str = ""
+    sglang_version: str | None = None
+    sglang_reason: str = ""
     config_name: str
     config_source: str
     cluster: Cluster
