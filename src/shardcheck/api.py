@@ -495,7 +495,7 @@ def resolve_script(
 
     mcore = choose(
         megatron_core_version,
-        implied_megatron_core(job.framework_version) if job.framework in ("verl", "verl-sft") else None,
+        implied_megatron_core(job.framework_version) if job.framework in ("verl", "verl-sft", "verl-gen") else None,
     )
     job = replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
     from shardcheck.frameworks.verl.verl_path import VerlPathRequest, load
@@ -503,7 +503,7 @@ def resolve_script(
     if isinstance(verl_version, VerlPathRequest) and job.version_source == "path":
         match = load(verl_version.directory).match
         job = replace(job, verl_path=(verl_version.directory, match.version, match.exact))
-    if job.framework == "verl":
+    if job.framework in ("verl", "verl-gen"):
         from shardcheck.frameworks.verl import engine_versions as ev
 
         vllm = ev.choose("vllm", engine_versions[0], job.framework_version)
@@ -559,7 +559,7 @@ def _resolve_script(
     flag_launch = next(((launch, framework) for launch, framework in detected if framework is not None), None)
     # verl's SFT trainers choose a verl version as main_ppo does (a flag, a pin, else inference)
     sft_options = {}
-    if flag_launch is not None and flag_launch[1] == "verl-sft":
+    if flag_launch is not None and flag_launch[1] in ("verl-sft", "verl-gen"):
         from shardcheck.frameworks.verl.versions import find_pin
 
         given_pin = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None

@@ -26,7 +26,7 @@ def _vllm_tp(job: Job) -> int | None:
     "error",
     "Rollout TP must divide the attention heads (vLLM)",
     needs_model=True,
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_heads(job: Job) -> Iterator[Finding]:
@@ -60,7 +60,7 @@ def vllm_heads(job: Job) -> Iterator[Finding]:
     "error",
     "Rollout TP and the KV heads must divide one another (vLLM)",
     needs_model=True,
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_kv_heads(job: Job) -> Iterator[Finding]:
@@ -120,7 +120,7 @@ def derived_max_len(model) -> tuple[float, str]:
     "error",
     "Rollout max_model_len must not exceed vLLM's RoPE-derived maximum",
     needs_model=True,
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
@@ -179,7 +179,7 @@ def max_len_error(model, max_model_len: int) -> str | None:
     "VLLM-MNS-MNBT",
     "error",
     "vLLM's max_num_batched_tokens must be at least max_num_seqs",
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
@@ -438,7 +438,7 @@ def lora(job: Job) -> bool:
     "error",
     "vLLM's expert load balancing needs expert parallelism and experts that split evenly over EP",
     needs_model=True,
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_eplb(job: Job) -> Iterator[Finding]:

@@ -421,8 +421,8 @@ def unmodelled_reason(module: str) -> str:
         _, name = entry_config(module, having[-1])
         return (
             f"{module} (a Hydra app on verl's config {name}, in verl {span(having)}) is not modelled yet; "
-            "shardcheck models main_ppo, main_ppo_sync, fully_async_main, one_step_off_policy and "
-            "the SFT trainers"
+            "shardcheck models main_ppo, main_ppo_sync, fully_async_main, one_step_off_policy, "
+            "the SFT trainers and main_generation / main_generation_server"
         )
     return f"{module} is no Hydra app of any bundled verl (no config to read); not modelled"
 
