@@ -344,3 +344,17 @@ def test_deprecated_micro_batch_keys_are_converted_by_the_legacy_workers(tmp_pat
     rules = ("VERL-ACT-MBS", "VERL-CFG-LOGPROB-MBS")
     assert not [f.rule for f in check(script, verl_version="0.7.1").findings if f.rule in rules]
     assert {f.rule for f in check(script, verl_version="0.8.0").findings if f.rule in rules} == set(rules)
+
+
+def test_rollout_pp_is_refused_from_0_6_only(tmp_path):
+    """verl 0.4.0 … 0.5.0 have no rollout pipeline size: one added with ``+`` is ignored, never handed to vLLM."""
+    from shardcheck.rules.examples import verl_launch
+
+    path = tmp_path / "run.sh"
+    path.write_text(verl_launch("+actor_rollout_ref.rollout.pipeline_model_parallel_size=2"))
+    assert [f.rule for f in check(path, verl_version="0.5.0").findings if f.rule == "VERL-RO-PP"] == []
+    path.write_text(verl_launch("actor_rollout_ref.rollout.pipeline_model_parallel_size=2"))
+    assert [f.rule for f in check(path, verl_version="0.6.0").findings if f.rule == "VERL-RO-PP"] == ["VERL-RO-PP"]
+    trt = verl_launch("actor_rollout_ref.rollout.pipeline_model_parallel_size=2 actor_rollout_ref.rollout.name=trtllm")
+    path.write_text(trt)
+    assert [f.rule for f in check(path, verl_version="0.9.1").findings if f.rule == "VERL-RO-PP"] == ["VERL-RO-PP"]

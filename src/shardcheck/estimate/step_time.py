@@ -34,7 +34,7 @@ from shardcheck.estimate.speeds import Speeds, speeds_for
 from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
 from shardcheck.frameworks.memory_settings import Recompute, TrainSettings, known
 from shardcheck.job import Job, MegatronLayout
-from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, adapter_for
+from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, adapter_for, rollout_params
 from shardcheck.memory.params import Sharding, attention_params, mlp_params, stage_params
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
 from shardcheck.origin import UnknownValue
@@ -392,6 +392,20 @@ def _prompt_response(job: Job, request_tokens: int) -> tuple[int, int]:
     return 0, request_tokens
 
 
+def experts_touched(arch: Architecture, batch: int, ep: int, tp: int, requests_per_replica: int | None) -> float:
+    """The chance that a decode step reads a given routed expert: each of the step's tokens routes to top-k of
+    E experts, so an expert is missed by all ``n`` with probability ``(1 − k/E)^n``. With EP the experts see
+    the tokens of the whole EP group, one replica's TP · DP ranks: each DP rank's running ``batch``, but no
+    more than the requests the replica gets (a DP rank without a request steps with an empty batch); without
+    EP the engine's own batch. 1 for a dense model."""
+    if not arch.experts:
+        return 1.0
+    tokens = batch * max(1, ep // tp)
+    if ep > 1 and requests_per_replica:
+        tokens = max(1, min(tokens, requests_per_replica))
+    return 1 - (1 - arch.topk / arch.experts) ** tokens
+
+
 def _rollout(job: Job, arch: Architecture, ro: RolloutMemory, sp: Speeds, out: StepTime) -> None:
     prompt, response = _prompt_response(job, ro.request_tokens)
     requests = ro.requests_per_engine or 1
@@ -405,13 +419,9 @@ def _rollout(job: Job, arch: Architecture, ro: RolloutMemory, sp: Speeds, out: S
     prefill = requests * prompt * forward_flops_per_token(arch, prompt / 2) / ro.tp / sp.achieved_flops
     # decode: weights read once per step (experts only where a token of the EP group's batch is routed),
     # the batch's KV cache at the mean context prompt + response/2
-    sharding = Sharding(ro.tp, ro.ep, 1 if ro.ep > 1 else ro.tp, 1)
-    params = stage_params(arch, tuple(range(arch.num_layers)), 0, sharding)
+    params = rollout_params(arch, ro.engine, ro.tp, ro.ep)  # the busiest device (uneven vLLM experts)
     dtype = ro.weights_bytes / params.total if params.total else 2
-    touched = 1.0
-    if arch.experts:
-        tokens_in_group = batch * max(1, ro.ep // ro.tp)
-        touched = 1 - (1 - arch.topk / arch.experts) ** tokens_in_group
+    touched = experts_touched(arch, batch, ro.ep, ro.tp, ro.requests_per_replica)
     read = (params.total - params.expert) * dtype + params.expert * dtype * touched
     kv = batch * (prompt + response / 2) * ro.kv_bytes_per_token
     memory = (read + kv) / (sp.hbm * HBM_EFFICIENCY)
@@ -435,6 +445,8 @@ def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
         arch = architecture_of(job.model)
     except NotModelled as exc:
         raise UnknownValue(f"parameter counts unknown: {exc}") from None
+    if arch.linear_layers:
+        raise UnknownValue("the step time of Gated DeltaNet (linear attention) layers is not modelled")
     layout = job.layout("actor")
     if layout is None:
         raise UnknownValue("the step time is modelled for Megatron engines only")
@@ -483,6 +495,9 @@ def step_time(job: Job, estimate: MemoryEstimate) -> StepTime:
         raise UnknownValue(f"no speeds for {estimate.device.name}") from None
     out = StepTime(0.0, {}, 0.0, known(job.cluster.world, "world"), sp.name)
     _update(job, arch, layout, adapter_for(job), sp, estimate, out)
+    if estimate.rollout_problem is not None and job.rollout is not None:
+        # a rollout engine whose time is unknown is not a free one: the step is unknown (never ranked)
+        raise UnknownValue(f"rollout: {estimate.rollout_problem}")
     if estimate.rollout is not None:
         _rollout(job, arch, estimate.rollout, sp, out)
     out.total = sum(out.phases.values())

@@ -105,6 +105,13 @@ class RolloutMemory:
     # False when the checkpoint is quantized (config.json quantization_config): the engine may load fewer
     # bytes per parameter than the rollout dtype, so the weights (and the budget) are estimates
     weights_exact: bool = True
+    # Gated DeltaNet layers: the recurrent state one request holds on a device, whatever its length
+    state_bytes_per_request: int = 0
+
+    @property
+    def request_bytes(self) -> int:
+        """One full-length request's KV cache and recurrent state on one device."""
+        return self.kv_bytes_per_token * self.request_tokens + self.state_bytes_per_request
 
     @property
     def concurrent_per_replica(self) -> int:
@@ -135,6 +142,8 @@ class MemoryEstimate:
     # ``train`` (what the rules judge) is sized at the given sample lengths
     train_at_budget: TrainMemory | None = None
     critic_train: TrainMemory | None = None  # the colocated critic's own update phase (verl)
+    # why the job's rollout engine could not be sized (None: sized, or the job has no rollout engine)
+    rollout_problem: str | None = None
 
 
 def adapter_for(job: Job):
@@ -189,6 +198,7 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
         rollout = adapter.rollout_settings(job, bool(arch.experts), job.model.max_position_embeddings)
         out.rollout = _rollout(arch, rollout, device) if rollout is not None else None  # None: no rollout engine
     except UnknownValue as exc:
+        out.rollout_problem = str(exc)
         out.problems.append(f"rollout: {exc}")
     if out.train is not None:
         _add_critic(job, arch, out, adapter, settings)
@@ -214,6 +224,11 @@ def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
         splits += [("experts", arch.experts, s.ep), ("expert FFN", arch.moe_ffn, s.etp)]
     if arch.ffn:
         splits.append(("FFN", arch.ffn, s.tp))
+    if arch.linear is not None and arch.linear_layers:  # TransformerConfig.__post_init__ asserts both
+        splits += [
+            ("Gated DeltaNet key heads", arch.linear.key_heads, s.tp),
+            ("Gated DeltaNet value heads", arch.linear.value_heads, s.tp),
+        ]
     bad = [f"{name} {n} over {k}" for name, n, k in splits if not k or n % k]
     if bad:
         raise UnknownValue(
@@ -325,15 +340,16 @@ def _in_flight(
 
 
 def _per_kind(arch: Architecture, layers, value) -> dict[int, float]:
-    """``{i: value(i)}`` for the ``layers``, calling ``value`` once per layer kind (MoE or dense): the per-layer
-    functions of memory/activations.py read the index only through ``arch.is_moe_layer``."""
-    by_kind: dict[bool, float] = {}
+    """``{i: value(i)}`` for the ``layers``, calling ``value`` once per layer kind (MoE or dense, attention or
+    Gated DeltaNet): the per-layer functions of memory/activations.py read the index only through
+    ``arch.layer_kind``."""
+    by_kind: dict[tuple[bool, bool], float] = {}
     out = {}
     for i in layers:
-        moe = arch.is_moe_layer(i)
-        if moe not in by_kind:
-            by_kind[moe] = value(i)
-        out[i] = by_kind[moe]
+        kind = arch.layer_kind(i)
+        if kind not in by_kind:
+            by_kind[kind] = value(i)
+        out[i] = by_kind[kind]
     return out
 
 
@@ -628,17 +644,53 @@ def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tup
     them (vllm/model_executor/layers/linear.py ``QKVParallelLinear``: ``num_kv_head_replicas``).
     MLA: the latent ``kv_lora_rank + qk_rope_head_dim`` per layer on every TP rank (vLLM's MLA backends
     cache the compressed latent, not per-head K/V).
+    Hybrid models: only the full-attention layers cache K/V per token; a Gated DeltaNet layer keeps a fixed
+    recurrent state per request instead (``state_bytes_per_request``).
     """
+    layers = arch.num_layers - len(arch.linear_layers)  # the Gated DeltaNet layers: state_bytes_per_request
     if arch.mla is not None:
-        return arch.num_layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype_bytes, True
+        return layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype_bytes, True
     heads = max(1, arch.kv_heads // tp)
-    return 2 * arch.num_layers * heads * arch.head_dim * dtype_bytes, tp > arch.kv_heads
+    return 2 * layers * heads * arch.head_dim * dtype_bytes, tp > arch.kv_heads
+
+
+def state_bytes_per_request(arch: Architecture, tp: int, dtype_bytes: int = 2) -> int:
+    """The recurrent state of one request on one device of a TP group: per Gated DeltaNet layer the
+    convolution's last ``kernel − 1`` inputs of q, k and v and the delta rule's state of value heads × value dim
+    × key dim, in the model's dtype (vllm/model_executor/layers/mamba/mamba_utils.py
+    ``gated_delta_net_state_shape``, ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype`` "auto", vLLM 0.24.0).
+    vLLM pads each state to its KV page size, so this is a lower bound."""
+    g = arch.linear
+    if g is None or not arch.linear_layers:
+        return 0
+    conv = g.conv_channels // tp * (g.conv_kernel - 1)
+    temporal = g.value_heads // tp * g.value_dim * g.key_dim
+    return len(arch.linear_layers) * (conv + temporal) * dtype_bytes
+
+
+def rollout_params(arch: Architecture, engine: str, tp: int, ep: int) -> StageParams:
+    """The parameters on the busiest device of a rollout engine (TP ``tp``; experts over ``ep`` ranks, else
+    split over TP); UnknownValue when the engine does not split the model so.
+
+    vLLM spreads experts that do not divide over its EP ranks unevenly, the first ``E mod EP`` ranks taking
+    one more (vllm 0.11.0 fused_moe/layer.py and 0.24.0 fused_moe/expert_map_manager.py
+    ``determine_expert_map``, linear placement, no EPLB; VLLM-EPLB judges EPLB's even split), so its busiest
+    rank holds ``ceil(E / EP)`` experts — one when EP exceeds the routed experts (the other ranks hold none).
+    Other engines are sized only where the experts divide.
+    """
+    sharding = Sharding(tp=tp, ep=ep, etp=1 if ep > 1 else tp, pp=1)
+    uneven = engine == "vllm" and ep > 1 and arch.experts and arch.experts % ep
+    _check_shards(arch, Sharding(tp, 1, sharding.etp, 1) if uneven else sharding, "rollout")
+    params = stage_params(arch, tuple(range(arch.num_layers)), 0, sharding)
+    if uneven:
+        every = stage_params(arch, tuple(range(arch.num_layers)), 0, Sharding(tp, 1, 1, 1)).expert
+        busiest = every // arch.experts * -(-arch.experts // ep)  # expert parameters are linear in the count
+        params = StageParams(params.embedding, params.dense, busiest, params.output)
+    return params
 
 
 def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutMemory:
-    sharding = Sharding(tp=r.tp, ep=r.ep, etp=1 if r.ep > 1 else r.tp, pp=1)
-    _check_shards(arch, sharding, "rollout")
-    weights = stage_params(arch, tuple(range(arch.num_layers)), 0, sharding).total * r.dtype_bytes
+    weights = rollout_params(arch, r.engine, r.tp, r.ep).total * r.dtype_bytes
     per_token, replicated = kv_bytes_per_token(arch, r.tp, r.dtype_bytes)
     widest = max(
         2 * (arch.ffn or 0), 2 * arch.moe_ffn * max(arch.topk, 1), (arch.heads + 2 * arch.kv_heads) * arch.head_dim
@@ -654,7 +706,8 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
     if r.engine == "sglang":
         reserve = 0  # SGLang's mem_fraction_static already leaves out activations and CUDA graphs
     budget = int(r.memory_fraction * device.memory_bytes) - weights - reserve
-    concurrent = max(0, budget) // (per_token * r.request_tokens) if r.request_tokens else 0
+    state = state_bytes_per_request(arch, r.tp, r.dtype_bytes)
+    concurrent = max(0, budget) // (per_token * r.request_tokens + state) if r.request_tokens else 0
     per_replica = -(-r.requests_per_step // r.replicas) if r.requests_per_step and r.replicas else None
     return RolloutMemory(
         r.engine,
@@ -673,6 +726,7 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
         per_replica,
         replicated,
         weights_exact=not arch.quantized,
+        state_bytes_per_request=state,
     )
 
 

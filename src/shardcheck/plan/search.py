@@ -93,6 +93,7 @@ class PlanResult:
     counts: dict[str, int]
     seconds: float
     proven: bool = False
+    untimed_rollouts: dict[str, Rollout] = field(default_factory=dict)  # left out: rollout time unknown (why)
 
 
 def adapter_for(job: Job):
@@ -217,6 +218,7 @@ class _Search:
         self.base = self.adapter.current(self.job)
         self.bound = _Bound(self)
         self.expressible = getattr(self.adapter, "expressible", None)  # (job, changes) -> bool; None: all are
+        self.untimed: dict[str, Rollout] = {}  # why a rollout layout's time is unknown -> the first such layout
         self.counts = {
             "layouts": 0,
             "memory_options": 0,
@@ -245,7 +247,10 @@ class _Search:
                 continue
             try:
                 step = step_time(job, job_estimate(job))
-            except UnknownValue:
+            except UnknownValue as exc:
+                # never ranked as free: a rollout whose time is unknown is left out, and the report says so
+                self.counts["rollouts_untimed"] = self.counts.get("rollouts_untimed", 0) + 1
+                self.untimed.setdefault(str(exc), r)
                 continue
             out.append((step.phases.get("rollout", 0.0) + step.phases.get("sync", 0.0), r))
         out.sort(key=lambda x: x[0])
@@ -430,14 +435,14 @@ class _StaticFloor:
         sharding = Sharding(t.tp, t.ep, etp, t.pp, st.vocab_divisible_by)
         key = (sharding,)
         if key not in self.cache:
-            kinds: dict[bool, tuple[int, int]] = {}
+            kinds: dict[tuple[bool, bool], tuple[int, int]] = {}
             dense = expert = 0
             for i in range(a.num_layers):
-                moe = a.is_moe_layer(i)
-                if moe not in kinds:
-                    kinds[moe] = layer_params(a, i, sharding)
-                dense += kinds[moe][0]
-                expert += kinds[moe][1]
+                kind = a.layer_kind(i)
+                if kind not in kinds:
+                    kinds[kind] = layer_params(a, i, sharding)
+                dense += kinds[kind][0]
+                expert += kinds[kind][1]
             rows = padded_vocab(a.vocab, sharding) // t.tp
             dense += (rows + a.position_embeddings) * a.hidden + (rows * a.hidden if not a.tied or t.pp > 1 else 0)
             self.cache[key] = (dense, expert)
@@ -644,6 +649,7 @@ def plan_job(
         input_errors,
         search.counts,
         time.perf_counter() - started,
+        untimed_rollouts=search.untimed,
     )
 
 

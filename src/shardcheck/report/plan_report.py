@@ -73,6 +73,9 @@ def render_plan_json(result) -> str:
         "current": current,
         "input_errors": [{"rule": f.rule, "line": f.line, "message": f.message} for f in result.input_errors],
         "searched": dict(result.counts),
+        "untimed_rollouts": [
+            {"tp": r.tp, "dp": r.dp, "ep": r.ep, "why": why} for why, r in result.untimed_rollouts.items()
+        ],
         "seconds": round(result.seconds, 3),
         "proven": result.proven,
     }
@@ -152,4 +155,14 @@ def render_plan_text(result) -> str:
         f"{c.get('judged', 0):,} by every rule; {result.seconds:.1f} s"
         + ("; each plan above re-read and re-judged with its lines" if result.proven else "")
     )
+    untimed = result.untimed_rollouts
+    if untimed:
+        lines.append(
+            f"left out {c.get('rollouts_untimed', 0)} rollout layout(s) whose rollout time is unknown (never ranked "
+            "as free): "
+            + "; ".join(
+                f"e.g. TP {r.tp} DP {r.dp} EP {r.ep}: {why.removeprefix('rollout: ')}"
+                for why, r in list(untimed.items())[:3]
+            )
+        )
     return "\n".join(lines)

@@ -88,6 +88,26 @@ def _logits(job: Job, fp32_buffers: int) -> Logits:
     )
 
 
+MTP_KEYED = "0.7.0"  # the first release with actor_rollout_ref.model.mtp (verl/workers/config/model.py MtpConfig)
+
+
+def _mtp_layers(job: Job) -> int:
+    """MTP depths the actor builds. The checkpoint's depth (``num_nextn_predict_layers``, Qwen3.5's
+    ``mtp_num_hidden_layers``) only where verl builds them: from 0.7.0 only with ``model.mtp.enable`` (else
+    ``check_mtp_config`` zeroes the config's depth, verl/utils/megatron_utils.py; 0.9.1 also forces
+    ``mtp_num_layers`` None); before 0.7.0 mbridge reads the depth from the config (mbridge
+    mbridge/models/deepseek_v3.py, mimo.py) when ``megatron.use_mbridge`` is set."""
+    from shardcheck.frameworks.verl.versions import at_least
+    from shardcheck.models.architecture import checkpoint_mtp_layers
+
+    depth = checkpoint_mtp_layers(job.model.config) if job.model is not None else 0
+    if not depth:
+        return 0
+    if at_least(job.framework_version, MTP_KEYED):
+        return depth if _v(job, "actor_rollout_ref.model.mtp.enable") else 0
+    return depth if _v(job, f"{M}.use_mbridge") else 0
+
+
 def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     cp = known(layout.cp, "CP")
     tokens, seq, count, bound = micro_batches(job, cp, dp)
@@ -113,6 +133,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         param_offload=f"{M}.param_offload" if job.value(f"{M}.param_offload").value else None,
         optimizer_offload=f"{M}.optimizer_offload" if job.value(f"{M}.optimizer_offload").value else None,
         batch_bound=bound,
+        mtp_layers=_mtp_layers(job),
     )
 
 

@@ -147,7 +147,8 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.ref.megatron", ("param_offload",)),
         ("actor_rollout_ref.rollout", ("dtype",)),  # gpu_memory_utilization and max_num_seqs: VALUE_KEYS
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
-        ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload")),
+        ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload", "mtp.enable")),
+        ("actor_rollout_ref.actor.megatron", ("use_mbridge",)),  # MTP before 0.7.0 (verl/memory_settings.py)
         ("critic", ("megatron.param_offload", "megatron.optimizer_offload")),  # critic.model.path: FSDP_VALUE_KEYS
         ("critic", ("ppo_max_token_len_per_gpu",)),  # the critic's own update phase (dynamic batch size)
     )
@@ -339,6 +340,8 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_A}.fsdp_config.mixed_precision": ANY,
     "actor_rollout_ref.model.enable_gradient_checkpointing": FLAG,
     "actor_rollout_ref.model.enable_activation_offload": FLAG,
+    "actor_rollout_ref.model.mtp.enable": FLAG,
+    f"{_A}.megatron.use_mbridge": FLAG,
     f"{_C}.megatron.param_offload": FLAG,
     f"{_C}.megatron.optimizer_offload": FLAG,
     "actor_rollout_ref.model.use_remove_padding": FLAG,

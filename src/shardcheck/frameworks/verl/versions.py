@@ -44,6 +44,11 @@ MNBT_RAISED_BY_VERL = ("0.9.1",)
 # ``ppo_micro_batch_size_per_gpu = ppo_micro_batch_size`` (same for log_prob_micro_batch_size; fsdp_workers.py
 # ActorRolloutRefWorker.__init__, verl 0.4.0 … 0.7.1). The engine workers (0.8.0 on) read only the per-GPU key.
 ENGINE_WORKERS_ONLY = "0.8.0"
+# RolloutConfig.__post_init__ refuses rollout pipeline parallelism for vllm and sglang (verl/workers/config/
+# rollout.py, since 0.6.0; trtllm too since 0.7.1). Before 0.6.0 the rollout section has no such key and the
+# vLLM rollout never hands a pipeline size to vLLM (verl/workers/rollout/vllm_rollout/, 0.4.0 … 0.5.0).
+ROLLOUT_PP_REFUSED = "0.6.0"
+TRTLLM_PP_REFUSED = "0.7.1"
 VERSION_SOURCES = ("flag", "config", "path", "installed", "pinned", "inferred", "default")
 
 
