@@ -49,6 +49,21 @@ ENGINE_WORKERS_ONLY = "0.8.0"
 # vLLM rollout never hands a pipeline size to vLLM (verl/workers/rollout/vllm_rollout/, 0.4.0 … 0.5.0).
 ROLLOUT_PP_REFUSED = "0.6.0"
 TRTLLM_PP_REFUSED = "0.7.1"
+# actor_rollout_ref.model.mtp (verl/workers/config/model.py MtpConfig): MTP layers are built only with
+# mtp.enable from 0.7.1 (0.7.0 and earlier: mbridge builds the checkpoint's depth). verl reads the depth from
+# num_nextn_predict_layers, from 0.8.0 also Qwen3.5's mtp_num_hidden_layers (verl/utils/megatron_utils.py
+# check_mtp_config / _get_mtp_num_layers).
+MTP_KEYED = "0.7.1"
+MTP_HIDDEN_LAYERS_READ = "0.8.0"
+
+
+def mtp_keys(version: str) -> tuple[str, ...]:
+    """The config.json keys verl ``version`` reads an MTP depth from."""
+    if at_least(version, MTP_HIDDEN_LAYERS_READ):
+        return ("mtp_num_hidden_layers", "num_nextn_predict_layers")
+    return ("num_nextn_predict_layers",)
+
+
 VERSION_SOURCES = ("flag", "config", "path", "installed", "pinned", "inferred", "default")
 
 
