@@ -45,10 +45,10 @@ def test_gpt_oss_attention_sinks_split_over_tp():
     assert one.dense - plain.dense == 64 // 4
 
 
-def test_linear_attention_is_still_refused(tmp_path):
-    cfg = (GPT_OSS_20B / "config.json").read_text().replace('"gpt_oss"', '"qwen3_next"')
+def test_other_linear_attention_is_still_refused(tmp_path):
+    cfg = (GPT_OSS_20B / "config.json").read_text().replace('"gpt_oss"', '"minimax_m1"')
     (tmp_path / "config.json").write_text(cfg)
-    with pytest.raises(NotModelled, match="qwen3_next"):
+    with pytest.raises(NotModelled, match="minimax_m1"):
         architecture(read_config_json(tmp_path / "config.json"))
 
 

@@ -344,3 +344,37 @@ def test_deprecated_micro_batch_keys_are_converted_by_the_legacy_workers(tmp_pat
     rules = ("VERL-ACT-MBS", "VERL-CFG-LOGPROB-MBS")
     assert not [f.rule for f in check(script, verl_version="0.7.1").findings if f.rule in rules]
     assert {f.rule for f in check(script, verl_version="0.8.0").findings if f.rule in rules} == set(rules)
+
+
+def test_rollout_pp_is_refused_from_0_6_only(tmp_path):
+    """verl 0.4.0 … 0.5.0 have no rollout pipeline size: one added with ``+`` is ignored, never handed to vLLM."""
+    from shardcheck.rules.examples import verl_launch
+
+    path = tmp_path / "run.sh"
+    path.write_text(verl_launch("+actor_rollout_ref.rollout.pipeline_model_parallel_size=2"))
+    assert [f.rule for f in check(path, verl_version="0.5.0").findings if f.rule == "VERL-RO-PP"] == []
+    path.write_text(verl_launch("actor_rollout_ref.rollout.pipeline_model_parallel_size=2"))
+    assert [f.rule for f in check(path, verl_version="0.6.0").findings if f.rule == "VERL-RO-PP"] == ["VERL-RO-PP"]
+    trt = verl_launch("actor_rollout_ref.rollout.pipeline_model_parallel_size=2 actor_rollout_ref.rollout.name=trtllm")
+    path.write_text(trt)
+    assert [f.rule for f in check(path, verl_version="0.9.1").findings if f.rule == "VERL-RO-PP"] == ["VERL-RO-PP"]
+
+
+@pytest.mark.parametrize(
+    ("version", "overrides", "expected"),
+    [
+        ("0.4.0", "", "MTP is not supported"),  # no bridge in 0.4.x: the converter always
+        ("0.6.1", "", "MTP is not supported"),  # use_mbridge defaults to False
+        ("0.6.1", "actor_rollout_ref.actor.megatron.use_mbridge=True", None),
+        ("0.7.1", "actor_rollout_ref.actor.megatron.use_mbridge=False", "quantization is not supported"),  # MTP zeroed
+        ("0.7.1", "", None),  # use_mbridge defaults to True from 0.7.0
+        ("0.9.1", "actor_rollout_ref.actor.megatron.use_mbridge=False", None),  # VERL-MBRIDGE-REQUIRED instead
+    ],
+)
+def test_verls_own_converter_refuses_deepseek_v3s_released_config(tmp_path, version, overrides, expected):
+    from shardcheck.rules.examples import verl_launch
+
+    path = tmp_path / "run.sh"
+    path.write_text(verl_launch(overrides, model="DeepSeek-V3"))
+    found = [f.message for f in check(path, verl_version=version).findings if f.rule == "VERL-MCORE-CONVERTER-DSV3"]
+    assert [expected in m for m in found] == ([True] if expected else [])

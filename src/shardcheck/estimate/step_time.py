@@ -458,6 +458,8 @@ def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
         arch = architecture_of(job.model)
     except NotModelled as exc:
         raise UnknownValue(f"parameter counts unknown: {exc}") from None
+    if arch.linear_layers:
+        raise UnknownValue("the step time of Gated DeltaNet (linear attention) layers is not modelled")
     layout = job.layout("actor")
     if layout is None:
         raise UnknownValue("the step time is modelled for Megatron engines only")

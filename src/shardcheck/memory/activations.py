@@ -78,6 +78,8 @@ def attention_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, k: K
         latent = 0
     replicated = 2 * h + 2 * h + (h if k.hidden_dropout else 0)  # LN input, QKV input (LN output), dropout mask
     sharded = 2 * q_dim + 2 * k_dim + 2 * v_dim + 2 * out_dim  # Q, K, V, proj input (attention output)
+    if arch.attention_gate:  # attention_output_gate: the gate the core output is multiplied by (attention.py)
+        sharded += 2 * q_dim
     if k.flash:
         sharded += 4 * a  # fp32 softmax log-sum-exp per head
     else:
@@ -85,6 +87,24 @@ def attention_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, k: K
     return tokens * (
         per_device(replicated + latent, p, sharded_by_tp=False) + per_device(sharded, p, sharded_by_tp=True)
     )
+
+
+def linear_attention_bytes(arch: Architecture, tokens: int, p: Parallel, k: Kernels = Kernels()) -> float:
+    """A Gated DeltaNet block (with its fused input norm) of one layer: the tensors the forward of
+    megatron/core/ssm/gated_delta_net.py (megatron-core 0.16.1) keeps for backward, each counted once.
+
+    Replicated: the norm's input 2h and output 2h (``in_proj``'s input), the dropout mask h. Split over TP:
+    ``in_proj``'s output (q, k, v, z, beta, alpha; the convolution's input), the convolution's output q, k, v,
+    q and k after their L2 norm repeated to the value heads, g in fp32 and beta, the delta rule's output, the
+    gate z and the gated norm's output (``out_proj``'s input). There is no sequence-squared term: the chunked
+    delta rule keeps no attention matrix (its per-chunk states are recomputed in backward)."""
+    g = arch.linear
+    assert g is not None
+    v_dim = g.value_heads * g.value_dim
+    replicated = 2 * arch.hidden + 2 * arch.hidden + (arch.hidden if k.hidden_dropout else 0)
+    sharded = 2 * g.in_proj_rows + 2 * g.conv_channels + 2 * 2 * g.value_heads * g.key_dim
+    sharded += 4 * g.value_heads + 2 * g.value_heads + 3 * 2 * v_dim
+    return tokens * (per_device(replicated, p, sharded_by_tp=False) + per_device(sharded, p, sharded_by_tp=True))
 
 
 def mlp_bytes(
@@ -135,8 +155,9 @@ def layer_bytes(
     if recompute.granularity == "full":
         return hidden_in  # only the layer's input
     selective = recompute.modules if recompute.granularity == "selective" else frozenset()
-    attention = attention_bytes(arch, tokens, seq, p, k)
-    if "core_attn" in selective and not k.flash:
+    linear = arch.is_linear_layer(index)
+    attention = linear_attention_bytes(arch, tokens, p, k) if linear else attention_bytes(arch, tokens, seq, p, k)
+    if "core_attn" in selective and not k.flash and not linear:
         attention -= attention - attention_bytes(arch, tokens, seq, p, Kernels(True, k.hidden_dropout))
     if "mla_up_proj" in selective and arch.mla is not None:
         m = arch.mla
@@ -195,6 +216,9 @@ def offloaded_bytes(
     replicated = {"attn_norm": 2 * h, "qkv_linear": 0 if "layernorm" in selective else 2 * h, "mlp_norm": 2 * h}
     core = 4 * a if k.flash else (2 + (3 if k.attention_dropout else 0)) * a * seq  # as attention_bytes
     sharded = {"core_attn": qkv + core, "attn_proj": 2 * out_dim}
+    if arch.is_linear_layer(index):  # the offload hooks sit in attention.py and the layer's norms, not in GDN
+        replicated = {"mlp_norm": 2 * h}
+        sharded = {}
     out = tokens * (
         per_device(sum(v for k, v in replicated.items() if k in modules), p, sharded_by_tp=False)
         + per_device(sum(v for k, v in sharded.items() if k in modules), p, sharded_by_tp=True)

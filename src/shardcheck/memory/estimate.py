@@ -105,6 +105,13 @@ class RolloutMemory:
     # False when the checkpoint is quantized (config.json quantization_config): the engine may load fewer
     # bytes per parameter than the rollout dtype, so the weights (and the budget) are estimates
     weights_exact: bool = True
+    # Gated DeltaNet layers: the recurrent state one request holds on a device, whatever its length
+    state_bytes_per_request: int = 0
+
+    @property
+    def request_bytes(self) -> int:
+        """One full-length request's KV cache and recurrent state on one device."""
+        return self.kv_bytes_per_token * self.request_tokens + self.state_bytes_per_request
 
     @property
     def concurrent_per_replica(self) -> int:
@@ -217,6 +224,11 @@ def _check_shards(arch: Architecture, s: Sharding, what: str) -> None:
         splits += [("experts", arch.experts, s.ep), ("expert FFN", arch.moe_ffn, s.etp)]
     if arch.ffn:
         splits.append(("FFN", arch.ffn, s.tp))
+    if arch.linear is not None and arch.linear_layers:  # TransformerConfig.__post_init__ asserts both
+        splits += [
+            ("Gated DeltaNet key heads", arch.linear.key_heads, s.tp),
+            ("Gated DeltaNet value heads", arch.linear.value_heads, s.tp),
+        ]
     bad = [f"{name} {n} over {k}" for name, n, k in splits if not k or n % k]
     if bad:
         raise UnknownValue(
@@ -328,15 +340,16 @@ def _in_flight(
 
 
 def _per_kind(arch: Architecture, layers, value) -> dict[int, float]:
-    """``{i: value(i)}`` for the ``layers``, calling ``value`` once per layer kind (MoE or dense): the per-layer
-    functions of memory/activations.py read the index only through ``arch.is_moe_layer``."""
-    by_kind: dict[bool, float] = {}
+    """``{i: value(i)}`` for the ``layers``, calling ``value`` once per layer kind (MoE or dense, attention or
+    Gated DeltaNet): the per-layer functions of memory/activations.py read the index only through
+    ``arch.layer_kind``."""
+    by_kind: dict[tuple[bool, bool], float] = {}
     out = {}
     for i in layers:
-        moe = arch.is_moe_layer(i)
-        if moe not in by_kind:
-            by_kind[moe] = value(i)
-        out[i] = by_kind[moe]
+        kind = arch.layer_kind(i)
+        if kind not in by_kind:
+            by_kind[kind] = value(i)
+        out[i] = by_kind[kind]
     return out
 
 
@@ -631,11 +644,28 @@ def kv_bytes_per_token(arch: Architecture, tp: int, dtype_bytes: int = 2) -> tup
     them (vllm/model_executor/layers/linear.py ``QKVParallelLinear``: ``num_kv_head_replicas``).
     MLA: the latent ``kv_lora_rank + qk_rope_head_dim`` per layer on every TP rank (vLLM's MLA backends
     cache the compressed latent, not per-head K/V).
+    Hybrid models: only the full-attention layers cache K/V per token; a Gated DeltaNet layer keeps a fixed
+    recurrent state per request instead (``state_bytes_per_request``).
     """
+    layers = arch.num_layers - len(arch.linear_layers)  # the Gated DeltaNet layers: state_bytes_per_request
     if arch.mla is not None:
-        return arch.num_layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype_bytes, True
+        return layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * dtype_bytes, True
     heads = max(1, arch.kv_heads // tp)
-    return 2 * arch.num_layers * heads * arch.head_dim * dtype_bytes, tp > arch.kv_heads
+    return 2 * layers * heads * arch.head_dim * dtype_bytes, tp > arch.kv_heads
+
+
+def state_bytes_per_request(arch: Architecture, tp: int, dtype_bytes: int = 2) -> int:
+    """The recurrent state of one request on one device of a TP group: per Gated DeltaNet layer the
+    convolution's last ``kernel − 1`` inputs of q, k and v and the delta rule's state of value heads × value dim
+    × key dim, in the model's dtype (vllm/model_executor/layers/mamba/mamba_utils.py
+    ``gated_delta_net_state_shape``, ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype`` "auto", vLLM 0.24.0).
+    vLLM pads each state to its KV page size, so this is a lower bound."""
+    g = arch.linear
+    if g is None or not arch.linear_layers:
+        return 0
+    conv = g.conv_channels // tp * (g.conv_kernel - 1)
+    temporal = g.value_heads // tp * g.value_dim * g.key_dim
+    return len(arch.linear_layers) * (conv + temporal) * dtype_bytes
 
 
 def rollout_params(arch: Architecture, engine: str, tp: int, ep: int) -> StageParams:
@@ -676,7 +706,8 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
     if r.engine == "sglang":
         reserve = 0  # SGLang's mem_fraction_static already leaves out activations and CUDA graphs
     budget = int(r.memory_fraction * device.memory_bytes) - weights - reserve
-    concurrent = max(0, budget) // (per_token * r.request_tokens) if r.request_tokens else 0
+    state = state_bytes_per_request(arch, r.tp, r.dtype_bytes)
+    concurrent = max(0, budget) // (per_token * r.request_tokens + state) if r.request_tokens else 0
     per_replica = -(-r.requests_per_step // r.replicas) if r.requests_per_step and r.replicas else None
     return RolloutMemory(
         r.engine,
@@ -695,6 +726,7 @@ def _rollout(arch: Architecture, r: RolloutSettings, device: Device) -> RolloutM
         per_replica,
         replicated,
         weights_exact=not arch.quantized,
+        state_bytes_per_request=state,
     )
 
 

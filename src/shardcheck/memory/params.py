@@ -14,7 +14,12 @@ Module by module (megatron-core 0.16.1, megatron/core/models/gpt/gpt_model.py an
   dense ``MLP``: fc1 2·ffn/TP × hidden (gated), fc2 hidden × ffn/TP; ``MoELayer``: ``router.weight``
   experts × hidden (replicated; a bias of ``experts`` with add_bias_linear), experts/EP local experts each
   2·moe_ffn/ETP × hidden + hidden × moe_ffn/ETP,
-  ``shared_experts`` split over TP (plus the gate, hidden, when the shared expert is gated).
+  ``shared_experts`` split over TP (plus the gate, hidden, when the shared expert is gated);
+  with ``attention_output_gate`` ``linear_qkv`` also projects a gate of heads·head_dim rows (attention.py
+  ``linear_qkv_out_dim``); a Gated DeltaNet layer (megatron/core/ssm/gated_delta_net.py) instead of attention:
+  ``in_proj`` column-parallel (q, k, v, z, beta, alpha rows / TP, with the fused input norm), ``conv1d``
+  depthwise over q, k, v (channels / TP × kernel, no bias), ``dt_bias`` and ``A_log`` (value heads / TP each),
+  ``out_norm`` (value head dim, replicated), ``out_proj`` row-parallel (hidden × value dims / TP); no biases.
 - last stage: ``final_layernorm`` (hidden) and ``output_layer`` (vocab / TP × hidden) unless the output
   shares the first stage's embedding in the same module (tied weights and one pipeline stage).
 
@@ -74,6 +79,15 @@ def _norm(arch: Architecture, width: int) -> int:
     return width * (2 if arch.norm_bias else 1)
 
 
+def linear_attention_params(arch: Architecture, s: Sharding) -> int:
+    """One Gated DeltaNet block on one device (without the input norm, counted with the layer)."""
+    g, h, tp = arch.linear, arch.hidden, s.tp
+    assert g is not None
+    v_dim = g.value_heads * g.value_dim
+    n = g.in_proj_rows // tp * h + g.conv_channels // tp * g.conv_kernel + 2 * (g.value_heads // tp)
+    return n + _norm(arch, g.value_dim) + h * (v_dim // tp)
+
+
 def attention_params(arch: Architecture, s: Sharding) -> int:
     h, tp = arch.hidden, s.tp
     if arch.mla is not None:
@@ -94,7 +108,7 @@ def attention_params(arch: Architecture, s: Sharding) -> int:
             down //= tp
         up += local * (m.qk_nope_head_dim + m.v_head_dim) * m.kv_lora_rank + latent_norm(m.kv_lora_rank)
         return down + up + h * local * m.v_head_dim + (h if arch.linear_bias else 0)
-    qkv_rows = (arch.heads + 2 * arch.kv_heads) * arch.head_dim // tp
+    qkv_rows = (arch.heads * (2 if arch.attention_gate else 1) + 2 * arch.kv_heads) * arch.head_dim // tp
     n = qkv_rows * h + (qkv_rows if arch.qkv_bias or arch.linear_bias else 0)
     n += 2 * _norm(arch, arch.head_dim) if arch.qk_layernorm else 0
     n += arch.heads // tp if arch.attention_sinks else 0  # DotProductAttention.softmax_offset, per local head
@@ -115,7 +129,8 @@ def dense_mlp_params(arch: Architecture, s: Sharding) -> int:
 def layer_params(arch: Architecture, index: int, s: Sharding) -> tuple[int, int]:
     """(dense, routed expert) parameters of layer ``index`` on one device."""
     h = arch.hidden
-    dense = 2 * _norm(arch, h) + attention_params(arch, s)  # input_layernorm + pre_mlp_layernorm + attention
+    mixer = linear_attention_params(arch, s) if arch.is_linear_layer(index) else attention_params(arch, s)
+    dense = 2 * _norm(arch, h) + mixer  # input_layernorm + pre_mlp_layernorm + attention (or Gated DeltaNet)
     if not arch.is_moe_layer(index):
         return dense + dense_mlp_params(arch, s), 0
     dense += arch.experts * (h + (1 if arch.linear_bias else 0))  # router weight (and bias with add_bias_linear)
@@ -146,12 +161,12 @@ def stage_params(
     """Parameters on one device of pipeline stage ``stage`` that builds the decoder ``layers``
     (``embedding`` / ``loss``: whether it holds them, by default the first / last stage; ``mtp`` MTP depths)."""
     dense = expert = 0
-    kinds: dict[bool, tuple[int, int]] = {}  # layer_params reads the index only through is_moe_layer
+    kinds: dict[tuple[bool, bool], tuple[int, int]] = {}  # layer_params reads the index only through layer_kind
     for index in layers:
-        moe = arch.is_moe_layer(index)
-        if moe not in kinds:
-            kinds[moe] = layer_params(arch, index, s)
-        d, e = kinds[moe]
+        kind = arch.layer_kind(index)
+        if kind not in kinds:
+            kinds[kind] = layer_params(arch, index, s)
+        d, e = kinds[kind]
         dense += d
         expert += e
     for _ in range(mtp):

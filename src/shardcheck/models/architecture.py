@@ -5,8 +5,18 @@ uses (mbridge ``mbridge/models/*.py`` and Megatron-Bridge ``src/megatron/bridge/
 ``intermediate_size`` → ffn_hidden_size, ``num_key_value_heads`` → num_query_groups, ``head_dim`` →
 kv_channels, ``moe_intermediate_size`` → moe_ffn_hidden_size, ``shared_expert_intermediate_size`` (or
 ``n_shared_experts · moe_intermediate_size``) → moe_shared_expert_intermediate_size, Qwen3's q/k norms →
-qk_layernorm, Qwen2's q/k/v biases → add_qkv_bias. Architectures whose layers Megatron builds from other
-modules (linear attention) are not modelled: their counts stay unknown.
+qk_layernorm, Qwen2's q/k/v biases → add_qkv_bias.
+
+Qwen3-Next (``qwen3_next``) and Qwen3.5 (``qwen3_5_text``, ``qwen3_5_moe_text``; the ``text_config`` of a
+``qwen3_5`` / ``qwen3_5_moe`` checkpoint) are hybrid: Megatron-Bridge's ``Qwen3NextBridge`` and
+``_apply_qwen35_common_config`` (src/megatron/bridge/models/qwen/qwen3_next_bridge.py, qwen35_bridge.py, commit
+067f987) set ``experimental_attention_variant="gated_delta_net"``, ``linear_attention_freq`` from
+``layer_types`` or ``full_attention_interval`` (``full_attention_interval_from_hf``: layer ``i`` is full
+attention when ``(i + 1) % interval == 0``), the ``linear_*`` head sizes, ``attention_output_gate=True``,
+``qk_layernorm=True``, zero-centred RMSNorm (no extra parameter) and, with experts, a gated shared expert.
+megatron-core builds the linear layers as ``GatedDeltaNet`` (megatron/core/ssm/gated_delta_net.py, 0.16.1).
+The checkpoint's MTP depth (``num_nextn_predict_layers``; Qwen3.5's ``mtp_num_hidden_layers``) is recorded in
+``mtp_layers``: whether a framework builds those layers is the framework's setting, not the model's.
 
 gpt-oss (HF ``model_type`` gpt_oss; transformers ``models/gpt_oss/modeling_gpt_oss.py``: ``GptOssAttention``
 has q/k/v/o biases (``attention_bias``) and one learned sink per head (``self.sinks``), ``GptOssExperts``
@@ -40,12 +50,20 @@ _IMPLIED = {
     "kimi_k2": (False, False),
     "glm4_moe": (False, True),
     "gpt_oss": (False, True),
+    "qwen3_next": (True, False),
+    "qwen3_5_text": (True, False),
+    "qwen3_5_moe_text": (True, False),
+    "mimo": (False, True),
 }
 # Families whose every linear layer has a bias (Megatron's add_bias_linear) and whose attention has one learned
 # sink logit per head (softmax_type "learnable"); their experts' width is config.json's intermediate_size.
 _BIASED_WITH_SINKS = {"gpt_oss"}
 # Qwen2-MoE and Qwen3-Next gate their shared expert with a sigmoid of a (hidden → 1) linear layer.
-_SHARED_GATE = {"qwen2_moe", "qwen3_next"}
+_SHARED_GATE = {"qwen2_moe", "qwen3_next", "qwen3_5_moe_text"}
+# Hybrid families: Gated DeltaNet linear attention with gated full attention every few layers.
+_HYBRID = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
+# A multimodal checkpoint's top-level model_type → its text model's (facts keep text_config only).
+_TEXT_OF = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +75,27 @@ class Mla:
     qk_nope_head_dim: int
     qk_rope_head_dim: int
     v_head_dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class LinearAttention:
+    """Gated DeltaNet sizes (HF ``linear_*`` names; megatron-core TransformerConfig has the same fields)."""
+
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    conv_kernel: int
+
+    @property
+    def in_proj_rows(self) -> int:
+        """q, k, v, the output gate z, beta and alpha (gated_delta_net.py ``in_proj_dim``)."""
+        return 2 * self.key_heads * self.key_dim + 2 * self.value_heads * self.value_dim + 2 * self.value_heads
+
+    @property
+    def conv_channels(self) -> int:
+        """The depthwise causal convolution runs over q, k and v (gated_delta_net.py ``conv_dim``)."""
+        return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +127,20 @@ class Architecture:
     quantized: bool = False  # the checkpoint carries a quantization_config (e.g. DeepSeek-V3's fp8 weights)
     position_embeddings: int = 0  # rows of a learned absolute position embedding (Megatron-LM's default)
     attention_sinks: bool = False  # softmax_type "learnable": one parameter per attention head (gpt-oss)
+    linear: LinearAttention | None = None  # Gated DeltaNet sizes of the hybrid families
+    linear_layers: frozenset[int] = frozenset()  # 0-based indices of the Gated DeltaNet layers
+    attention_gate: bool = False  # attention_output_gate: linear_qkv also projects a gate of heads·head_dim
+    mtp_layers: int = 0  # MTP depths the checkpoint has (built only where the framework enables MTP)
 
     def is_moe_layer(self, index: int) -> bool:
         return index in self.moe_layers
+
+    def is_linear_layer(self, index: int) -> bool:
+        return index in self.linear_layers
+
+    def layer_kind(self, index: int) -> tuple[bool, bool]:
+        """(MoE, Gated DeltaNet): the per-layer counts and estimates depend on the index only through these."""
+        return index in self.moe_layers, index in self.linear_layers
 
 
 class NotModelled(ShardcheckError):
@@ -147,6 +197,12 @@ def _architecture(model: ModelFacts) -> Architecture:
     if MARKER in cfg:
         return _from_flags(cfg)
     kind = cfg.get("model_type") or model.model_type or "?"
+    kind = _TEXT_OF.get(kind, kind)
+    if kind in _HYBRID and model.vision_model_type:
+        raise NotModelled(
+            f"{model.vision_model_type} is multimodal: shardcheck counts its text model ({kind}) but not the "
+            "vision encoder the bridge builds with it"
+        )
     if kind not in _IMPLIED:
         raise NotModelled(
             f"model_type {kind!r} is not one whose Megatron-Core layers shardcheck counts "
@@ -176,6 +232,7 @@ def _architecture(model: ModelFacts) -> Architecture:
     if experts:
         moe_ffn = _int(cfg, "intermediate_size" if kind in _BIASED_WITH_SINKS else "moe_intermediate_size")
         shared = cfg.get("shared_expert_intermediate_size") or (cfg.get("n_shared_experts") or 0) * moe_ffn
+    linear, linear_layers = _linear_attention(cfg, layers) if kind in _HYBRID else (None, frozenset())
     return Architecture(
         model_type=kind,
         num_layers=layers,
@@ -198,7 +255,54 @@ def _architecture(model: ModelFacts) -> Architecture:
         quantized=bool(cfg.get("quantization_config")),
         linear_bias=kind in _BIASED_WITH_SINKS,
         attention_sinks=kind in _BIASED_WITH_SINKS,
+        linear=linear,
+        linear_layers=linear_layers,
+        attention_gate=kind in _HYBRID,
+        mtp_layers=checkpoint_mtp_layers(cfg),
     )
+
+
+def gated_deltanet(model: ModelFacts) -> LinearAttention | None:
+    """The Gated DeltaNet sizes of a hybrid model (also of a multimodal one, whose vision encoder is not counted);
+    None for other families. NotModelled when a hybrid config lacks them."""
+    kind = model.config.get("model_type") or model.model_type or "?"
+    if _TEXT_OF.get(kind, kind) not in _HYBRID:
+        return None
+    return _linear_sizes(model.config)
+
+
+MTP_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
+
+
+def checkpoint_mtp_layers(cfg: dict, keys: tuple[str, ...] = MTP_KEYS) -> int:
+    """MTP depths a checkpoint carries: DeepSeek-V3's and MiMo's ``num_nextn_predict_layers``, Qwen3.5's
+    ``mtp_num_hidden_layers`` (the keys verl's ``_get_mtp_num_layers`` and mbridge read, verl 0.9.1
+    verl/utils/megatron_utils.py; mbridge mbridge/models/qwen3_5/base_bridge.py); ``keys``: those a reader reads."""
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def _linear_attention(cfg: dict, layers: int) -> tuple[LinearAttention, frozenset[int]]:
+    """The Gated DeltaNet sizes and layers of a hybrid config (presets nest the sizes under ``linear_attention``).
+
+    The layer pattern as Megatron-Bridge's ``full_attention_interval_from_hf`` reads it: ``layer_types`` when
+    given, else ``full_attention_interval`` (layer ``i`` full attention when ``(i + 1) % interval == 0``;
+    megatron-core ``get_linear_attention_pattern``), else 4 (both bridges' and transformers' default)."""
+    linear = _linear_sizes(cfg)
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        if len(types) != layers or not set(types) <= {"linear_attention", "full_attention"}:
+            raise NotModelled(
+                f"layer_types lists {len(types)} layers of kinds {sorted(set(map(str, types)))}; "
+                f"expected {layers} of linear_attention / full_attention"
+            )
+        return linear, frozenset(i for i, t in enumerate(types) if t == "linear_attention")
+    interval = cfg.get("full_attention_interval")
+    interval = interval if isinstance(interval, int) and not isinstance(interval, bool) and interval > 0 else 4
+    return linear, frozenset(i for i in range(layers) if (i + 1) % interval != 0)
 
 
 def _from_flags(cfg: dict) -> Architecture:
@@ -210,3 +314,18 @@ def _from_flags(cfg: dict) -> Architecture:
     if values["mla"] is not None:
         values["mla"] = Mla(**values["mla"])
     return Architecture(**values)
+
+
+def _linear_sizes(cfg: dict) -> LinearAttention:
+    """The Gated DeltaNet head counts and sizes of a hybrid config (presets nest them under ``linear_attention``)."""
+    sizes = cfg.get("linear_attention") if isinstance(cfg.get("linear_attention"), dict) else cfg
+    linear = LinearAttention(
+        key_heads=_int(sizes, "linear_num_key_heads"),
+        value_heads=_int(sizes, "linear_num_value_heads"),
+        key_dim=_int(sizes, "linear_key_head_dim"),
+        value_dim=_int(sizes, "linear_value_head_dim"),
+        conv_kernel=sizes.get("linear_conv_kernel_dim") or cfg.get("linear_conv_kernel_dim") or 4,
+    )
+    if not linear.key_heads or not linear.value_heads:
+        raise NotModelled("config.json has no Gated DeltaNet heads (linear_num_key_heads, linear_num_value_heads)")
+    return linear

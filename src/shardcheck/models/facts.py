@@ -17,7 +17,7 @@ _EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num
 
 # Model types with linear-attention layers whose config.json may not list `layer_types`
 # (Qwen3-Next: Gated DeltaNet layers, full attention every few layers).
-_LINEAR_ATTENTION_TYPES = frozenset({"qwen3_next"})
+_LINEAR_ATTENTION_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 
 
 def presets() -> dict[str, dict]:
@@ -123,6 +123,14 @@ _WHOLE = {
     "n_shared_experts": 0,
     "first_k_dense_replace": 0,
     "decoder_sparse_step": 0,
+    "linear_num_key_heads": 1,
+    "linear_num_value_heads": 1,
+    "linear_key_head_dim": 1,
+    "linear_value_head_dim": 1,
+    "linear_conv_kernel_dim": 1,
+    "full_attention_interval": 1,
+    "num_nextn_predict_layers": 0,
+    "mtp_num_hidden_layers": 0,
     **dict.fromkeys(_EXPERT_KEYS, 0),
 }
 _SHAPES = {

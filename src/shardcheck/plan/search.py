@@ -451,14 +451,14 @@ class _StaticFloor:
         sharding = Sharding(t.tp, t.ep, etp, t.pp, st.vocab_divisible_by)
         key = (sharding,)
         if key not in self.cache:
-            kinds: dict[bool, tuple[int, int]] = {}
+            kinds: dict[tuple[bool, bool], tuple[int, int]] = {}
             dense = expert = 0
             for i in range(a.num_layers):
-                moe = a.is_moe_layer(i)
-                if moe not in kinds:
-                    kinds[moe] = layer_params(a, i, sharding)
-                dense += kinds[moe][0]
-                expert += kinds[moe][1]
+                kind = a.layer_kind(i)
+                if kind not in kinds:
+                    kinds[kind] = layer_params(a, i, sharding)
+                dense += kinds[kind][0]
+                expert += kinds[kind][1]
             rows = padded_vocab(a.vocab, sharding) // t.tp
             dense += (rows + a.position_embeddings) * a.hidden + (rows * a.hidden if not a.tied or t.pp > 1 else 0)
             self.cache[key] = (dense, expert)

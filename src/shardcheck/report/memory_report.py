@@ -127,6 +127,11 @@ def render_memory_text(results, *, explain: bool = False) -> str:
             out.append(
                 f"    weights {_g(ro.weights_bytes)} GiB per device; KV cache {ro.kv_bytes_per_token:,} bytes per "
                 f"token per device{' (KV heads replicated over TP)' if ro.kv_replicated else ''}"
+                + (
+                    f"; recurrent state {ro.state_bytes_per_request:,} bytes per request"
+                    if ro.state_bytes_per_request
+                    else ""
+                )
             )
             reserve = (
                 f"after {_g(ro.reserve_bytes)} GiB profiling reserve"
@@ -134,7 +139,7 @@ def render_memory_text(results, *, explain: bool = False) -> str:
                 else "the engine's activations live outside its memory fraction"
             )
             out.append(f"    KV budget {max(0, ro.kv_budget_bytes) / GIB:.2f} GiB per device ({reserve})")
-            one = ro.kv_bytes_per_token * ro.request_tokens
+            one = ro.request_bytes
             out.append(
                 f"    one full request ({ro.request_tokens:,} tokens) {_g(one)} GiB per device: "
                 f"{ro.max_concurrent_full_requests} at once per engine, {ro.concurrent_per_replica} per replica"
@@ -201,6 +206,7 @@ def _rollout_json(ro) -> dict | None:
         "replicas": ro.replicas,
         "weights_bytes": ro.weights_bytes,
         "kv_bytes_per_token": ro.kv_bytes_per_token,
+        "state_bytes_per_request": ro.state_bytes_per_request,
         "kv_budget_bytes": ro.kv_budget_bytes,
         "reserve_bytes": ro.reserve_bytes,
         "request_tokens": ro.request_tokens,

@@ -95,6 +95,90 @@ def query_groups_tp(job: Job) -> Iterator[Finding]:
             )
 
 
+GDN_SINCE = (0, 16)  # megatron-core's first minor with experimental_attention_variant="gated_delta_net"
+GDN_TP_CP_SINCE = (0, 18)  # from here the Gated DeltaNet heads split over TP·CP (context parallel supported)
+
+
+@rule(
+    "MCORE-TC-GDN-TP",
+    "error",
+    "Gated DeltaNet heads must divide by TP (and CP)",
+    needs_model=True,
+    engine="megatron",
+)
+def gated_deltanet_tp(job: Job) -> Iterator[Finding]:
+    """
+    The Gated DeltaNet layers of Qwen3-Next and Qwen3.5 (built through Megatron-Bridge or mbridge with
+    `experimental_attention_variant="gated_delta_net"`) split their key and value heads
+    (`linear_num_key_heads`, `linear_num_value_heads`) over TP, and from megatron-core 0.18 over TP·CP.
+    These are not the attention heads: a TP the attention heads and KV heads accept can still split the
+    Gated DeltaNet heads unevenly (the bad case: 16 attention heads, 2 KV heads, 4 key heads at TP 8).
+
+    Why:
+    `TransformerConfig.__post_init__` asserts, on 0.16 and 0.17, `linear_num_key_heads must be a multiple
+    of tensor_model_parallel_size.` (and the same for the value heads), and refuses CP > 1 (`Gated delta net
+    does not support context parallel for now, but got self.context_parallel_size=N.`); on 0.18 and 0.19
+    `self.linear_num_key_heads=K must be a multiple of (self.tensor_model_parallel_size=T *
+    self.context_parallel_size=C).`
+
+    Fix:
+    Pick a TP (times CP) that divides both head counts; on megatron-core 0.16/0.17 keep CP at 1.
+
+    Source:
+    megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__ (megatron-core 0.16.1,
+    0.17, 0.18 and 0.19; earlier minors have no Gated DeltaNet).
+    """
+    from shardcheck.models.architecture import NotModelled, gated_deltanet
+
+    try:
+        gdn = gated_deltanet(job.model)
+    except NotModelled:
+        return
+    version = tuple(int(p) for p in job.megatron_core_version.split(".")[:2])
+    if gdn is None or version < GDN_SINCE:
+        return
+    for e in engines(job):
+        tp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size")
+        cp = need(e.cp, f"{e.key_prefix}.context_parallel_size")
+        joint = version >= GDN_TP_CP_SINCE
+        if not joint and cp > 1:
+            yield finding(
+                "MCORE-TC-GDN-TP",
+                f"[{e.role}] CP {cp} with the Gated DeltaNet layers of {job.model.name} (megatron-core "
+                f'{job.megatron_core_version}: "Gated delta net does not support context parallel for now, but got '
+                f'self.context_parallel_size={cp}.")',
+                where(e.cp),
+                fix=f"{e.key_prefix}.context_parallel_size=1 (or megatron-core ≥ 0.18)",
+                role=e.role,
+            )
+        split = tp * cp if joint else tp
+        for name, heads in (("linear_num_key_heads", gdn.key_heads), ("linear_num_value_heads", gdn.value_heads)):
+            if heads % split == 0:
+                continue
+            if joint:
+                text = (
+                    f"self.{name}={heads} must be a multiple of (self.tensor_model_parallel_size={tp} * "
+                    f"self.context_parallel_size={cp})."
+                )
+                what = f"TP {tp} · CP {cp}"
+            else:
+                text = f"{name} must be a multiple of tensor_model_parallel_size."
+                what = f"TP {tp}"
+            counts = " and ".join(dict.fromkeys(map(str, (gdn.key_heads, gdn.value_heads))))
+            good = _valid(
+                min(gdn.key_heads, gdn.value_heads), lambda d: gdn.key_heads % d == 0 and gdn.value_heads % d == 0
+            )
+            yield finding(
+                "MCORE-TC-GDN-TP",
+                f"[{e.role}] {job.model.name} has {heads} Gated DeltaNet {name.split('_')[2]} heads, not a multiple "
+                f'of {what} (megatron-core {job.megatron_core_version}: "{text}")',
+                where(e.tp, e.cp),
+                fix=f"{'TP · CP' if joint else 'TP'} must divide {counts}: {good}",
+                role=e.role,
+            )
+            break  # the first failing assertion stops the build
+
+
 @rule(
     "MCORE-TC-MOE-EP-NOEXP",
     "error",

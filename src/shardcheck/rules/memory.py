@@ -163,7 +163,7 @@ def _train_oom(job: Job, est: MemoryEstimate, s: StageMemory, phase: str, batch_
 
 
 def _one_request(r: RolloutMemory) -> int:
-    return r.kv_bytes_per_token * r.max_model_len
+    return r.kv_bytes_per_token * r.max_model_len + r.state_bytes_per_request
 
 
 @rule(
@@ -276,7 +276,7 @@ def rollout_concurrency(job: Job) -> Iterator[Finding]:
         "MEM-ROLLOUT-CONCURRENCY",
         f"each rollout engine (TP {r.tp}) gets {wanted} requests per step but its KV cache holds "
         f"{r.max_concurrent_full_requests} of {r.request_tokens} tokens at once "
-        f"({_gib(max(0, r.kv_budget_bytes))} budget, {_gib(r.kv_bytes_per_token * r.request_tokens)} each)",
+        f"({_gib(max(0, r.kv_budget_bytes))} budget, {_gib(r.request_bytes)} each)",
         where(job.value(_keys(job).memory_fraction), job.rollout.dp, job.rollout.tp, job.cluster.nnodes),
         fix=f"raise {_keys(job).memory_fraction} or the rollout DP ({_keys(job).rollout_dp}), "
         f"or lower {_keys(job).response}",

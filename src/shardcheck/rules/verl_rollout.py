@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shardcheck.frameworks.verl.versions import MNBT_RAISED_BY_VERL, SYNC_ROLLOUT_REMOVED, at_least
+from shardcheck.frameworks.verl.versions import (
+    MNBT_RAISED_BY_VERL,
+    ROLLOUT_PP_REFUSED,
+    SYNC_ROLLOUT_REMOVED,
+    TRTLLM_PP_REFUSED,
+    at_least,
+)
 from shardcheck.job import Job
 from shardcheck.rules.base import Finding, finding, need, rule, where
 
@@ -33,14 +39,22 @@ def rollout_pp(job: Job) -> Iterator[Finding]:
     Fix:
     Set `actor_rollout_ref.rollout.pipeline_model_parallel_size=1`.
 
+    Versions:
+    verl 0.6.0 and later refuse vllm and sglang, 0.7.1 and later trtllm too. verl 0.4.0 … 0.5.0 have no
+    rollout pipeline size: a key added with `+` is ignored (their vLLM rollout never passes one to vLLM), so
+    vLLM's own refusal for models without `SupportsPP` (vllm/config/model.py) is not reached either.
+
     Source:
-    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.9.1).
+    verl/workers/config/rollout.py RolloutConfig.__post_init__ (verl 0.6.0 … 0.9.1).
     """
+    if not at_least(job.framework_version, ROLLOUT_PP_REFUSED):
+        return
     sizes = _rollout(job)
     if sizes is None:
         return
     name = need(job.value(f"{RO}.name"), f"{RO}.name")
-    if sizes[2] > 1 and name in ("vllm", "sglang", "trtllm"):
+    refused = ("vllm", "sglang", "trtllm") if at_least(job.framework_version, TRTLLM_PP_REFUSED) else ("vllm", "sglang")
+    if sizes[2] > 1 and name in refused:
         yield finding(
             "VERL-RO-PP",
             f"Current rollout self.name='{name}' not implemented pipeline_model_parallel_size > 1 "
