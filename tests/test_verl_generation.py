@@ -52,6 +52,24 @@ def test_main_generation_world_text_follows_the_version(tmp_path):
     assert f.message == "rollout world_size: 8 is not divisible by infer_tp: 3"
 
 
+@pytest.mark.parametrize(
+    "words, says",
+    [
+        (("rollout.name=vllm",), "vLLMAsyncRollout.generate_sequences raises NotImplementedError"),
+        (("rollout.name=sglang",), "BaseRollout's raises NotImplementedError"),
+        (("rollout.name=hf",), "Rollout hf with mode async not found"),
+        (("rollout.name=vllm", "rollout.mode=sync"), "Rollout mode 'sync' has been removed"),
+    ],
+)
+def test_main_generation_of_070_cannot_generate(words, says, tmp_path):
+    script = _script(tmp_path, GENERATION, "trainer.n_gpus_per_node=8", *words)
+    (f,) = [f for f in check(script, verl_version="0.7.0").findings if f.rule == "VERL-GEN-SYNC"]
+    assert f.severity == "error" and says in f.message
+    assert not [f for f in check(script, verl_version="0.6.1").findings if f.rule == "VERL-GEN-SYNC"]
+    (inferred,) = [f for f in check(script).findings if f.rule == "VERL-GEN-SYNC"]
+    assert inferred.severity == "warning" and "not for 0.4.0 … 0.6.1" in inferred.message
+
+
 def test_server_replicas_meet_the_rollout_engine_rules(tmp_path):
     base = ("trainer.n_gpus_per_node=8", "actor_rollout_ref.model.path=Qwen/Qwen3-8B", "+data.output_path=/o.parquet")
     vllm = check(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardcheck.frameworks.verl.gen.resolve import GENERATION, OUTPUT, PREFIX, SAMPLES, SERVER, WORLD_SIZES_SINCE
-from shardcheck.frameworks.verl.versions import at_least
+from shardcheck.frameworks.verl.versions import SYNC_ROLLOUT_REMOVED, at_least, span, versions_with_entry
 from shardcheck.job import Job
 from shardcheck.rules.base import Finding, finding, need, rule, where
 
@@ -179,3 +179,69 @@ def generation_replicas(job: Job) -> Iterator[Finding]:
             fix=f"{ro}.tensor_model_parallel_size dividing {world}",
             severity="warning",
         )
+
+
+# What each rollout does when main_generation asks it for sequences synchronously once sync mode is gone (verl 0.7.0:
+# verl/workers/rollout/base.py _ROLLOUT_REGISTRY has only ("vllm", "async") and ("sglang", "async")).
+_NO_SYNC = {
+    "vllm": 'vLLMAsyncRollout.generate_sequences raises NotImplementedError ("vLLMAsyncRollout does not support '
+    'synchronous generate_sequences()") once the model is loaded',
+    "sglang": "the SGLang ServerAdapter has no generate_sequences: BaseRollout's raises NotImplementedError once the "
+    "model is loaded",
+    "hf": 'get_rollout_class asserts "Rollout hf with mode async not found" while the workers build the model',
+}
+
+
+@rule(
+    "VERL-GEN-SYNC",
+    "error",
+    "main_generation needs a synchronous rollout, which verl 0.7.0 no longer has",
+    frameworks=("verl-gen",),
+)
+def generation_sync(job: Job) -> Iterator[Finding]:
+    """
+    `main_generation` calls the rollout worker's `generate_sequences` synchronously. verl 0.7.0 removed the
+    synchronous rollouts: `mode: sync` is refused, and none of the async ones generates that way, so
+    `main_generation` of verl 0.7.0 cannot produce a response with any rollout (verl's own
+    `generation.yaml` says so, issue #4682). Up to 0.6.1 the sync rollouts exist. Under an inferred verl version
+    this is a warning: the older releases that have `main_generation` work.
+
+    Why:
+    `mode=sync`: `ValueError: Rollout mode 'sync' has been removed.` (RolloutConfig). vLLM or SGLang:
+    `NotImplementedError` at the first batch, after the model is loaded. `hf`: an `AssertionError` while the
+    workers build it.
+
+    Versions:
+    verl 0.7.0 (the last release with `main_generation`); 0.4.0 … 0.6.1 generate synchronously.
+
+    Fix:
+    Run `main_generation` of verl ≤ 0.6.1, or `verl.trainer.main_generation_server` (0.6.0 on).
+
+    Source:
+    verl/trainer/main_generation.py (`wg.generate_sequences`), verl/workers/fsdp_workers.py
+    `_build_rollout` (`get_rollout_class(name, mode)`), verl/workers/rollout/base.py `_ROLLOUT_REGISTRY` and
+    `BaseRollout.generate_sequences`, verl/workers/rollout/vllm_rollout/vllm_rollout.py
+    `vLLMAsyncRollout.generate_sequences`, verl/workers/config/rollout.py `RolloutConfig.__post_init__`,
+    verl/trainer/config/generation.yaml (verl 0.7.0).
+    """
+    if _module(job) != GENERATION or not at_least(job.framework_version, SYNC_ROLLOUT_REMOVED):
+        return
+    ro = PREFIX[GENERATION]
+    name_t, mode_t = job.value(f"{ro}.name"), job.value(f"{ro}.mode")
+    name, mode = need(name_t, f"{ro}.name"), need(mode_t, f"{ro}.mode")
+    working = [v for v in versions_with_entry(GENERATION) if not at_least(v, SYNC_ROLLOUT_REMOVED)]
+    if mode == "sync":
+        message = "Rollout mode 'sync' has been removed (RolloutConfig)"
+        origin = where(mode_t, name_t)
+    else:
+        message = _NO_SYNC.get(str(name), f"no async rollout {name!r} generates synchronously")
+        origin = where(name_t, mode_t)
+    strict = job.version_source in ("flag", "config", "path", "installed", "pinned")
+    note = "" if strict else f" [holds for verl {job.framework_version}, not for {span(working)}; give --verl-version]"
+    yield finding(
+        "VERL-GEN-SYNC",
+        f"verl {job.framework_version}'s main_generation cannot generate: {message}{note}",
+        origin,
+        fix=f"run main_generation of verl {span(working)}, or verl.trainer.main_generation_server",
+        severity=None if strict else "warning",
+    )

@@ -179,6 +179,7 @@ def resolve(
     )
     if module == GENERATION:
         values["data.batch_size"] = checked("data.batch_size", config.get("data.batch_size"), COUNT, notes)
+        values[f"{ro}.mode"] = read_value(config, f"{ro}.mode", NAME_OR_NULL, notes)
     else:
         for key in ENGINE_KEYS:
             full = f"{ro}.{key}"
