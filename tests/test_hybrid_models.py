@@ -158,6 +158,30 @@ def test_deepseek_v3_mtp_equals_megatron():
         assert mine(arch, mtp=1, **sizes) == megatron_stage_params(arch, mtp=1, **sizes), stage
 
 
+MIMO_TOY = {  # MiMo's shape (Qwen2 layers with q/k/v biases, one MTP depth); sizes small, not a release's
+    "model_type": "mimo",
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "vocab_size": 32000,
+    "num_nextn_predict_layers": 1,
+}
+
+
+def test_mimo_mtp_equals_megatron():
+    pytest.importorskip("megatron.core")
+    from oracle.gpt_params import megatron_stage_params
+
+    arch = architecture(facts(MIMO_TOY))
+    assert arch.qkv_bias and arch.mtp_layers == 1
+    for tp, pp in ((1, 1), (2, 2), (4, 2)):
+        for stage in sorted({0, pp - 1}):
+            sizes = dict(tp=tp, pp=pp, ep=1, etp=tp, stage=stage)
+            assert mine(arch, mtp=1, **sizes) == megatron_stage_params(arch, mtp=1, **sizes), (tp, pp, stage)
+
+
 def test_whole_model_totals():
     """Qwen3-Next-80B-A3B: 79.67 B in its decoder; with its MTP layer (which shares the embedding and output
     layer) 81.32 B, the "81.3B params" of its checkpoint. DeepSeek-V3: 671.03 B without MTP (the published 671 B);
@@ -216,6 +240,32 @@ def _last_stage_params(tmp_path, extra: str, model: str = "DeepSeek-V3"):
     est = result.estimate
     assert est.train is not None, est.problems
     return est.train.stages[-1].params
+
+
+@pytest.mark.parametrize(
+    ("version", "extra", "built"),
+    [
+        ("0.7.0", "", True),  # mbridge (use_mbridge defaults to True) builds the checkpoint's depth
+        ("0.7.0", f"{M}.use_mbridge=False", False),
+        ("0.7.1", "", False),  # from 0.7.1 only with model.mtp.enable
+        ("0.7.1", "actor_rollout_ref.model.mtp.enable=True", True),
+        ("0.9.1", "actor_rollout_ref.model.mtp.enable=True", True),
+    ],
+)
+def test_which_verl_builds_the_checkpoints_mtp(tmp_path, monkeypatch, version, extra, built):
+    monkeypatch.setenv("SHARDCHECK_VERL_VERSION", version)
+    folder = tmp_path / "mimo-toy"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**MIMO_TOY, "_name_or_path": "mimo-toy"}))
+    path = tmp_path / "run.sh"
+    path.write_text(
+        script(f"{M}.pipeline_model_parallel_size=2 {M}.expert_model_parallel_size=1 {extra}", model=str(folder))
+    )
+    from shardcheck.api import check
+
+    assert check(str(path)).job.framework_version == version
+    last = memory(str(path)).estimate.train.stages[-1].params
+    assert (last.embedding > 0) == built  # the MTP depth brings the embedding to the last stage
 
 
 def test_verl_builds_mtp_only_with_model_mtp_enable(tmp_path):

@@ -68,11 +68,12 @@ def test_renamed_ids_redirect(monkeypatch):
 
 def test_scope_is_declared_and_shown():
     rules = all_rules()
-    assert rules["SGLANG-TP-HEADS"].frameworks == ("verl", "slime") and rules["SGLANG-TP-HEADS"].engines == ("sglang",)
+    assert rules["SGLANG-TP-HEADS"].frameworks == ("verl", "verl-gen", "slime")
+    assert rules["SGLANG-TP-HEADS"].engines == ("sglang",)
     assert rules["SLIME-SGL-PP"].frameworks == ("slime",)
     from shardcheck.rules.docs import rule_page
 
-    assert "Applies to: verl, slime; engine sglang" in rule_page(rules["SGLANG-TP-HEADS"])
+    assert "Applies to: verl, verl-gen, slime; engine sglang" in rule_page(rules["SGLANG-TP-HEADS"])
 
 
 def test_sglang_heads_under_slime(tmp_path):

@@ -156,12 +156,12 @@ def test_a_recipe_config_makes_defaults_unknown_not_assumed(tmp_path):
 
 def test_unmodelled_verl_entry_is_skipped(tmp_path):
     path = tmp_path / "run.sh"
-    path.write_text("python3 -m verl.trainer.main_generation_server actor_rollout_ref.model.path=x\n")
+    path.write_text("python3 -m verl.trainer.main_eval data.path=x\n")
     result = check(path)
     assert result.exit_code == 0 and result.status == "skipped"
     assert [(f.rule, f.line) for f in result.findings] == [("INPUT-NO-LAUNCH", 1)]
     message = result.findings[0].message
-    assert "verl.trainer.main_generation_server (a Hydra app on verl's config ppo_trainer, in verl 0.6.0 … " in message
+    assert "verl.trainer.main_eval (a Hydra app on verl's config evaluation, in verl 0.4.0 … " in message
     assert "is not modelled yet" in message
     path.write_text("python3 -m verl.model_merger merge --backend fsdp\n")
     message = check(path).findings[0].message

@@ -358,3 +358,64 @@ def test_rollout_pp_is_refused_from_0_6_only(tmp_path):
     trt = verl_launch("actor_rollout_ref.rollout.pipeline_model_parallel_size=2 actor_rollout_ref.rollout.name=trtllm")
     path.write_text(trt)
     assert [f.rule for f in check(path, verl_version="0.9.1").findings if f.rule == "VERL-RO-PP"] == ["VERL-RO-PP"]
+
+
+@pytest.mark.parametrize(
+    ("version", "overrides", "expected"),
+    [
+        ("0.4.0", "", "MTP is not supported"),  # no bridge in 0.4.x: the converter always
+        ("0.6.1", "", "MTP is not supported"),  # use_mbridge defaults to False
+        ("0.6.1", "actor_rollout_ref.actor.megatron.use_mbridge=True", None),
+        ("0.7.1", "actor_rollout_ref.actor.megatron.use_mbridge=False", "quantization is not supported"),  # MTP zeroed
+        ("0.7.1", "", None),  # use_mbridge defaults to True from 0.7.0
+        ("0.9.1", "actor_rollout_ref.actor.megatron.use_mbridge=False", None),  # VERL-MBRIDGE-REQUIRED instead
+    ],
+)
+def test_verls_own_converter_refuses_deepseek_v3s_released_config(tmp_path, version, overrides, expected):
+    from shardcheck.rules.examples import verl_launch
+
+    path = tmp_path / "run.sh"
+    path.write_text(verl_launch(overrides, model="DeepSeek-V3"))
+    found = [f.message for f in check(path, verl_version=version).findings if f.rule == "VERL-MCORE-CONVERTER-DSV3"]
+    assert [expected in m for m in found] == ([True] if expected else [])
+
+
+@pytest.mark.parametrize(
+    ("version", "overrides", "fires"),
+    [
+        ("0.9.1", "", True),  # Megatron-Bridge by default (vanilla_mbridge=False)
+        ("0.9.1", "actor_rollout_ref.actor.megatron.vanilla_mbridge=True", False),
+        ("0.8.0", "", False),  # vanilla mbridge by default there
+        ("0.8.0", "actor_rollout_ref.actor.megatron.vanilla_mbridge=False", True),
+        (
+            "0.9.1",
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 "
+            "actor_rollout_ref.actor.megatron.context_parallel_size=2",
+            True,
+        ),  # CP refused
+    ],
+)
+def test_megatron_bridge_mimo_v2_flash_provider(tmp_path, version, overrides, fires):
+    from shardcheck.rules.examples import verl_launch
+
+    folder = tmp_path / "mimo-v2-flash-toy"
+    folder.mkdir()
+    config = {
+        "_name_or_path": "mimo-v2-flash-toy",
+        "architectures": ["MiMoV2FlashForCausalLM"],
+        "model_type": "mimo_v2_flash",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 4,
+        "swa_num_key_value_heads": 8,
+        "hidden_size": 1024,
+        "intermediate_size": 2048,
+        "vocab_size": 32000,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    path = tmp_path / "run.sh"
+    mc = "actor_rollout_ref.actor.megatron"
+    sizes = f"{mc}.tensor_model_parallel_size=8 {mc}.expert_model_parallel_size=1"
+    path.write_text(verl_launch(f"{sizes} {overrides}", model=str(folder)))
+    found = [f for f in check(path, verl_version=version).findings if f.rule == "VERL-BRIDGE-MIMO-V2"]
+    assert bool(found) == fires

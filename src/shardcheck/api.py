@@ -178,12 +178,17 @@ def check(
     verl_version: str | None = None,
     megatron_core_version: str | None = None,
     allow_source: tuple[str | Path, ...] = (),
+    verl_path: str | None = None,
+    vllm_version: str | None = None,
+    sglang_version: str | None = None,
 ) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
     ``text``: the script's contents when they do not come from ``path``, e.g. standard input;
     ``verl_version`` / ``megatron_core_version``: the versions to judge against, else chosen as
-    frameworks/verl/versions.py and frameworks/megatron/versions.py say).
+    frameworks/verl/versions.py and frameworks/megatron/versions.py say; ``verl_path``: a verl directory whose
+    config tree to judge against, read as data (frameworks/verl/verl_path.py); ``vllm_version`` /
+    ``sglang_version``: the rollout engines' versions, else those the verl version pins (engine_versions.py)).
 
     ``settings``: the project settings to use (``--config``); default those of the nearest ``pyproject.toml``
     from the script up to the top of its git work tree. ``allow_source``: directories ``source`` may read
@@ -206,9 +211,10 @@ def check(
             display=shown,
             text=text,
             args=args,
-            verl_version=_requested_verl(verl_version, settings),
+            verl_version=_requested_verl(verl_version, settings, verl_path),
             megatron_core_version=megatron_core_version,
             allow_source=allow_source,
+            engine_versions=(vllm_version, sglang_version),
         )
         if device is not None:
             from shardcheck.memory.devices import find_device
@@ -233,6 +239,7 @@ def check(
                         verl_version=(v, "the accepted versions"),
                         megatron_core_version=megatron_core_version,
                         allow_source=allow_source,
+                        engine_versions=(vllm_version, sglang_version),
                     ),
                     device_choice=device,
                     host_memory_bytes=host_memory,
@@ -266,9 +273,10 @@ def check(
             "display": shown,
             "text": text,
             "args": args,
-            "verl_version": _requested_verl(verl_version, settings),
+            "verl_version": _requested_verl(verl_version, settings, verl_path),
             "megatron_core_version": megatron_core_version,
             "allow_source": allow_source,
+            "engine_versions": (vllm_version, sglang_version),
         },
         {"device_choice": device, "host_memory_bytes": host_memory, "sample_tokens": sample_tokens},
     )
@@ -423,15 +431,24 @@ def _across_versions(job: Job, findings: list, judge) -> list:
     return out
 
 
-def _requested_verl(flag: str | None, settings: Settings) -> tuple[str, str] | None:
+def _requested_verl(flag: str | None, settings: Settings, path: str | None = None):
+    """(version, where it was given), a VerlPathRequest (``--verl-path``), or None: the command line first
+    (``--verl-version`` and ``--verl-path`` together are refused by the CLI), then the environment, then the
+    settings' verl-version or verl-path."""
+    from shardcheck.frameworks.verl.verl_path import VerlPathRequest
+
     if flag is not None:
         return flag, "--verl-version"
+    if path is not None:
+        return VerlPathRequest(path, "--verl-path")
     import os
 
     if os.environ.get("SHARDCHECK_VERL_VERSION"):
         return os.environ["SHARDCHECK_VERL_VERSION"], "SHARDCHECK_VERL_VERSION"
     if settings.verl_version is not None:
         return settings.verl_version, f"verl-version in {settings.source}"
+    if settings.verl_path is not None:
+        return VerlPathRequest(settings.verl_path, f"verl-path in {settings.source}")
     return None
 
 
@@ -448,6 +465,7 @@ def resolve_script(
     megatron_core_version: str | None = None,
     memo: dict | None = None,
     allow_source: tuple[str | Path, ...] = (),
+    engine_versions: tuple[str | None, str | None] = (None, None),
 ) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none.
 
@@ -455,7 +473,8 @@ def resolve_script(
     lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment;
-    ``allow_source``: directories ``source`` may read besides the script's own tree."""
+    ``allow_source``: directories ``source`` may read besides the script's own tree; ``engine_versions``: the
+    requested vLLM and SGLang versions (else those the verl version pins)."""
     job = _resolve_script(
         path,
         env,
@@ -476,9 +495,27 @@ def resolve_script(
 
     mcore = choose(
         megatron_core_version,
-        implied_megatron_core(job.framework_version) if job.framework in ("verl", "verl-sft") else None,
+        implied_megatron_core(job.framework_version) if job.framework in ("verl", "verl-sft", "verl-gen") else None,
     )
-    return replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
+    job = replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
+    from shardcheck.frameworks.verl.verl_path import VerlPathRequest, load
+
+    if isinstance(verl_version, VerlPathRequest) and job.version_source == "path":
+        match = load(verl_version.directory).match
+        job = replace(job, verl_path=(verl_version.directory, match.version, match.exact))
+    if job.framework in ("verl", "verl-gen"):
+        from shardcheck.frameworks.verl import engine_versions as ev
+
+        vllm = ev.choose("vllm", engine_versions[0], job.framework_version)
+        sglang = ev.choose("sglang", engine_versions[1], job.framework_version)
+        job = replace(
+            job,
+            vllm_version=vllm.version,
+            vllm_reason=vllm.reason,
+            sglang_version=sglang.version,
+            sglang_reason=sglang.reason,
+        )
+    return job
 
 
 def _resolve_script(
@@ -522,7 +559,7 @@ def _resolve_script(
     flag_launch = next(((launch, framework) for launch, framework in detected if framework is not None), None)
     # verl's SFT trainers choose a verl version as main_ppo does (a flag, a pin, else inference)
     sft_options = {}
-    if flag_launch is not None and flag_launch[1] == "verl-sft":
+    if flag_launch is not None and flag_launch[1] in ("verl-sft", "verl-gen"):
         from shardcheck.frameworks.verl.versions import find_pin
 
         given_pin = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None

@@ -173,6 +173,22 @@ def _version_options(p: argparse.ArgumentParser) -> None:
         "every key of the script)",
     )
     p.add_argument(
+        "--verl-path",
+        metavar="DIR",
+        help="a verl checkout, fork or site-packages folder to judge against: its config tree is read as data "
+        "(never imported) and its version recognised by content (also the setting verl-path)",
+    )
+    p.add_argument(
+        "--vllm-version",
+        metavar="X",
+        help="the vLLM version the VLLM-* rules follow (default: the one the verl version pins)",
+    )
+    p.add_argument(
+        "--sglang-version",
+        metavar="X",
+        help="the SGLang version the SGLANG-* rules follow (default: the one the verl version pins)",
+    )
+    p.add_argument(
         "--megatron-core-version",
         metavar="X",
         help="the megatron-core minor the layout rules follow "
@@ -503,6 +519,9 @@ def _check(args) -> int:
                 "allow_source": tuple(args.allow_source),
                 "verl_version": args.verl_version,
                 "megatron_core_version": args.megatron_core_version,
+                "verl_path": args.verl_path,
+                "vllm_version": args.vllm_version,
+                "sglang_version": args.sglang_version,
             }
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
@@ -721,9 +740,22 @@ def _bad_version(args) -> str | None:
     from shardcheck.frameworks.megatron import versions as mcore
     from shardcheck.frameworks.verl import versions as verl
 
+    if getattr(args, "verl_path", None) is not None and args.verl_version is not None:
+        return "--verl-version and --verl-path both name the verl to judge against; give one"
+    if getattr(args, "verl_path", None) is not None and getattr(args, "versions", False):
+        return "--versions judges every bundled verl release; --verl-path names one verl: give one"
     try:
+        if getattr(args, "verl_path", None) is not None:
+            from shardcheck.frameworks.verl.verl_path import load
+
+            _ = load(args.verl_path).match  # an unusable directory is bad input: one line, exit 2
         if args.verl_version is not None:
             verl.normalize(args.verl_version)
+        from shardcheck.frameworks.verl import engine_versions
+
+        for engine in ("vllm", "sglang"):
+            if getattr(args, f"{engine}_version", None) is not None:
+                engine_versions.normalize(engine, getattr(args, f"{engine}_version"))
         if args.megatron_core_version is not None:
             mcore.normalize(args.megatron_core_version)
     except InputError as exc:

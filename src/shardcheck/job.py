@@ -293,13 +293,22 @@ class Job:
     framework: str
     framework_version: str
     entry: str
-    version_source: str = "default"  # how framework_version was chosen: flag | config | installed | pinned |
+    version_source: str = "default"  # how framework_version was chosen: flag | config | path | installed | pinned |
     #                                  inferred | default (frameworks/verl/versions.py)
     accepted_versions: tuple[str, ...] = ()  # bundled versions whose config accepts every override
     version_reason: str = ""  # one line: why this version
+    # --verl-path (version_source "path"): (directory, the bundled version its config tree equals or is nearest
+    # to, whether it equals it) (frameworks/verl/verl_path.py)
+    verl_path: tuple[str, str, bool] | None = None
     defaults_read: frozenset[str] = frozenset()  # framework keys read at their defaults (not set by the script)
     megatron_core_version: str = "0.16"  # the megatron-core minor the layout rules follow
     megatron_core_reason: str = ""  # why that minor (frameworks/megatron/versions.py)
+    # the rollout engines' versions the VLLM-* / SGLANG-* rules follow and why (frameworks/verl/engine_versions.py;
+    # None: not known)
+    vllm_version: str | None = None
+    vllm_reason: str = ""
+    sglang_version: str | None = None
+    sglang_reason: str = ""
     config_name: str
     config_source: str
     cluster: Cluster

@@ -7,6 +7,7 @@ the file given with ``--config``.
     ignore = ["VERL-MC-ETP-MISMATCH"]
     fail-on = "error"              # the lowest severity that makes the exit status 1: error | warning | info
     verl-version = "0.9.0"         # the verl to judge against (default: inferred from the script's keys)
+    # verl-path = "../verl"        # or: a verl checkout / fork / site-packages whose config tree to read
 
     [tool.shardcheck.per-file-ignores]
     "recipes/*.sh" = ["MEM-"]      # glob (relative to the pyproject.toml's folder, or a file name) -> ids
@@ -24,7 +25,7 @@ from pathlib import Path
 from shardcheck.errors import SettingsError
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-_KEYS = ("select", "ignore", "fail-on", "verl-version", "per-file-ignores")
+_KEYS = ("select", "ignore", "fail-on", "verl-version", "verl-path", "per-file-ignores")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +34,7 @@ class Settings:
     ignore: tuple[str, ...] = ()
     fail_on: str = "error"
     verl_version: str | None = None  # verl-version: the verl to judge against (frameworks/verl/versions.py)
+    verl_path: str | None = None  # verl-path: a verl directory read as data (frameworks/verl/verl_path.py), absolute
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, ids)
 
     source: str | None = None  # the pyproject.toml they came from
@@ -206,6 +208,19 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
             f"{candidate}:{_line_of(text, 'verl-version')}: [tool.shardcheck] verl-version = "
             f'{str(verl_version)[:60]}; give a string such as "0.9.0"'
         )
+    verl_path = table.get("verl-path")
+    if verl_path is not None and not isinstance(verl_path, str):
+        raise SettingsError(
+            f"{candidate}:{_line_of(text, 'verl-path')}: [tool.shardcheck] verl-path = "
+            f'{str(verl_path)[:60]}; give a folder as a string such as "../verl"'
+        )
+    if verl_path is not None and verl_version is not None:
+        raise SettingsError(
+            f"{candidate}:{_line_of(text, 'verl-path')}: [tool.shardcheck] sets both verl-version and verl-path; "
+            "keep one"
+        )
+    if verl_path is not None:  # relative to the settings file's folder
+        verl_path = str((Path(candidate).resolve().parent / Path(verl_path).expanduser()).resolve())
     every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
     return Settings(
         select=select,
@@ -213,6 +228,7 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
         fail_on=fail_on,
         per_file_ignores=pfi,
         verl_version=verl_version,
+        verl_path=verl_path,
         source=str(candidate),
         lines=_lines(text, every),
     )

@@ -339,12 +339,26 @@ def _update(
     stage = max((stage_params(arch, layers, s, sharding) for s, layers in enumerate(indices)), key=lambda p: p.total)
     dense, expert = stage.embedding + stage.dense + stage.output, stage.expert
     reduce_passes = 1 if settings.distributed_optimizer else 2
-    dp_time = 0.0
+    grads_time = params_time = 0.0
     for params, size, span in ((dense, g.dp * g.cp, g.span("dp") * g.cp), (expert, g.edp, g.span("edp"))):
         if params and size > 1:
-            dp_time += reduce_passes * ring_time(params * settings.grad_bytes, size, span, sp)
+            grads_time += reduce_passes * ring_time(params * settings.grad_bytes, size, span, sp)
             if settings.distributed_optimizer:
-                dp_time += ring_time(params * settings.weight_bytes, size, span, sp)
+                params_time += ring_time(params * settings.weight_bytes, size, span, sp)
+    ftimes, _ = _stage_times(arch, g, indices, settings, sp, backward=False)
+    # Megatron-Core DDP with overlap_grad_reduce reduces each gradient bucket as it is ready during the last
+    # micro batch's backward (every other micro batch runs under no_sync: megatron/core/pipeline_parallel/
+    # schedules.py no_sync_func, megatron/core/distributed/param_and_grad_buffer.py start_grad_sync), so only
+    # what outlasts that backward stays exposed; with overlap_param_gather (distributed optimizer) the
+    # parameter all-gather runs under the first micro batch's forward of the next step
+    # (distributed_data_parallel.py, the forward pre-hooks). The windows are the slowest stage's.
+    unhidden = grads_time + params_time
+    if settings.overlap_grad_reduce:
+        grads_time = max(0.0, grads_time - (max(times) - max(ftimes)))
+    if settings.overlap_param_gather:
+        params_time = max(0.0, params_time - max(ftimes))
+    dp_time = grads_time + params_time
+    terms["dp_hidden"] = unhidden - dp_time
     shards = (g.dp * g.cp) if settings.distributed_optimizer else 1
     opt_time = (
         (dense / shards + expert / (g.edp if settings.distributed_optimizer else 1)) * ADAM_BYTES_PER_PARAM / sp.hbm
@@ -355,7 +369,6 @@ def _update(
     tokens = steps * m * settings.tokens_per_micro_batch * g.dp
     out.train_flops = 3 * tokens * forward_flops_per_token(arch, settings.sequence_length / 2)
     if job.framework in ("verl", "slime"):
-        ftimes, _ = _stage_times(arch, g, indices, settings, sp, backward=False)
         forward = steps * (m * max(ftimes) + sum(ftimes) - max(ftimes))
         out.phases["old_log_prob"] = forward
         if job.layout("ref") is not None or (job.ref_used.known and job.ref_used.value):

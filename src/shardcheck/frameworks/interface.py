@@ -18,7 +18,13 @@ import importlib
 from types import ModuleType
 
 # The frameworks shardcheck resolves, in the order a launch is matched (slime's train.py before Megatron-LM's).
-PACKAGES = {"verl": "verl", "verl-sft": "verl.sft", "slime": "slime", "megatron-lm": "megatron_lm"}
+PACKAGES = {
+    "verl": "verl",
+    "verl-sft": "verl.sft",
+    "verl-gen": "verl.gen",
+    "slime": "slime",
+    "megatron-lm": "megatron_lm",
+}
 MEMORY_FRAMEWORKS = ("verl", "megatron-lm", "slime")  # those with a memory_settings module
 
 

@@ -152,6 +152,9 @@ class TrainSettings:
     # which sample-length bound sized the micro batch (dynamic batch size): "max tokens per GPU" or
     # "--sample-tokens MEAN[,MAX]"
     batch_bound: str | None = None
+    # Megatron-Core DDP's overlap_grad_reduce / overlap_param_gather: the step time, not the memory, reads them
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
 
 
 @dataclass(frozen=True, slots=True)

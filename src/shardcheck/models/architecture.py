@@ -271,11 +271,14 @@ def gated_deltanet(model: ModelFacts) -> LinearAttention | None:
     return _linear_sizes(model.config)
 
 
-def checkpoint_mtp_layers(cfg: dict) -> int:
+MTP_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
+
+
+def checkpoint_mtp_layers(cfg: dict, keys: tuple[str, ...] = MTP_KEYS) -> int:
     """MTP depths a checkpoint carries: DeepSeek-V3's and MiMo's ``num_nextn_predict_layers``, Qwen3.5's
-    ``mtp_num_hidden_layers`` (the keys verl's ``check_mtp_config`` and mbridge read, verl 0.9.1
-    verl/utils/megatron_utils.py; mbridge mbridge/models/qwen3_5/base_bridge.py)."""
-    for key in ("mtp_num_hidden_layers", "num_nextn_predict_layers"):
+    ``mtp_num_hidden_layers`` (the keys verl's ``_get_mtp_num_layers`` and mbridge read, verl 0.9.1
+    verl/utils/megatron_utils.py; mbridge mbridge/models/qwen3_5/base_bridge.py); ``keys``: those a reader reads."""
+    for key in keys:
         value = cfg.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value

@@ -115,6 +115,7 @@ def space_for(job: Job, adapter) -> Space:
     world = job.cluster.world
     if not world.known or not world.value:
         raise PlanError(f"the world size is unknown ({world.unknown}); give it with --env")
+    lay = job.layout("actor")
     return default_space(
         world.value,
         job.cluster.devices_per_node.value or world.value,
@@ -124,11 +125,20 @@ def space_for(job: Job, adapter) -> Space:
         model.num_experts or 0,
         adapter,
         job.rollout is not None,
+        account=(bool(lay.account_for_embedding.value), bool(lay.account_for_loss.value)),
     )
 
 
 def default_space(
-    world: int, per_node: int, layers: int, heads: int, kv_heads: int, experts: int, adapter, rollout: bool
+    world: int,
+    per_node: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    experts: int,
+    adapter,
+    rollout: bool,
+    account: tuple[bool, bool] = (False, False),
 ) -> Space:
     """The space ``plan`` searches by default (docs/plan.md): TP and rollout TP within a node, ETP 1 or TP,
     VPP up to 4, first / last stages of ceil(L/PP) − 2 … ceil(L/PP) layers; every other size any divisor."""
@@ -151,6 +161,7 @@ def default_space(
         rollout=rollout and adapter.ROLLOUT,
         rollout_tp=within,
         rollout_dp=tuple(divisors(world)),
+        account=account,
     )
 
 
@@ -380,10 +391,15 @@ class _Bound:
         skey = (t.pp, t.first, t.last, t.vpp)
         if skey not in self.splits:
             L = self.arch.num_layers
-            split = split_layers(L, t.pp, first=t.first, last=t.last, vpp=t.vpp)
+            emb, loss = self.search.space.account
+            split = split_layers(
+                L, t.pp, first=t.first, last=t.last, vpp=t.vpp, account_for_embedding=emb, account_for_loss=loss
+            )
             if not isinstance(split, Split):
                 raise UnknownValue("split")
-            self.splits[skey] = stage_layer_indices(split, L, vpp=t.vpp)
+            self.splits[skey] = stage_layer_indices(
+                split, L, vpp=t.vpp, account_for_embedding=emb, account_for_loss=loss
+            )
         lay = self.search.job.layout("actor")
         g = Grid(
             tp=t.tp,
@@ -624,7 +640,8 @@ def plan_job(
                 if plan is not None:
                     plans.append(plan)
     elif rollouts:
-        plans = _best(search, rollouts, top, current, rank_budget)
+        # an invalid script layout gets no rank: the search stops at the top instead of timing up to it
+        plans = _best(search, rollouts, top, current if current_valid else None, rank_budget)
     plans.sort(key=_order)
     for i, p in enumerate(plans, 1):
         p.rank = i

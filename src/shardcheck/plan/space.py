@@ -82,6 +82,9 @@ class Space:
     rollout_tp: tuple[int, ...] | None = None
     rollout_dp: tuple[int, ...] | None = None
     rollout: bool = True
+    # the script's account_for_embedding / account_for_loss_in_pipeline_split, held on every candidate (no plan
+    # key switches them; Megatron-Core refuses first / last stage sizes with them: MCORE-TC-UNEVEN-ACCOUNT)
+    account: tuple[bool, bool] = (False, False)
 
     def values(self, name: str, limit: int) -> list:
         given = getattr(self, name)
@@ -104,6 +107,19 @@ def stage_options(space: Space, pp: int) -> Iterator[tuple[int | None, int | Non
     L = space.layers
     vpps = [v for v in (space.vpp if space.vpp is not None else [None] + list(range(2, L + 1))) if v is not None]
     ends: list[int | None] = [None]
+    emb, loss = space.account
+    if emb or loss:
+        # the embedding and the loss count as layers: no first / last sizes, split_layers decides the rest
+        split = split_layers(L, pp, account_for_embedding=emb, account_for_loss=loss)
+        if not isinstance(split, Split):
+            return
+        if space.vpp is None or None in space.vpp:
+            yield None, None, None
+        if pp > 1:
+            for vpp in vpps:
+                if isinstance(split_layers(L, pp, vpp=vpp, account_for_embedding=emb, account_for_loss=loss), Split):
+                    yield vpp, None, None
+        return
     if space.uneven and pp > 1:
         top = -(-L // pp)
         ends += list(range(1 if space.end_spread is None else max(1, top - space.end_spread), top + 1))

@@ -143,7 +143,20 @@ def result_to_dict(r: Result) -> dict:
         doc["framework_version"] = job.framework_version
         doc["version_source"] = job.version_source
         doc["accepted_versions"] = list(job.accepted_versions)
+        doc["verl_path"] = (
+            None
+            if job.verl_path is None
+            else {"directory": job.verl_path[0], "matches": job.verl_path[1], "exact": job.verl_path[2]}
+        )
         doc["megatron_core_version"] = job.megatron_core_version if job.layouts else None
+        doc["rollout_engine_versions"] = (
+            {
+                "vllm": {"version": job.vllm_version, "reason": job.vllm_reason},
+                "sglang": {"version": job.sglang_version, "reason": job.sglang_reason},
+            }
+            if job.vllm_reason or job.sglang_reason
+            else None
+        )
         m = job.model
         doc["model"] = (
             None

@@ -327,6 +327,13 @@ def _style_of(line: str) -> str | None:
     return "heading" if line and not line.startswith(" ") else None
 
 
+def _rollout_engines(job) -> list[str]:
+    """The rollout engines the job starts (its rollout and its servers), in the order met."""
+    names = [job.rollout.engine] if job.rollout is not None else []
+    names += [server.engine for server in job.servers]
+    return list(dict.fromkeys(t.value for t in names if t.known and t.value in ("vllm", "sglang")))
+
+
 def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     out: list = []
     out.append(r.path + (" (built-in example)" if builtin else ""))
@@ -341,6 +348,10 @@ def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
         out.append(f"    version   {job.version_reason}")
     if job.layouts and job.megatron_core_reason:
         out.append(f"    layout    rules of {job.megatron_core_reason}")
+    for engine in _rollout_engines(job):
+        reason = job.vllm_reason if engine == "vllm" else job.sglang_reason
+        if reason:
+            out.append(f"    {engine:<9} rules of {reason}")
     c = job.cluster
     nodes = (
         _plural(c.nnodes.value, "node")

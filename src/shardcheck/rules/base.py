@@ -29,7 +29,7 @@ from shardcheck.origin import Origin, Traced, UnknownValue, need  # noqa: F401 (
 from shardcheck.problems import Kind, Problem
 
 SEVERITIES = ("error", "warning", "info")
-FRAMEWORKS = ("verl", "verl-sft", "megatron-lm", "slime", "megatron-core")
+FRAMEWORKS = ("verl", "verl-sft", "verl-gen", "megatron-lm", "slime", "megatron-core")
 ENGINES = ("megatron", "fsdp", "vllm", "sglang")
 Message = tuple[str, str | None]  # a note rule's message and fix
 

@@ -23,7 +23,7 @@ SGL = f"{RO}.engine_kwargs.sglang"
     "error",
     "SGLang's attention TP must divide the attention heads",
     needs_model=True,
-    frameworks=("verl", "slime"),
+    frameworks=("verl", "verl-gen", "slime"),
     engine="sglang",
 )
 def sglang_heads(job: Job) -> Iterator[Finding]:
@@ -73,7 +73,7 @@ def sglang_heads(job: Job) -> Iterator[Finding]:
     "error",
     "SGLang's attention TP and the KV heads must divide one another",
     needs_model=True,
-    frameworks=("verl", "slime"),
+    frameworks=("verl", "verl-gen", "slime"),
     engine="sglang",
 )
 def sglang_kv_heads(job: Job) -> Iterator[Finding]:
@@ -158,7 +158,7 @@ def sglang_dp_attention(job: Job) -> Iterator[Finding]:
     "error",
     "SGLang's expert parallel size must divide the routed experts",
     needs_model=True,
-    frameworks=("verl", "slime"),
+    frameworks=("verl", "verl-gen", "slime"),
     engine="sglang",
 )
 def sglang_experts(job: Job) -> Iterator[Finding]:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from shardcheck.frameworks.megatron.transformer_fields import closest_field
 from shardcheck.job import Job
-from shardcheck.rules.base import Finding, engines, finding, rule, where
+from shardcheck.rules.base import Finding, engines, finding, need, rule, where
 
 _NAMES = ("TP", "PP", "CP", "EP", "ETP", "VPP")
 
@@ -202,3 +202,227 @@ def _override_line(traced):
 
     words = [o for o in walk(traced.origin) if o.kind == "script" and "override_transformer_config" in (o.text or "")]
     return words[0] if words else where(traced)
+
+
+@rule(
+    "VERL-MTP-NO-LAYERS",
+    "error",
+    "MTP enabled for a model without MTP layers",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="megatron",
+)
+def mtp_without_layers(job: Job) -> Iterator[Finding]:
+    """
+    `actor_rollout_ref.model.mtp.enable=True` trains (and can speculate with) the checkpoint's
+    multi-token-prediction layers; a model whose config.json has none (`num_nextn_predict_layers`, or
+    Qwen3.5's `mtp_num_hidden_layers`, missing or 0) cannot.
+
+    Why:
+    The Megatron engine's `check_mtp_config` raises `ValueError: enable mtp while model has no mtp layer,
+    please use a model with mtp layer` when it is built.
+
+    Fix:
+    Set `actor_rollout_ref.model.mtp.enable=False`, or use a checkpoint with MTP layers.
+
+    Versions:
+    verl 0.8.0 and later (engine workers only). 0.7.1 checks it too, in words that depend on the worker
+    implementation (the legacy Megatron workers assert `MTP requires at least one nextn_predict_layer`);
+    0.7.0 and earlier have no `model.mtp` key.
+
+    Source:
+    verl/utils/megatron_utils.py check_mtp_config and _get_mtp_num_layers, called from
+    verl/workers/engine/megatron/transformer_impl.py (verl 0.8.0, 0.9.0, 0.9.1).
+    """
+    from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, at_least, mtp_keys
+    from shardcheck.models.architecture import checkpoint_mtp_layers
+
+    if not at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+        return
+    enable = job.value("actor_rollout_ref.model.mtp.enable")
+    if enable.value is not True:
+        return  # unknown: the memory estimate names it; off: nothing is checked
+    keys = mtp_keys(job.framework_version)
+    if checkpoint_mtp_layers(job.model.config, keys):
+        return
+    yield finding(
+        "VERL-MTP-NO-LAYERS",
+        f"{job.model.name} has no MTP layers ({' / '.join(keys)} missing or 0) but model.mtp.enable is set "
+        '(verl: "enable mtp while model has no mtp layer, please use a model with mtp layer")',
+        where(enable),
+        fix="actor_rollout_ref.model.mtp.enable=False",
+    )
+
+
+@rule(
+    "VERL-MBRIDGE-REQUIRED",
+    "error",
+    "verl's Megatron engine needs use_mbridge=True",
+    frameworks=("verl",),
+    engine="megatron",
+)
+def mbridge_required(job: Job) -> Iterator[Finding]:
+    """
+    From verl 0.8.0 every Megatron engine (actor, reference, critic) is built by the engine workers, which
+    build the model only through a bridge (mbridge or Megatron-Bridge); verl's own HF-to-Megatron converter
+    is no longer reached.
+
+    Why:
+    `MegatronEngine.__init__` asserts `use_mbridge must be True`.
+
+    Fix:
+    Set the engine's `megatron.use_mbridge=True` (the default), or run verl ≤ 0.7.1 for its own converter.
+
+    Versions:
+    verl 0.8.0 and later (the legacy Megatron workers, removed in 0.8.0, used verl's converter without it).
+
+    Source:
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine.__init__ (verl 0.8.0, 0.9.0, 0.9.1).
+    """
+    from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, at_least
+
+    if not at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+        return
+    for e in engines(job):
+        value = job.value(f"{e.key_prefix}.use_mbridge")
+        if value.value is False:
+            yield finding(
+                "VERL-MBRIDGE-REQUIRED",
+                f"[{e.role}] {e.key_prefix}.use_mbridge=False: verl {job.framework_version} builds Megatron models "
+                'only through a bridge (verl: "use_mbridge must be True")',
+                where(value),
+                fix=f"{e.key_prefix}.use_mbridge=True",
+                role=e.role,
+            )
+
+
+@rule(
+    "VERL-MCORE-CONVERTER-DSV3",
+    "error",
+    "verl's own converter refuses DeepSeek-V3 checkpoints with MTP layers or quantized weights",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="megatron",
+)
+def legacy_converter_deepseek(job: Job) -> Iterator[Finding]:
+    """
+    Without a bridge (`megatron.use_mbridge=False`, the default before 0.7.0) verl builds the Megatron config
+    of a `DeepseekV3ForCausalLM` checkpoint (DeepSeek-V3/R1, Kimi-K2) with its own converter, which builds
+    neither MTP layers nor quantized weights; the released DeepSeek-V3 config.json has both
+    (`num_nextn_predict_layers: 1`, an fp8 `quantization_config`).
+
+    Why:
+    `hf_to_mcore_config_dpskv3` asserts `MTP is not supported for now, please modify the config.json to set
+    num_nextn_predict_layers to 0`, then `quantization is not supported for now, please modify the config.json
+    to remove quantization_config`.
+
+    Fix:
+    Set `megatron.use_mbridge=True` (verl ≥ 0.5.0), or use a bf16 checkpoint whose config.json has
+    `num_nextn_predict_layers: 0` and no `quantization_config`.
+
+    Versions:
+    verl 0.4.0 … 0.7.1 (the legacy Megatron workers; 0.8.0 on needs a bridge: VERL-MBRIDGE-REQUIRED). From
+    0.7.1 the workers set `num_nextn_predict_layers` to 0 first unless `model.mtp.enable` (which itself needs
+    the bridge), so only the quantization check is reached there.
+
+    Source:
+    verl/models/mcore/config_converter.py hf_to_mcore_config_dpskv3, called from verl/workers/megatron_workers.py
+    when use_mbridge is off (verl 0.4.0 … 0.7.1).
+    """
+    from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, MTP_KEYED, at_least
+
+    version = job.framework_version
+    if at_least(version, ENGINE_WORKERS_ONLY):
+        return
+    cfg = job.model.config
+    if "DeepseekV3ForCausalLM" not in (cfg.get("architectures") or ()):
+        return
+    for e in engines(job):
+        value = job.value(f"{e.key_prefix}.use_mbridge")
+        if at_least(version, "0.5.0") and value.value is not False:
+            continue  # with the bridge (or unknown): not this converter; 0.4.x has no bridge at all
+        nextn = cfg.get("num_nextn_predict_layers") or 0
+        if nextn and not at_least(version, MTP_KEYED):
+            text = "MTP is not supported for now, please modify the config.json to set num_nextn_predict_layers to 0"
+            what = f"num_nextn_predict_layers {nextn}"
+        elif cfg.get("quantization_config"):
+            text = "quantization is not supported for now, please modify the config.json to remove quantization_config"
+            what = "a quantization_config"
+        else:
+            continue
+        bridge = (
+            f"{e.key_prefix}.use_mbridge=True" if at_least(version, "0.5.0") else "verl ≥ 0.5.0 with use_mbridge=True"
+        )
+        yield finding(
+            "VERL-MCORE-CONVERTER-DSV3",
+            f"[{e.role}] {job.model.name}'s config.json has {what}; verl {version}'s own converter (use_mbridge off) "
+            f'refuses it (verl: "{text}")',
+            where(value, job.model_path),
+            fix=f"{bridge}, or a config.json without it",
+            role=e.role,
+        )
+
+
+@rule(
+    "VERL-BRIDGE-MIMO-V2",
+    "error",
+    "Megatron-Bridge's MiMo-V2-Flash provider: TP at most the KV heads, no CP",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="megatron",
+)
+def bridge_mimo_v2_flash(job: Job) -> Iterator[Finding]:
+    """
+    With `use_mbridge=True` and `vanilla_mbridge=False` (verl's default from 0.9.0) verl builds the model with
+    Megatron-Bridge, whose MiMo-V2-Flash provider (HF `model_type` mimo_v2_flash) keeps every KV head whole:
+    TP may not exceed the smaller of the full-attention KV heads (`num_key_value_heads`) and the
+    sliding-window ones (`swa_num_key_value_heads`), and context parallelism is not supported. megatron-core
+    itself would replicate KV heads over a larger TP.
+
+    Why:
+    `MiMoV2FlashModelProvider.provide` asserts `MiMo-V2-Flash requires TP size <= num query groups`, then
+    `MiMo-V2-Flash does not support context parallelism yet.`
+
+    Fix:
+    A TP no larger than the smaller KV head count, and CP 1.
+
+    Versions:
+    Megatron-Bridge since the provider's first commit (38803fd, May 2026, unchanged to 067f987); verl 0.7.0
+    and later can select it (`vanilla_mbridge=False`; the default from 0.9.0). mbridge has no MiMo-V2-Flash.
+
+    Source:
+    src/megatron/bridge/models/mimo_v2_flash/mimo_v2_flash_provider.py MiMoV2FlashModelProvider.provide and
+    mimo_v2_flash_bridge.py provider_bridge (NVIDIA-NeMo/Megatron-Bridge 067f987).
+    """
+
+    cfg = job.model.config
+    if cfg.get("model_type") != "mimo_v2_flash":
+        return
+    full, swa = cfg.get("num_key_value_heads"), cfg.get("swa_num_key_value_heads")
+    if not isinstance(full, int) or not isinstance(swa, int):
+        return
+    smallest = min(full, swa)
+    for e in engines(job):
+        use = job.value(f"{e.key_prefix}.use_mbridge")
+        vanilla = job.value(f"{e.key_prefix}.vanilla_mbridge")
+        if use.value is not True or vanilla.value is not False:
+            continue  # not Megatron-Bridge (or not known to be)
+        tp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size")
+        cp = need(e.cp, f"{e.key_prefix}.context_parallel_size")
+        if tp > smallest:
+            yield finding(
+                "VERL-BRIDGE-MIMO-V2",
+                f"[{e.role}] TP {tp} > {smallest}: {job.model.name} has {full} full-attention and {swa} sliding-window "
+                'KV heads (Megatron-Bridge: "MiMo-V2-Flash requires TP size <= num query groups")',
+                where(e.tp, vanilla),
+                fix=f"{e.key_prefix}.tensor_model_parallel_size={smallest} or less",
+                role=e.role,
+            )
+        elif cp > 1:
+            yield finding(
+                "VERL-BRIDGE-MIMO-V2",
+                f'[{e.role}] CP {cp} (Megatron-Bridge: "MiMo-V2-Flash does not support context parallelism yet.")',
+                where(e.cp, vanilla),
+                fix=f"{e.key_prefix}.context_parallel_size=1",
+                role=e.role,
+            )

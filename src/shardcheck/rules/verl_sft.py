@@ -198,7 +198,7 @@ def sp_rmpad(job: Job) -> Iterator[Finding]:
     "error",
     "A verl entry point the judged verl version does not have",
     notes=(Kind.ENTRY_ABSENT,),
-    frameworks=("verl-sft",),
+    frameworks=("verl-sft", "verl-gen"),
 )
 def entry_absent(p: Problem) -> Message:
     """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+from shardcheck.frameworks.verl.engine_versions import nearest_checked
 from shardcheck.job import Job
 from shardcheck.rules.base import Finding, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
@@ -25,7 +26,7 @@ def _vllm_tp(job: Job) -> int | None:
     "error",
     "Rollout TP must divide the attention heads (vLLM)",
     needs_model=True,
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_heads(job: Job) -> Iterator[Finding]:
@@ -59,7 +60,7 @@ def vllm_heads(job: Job) -> Iterator[Finding]:
     "error",
     "Rollout TP and the KV heads must divide one another (vLLM)",
     needs_model=True,
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_kv_heads(job: Job) -> Iterator[Finding]:
@@ -119,7 +120,7 @@ def derived_max_len(model) -> tuple[float, str]:
     "error",
     "Rollout max_model_len must not exceed vLLM's RoPE-derived maximum",
     needs_model=True,
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
@@ -178,7 +179,7 @@ def max_len_error(model, max_model_len: int) -> str | None:
     "VLLM-MNS-MNBT",
     "error",
     "vLLM's max_num_batched_tokens must be at least max_num_seqs",
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
@@ -428,7 +429,7 @@ def r_util(job: Job) -> float:
     "error",
     "vLLM's expert load balancing needs expert parallelism and experts that split evenly over EP",
     needs_model=True,
-    frameworks=("verl",),
+    frameworks=("verl", "verl-gen"),
     engine="vllm",
 )
 def vllm_eplb(job: Job) -> Iterator[Finding]:
@@ -447,7 +448,9 @@ def vllm_eplb(job: Job) -> Iterator[Finding]:
     Versions:
     vLLM 0.24.0 (both as a ValueError); vLLM 0.11.0 has the second as an `AssertionError: EPLB
     currently only supports even distribution of experts across ranks.` (fused_moe/layer.py
-    `FusedMoE.__init__`).
+    `FusedMoE.__init__`). The rule words it as the vLLM version judged with does (`--vllm-version`, else the
+    one the verl version pins: vLLM 0.11.0's text up to 0.23, 0.24.0's from 0.24; the versions between
+    were not read).
 
     Fix:
     Set `expert_parallel_size` to rollout TP · DP, or choose TP · DP (or the redundant experts) so that
@@ -487,7 +490,17 @@ def vllm_eplb(job: Job) -> Iterator[Finding]:
         return  # not a number shardcheck can read: vLLM's own EPLBConfig validation judges it
     ranks = tp * dp  # vLLM's EP group (VERL-RO-EP: expert_parallel_size must equal it)
     physical = experts + extra
-    if physical % ranks:
+    if physical % ranks and nearest_checked("vllm", job.vllm_version) == "0.11.0":
+        yield finding(
+            "VLLM-EPLB",
+            f"AssertionError: EPLB currently only supports even distribution of experts across ranks. (vLLM "
+            f"{job.vllm_version}; {job.model.name}: {experts} routed + {extra} redundant = {physical} experts on "
+            f"{ranks} EP ranks, rollout TP {tp} · DP {dp})",
+            where(eplb_t, job.rollout.tp, job.rollout.dp),
+            fix=f"+{RO}.engine_kwargs.vllm.eplb_config.num_redundant_experts={extra + (-physical) % ranks}, or "
+            f"rollout TP · DP dividing {physical}",
+        )
+    elif physical % ranks:
         yield finding(
             "VLLM-EPLB",
             f"EPLB currently only supports even distribution of experts across ranks. Got {physical} experts and "

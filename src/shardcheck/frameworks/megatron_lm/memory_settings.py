@@ -113,7 +113,7 @@ def kernels(job: Job) -> Kernels:
 
 
 def extra_settings(job: Job) -> dict:
-    """The TrainSettings fields Megatron-LM and slime read alike: kernels, MTP, offload, FSDP, fp8."""
+    """The TrainSettings fields Megatron-LM and slime read alike: kernels, MTP, offload, FSDP, fp8, DP overlap."""
     offload = (
         frozenset(flag(job, "--offload-modules") or ())
         if flag(job, "--fine-grained-activation-offloading")
@@ -127,6 +127,8 @@ def extra_settings(job: Job) -> dict:
         "microbatch_group": flag(job, "--microbatch-group-size-per-virtual-pipeline-stage"),
         "fsdp_sharding": fsdp,
         "fp8_params": bool(flag(job, "--fp8-param-gather")),
+        "overlap_grad_reduce": bool(flag(job, "--overlap-grad-reduce")),
+        "overlap_param_gather": bool(flag(job, "--overlap-param-gather")),
     }
 
 

@@ -399,6 +399,15 @@ def _load(primary: str, name: str, overrides: list[str]) -> dict:
 _REGISTERED = False
 
 
+def _norm(name: str) -> str:
+    """``critic/../engine/fsdp.yaml`` as ``engine/fsdp.yaml``: Hydra's FileConfigSource joins a defaults-list path
+    to its directory, so ``..`` steps up a group (verl 0.7.1's critic/dp_critic.yaml names ``../engine/fsdp``)."""
+    if ".." not in name:
+        return name
+    out = os.path.normpath(name).replace(os.sep, "/")
+    return "" if out == "." else out
+
+
 def _register() -> None:
     global _REGISTERED
     if _REGISTERED:
@@ -419,7 +428,7 @@ def _register() -> None:
             return _SOURCES.get(self.path, {})
 
         def load_config(self, config_path: str) -> ConfigResult:
-            name = self._normalize_file_name(config_path)
+            name = _norm(self._normalize_file_name(config_path))
             if name not in self._files():
                 raise ConfigLoadError(f"Config not found : {name}")
             header, tree = self._files()[name]
@@ -434,14 +443,14 @@ def _register() -> None:
             return self.path in _SOURCES
 
         def is_group(self, config_path: str) -> bool:
-            prefix = config_path.strip("/")
+            prefix = _norm(config_path.strip("/"))
             return prefix == "" or any(name.startswith(prefix + "/") for name in self._files())
 
         def is_config(self, config_path: str) -> bool:
-            return self._normalize_file_name(config_path.strip("/")) in self._files()
+            return _norm(self._normalize_file_name(config_path.strip("/"))) in self._files()
 
         def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
-            prefix = config_path.strip("/")
+            prefix = _norm(config_path.strip("/"))
             names = set()
             for name in self._files():
                 rest = name[len(prefix) + 1 :] if prefix else name

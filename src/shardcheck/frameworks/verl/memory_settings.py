@@ -131,23 +131,25 @@ def _logits(job: Job, fp32_buffers: int) -> Logits:
     )
 
 
-MTP_KEYED = "0.7.0"  # the first release with actor_rollout_ref.model.mtp (verl/workers/config/model.py MtpConfig)
-
-
 def _mtp_layers(job: Job) -> int:
     """MTP depths the actor builds. The checkpoint's depth (``num_nextn_predict_layers``, Qwen3.5's
-    ``mtp_num_hidden_layers``) only where verl builds them: from 0.7.0 only with ``model.mtp.enable`` (else
-    ``check_mtp_config`` zeroes the config's depth, verl/utils/megatron_utils.py; 0.9.1 also forces
-    ``mtp_num_layers`` None); before 0.7.0 mbridge reads the depth from the config (mbridge
-    mbridge/models/deepseek_v3.py, mimo.py) when ``megatron.use_mbridge`` is set."""
-    from shardcheck.frameworks.verl.versions import at_least
+    ``mtp_num_hidden_layers`` from 0.8.0) only where verl builds them: from 0.7.1 only with ``model.mtp.enable``
+    (else ``check_mtp_config`` and the legacy Megatron workers zero the config's depth, verl/utils/
+    megatron_utils.py, verl/workers/megatron_workers.py; 0.9.1 also forces ``mtp_num_layers`` None); before
+    0.7.1 mbridge reads the depth from the config (mbridge mbridge/models/deepseek_v3.py, mimo.py) when
+    ``megatron.use_mbridge`` is set (0.5.0 on; verl's own converter before it builds no MTP layer)."""
+    from shardcheck.frameworks.verl.versions import MTP_KEYED, at_least, mtp_keys
     from shardcheck.models.architecture import checkpoint_mtp_layers
 
-    depth = checkpoint_mtp_layers(job.model.config) if job.model is not None else 0
-    if not depth:
+    if job.model is None:
         return 0
     if at_least(job.framework_version, MTP_KEYED):
-        return depth if _v(job, "actor_rollout_ref.model.mtp.enable") else 0
+        if not _v(job, "actor_rollout_ref.model.mtp.enable"):
+            return 0
+        return checkpoint_mtp_layers(job.model.config, mtp_keys(job.framework_version))
+    depth = checkpoint_mtp_layers(job.model.config)
+    if not depth or not at_least(job.framework_version, "0.5.0"):  # megatron.use_mbridge arrived in 0.5.0
+        return 0
     return depth if _v(job, f"{M}.use_mbridge") else 0
 
 

@@ -34,7 +34,7 @@ from shardcheck.frameworks.value_kinds import (
     checked,
     shown,
 )
-from shardcheck.frameworks.verl import custom_config
+from shardcheck.frameworks.verl import custom_config, verl_path
 from shardcheck.frameworks.verl.config_tree import (
     KNOWN_CONFIGS,
     MODEL_ENGINES,
@@ -45,6 +45,7 @@ from shardcheck.frameworks.verl.config_tree import (
     installed_config_dir,
     installed_defaults,
 )
+from shardcheck.frameworks.verl.verl_path import VerlPathRequest
 from shardcheck.frameworks.verl.versions import VersionChoice, at_least, catalogue, choose, span
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
@@ -147,7 +148,9 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.rollout", ("dtype",)),  # gpu_memory_utilization and max_num_seqs: VALUE_KEYS
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload", "mtp.enable")),
-        ("actor_rollout_ref.actor.megatron", ("use_mbridge",)),  # MTP before 0.7.0 (verl/memory_settings.py)
+        ("actor_rollout_ref.actor.megatron", ("use_mbridge", "vanilla_mbridge")),  # MTP before 0.7.1; bridge rules
+        ("actor_rollout_ref.ref.megatron", ("use_mbridge", "vanilla_mbridge")),
+        ("critic.megatron", ("use_mbridge", "vanilla_mbridge")),
         ("critic", ("megatron.param_offload", "megatron.optimizer_offload")),  # critic.model.path: FSDP_VALUE_KEYS
         ("critic", ("ppo_max_token_len_per_gpu",)),  # the critic's own update phase (dynamic batch size)
     )
@@ -346,6 +349,11 @@ VALUE_KINDS: dict[str, ValueKind] = {
     "actor_rollout_ref.model.enable_activation_offload": FLAG,
     "actor_rollout_ref.model.mtp.enable": FLAG,
     f"{_A}.megatron.use_mbridge": FLAG,
+    f"{_R}.megatron.use_mbridge": FLAG,
+    f"{_C}.megatron.use_mbridge": FLAG,
+    f"{_A}.megatron.vanilla_mbridge": FLAG,
+    f"{_R}.megatron.vanilla_mbridge": FLAG,
+    f"{_C}.megatron.vanilla_mbridge": FLAG,
     f"{_C}.megatron.param_offload": FLAG,
     f"{_C}.megatron.optimizer_offload": FLAG,
     "actor_rollout_ref.model.use_remove_padding": FLAG,
@@ -428,8 +436,8 @@ def unmodelled_reason(module: str) -> str:
         _, name = entry_config(module, having[-1])
         return (
             f"{module} (a Hydra app on verl's config {name}, in verl {span(having)}) is not modelled yet; "
-            "shardcheck models main_ppo, main_ppo_sync, fully_async_main, one_step_off_policy and "
-            "the SFT trainers"
+            "shardcheck models main_ppo, main_ppo_sync, fully_async_main, one_step_off_policy, "
+            "the SFT trainers and main_generation / main_generation_server"
         )
     return f"{module} is no Hydra app of any bundled verl (no config to read); not modelled"
 
@@ -737,6 +745,9 @@ def _choose_defaults(
     pinned: tuple[str, str] | None,
 ):
     """The verl version to judge with (see versions.py) and its config ``name``."""
+    if isinstance(requested, VerlPathRequest):  # --verl-path: its own tree, whatever the script's keys
+        choice = choose(name, overrides, requested=requested, engine=engine)
+        return choice, verl_path.load(requested.directory).defaults(name)
     if requested is None:
         installed = installed_defaults(name)
         if installed is not None:
@@ -790,7 +801,11 @@ def _own_config(
     cat = catalogue()
     installed = installed_config_dir() if requested is None else None
     base = next((b for b in own.verl_bases if b in cat.keys), None)
-    if installed is not None:
+    if isinstance(requested, VerlPathRequest):  # --verl-path: the directory's files as verl's tree
+        given = verl_path.load(requested.directory)
+        choice = choose(base or "ppo_trainer", overrides, requested=requested, own=own.files.keys())
+        tree = custom_config.VerlTree(f"verl at {given.given} ({given.recognised})", given.files)
+    elif installed is not None:
         version, directory = installed
         choice = VersionChoice(version, "installed", (), f"verl {version} installed in this environment")
         tree = custom_config.directory_tree(directory, f"installed verl {version} ({directory})")
@@ -808,7 +823,8 @@ def _own_config(
     except custom_config.CustomConfigUnread as exc:
         return exc.reason
     source = f"{own.label} ({own.found_by}) composed by Hydra over {tree.label}"
-    return choice, VerlDefaults(composed, choice.version, source, own.name, own.files.keys(), own.label)
+    label = verl_path.load(requested.directory).label if isinstance(requested, VerlPathRequest) else choice.version
+    return choice, VerlDefaults(composed, label, source, own.name, own.files.keys(), own.label)
 
 
 def _experimental_config(
@@ -823,6 +839,8 @@ def _experimental_config(
     from shardcheck.frameworks.verl.versions import entry_config, entry_files, versions_with_entry
 
     module = launch.module or ""
+    if isinstance(requested, VerlPathRequest):
+        return _experimental_from_path(module, name, overrides, requested)
     having = versions_with_entry(module)
     if not having:
         return f"{module} is in no bundled verl version"
@@ -867,6 +885,38 @@ def _experimental_config(
         )
     source = f"verl {version}'s {folder}/{name}.yaml composed by Hydra over verl {version}'s tree"
     return choice, VerlDefaults(composed, version, source, name, own_keys, f"verl {version} {folder}/{name}.yaml")
+
+
+def _experimental_from_path(
+    module: str, name: str | None, overrides: tuple[OverrideItem, ...], requested: VerlPathRequest
+) -> tuple | str:
+    """``_experimental_config`` over a ``--verl-path`` directory: its own copy of the trainer's config folder
+    (found through the module's ``@hydra.main``, read with ``ast``) composed over its own tree."""
+    given = verl_path.load(requested.directory)
+    found = given.entry_config(module)
+    if found is None:
+        return f"{module} is no Hydra app in verl at {given.given}"
+    folder, default_name = found
+    name = name or default_name
+    files = given.entry_files(folder)
+    if f"{name}.yaml" not in files:
+        return f"verl at {given.given}: {folder} has no {name}.yaml"
+    primary = files[f"{name}.yaml"][1] if isinstance(files[f"{name}.yaml"][1], dict) else {}
+    base = next((e for e in primary.get("defaults", []) if isinstance(e, str) and e != "_self_"), "ppo_trainer")
+    searchpath = tuple((primary.get("hydra") or {}).get("searchpath") or ())
+    own = custom_config.CustomConfig(
+        name, custom_config.ConfigFiles(given.root / folder, files), (base,), searchpath, f"verl at {given.given}"
+    )
+    own_keys = own.files.keys()
+    choice = choose(base, overrides, requested=requested, own=own_keys)
+    try:
+        composed = custom_config.compose(
+            own, custom_config.VerlTree(f"verl at {given.given} ({given.recognised})", given.files)
+        )
+    except custom_config.CustomConfigUnread as exc:
+        return exc.reason
+    source = f"{folder}/{name}.yaml of verl at {given.given} composed by Hydra over its tree ({given.recognised})"
+    return choice, VerlDefaults(composed, given.label, source, name, own_keys, f"{given.given}: {folder}/{name}.yaml")
 
 
 def _versions_having(config: VerlConfig, key: str) -> str:
@@ -1152,7 +1202,7 @@ def resolve_verl(
     return Job(
         path=path,
         framework="verl",
-        framework_version=config.version,
+        framework_version=choice.version,
         version_source=choice.source,
         accepted_versions=choice.accepted,
         version_reason=choice.reason,

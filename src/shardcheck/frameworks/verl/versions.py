@@ -6,9 +6,11 @@ versions have each key. The choice, in order (the first that applies):
 
 1. ``--verl-version X`` or the environment variable ``SHARDCHECK_VERL_VERSION`` (``flag``), or
    ``[tool.shardcheck] verl-version`` (``config``);
-2. a verl installed in the environment (``installed``; read as data by ``config_tree.load_defaults``);
-3. a ``verl==X`` pin in a requirements file or pyproject.toml beside the script or above it (``pinned``);
-4. inference (``inferred``): the newest release whose config accepts every override of the script;
+2. ``--verl-path DIR`` or ``[tool.shardcheck] verl-path`` (``path``): a checkout, a fork or a site-packages
+   folder, its config tree read as data and its version recognised by content (verl_path.py);
+3. a verl installed in the environment (``installed``; read as data by ``config_tree.load_defaults``);
+4. a ``verl==X`` pin in a requirements file or pyproject.toml beside the script or above it (``pinned``);
+5. inference (``inferred``): the newest release whose config accepts every override of the script;
    when no release accepts them all, the newest release (``default``), and the keys each version lacks.
 
 An override is accepted by a version as Hydra accepts it on a struct config (hydra/_internal/
@@ -29,6 +31,7 @@ from shardcheck.errors import InputError
 from shardcheck.inputs.hydra_overrides import OverrideItem
 
 _CATALOGUE = Path(__file__).with_name("data") / "catalogue"
+CATALOGUE_INDEX = _CATALOGUE / "index.json.gz"
 # Behaviour that changed between verl versions (the rules read these; each with the verl file that shows it):
 # rollout mode "sync" removed, RolloutConfig.__post_init__ raises (verl/workers/config/rollout.py, since 0.7.0).
 SYNC_ROLLOUT_REMOVED = "0.7.0"
@@ -46,7 +49,22 @@ ENGINE_WORKERS_ONLY = "0.8.0"
 # vLLM rollout never hands a pipeline size to vLLM (verl/workers/rollout/vllm_rollout/, 0.4.0 … 0.5.0).
 ROLLOUT_PP_REFUSED = "0.6.0"
 TRTLLM_PP_REFUSED = "0.7.1"
-VERSION_SOURCES = ("flag", "config", "installed", "pinned", "inferred", "default")
+# actor_rollout_ref.model.mtp (verl/workers/config/model.py MtpConfig): MTP layers are built only with
+# mtp.enable from 0.7.1 (0.7.0 and earlier: mbridge builds the checkpoint's depth). verl reads the depth from
+# num_nextn_predict_layers, from 0.8.0 also Qwen3.5's mtp_num_hidden_layers (verl/utils/megatron_utils.py
+# check_mtp_config / _get_mtp_num_layers).
+MTP_KEYED = "0.7.1"
+MTP_HIDDEN_LAYERS_READ = "0.8.0"
+
+
+def mtp_keys(version: str) -> tuple[str, ...]:
+    """The config.json keys verl ``version`` reads an MTP depth from."""
+    if at_least(version, MTP_HIDDEN_LAYERS_READ):
+        return ("mtp_num_hidden_layers", "num_nextn_predict_layers")
+    return ("num_nextn_predict_layers",)
+
+
+VERSION_SOURCES = ("flag", "config", "path", "installed", "pinned", "inferred", "default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +213,7 @@ class VersionChoice:
     @property
     def strict(self) -> bool:
         """Whether the version is known for sure (a verdict that depends on it is an error, not a warning)."""
-        return self.source in ("flag", "config", "installed", "pinned")
+        return self.source in ("flag", "config", "path", "installed", "pinned")
 
 
 def choose(
@@ -207,10 +225,15 @@ def choose(
     engine: str | None = None,
     own: frozenset[str] = frozenset(),
 ) -> VersionChoice:
-    """The version to judge with. ``requested`` / ``pinned``: (version text, where it was given); ``own``: keys
-    the launch's own config sets (see ``rejected``)."""
+    """The version to judge with. ``requested`` / ``pinned``: (version text, where it was given), or a
+    ``verl_path.VerlPathRequest``; ``own``: keys the launch's own config sets (see ``rejected``)."""
     cat = catalogue()
     accepted = tuple(v for v in cat.versions if _engine_ok(engine, v) and not rejected(config_name, overrides, v, own))
+    from shardcheck.frameworks.verl.verl_path import VerlPathRequest, load
+
+    if isinstance(requested, VerlPathRequest):
+        tree = load(requested.directory)
+        return VersionChoice(tree.match.version, "path", accepted, tree.reason(requested.where))
     if requested is not None:
         version = normalize(requested[0])
         source = "config" if requested[1].endswith("pyproject.toml") else "flag"

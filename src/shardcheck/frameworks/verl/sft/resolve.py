@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shardcheck.errors import UsageError
 from shardcheck.frameworks.torchrun import exported_values, torchrun_cluster
 from shardcheck.frameworks.value_kinds import ANY, COUNT, FLAG, NAME, NAME_OR_NULL, checked
-from shardcheck.frameworks.verl import custom_config
+from shardcheck.frameworks.verl import custom_config, verl_path
 from shardcheck.frameworks.verl.config_tree import VerlDefaults, apply_overrides, bundled_defaults
 from shardcheck.frameworks.verl.resolve import config_notes, engine_layout, read_size, read_value
+from shardcheck.frameworks.verl.verl_path import VerlPathRequest
 from shardcheck.frameworks.verl.versions import (
     catalogue,
     choose,
@@ -126,27 +128,44 @@ def resolve(
     inferable = tuple(o for o in overrides if o.key.split(".")[0] not in chosen_groups)
     choice = choose(name, inferable, requested=verl_version, pinned=pinned)
     version = choice.version
-    if module not in version_doc_entries(version):
-        notes.append(
-            Problem(
-                Kind.ENTRY_ABSENT,
-                launch.origin,
-                {"module": module, "version": version, "having": span(having) if having else ""},
-            )
-        )
-        version = newest
-    folder, name = entry_config(module, version) or ("verl/trainer/config", name)
-    if choices:
-        label = f"verl {version}"
+    given = verl_path.load(verl_version.directory) if isinstance(verl_version, VerlPathRequest) else None
+    own = given.entry_config(module) if given is not None else None
+    if given is not None and own is not None:  # --verl-path: the directory's own config, composed by Hydra
+        folder, name = own
+        label = f"verl at {given.given}"
         try:
-            tree = custom_config.compose_files(entry_files(version, folder), name, [c.text for c in choices], label)
+            tree = custom_config.compose_files(given.entry_files(folder), name, [c.text for c in choices], label)
         except custom_config.CustomConfigUnread as exc:
+            if not choices:
+                raise UsageError(f"--verl-path {given.given}: {exc.reason}") from None
             notes.append(Problem(Kind.HYDRA_REJECTED, choices[0].word, {"text": choices[0].text, "reason": exc.reason}))
-            tree = bundled_defaults(name, version).tree
-        source = f"verl {version}'s {folder}/{name}.yaml composed by Hydra with {' '.join(c.text for c in choices)}"
-        defaults = VerlDefaults(tree, version, source, name)
+            tree = custom_config.compose_files(given.entry_files(folder), name, [], label)
+        source = f"{folder}/{name}.yaml of {label} composed by Hydra ({given.recognised})"
+        defaults = VerlDefaults(tree, given.label, source, name)
     else:
-        defaults = bundled_defaults(name, version)
+        if module not in version_doc_entries(version):
+            notes.append(
+                Problem(
+                    Kind.ENTRY_ABSENT,
+                    launch.origin,
+                    {"module": module, "version": version, "having": span(having) if having else ""},
+                )
+            )
+            version = newest
+        folder, name = entry_config(module, version) or ("verl/trainer/config", name)
+        if choices:
+            label = f"verl {version}"
+            try:
+                tree = custom_config.compose_files(entry_files(version, folder), name, [c.text for c in choices], label)
+            except custom_config.CustomConfigUnread as exc:
+                notes.append(
+                    Problem(Kind.HYDRA_REJECTED, choices[0].word, {"text": choices[0].text, "reason": exc.reason})
+                )
+                tree = bundled_defaults(name, version).tree
+            source = f"verl {version}'s {folder}/{name}.yaml composed by Hydra with {' '.join(c.text for c in choices)}"
+            defaults = VerlDefaults(tree, version, source, name)
+        else:
+            defaults = bundled_defaults(name, version)
     config = apply_overrides(defaults, overrides)
     notes.extend(config_notes(config))
     cluster = torchrun_cluster(launch, exported_values(reading, launch), notes)

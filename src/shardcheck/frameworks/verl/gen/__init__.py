@@ -1,0 +1,2 @@
+"""verl's generation entry points (``verl.trainer.main_generation``, ``verl.trainer.main_generation_server``): the
+framework ``verl-gen``."""
