@@ -306,6 +306,8 @@ VALUE_KINDS: dict[str, ValueKind] = {
     "actor_rollout_ref.model.lora_rank": RANK,
     "actor_rollout_ref.model.lora.rank": RANK,
     "actor_rollout_ref.model.lora_adapter_path": NAME_OR_NULL,
+    "actor_rollout_ref.model.target_modules": ANY,  # "all-linear" or a list of names (memory_settings.lora)
+    "actor_rollout_ref.model.lora.target_modules": ANY,
     f"{_RO}.engine_kwargs.sglang.enable_dp_attention": FLAG_OR_NULL,
     f"{_RO}.engine_kwargs.sglang.mem_fraction_static": FRACTION_OR_NULL,
     f"{_C}.enable": FLAG_OR_NULL,
