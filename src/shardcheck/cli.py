@@ -742,6 +742,8 @@ def _bad_version(args) -> str | None:
 
     if getattr(args, "verl_path", None) is not None and args.verl_version is not None:
         return "--verl-version and --verl-path both name the verl to judge against; give one"
+    if getattr(args, "verl_path", None) is not None and getattr(args, "versions", False):
+        return "--versions judges every bundled verl release; --verl-path names one verl: give one"
     try:
         if getattr(args, "verl_path", None) is not None:
             from shardcheck.frameworks.verl.verl_path import load
