@@ -402,3 +402,44 @@ def test_verls_own_converter_refuses_deepseek_v3s_released_config(tmp_path, vers
     path.write_text(verl_launch(overrides, model="DeepSeek-V3"))
     found = [f.message for f in check(path, verl_version=version).findings if f.rule == "VERL-MCORE-CONVERTER-DSV3"]
     assert [expected in m for m in found] == ([True] if expected else [])
+
+
+@pytest.mark.parametrize(
+    ("version", "overrides", "fires"),
+    [
+        ("0.9.1", "", True),  # Megatron-Bridge by default (vanilla_mbridge=False)
+        ("0.9.1", "actor_rollout_ref.actor.megatron.vanilla_mbridge=True", False),
+        ("0.8.0", "", False),  # vanilla mbridge by default there
+        ("0.8.0", "actor_rollout_ref.actor.megatron.vanilla_mbridge=False", True),
+        (
+            "0.9.1",
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 "
+            "actor_rollout_ref.actor.megatron.context_parallel_size=2",
+            True,
+        ),  # CP refused
+    ],
+)
+def test_megatron_bridge_mimo_v2_flash_provider(tmp_path, version, overrides, fires):
+    from shardcheck.rules.examples import verl_launch
+
+    folder = tmp_path / "mimo-v2-flash-toy"
+    folder.mkdir()
+    config = {
+        "_name_or_path": "mimo-v2-flash-toy",
+        "architectures": ["MiMoV2FlashForCausalLM"],
+        "model_type": "mimo_v2_flash",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 4,
+        "swa_num_key_value_heads": 8,
+        "hidden_size": 1024,
+        "intermediate_size": 2048,
+        "vocab_size": 32000,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    path = tmp_path / "run.sh"
+    mc = "actor_rollout_ref.actor.megatron"
+    sizes = f"{mc}.tensor_model_parallel_size=8 {mc}.expert_model_parallel_size=1"
+    path.write_text(verl_launch(f"{sizes} {overrides}", model=str(folder)))
+    found = [f for f in check(path, verl_version=version).findings if f.rule == "VERL-BRIDGE-MIMO-V2"]
+    assert bool(found) == fires

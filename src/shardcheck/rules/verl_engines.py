@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from shardcheck.frameworks.megatron.transformer_fields import closest_field
 from shardcheck.job import Job
-from shardcheck.rules.base import Finding, engines, finding, rule, where
+from shardcheck.rules.base import Finding, engines, finding, need, rule, where
 
 _NAMES = ("TP", "PP", "CP", "EP", "ETP", "VPP")
 
@@ -361,3 +361,68 @@ def legacy_converter_deepseek(job: Job) -> Iterator[Finding]:
             fix=f"{bridge}, or a config.json without it",
             role=e.role,
         )
+
+
+@rule(
+    "VERL-BRIDGE-MIMO-V2",
+    "error",
+    "Megatron-Bridge's MiMo-V2-Flash provider: TP at most the KV heads, no CP",
+    needs_model=True,
+    frameworks=("verl",),
+    engine="megatron",
+)
+def bridge_mimo_v2_flash(job: Job) -> Iterator[Finding]:
+    """
+    With `use_mbridge=True` and `vanilla_mbridge=False` (verl's default from 0.9.0) verl builds the model with
+    Megatron-Bridge, whose MiMo-V2-Flash provider (HF `model_type` mimo_v2_flash) keeps every KV head whole:
+    TP may not exceed the smaller of the full-attention KV heads (`num_key_value_heads`) and the
+    sliding-window ones (`swa_num_key_value_heads`), and context parallelism is not supported. megatron-core
+    itself would replicate KV heads over a larger TP.
+
+    Why:
+    `MiMoV2FlashModelProvider.provide` asserts `MiMo-V2-Flash requires TP size <= num query groups`, then
+    `MiMo-V2-Flash does not support context parallelism yet.`
+
+    Fix:
+    A TP no larger than the smaller KV head count, and CP 1.
+
+    Versions:
+    Megatron-Bridge since the provider's first commit (38803fd, May 2026, unchanged to 067f987); verl 0.7.0
+    and later can select it (`vanilla_mbridge=False`; the default from 0.9.0). mbridge has no MiMo-V2-Flash.
+
+    Source:
+    src/megatron/bridge/models/mimo_v2_flash/mimo_v2_flash_provider.py MiMoV2FlashModelProvider.provide and
+    mimo_v2_flash_bridge.py provider_bridge (NVIDIA-NeMo/Megatron-Bridge 067f987).
+    """
+
+    cfg = job.model.config
+    if cfg.get("model_type") != "mimo_v2_flash":
+        return
+    full, swa = cfg.get("num_key_value_heads"), cfg.get("swa_num_key_value_heads")
+    if not isinstance(full, int) or not isinstance(swa, int):
+        return
+    smallest = min(full, swa)
+    for e in engines(job):
+        use = job.value(f"{e.key_prefix}.use_mbridge")
+        vanilla = job.value(f"{e.key_prefix}.vanilla_mbridge")
+        if use.value is not True or vanilla.value is not False:
+            continue  # not Megatron-Bridge (or not known to be)
+        tp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size")
+        cp = need(e.cp, f"{e.key_prefix}.context_parallel_size")
+        if tp > smallest:
+            yield finding(
+                "VERL-BRIDGE-MIMO-V2",
+                f"[{e.role}] TP {tp} > {smallest}: {job.model.name} has {full} full-attention and {swa} sliding-window "
+                'KV heads (Megatron-Bridge: "MiMo-V2-Flash requires TP size <= num query groups")',
+                where(e.tp, vanilla),
+                fix=f"{e.key_prefix}.tensor_model_parallel_size={smallest} or less",
+                role=e.role,
+            )
+        elif cp > 1:
+            yield finding(
+                "VERL-BRIDGE-MIMO-V2",
+                f'[{e.role}] CP {cp} (Megatron-Bridge: "MiMo-V2-Flash does not support context parallelism yet.")',
+                where(e.cp, vanilla),
+                fix=f"{e.key_prefix}.context_parallel_size=1",
+                role=e.role,
+            )

@@ -148,9 +148,9 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.rollout", ("dtype",)),  # gpu_memory_utilization and max_num_seqs: VALUE_KEYS
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload", "mtp.enable")),
-        ("actor_rollout_ref.actor.megatron", ("use_mbridge",)),  # MTP before 0.7.1; VERL-MBRIDGE-* rules
-        ("actor_rollout_ref.ref.megatron", ("use_mbridge",)),
-        ("critic.megatron", ("use_mbridge",)),
+        ("actor_rollout_ref.actor.megatron", ("use_mbridge", "vanilla_mbridge")),  # MTP before 0.7.1; bridge rules
+        ("actor_rollout_ref.ref.megatron", ("use_mbridge", "vanilla_mbridge")),
+        ("critic.megatron", ("use_mbridge", "vanilla_mbridge")),
         ("critic", ("megatron.param_offload", "megatron.optimizer_offload")),  # critic.model.path: FSDP_VALUE_KEYS
         ("critic", ("ppo_max_token_len_per_gpu",)),  # the critic's own update phase (dynamic batch size)
     )
@@ -346,6 +346,9 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_A}.megatron.use_mbridge": FLAG,
     f"{_R}.megatron.use_mbridge": FLAG,
     f"{_C}.megatron.use_mbridge": FLAG,
+    f"{_A}.megatron.vanilla_mbridge": FLAG,
+    f"{_R}.megatron.vanilla_mbridge": FLAG,
+    f"{_C}.megatron.vanilla_mbridge": FLAG,
     f"{_C}.megatron.param_offload": FLAG,
     f"{_C}.megatron.optimizer_offload": FLAG,
     "actor_rollout_ref.model.use_remove_padding": FLAG,
