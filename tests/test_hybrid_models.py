@@ -183,9 +183,10 @@ def test_mimo_mtp_equals_megatron():
 
 
 def test_whole_model_totals():
-    """Qwen3-Next-80B-A3B: 79.67 B in its decoder; with its MTP layer (which shares the embedding and output
-    layer) 81.32 B, the "81.3B params" of its checkpoint. DeepSeek-V3: 671.03 B without MTP (the published 671 B);
-    its MTP depth adds 11.6 B here, the published 14 B counting the embedding and head the checkpoint repeats."""
+    """Qwen3-Next-80B-A3B: 79.67 B in its decoder, the "80 billion parameters" Qwen publishes (Alibaba Cloud blog
+    "Qwen3-Next: Towards Ultimate Training & Inference Efficiency"); 81.32 B with its MTP layer, which shares the
+    embedding and output layer. DeepSeek-V3: 671.03 B without MTP (the published 671 B); its MTP depth adds
+    11.6 B here, the published 14 B counting the embedding and head its checkpoint repeats."""
     one = Sharding(1, 1, 1, 1)
     nxt = arch_of("Qwen3-Next-80B-A3B")
     assert stage_params(nxt, tuple(range(48)), 0, one).total == 79_674_391_296

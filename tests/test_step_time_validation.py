@@ -46,6 +46,11 @@ def _script(row: dict) -> str:
         f"actor_rollout_ref.rollout.max_model_len={row['seq']}",
         f"trainer.nnodes={nodes} trainer.n_gpus_per_node=8 trainer.device=cuda",
     ]
+    if row.get("recompute_num_layers"):  # Megatron-Bridge's recompute_num_layers: full, block (utils/overrides.py)
+        words.append(
+            f"+{OTC}.recompute_granularity=full +{OTC}.recompute_method=block "
+            f"+{OTC}.recompute_num_layers={row['recompute_num_layers']}"
+        )
     if account:
         words.append(
             f"+{OTC}.account_for_embedding_in_pipeline_split=True +{OTC}.account_for_loss_in_pipeline_split=True"

@@ -31,6 +31,7 @@ mbridge (``make_vocab_size_divisible_by=None``) or Megatron-Bridge (``should_pad
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from shardcheck.models.architecture import Architecture
 
@@ -148,6 +149,20 @@ def mtp_params(arch: Architecture, s: Sharding) -> tuple[int, int]:
     return dense + 3 * _norm(arch, arch.hidden) + 2 * arch.hidden * arch.hidden // s.tp, expert
 
 
+@lru_cache(maxsize=16384)
+def layer_kinds(moe: frozenset[int], linear: frozenset[int], layers: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(the first index, the count) of each layer kind (MoE, Gated DeltaNet) among ``layers``, in first-seen
+    order: the planner sizes the same stages for thousands of candidates."""
+    seen: dict[tuple[bool, bool], list[int]] = {}
+    for index in layers:
+        kind = (index in moe, index in linear)
+        if kind in seen:
+            seen[kind][1] += 1
+        else:
+            seen[kind] = [index, 1]
+    return tuple((first, count) for first, count in seen.values())
+
+
 def stage_params(
     arch: Architecture,
     layers: tuple[int, ...],
@@ -161,14 +176,11 @@ def stage_params(
     """Parameters on one device of pipeline stage ``stage`` that builds the decoder ``layers``
     (``embedding`` / ``loss``: whether it holds them, by default the first / last stage; ``mtp`` MTP depths)."""
     dense = expert = 0
-    kinds: dict[tuple[bool, bool], tuple[int, int]] = {}  # layer_params reads the index only through layer_kind
-    for index in layers:
-        kind = arch.layer_kind(index)
-        if kind not in kinds:
-            kinds[kind] = layer_params(arch, index, s)
-        d, e = kinds[kind]
-        dense += d
-        expert += e
+    # layer_params reads the index only through layer_kind: one call per kind, times its count
+    for index, count in layer_kinds(arch.moe_layers, arch.linear_layers, tuple(layers)):
+        d, e = layer_params(arch, index, s)
+        dense += d * count
+        expert += e * count
     for _ in range(mtp):
         d, e = mtp_params(arch, s)
         dense += d
