@@ -113,6 +113,30 @@ def test_a_pin_near_the_script_counts_before_inference(tmp_path):
     assert "requirements.txt:2" in r.job.version_reason
 
 
+@pytest.mark.parametrize(
+    "name, text, line",
+    [
+        (
+            "uv.lock",
+            'version = 1\n\n[[package]]\nname = "torch"\nversion = "2.7.1"\n\n[[package]]\nname = "verl"\n'
+            'version = "0.7.1"\nsource = { registry = "https://pypi.org/simple" }\n',
+            9,
+        ),
+        ("poetry.lock", '[[package]]\nname = "verl"\nversion = "0.7.1"\ndescription = "x"\n', 3),
+        ("Pipfile.lock", '{\n "default": {\n  "verl": {\n   "hashes": [],\n   "version": "==0.7.1"\n  }\n }\n}\n', 5),
+    ],
+)
+def test_a_lock_file_pins_the_version(tmp_path, name, text, line):
+    script = tmp_path / "run.sh"
+    script.write_text(AFTER.read_text())
+    (tmp_path / name).write_text(text)
+    r = check(script)
+    assert (r.job.framework_version, r.job.version_source) == ("0.7.1", "pinned")
+    assert f"{name}:{line}" in r.job.version_reason
+    (tmp_path / name).write_text(text.replace("verl", "verl-extras"))  # another package: no pin
+    assert check(script).job.version_source == "inferred"
+
+
 def test_setting_verl_version(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text(AFTER.read_text())

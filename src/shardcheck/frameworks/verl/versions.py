@@ -274,13 +274,23 @@ def _engine_ok(engine: str | None, version: str) -> bool:
 
 _PIN = re.compile(r"^\s*verl\s*(?:\[[^\]]*\])?\s*==\s*v?([0-9][\w.]*)", re.M)
 _PIN_FILES = ("requirements.txt", "requirements-verl.txt", "pyproject.toml")
+# Lock files resolve every package to one version: uv.lock / poetry.lock / pdm.lock hold ``[[package]]`` tables
+# (``name = "verl"`` then ``version = "X"``), Pipfile.lock a JSON ``"verl": {..., "version": "==X"}``.
+_LOCK_PIN = re.compile(r'^name\s*=\s*"verl"\s*\nversion\s*=\s*"v?([0-9][\w.]*)"', re.M)
+_PIPFILE_PIN = re.compile(r'"verl"\s*:\s*\{[^{}]*?"version"\s*:\s*"==\s*v?([0-9][\w.]*)"', re.S)
+_LOCK_FILES = {"uv.lock": _LOCK_PIN, "poetry.lock": _LOCK_PIN, "pdm.lock": _LOCK_PIN, "Pipfile.lock": _PIPFILE_PIN}
 
 
 def find_pin(script: Path, *, levels: int = 3) -> tuple[str, str] | None:
-    """A ``verl==X`` pin in a requirements file or pyproject.toml in the script's folder or up to
-    ``levels`` folders above it (read as text, nothing installed or run); (version, "file:line")."""
+    """A ``verl==X`` pin in a requirements file or pyproject.toml, or verl's version in a lock file (uv.lock,
+    poetry.lock, pdm.lock, Pipfile.lock), in the script's folder or up to ``levels`` folders above it (read as
+    text, nothing installed or run); (version, "file:line")."""
     folder = script.resolve().parent
     for _ in range(levels + 1):
+        for name, pattern in _LOCK_FILES.items():
+            found = _search(folder / name, pattern)
+            if found is not None:
+                return found
         for name in _PIN_FILES:
             path = folder / name
             try:
@@ -297,6 +307,20 @@ def find_pin(script: Path, *, levels: int = 3) -> tuple[str, str] | None:
             break
         folder = folder.parent
     return None
+
+
+def _search(path: Path, pattern: re.Pattern) -> tuple[str, str] | None:
+    """(version, "file:line") of ``pattern``'s first match in the regular file ``path`` (at most 8 MiB)."""
+    try:
+        if not path.is_file() or path.stat().st_size > 8 << 20:
+            return None
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    m = pattern.search(text)
+    if m is None:
+        return None
+    return m.group(1).rstrip("."), f"{path}:{text[: m.start(1)].count(chr(10)) + 1}"
 
 
 def behaviour(version: str, config_name: str, keys: frozenset[str]) -> tuple:
