@@ -490,26 +490,27 @@ def vllm_eplb(job: Job) -> Iterator[Finding]:
         return  # not a number shardcheck can read: vLLM's own EPLBConfig validation judges it
     ranks = tp * dp  # vLLM's EP group (VERL-RO-EP: expert_parallel_size must equal it)
     physical = experts + extra
-    if physical % ranks and nearest_checked("vllm", job.vllm_version) == "0.11.0":
-        yield finding(
-            "VLLM-EPLB",
+    if not physical % ranks:
+        return
+    if nearest_checked("vllm", job.vllm_version) == "0.11.0":
+        message = (
             f"AssertionError: EPLB currently only supports even distribution of experts across ranks. (vLLM "
             f"{job.vllm_version}; {job.model.name}: {experts} routed + {extra} redundant = {physical} experts on "
-            f"{ranks} EP ranks, rollout TP {tp} · DP {dp})",
-            where(eplb_t, job.rollout.tp, job.rollout.dp),
-            fix=f"+{RO}.engine_kwargs.vllm.eplb_config.num_redundant_experts={extra + (-physical) % ranks}, or "
-            f"rollout TP · DP dividing {physical}",
+            f"{ranks} EP ranks, rollout TP {tp} · DP {dp})"
         )
-    elif physical % ranks:
-        yield finding(
-            "VLLM-EPLB",
+    else:
+        message = (
             f"EPLB currently only supports even distribution of experts across ranks. Got {physical} experts and "
             f"{ranks} EP ranks. (vLLM; {job.model.name}: {experts} routed + {extra} redundant, EP = rollout TP {tp}"
-            f" · DP {dp})",
-            where(eplb_t, job.rollout.tp, job.rollout.dp),
-            fix=f"+{RO}.engine_kwargs.vllm.eplb_config.num_redundant_experts={extra + (-physical) % ranks}, or "
-            f"rollout TP · DP dividing {physical}",
+            f" · DP {dp})"
         )
+    yield finding(
+        "VLLM-EPLB",
+        message,
+        where(eplb_t, job.rollout.tp, job.rollout.dp),
+        fix=f"+{RO}.engine_kwargs.vllm.eplb_config.num_redundant_experts={extra + (-physical) % ranks}, or "
+        f"rollout TP · DP dividing {physical}",
+    )
 
 
 def redundant_experts(eplb_config) -> int | None:
