@@ -534,13 +534,9 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
             stage, sharding.pp, rank.chunks, settings.micro_batches, settings.microbatch_group, per_chunk
         )
         weights, grads = _weights_and_grads(arch, layers, params, sharding, settings, shards)
-        if trained is not params:  # LoRA: the frozen base has no gradient buffer; the adapters' are small
-            adapters = trained.total
-            weights += int(adapters * settings.weight_bytes)
-            grads = int((trained.dense / shards[0] if settings.fsdp_sharding else trained.dense) * settings.grad_bytes)
-            grads += int(
-                (trained.expert / shards[1] if settings.fsdp_sharding else trained.expert) * settings.grad_bytes
-            )
+        if trained is not params:  # LoRA: the base keeps its weights; only the adapters have gradient buffers
+            adapter_weights, grads = _weights_and_grads(arch, layers, trained, sharding, settings, shards)
+            weights += adapter_weights
         terms = {
             "weights": weights,
             "grads": grads,
