@@ -45,12 +45,12 @@ from shardcheck.frameworks.verl.config_tree import (
     installed_config_dir,
     installed_defaults,
 )
+from shardcheck.frameworks.verl.job_fields import command_line_notes, job_fields, read_model
 from shardcheck.frameworks.verl.verl_path import VerlPathRequest
 from shardcheck.frameworks.verl.versions import VersionChoice, at_least, catalogue, choose, span
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
-from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
 from shardcheck.problems import Kind, Problem
 
@@ -479,7 +479,9 @@ def split_group_choices(
     return tuple(overrides), engine, unread
 
 
-def _int(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = False, positive: bool = True) -> Traced:
+def read_size(
+    traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = False, positive: bool = True
+) -> Traced:
     """An integer size; a value of another type becomes unknown with a note naming its line."""
     if not traced.known:
         return traced
@@ -499,30 +501,10 @@ def _int(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = F
     return traced
 
 
-def _read(config: VerlConfig, key: str, kind: ValueKind, notes: list[Problem]) -> Traced:
+def read_value(config: VerlConfig, key: str, kind: ValueKind, notes: list[Problem]) -> Traced:
     """``config.get(key)`` (or its meaning where this verl's config lacks it: ``_value``), checked to be of
     ``kind`` where it is read (else VALUE-BAD-* and unknown)."""
     return checked(key, _value(config, key), kind, notes)
-
-
-def read_size(traced: Traced, key: str, notes: list[Problem], *, allow_none: bool = False) -> Traced:
-    """A positive integer size (else VALUE-BAD-SIZE and unknown); for verl's other entry points."""
-    return _int(traced, key, notes, allow_none=allow_none)
-
-
-def read_value(config: VerlConfig, key: str, kind: ValueKind, notes: list[Problem]) -> Traced:
-    """``config.get(key)`` checked to be of ``kind``; for verl's other entry points."""
-    return _read(config, key, kind, notes)
-
-
-def engine_layout(config: VerlConfig, role: str, base: str, notes: list[Problem]) -> MegatronLayout:
-    """A Megatron engine built from the section ``base`` (the SFT trainer's ``engine``), as ``_layout``."""
-    return _layout(config, role, notes, base=base)
-
-
-def config_notes(config: VerlConfig) -> list[Problem]:
-    """The problems applying the command line's overrides found (unknown keys, Hydra's rejections)."""
-    return _issue_notes(config)
 
 
 def _bool(traced: Traced) -> Traced:
@@ -531,7 +513,7 @@ def _bool(traced: Traced) -> Traced:
     return traced
 
 
-def _layout(config: VerlConfig, role: str, notes: list[Problem], base: str | None = None) -> MegatronLayout:
+def engine_layout(config: VerlConfig, role: str, notes: list[Problem], base: str | None = None) -> MegatronLayout:
     """One Megatron engine resolved from its own section (``base``: ``<role section>.megatron`` unless given),
     ``override_transformer_config`` included (verl/workers/engine/megatron/transformer_impl.py _build_tf_config
     reads ``self.engine_config.override_transformer_config``, verl 0.9.1)."""
@@ -553,7 +535,7 @@ def _layout(config: VerlConfig, role: str, notes: list[Problem], base: str | Non
         return traced
 
     def size(name: str, *, allow_none: bool = False) -> Traced:
-        return _int(field_value(name), f"{base}.{name}", notes, allow_none=allow_none)
+        return read_size(field_value(name), f"{base}.{name}", notes, allow_none=allow_none)
 
     otc = field_value(_OTC)
     overrides: dict[str, Traced] = {}
@@ -580,14 +562,14 @@ def _layout(config: VerlConfig, role: str, notes: list[Problem], base: str | Non
         ep=size("expert_model_parallel_size"),
         etp_setting=size("expert_tensor_parallel_size", allow_none=True),
         vpp=size("virtual_pipeline_model_parallel_size", allow_none=True),
-        first_stage_layers=_int(
+        first_stage_layers=read_size(
             otc_get("num_layers_in_first_pipeline_stage", None),
             f"{base}.{_OTC}.num_layers_in_first_pipeline_stage",
             notes,
             allow_none=True,
             positive=False,
         ),
-        last_stage_layers=_int(
+        last_stage_layers=read_size(
             otc_get("num_layers_in_last_pipeline_stage", None),
             f"{base}.{_OTC}.num_layers_in_last_pipeline_stage",
             notes,
@@ -633,11 +615,11 @@ def _ulysses_size(
     engine_key, role_key = f"{engine}.ulysses_sequence_parallel_size", f"{section}.ulysses_sequence_parallel_size"
     if config.setter(engine_key) is None and config.is_missing(engine_key) and not config.is_missing(role_key):
         # releases before the engine-level key (verl ≤ 0.5: the role's own ulysses_sequence_parallel_size)
-        return _int(config.get(role_key), role_key, notes), role_key
-    engine_sp = _int(config.get(engine_key), engine_key, notes)
+        return read_size(config.get(role_key), role_key, notes), role_key
+    engine_sp = read_size(config.get(engine_key), engine_key, notes)
     if not propagates:
         return engine_sp, engine_key
-    role_sp = _int(config.get(role_key), role_key, notes)
+    role_sp = read_size(config.get(role_key), role_key, notes)
     if not role_sp.known:
         return role_sp, role_key
     if role_sp.value > 1:
@@ -657,14 +639,14 @@ def _fsdp_layout(
     return FsdpLayout(
         role=role,
         key_prefix=engine,
-        strategy=_read(config, f"{section}.strategy", NAME, notes),
+        strategy=read_value(config, f"{section}.strategy", NAME, notes),
         sp=sp,
         sp_key=sp_key,
-        fsdp_size=_int(config.get(f"{engine}.fsdp_size"), f"{engine}.fsdp_size", notes, positive=False),
-        model_dtype=_read(config, f"{engine}.model_dtype", NAME, notes),
-        param_offload=_bool(_read(config, f"{engine}.param_offload", FLAG, notes)),
-        optimizer_offload=_bool(_read(config, f"{engine}.optimizer_offload", FLAG, notes)),
-        offload_policy=_bool(_read(config, f"{engine}.offload_policy", FLAG, notes)),
+        fsdp_size=read_size(config.get(f"{engine}.fsdp_size"), f"{engine}.fsdp_size", notes, positive=False),
+        model_dtype=read_value(config, f"{engine}.model_dtype", NAME, notes),
+        param_offload=_bool(read_value(config, f"{engine}.param_offload", FLAG, notes)),
+        optimizer_offload=_bool(read_value(config, f"{engine}.optimizer_offload", FLAG, notes)),
+        offload_policy=_bool(read_value(config, f"{engine}.offload_policy", FLAG, notes)),
     )
 
 
@@ -688,7 +670,7 @@ def _ref_in_actor(config: VerlConfig, notes: list[Problem]) -> Traced:
             continue
         if config.setter(key) is None and config.is_missing(key):
             continue  # verl reads it with .get(): absent is 0 / None
-        traced = _read(config, key, NAME_OR_NULL if key.endswith("path") else RANK, notes)
+        traced = read_value(config, key, NAME_OR_NULL if key.endswith("path") else RANK, notes)
         if traced.known and (traced.value is not None if key.endswith("path") else (traced.value or 0) > 0):
             return Traced.derived(True, f"ref in actor: {key} is set (LoRA; no ref engine is built)", traced)
         inputs.append(traced)
@@ -705,8 +687,8 @@ def _and_not(used: Traced, in_actor: Traced) -> Traced:
 
 def _critic_used(config: VerlConfig, notes: list[Problem]) -> Traced:
     """verl/trainer/ppo/utils.py need_critic: ``critic.enable`` when set, else adv_estimator == gae."""
-    enable = _read(config, "critic.enable", FLAG_OR_NULL, notes)
-    estimator = _read(config, "algorithm.adv_estimator", NAME, notes)
+    enable = read_value(config, "critic.enable", FLAG_OR_NULL, notes)
+    estimator = read_value(config, "algorithm.adv_estimator", NAME, notes)
     if not enable.known and config.setter("critic.enable") is None and config.is_missing("critic.enable"):
         # releases without the key (verl ≤ 0.5: ray_trainer.py use_critic = adv_estimator == GAE)
         enable = Traced(None, Origin(kind="default", text=f"critic.enable is not in verl {config.version}'s config"))
@@ -731,7 +713,7 @@ def _fsdp_layouts(
     }
     out = []
     for role, section, engine, propagates in FSDP_ROLES:
-        strategy = _read(config, f"{section}.strategy", NAME, notes)
+        strategy = read_value(config, f"{section}.strategy", NAME, notes)
         if built[role].value is False or not (strategy.known and strategy.value in FSDP_STRATEGIES):
             continue
         out.append(_fsdp_layout(config, role, section, engine, propagates, notes))
@@ -971,17 +953,19 @@ def _server(
             return Traced(
                 value, Origin(kind="default", text=f"default of verl {config.version} RolloutConfig: {name} = {value}")
             )
-        return _int(traced, key, notes)
+        return read_size(traced, key, notes)
 
     if pool_key is None:
         nnodes, devices = cluster.nnodes, cluster.devices_per_node
     else:
-        nnodes = _int(config.get(f"{pool_key}.nnodes"), f"{pool_key}.nnodes", notes, positive=False)
-        devices = _int(config.get(f"{pool_key}.n_gpus_per_node"), f"{pool_key}.n_gpus_per_node", notes, positive=False)
+        nnodes = read_size(config.get(f"{pool_key}.nnodes"), f"{pool_key}.nnodes", notes, positive=False)
+        devices = read_size(
+            config.get(f"{pool_key}.n_gpus_per_node"), f"{pool_key}.n_gpus_per_node", notes, positive=False
+        )
     return ServerLayout(
         role=role,
         key_prefix=section,
-        engine=_read(config, f"{section}.name", NAME, notes),
+        engine=read_value(config, f"{section}.name", NAME, notes),
         tp=size("tensor_model_parallel_size"),
         dp=size("data_parallel_size"),
         pp=size("pipeline_model_parallel_size"),
@@ -1001,12 +985,12 @@ def _servers(config: VerlConfig, cluster: Cluster, notes: list[Problem]) -> tupl
     out: list[ServerLayout] = []
     if config.custom is not None:
         return ()
-    enable = _read(config, f"{RM}.enable", FLAG_OR_NULL, notes)
+    enable = read_value(config, f"{RM}.enable", FLAG_OR_NULL, notes)
     if enable.known and enable.value:
-        own = _read(config, f"{RM}.enable_resource_pool", FLAG_OR_NULL, notes)
+        own = read_value(config, f"{RM}.enable_resource_pool", FLAG_OR_NULL, notes)
         pool = RM if own.known and own.value else None
         out.append(_server(config, "reward model", f"{RM}.rollout", cluster, pool, notes, own if pool else enable))
-    enabled = _read(config, f"{DISTILL}.enabled", FLAG_OR_NULL, notes)
+    enabled = read_value(config, f"{DISTILL}.enabled", FLAG_OR_NULL, notes)
     if enabled.known and enabled.value:
         teachers = config.get(f"{DISTILL}.teacher_models")
         names = list(teachers.value) if teachers.known and isinstance(teachers.value, dict) else []
@@ -1016,7 +1000,7 @@ def _servers(config: VerlConfig, cluster: Cluster, notes: list[Problem]) -> tupl
             base = f"{DISTILL}.teacher_models.{name}"
             replicas = None
             if len(names) > 1 or name != "teacher_model":  # one teacher's count is derived from the pool
-                replicas = _read(config, f"{base}.num_replicas", ValueKind("int", low=0), notes)
+                replicas = read_value(config, f"{base}.num_replicas", ValueKind("int", low=0), notes)
                 if not replicas.known and config.is_missing(f"{base}.num_replicas"):
                     replicas = Traced(
                         0,
@@ -1031,7 +1015,7 @@ def _servers(config: VerlConfig, cluster: Cluster, notes: list[Problem]) -> tupl
     return tuple(out)
 
 
-def _issue_notes(config: VerlConfig) -> list[Problem]:
+def config_notes(config: VerlConfig) -> list[Problem]:
     notes: list[Problem] = []
     for issue in config.issues:
         item = issue.override
@@ -1100,12 +1084,8 @@ def resolve_verl(
     ``verl_version``: (version, where it was given) — a flag or a setting; ``pinned``: (version, file:line) of a
     pin found near the script. Without either, an installed verl, else the version is inferred (versions.py).
     """
-    notes: list[Problem] = []
+    notes = command_line_notes(hydra)
     name, name_origin = _config_name(hydra)
-    for error in hydra.errors:
-        notes.append(Problem(Kind.HYDRA_PARSE, error.word, {"text": error.text, "reason": error.message}))
-    for word in hydra.unknown_words:
-        notes.append(Problem(Kind.UNKNOWN_ARGUMENT, word.word, {"text": word.text, "reason": word.reason}))
     overrides, engine, unread_group = split_group_choices(hydra.overrides)
     custom: str | None = None
     choice: VersionChoice | None = None
@@ -1151,16 +1131,16 @@ def resolve_verl(
     if choice is None:
         choice, defaults = _choose_defaults(name, overrides, engine, custom, verl_version, pinned)
     config = apply_overrides(defaults, overrides, custom=custom)
-    notes.extend(_issue_notes(config))
+    notes.extend(config_notes(config))
 
     cluster = Cluster(
-        nnodes=_int(config.get("trainer.nnodes"), "trainer.nnodes", notes),
-        devices_per_node=_int(config.get("trainer.n_gpus_per_node"), "trainer.n_gpus_per_node", notes),
-        device=_read(config, "trainer.device", NAME, notes),
+        nnodes=read_size(config.get("trainer.nnodes"), "trainer.nnodes", notes),
+        devices_per_node=read_size(config.get("trainer.n_gpus_per_node"), "trainer.n_gpus_per_node", notes),
+        device=read_value(config, "trainer.device", NAME, notes),
     )
-    strategy = _read(config, "actor_rollout_ref.actor.strategy", NAME, notes)
-    kl_loss = _read(config, "actor_rollout_ref.actor.use_kl_loss", FLAG, notes)
-    kl_reward = _read(config, "algorithm.use_kl_in_reward", FLAG, notes)
+    strategy = read_value(config, "actor_rollout_ref.actor.strategy", NAME, notes)
+    kl_loss = read_value(config, "actor_rollout_ref.actor.use_kl_loss", FLAG, notes)
+    kl_reward = read_value(config, "algorithm.use_kl_in_reward", FLAG, notes)
     ref_used_value = None
     if kl_loss.known and kl_reward.known:
         ref_used_value = bool(kl_loss.value) or bool(kl_reward.value)
@@ -1171,30 +1151,25 @@ def resolve_verl(
     ref_built = ref_used if ref_used.value is False else _and_not(ref_used, in_actor)
     layouts: list[MegatronLayout] = []
     if strategy.known and strategy.value == "megatron":
-        layouts.append(_layout(config, "actor", notes))
-        ref_strategy = _read(config, "actor_rollout_ref.ref.strategy", NAME, notes)
+        layouts.append(engine_layout(config, "actor", notes))
+        ref_strategy = read_value(config, "actor_rollout_ref.ref.strategy", NAME, notes)
         if ref_built.value is not False and (not ref_strategy.known or ref_strategy.value == "megatron"):
-            layouts.append(_layout(config, "ref", notes))
+            layouts.append(engine_layout(config, "ref", notes))
 
     ro = "actor_rollout_ref.rollout"
     rollout = RolloutLayout(
-        engine=_read(config, f"{ro}.name", NAME, notes),
-        tp=_int(config.get(f"{ro}.tensor_model_parallel_size"), f"{ro}.tensor_model_parallel_size", notes),
-        dp=_int(_value(config, f"{ro}.data_parallel_size"), f"{ro}.data_parallel_size", notes),
-        pp=_int(_value(config, f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
+        engine=read_value(config, f"{ro}.name", NAME, notes),
+        tp=read_size(config.get(f"{ro}.tensor_model_parallel_size"), f"{ro}.tensor_model_parallel_size", notes),
+        dp=read_size(_value(config, f"{ro}.data_parallel_size"), f"{ro}.data_parallel_size", notes),
+        pp=read_size(_value(config, f"{ro}.pipeline_model_parallel_size"), f"{ro}.pipeline_model_parallel_size", notes),
     )
     critic_used = _critic_used(config, notes)
-    critic_strategy = _read(config, "critic.strategy", NAME, notes)
+    critic_strategy = read_value(config, "critic.strategy", NAME, notes)
     if layouts and critic_used.value is not False and critic_strategy.known and critic_strategy.value == "megatron":
-        layouts.append(_layout(config, "critic", notes))
+        layouts.append(engine_layout(config, "critic", notes))
     fsdp_layouts = _fsdp_layouts(config, ref_built, critic_used, notes)
     servers = _servers(config, cluster, notes)
-    model_path = _read(config, "actor_rollout_ref.model.path", NAME_OR_NULL, notes)
-    raw_path = config.select("actor_rollout_ref.model.path")
-    base = Path(path).parent
-    model, problem = load_model(
-        str(raw_path) if raw_path is not None else None, model_path.known, model_config, base=base
-    )
+    model_path, model, problem = read_model(config, "actor_rollout_ref.model.path", notes, model_config, path)
     values = {
         # a key this release lacks takes its meaning from ABSENT_DEFAULTS, unchecked (it is not the script's)
         key: traced if _absent_meaning(key, traced) else checked(key, traced, VALUE_KINDS.get(key, ANY), notes)
@@ -1204,14 +1179,8 @@ def resolve_verl(
     return Job(
         path=path,
         framework="verl",
-        framework_version=choice.version,
-        version_source=choice.source,
-        accepted_versions=choice.accepted,
-        version_reason=choice.reason,
-        defaults_read=frozenset(k for k in config.read if config.setter(k) is None),
+        **job_fields(choice, config, defaults, hydra, config_name=name),
         entry=launch.entry,
-        config_name=name,
-        config_source=defaults.source,
         cluster=cluster,
         strategy=strategy,
         layouts=tuple(layouts),
@@ -1222,7 +1191,6 @@ def resolve_verl(
         model=model,
         model_problem=problem,
         notes=tuple(notes),
-        open_arguments=tuple(word.word for word in hydra.unknown_words),
         rollout=rollout,
         values=values,
         fsdp_layouts=fsdp_layouts,

@@ -21,11 +21,10 @@ read them (its Job has no ``rollout`` layout, which the engine rules need).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from shardcheck.frameworks.value_kinds import ANY, COUNT, NAME, NAME_OR_NULL, NUMBER, checked
 from shardcheck.frameworks.verl import verl_path
 from shardcheck.frameworks.verl.config_tree import apply_overrides, bundled_defaults
+from shardcheck.frameworks.verl.job_fields import command_line_notes, entry_absent, job_fields, read_model
 from shardcheck.frameworks.verl.resolve import (
     ABSENT_DEFAULTS,
     config_notes,
@@ -44,9 +43,8 @@ from shardcheck.frameworks.verl.versions import (
 )
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, Job, RolloutLayout
-from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
-from shardcheck.problems import Kind, Problem
+from shardcheck.problems import Problem
 
 GENERATION = "verl.trainer.main_generation"
 SERVER = "verl.trainer.main_generation_server"
@@ -100,11 +98,7 @@ def resolve(
 
     module = launch.module or ""
     hydra = parse_hydra_args(launch.args, env)
-    notes: list[Problem] = []
-    for error in hydra.errors:
-        notes.append(Problem(Kind.HYDRA_PARSE, error.word, {"text": error.text, "reason": error.message}))
-    for word in hydra.unknown_words:
-        notes.append(Problem(Kind.UNKNOWN_ARGUMENT, word.word, {"text": word.text, "reason": word.reason}))
+    notes = command_line_notes(hydra)
     overrides, _, _ = split_group_choices(hydra.overrides)
     having = versions_with_entry(module)
     newest = having[-1] if having else catalogue().releases[-1]
@@ -126,23 +120,11 @@ def resolve(
         given = verl_path.load(verl_version.directory)
         found = given.entry_config(module)
         if found is None:
-            notes.append(
-                Problem(
-                    Kind.ENTRY_ABSENT,
-                    launch.origin,
-                    {"module": module, "version": given.label, "having": span(having) if having else ""},
-                )
-            )
+            notes.append(entry_absent(launch, module, given.label, having))
         defaults = given.defaults(found[1] if found else name)
     else:
         if version not in having:
-            notes.append(
-                Problem(
-                    Kind.ENTRY_ABSENT,
-                    launch.origin,
-                    {"module": module, "version": version, "having": span(having) if having else ""},
-                )
-            )
+            notes.append(entry_absent(launch, module, version, having))
             version = newest
         defaults = bundled_defaults(name, version)
     config = apply_overrides(defaults, overrides)
@@ -159,11 +141,7 @@ def resolve(
         "dp": _size(config, f"{ro}.data_parallel_size", notes),
         "pp": _size(config, f"{ro}.pipeline_model_parallel_size", notes),
     }
-    model_path = read_value(config, MODEL[module], NAME_OR_NULL, notes)
-    raw_path = config.select(MODEL[module])
-    model, problem = load_model(
-        str(raw_path) if raw_path is not None else None, model_path.known, model_config, base=Path(path).parent
-    )
+    model_path, model, problem = read_model(config, MODEL[module], notes, model_config, path)
     values = {
         SAMPLES[module]: checked(SAMPLES[module], config.get(SAMPLES[module]), ANY, notes),
         f"{ro}.temperature": checked(f"{ro}.temperature", config.get(f"{ro}.temperature"), NUMBER, notes),
@@ -194,14 +172,8 @@ def resolve(
     return Job(
         path=path,
         framework="verl-gen",
-        framework_version=choice.version,
-        version_source=choice.source,
-        accepted_versions=choice.accepted,
-        version_reason=choice.reason,
-        defaults_read=frozenset(k for k in config.read if config.setter(k) is None),
+        **job_fields(choice, config, defaults, hydra, config_name=name),
         entry=launch.entry,
-        config_name=name,
-        config_source=defaults.source,
         cluster=cluster,
         strategy=Traced(None, Origin(kind="default", text=f"{module} trains no model"), "no training engine"),
         layouts=(),
@@ -211,7 +183,6 @@ def resolve(
         model=model,
         model_problem=problem,
         notes=tuple(notes),
-        open_arguments=tuple(word.word for word in hydra.unknown_words),
         rollout=rollout,
         values=values,
     )

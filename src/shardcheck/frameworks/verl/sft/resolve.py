@@ -18,13 +18,12 @@ these configs are not what the trainers run on.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from shardcheck.errors import UsageError
 from shardcheck.frameworks.torchrun import exported_values, torchrun_cluster
-from shardcheck.frameworks.value_kinds import ANY, COUNT, FLAG, NAME, NAME_OR_NULL, checked
+from shardcheck.frameworks.value_kinds import ANY, COUNT, FLAG, NAME, checked
 from shardcheck.frameworks.verl import custom_config, verl_path
 from shardcheck.frameworks.verl.config_tree import VerlDefaults, apply_overrides, bundled_defaults
+from shardcheck.frameworks.verl.job_fields import command_line_notes, entry_absent, job_fields, read_model
 from shardcheck.frameworks.verl.resolve import config_notes, engine_layout, read_size, read_value
 from shardcheck.frameworks.verl.verl_path import VerlPathRequest
 from shardcheck.frameworks.verl.versions import (
@@ -32,13 +31,11 @@ from shardcheck.frameworks.verl.versions import (
     choose,
     entry_config,
     entry_files,
-    span,
     versions_with_entry,
 )
 from shardcheck.inputs.hydra_overrides import OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import FsdpLayout, Job
-from shardcheck.models.facts import load_model
 from shardcheck.origin import Origin, Traced
 from shardcheck.problems import Kind, Problem
 
@@ -113,11 +110,7 @@ def resolve(
 
     module = launch.module or ""
     hydra = parse_hydra_args(launch.args, env)
-    notes: list[Problem] = []
-    for error in hydra.errors:
-        notes.append(Problem(Kind.HYDRA_PARSE, error.word, {"text": error.text, "reason": error.message}))
-    for word in hydra.unknown_words:
-        notes.append(Problem(Kind.UNKNOWN_ARGUMENT, word.word, {"text": word.text, "reason": word.reason}))
+    notes = command_line_notes(hydra)
     name = CONFIG_NAMES[module]
     having = versions_with_entry(module)
     newest = next((v for v in reversed(catalogue().versions) if v in having), catalogue().versions[-1])
@@ -144,13 +137,7 @@ def resolve(
         defaults = VerlDefaults(tree, given.label, source, name)
     else:
         if module not in version_doc_entries(version):
-            notes.append(
-                Problem(
-                    Kind.ENTRY_ABSENT,
-                    launch.origin,
-                    {"module": module, "version": version, "having": span(having) if having else ""},
-                )
-            )
+            notes.append(entry_absent(launch, module, version, having))
             version = newest
         folder, name = entry_config(module, version) or ("verl/trainer/config", name)
         if choices:
@@ -208,25 +195,15 @@ def resolve(
                 ),
             )
         elif strategy.known and strategy.value == "megatron":
-            layouts = (engine_layout(config, "actor", "engine", notes),)
+            layouts = (engine_layout(config, "actor", notes, base="engine"),)
         model_key = "model.path"
-    model_path = read_value(config, model_key, NAME_OR_NULL, notes)
-    raw_path = config.select(model_key)
-    model, problem = load_model(
-        str(raw_path) if raw_path is not None else None, model_path.known, model_config, base=Path(path).parent
-    )
+    model_path, model, problem = read_model(config, model_key, notes, model_config, path)
     values = {key: checked(key, config.get(key), VALUE_KINDS.get(key, ANY), notes) for key in VALUE_KEYS[module]}
     return Job(
         path=path,
         framework="verl-sft",
-        framework_version=version,
-        version_source=choice.source,
-        accepted_versions=choice.accepted,
-        version_reason=choice.reason,
-        defaults_read=frozenset(k for k in config.read if config.setter(k) is None),
+        **job_fields(choice, config, defaults, hydra, config_name=name, version=version),
         entry=launch.entry,
-        config_name=name,
-        config_source=defaults.source,
         cluster=cluster,
         strategy=strategy,
         layouts=layouts,
@@ -236,7 +213,6 @@ def resolve(
         model=model,
         model_problem=problem,
         notes=tuple(notes),
-        open_arguments=tuple(word.word for word in hydra.unknown_words),
         values=values,
         fsdp_layouts=fsdp_layouts,
     )
