@@ -7,29 +7,16 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from launches import verl_qwen3_moe
+
 from shardcheck.api import check, resolve_script
 from shardcheck.plan.fixes import fix_alternatives, prove_fixes
 from shardcheck.rules.registry import run_rules
 
-BASE = """#!/bin/bash
-python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \\
-    algorithm.adv_estimator=grpo data.train_batch_size=8 \\
-    data.max_prompt_length=1024 data.max_response_length=3072 \\
-    actor_rollout_ref.model.path=/models/Qwen3-30B-A3B \\
-    actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 \\
-    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 \\
-    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \\
-    actor_rollout_ref.actor.megatron.tensor_model_parallel_size={tp} \\
-    actor_rollout_ref.actor.megatron.expert_model_parallel_size={ep} \\
-    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=2 \\
-    actor_rollout_ref.rollout.tensor_model_parallel_size={rtp} \\
-    trainer.nnodes=1 trainer.n_gpus_per_node=8 trainer.device=cuda
-"""
-
 
 def _script(tmp_path, name="run.sh", **sizes):
     path = tmp_path / name
-    path.write_text(BASE.format(**{"tp": 2, "ep": 4, "rtp": 2, **sizes}))
+    path.write_text(verl_qwen3_moe(**sizes))
     return path
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from launches import verl_qwen3_moe
 
 from shardcheck.api import resolve_script
 from shardcheck.estimate.step_time import forward_flops_per_token, layer_flops, narayanan_flops, pipeline_time
@@ -25,26 +26,11 @@ from shardcheck.rules.registry import run_rules
 ROOT = Path(__file__).resolve().parents[1]
 MLM = ROOT / "examples" / "megatron_lm_pretrain_gpt.sh"
 
-VERL_MOE = """#!/bin/bash
-python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \\
-    algorithm.adv_estimator=grpo data.train_batch_size=8 \\
-    data.max_prompt_length=1024 data.max_response_length=3072 \\
-    actor_rollout_ref.model.path=/models/Qwen3-30B-A3B \\
-    actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 \\
-    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 \\
-    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \\
-    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \\
-    actor_rollout_ref.actor.megatron.expert_model_parallel_size=4 \\
-    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=2 \\
-    actor_rollout_ref.rollout.tensor_model_parallel_size=2 \\
-    trainer.nnodes=1 trainer.n_gpus_per_node=8 trainer.device=cuda
-"""
-
 
 @pytest.fixture(scope="module")
 def moe_job(tmp_path_factory):
     path = tmp_path_factory.mktemp("plan") / "run.sh"
-    path.write_text(VERL_MOE)
+    path.write_text(verl_qwen3_moe())
     return path, replace(resolve_script(path), device_choice="H200-SXM-141GB")
 
 

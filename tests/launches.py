@@ -1,0 +1,24 @@
+"""Launch scripts several test modules build on."""
+
+from __future__ import annotations
+
+# A verl GRPO launch of Qwen3-30B-A3B on one node of 8 GPUs, Megatron actor (TP, EP) and vLLM rollout (TP).
+_VERL_QWEN3_MOE = """#!/bin/bash
+python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \\
+    algorithm.adv_estimator=grpo data.train_batch_size=8 \\
+    data.max_prompt_length=1024 data.max_response_length=3072 \\
+    actor_rollout_ref.model.path=/models/Qwen3-30B-A3B \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 \\
+    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 \\
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \\
+    actor_rollout_ref.actor.megatron.tensor_model_parallel_size={tp} \\
+    actor_rollout_ref.actor.megatron.expert_model_parallel_size={ep} \\
+    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=2 \\
+    actor_rollout_ref.rollout.tensor_model_parallel_size={rtp} \\
+    trainer.nnodes=1 trainer.n_gpus_per_node=8 trainer.device=cuda
+"""
+
+
+def verl_qwen3_moe(*, tp: int = 2, ep: int = 4, rtp: int = 2) -> str:
+    """The launch with the actor's TP / EP and the rollout's TP given."""
+    return _VERL_QWEN3_MOE.format(tp=tp, ep=ep, rtp=rtp)
