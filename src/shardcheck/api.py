@@ -857,6 +857,7 @@ class MemoryResult:
     findings: list = field(default_factory=list)
     error: str | None = None
     step: object | None = None  # shardcheck.estimate.step_time.StepTime: the model's seconds per step
+    version: str | None = None  # which framework version's defaults the estimate used, and why
 
     @property
     def exit_code(self) -> int:
@@ -876,8 +877,10 @@ def memory(
     sample_tokens: tuple[int, int | None] | None = None,
     settings: Settings | None = None,
     allow_source: tuple[str | Path, ...] = (),
+    **versions: str | None,
 ) -> MemoryResult:
-    """What each device holds for the script's job: training stages, rollout, host."""
+    """What each device holds for the script's job: training stages, rollout, host. ``versions``: ``check``'s
+    ``verl_version``, ``verl_path``, ``megatron_core_version``, ``vllm_version``, ``sglang_version``."""
     from shardcheck.memory.estimate import estimate
 
     result = check(
@@ -890,6 +893,7 @@ def memory(
         sample_tokens=sample_tokens,
         settings=settings,
         allow_source=allow_source,
+        **versions,
     )
     if result.error is not None:
         return MemoryResult(result.path, error=result.error)
@@ -899,6 +903,12 @@ def memory(
         from shardcheck.estimate.step_time import predict
 
         step, _ = predict(result.job)
+    job = result.job
+    version = job.version_reason or (f"{job.framework} {job.framework_version}" if job.framework_version else None)
     return MemoryResult(
-        result.path, est, [f for f in result.findings if f.rule.startswith(("MEM-", "VALUE-BAD-"))], step=step
+        result.path,
+        est,
+        [f for f in result.findings if f.rule.startswith(("MEM-", "VALUE-BAD-"))],
+        step=step,
+        version=version,
     )

@@ -196,6 +196,12 @@ def _version_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _version_kwargs(args) -> dict[str, str | None]:
+    """The versions given with ``_version_options``, as ``api.check`` takes them."""
+    names = ("verl_version", "verl_path", "megatron_core_version", "vllm_version", "sglang_version")
+    return {name: getattr(args, name) for name in names}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="shardcheck",
@@ -278,6 +284,7 @@ def _parser() -> argparse.ArgumentParser:
     _memory_options(memory)
     _input_options(memory)
     _limit_options(memory)
+    _version_options(memory)
     mesh = sub.add_parser("mesh", help="show which ranks form each parallel group, and on which node")
     mesh.add_argument("path", nargs="?", help="a launch script (or give the sizes below)")
     mesh.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -517,11 +524,7 @@ def _check(args) -> int:
                 "host_memory": args.host_memory,
                 "sample_tokens": args.sample_tokens,
                 "allow_source": tuple(args.allow_source),
-                "verl_version": args.verl_version,
-                "megatron_core_version": args.megatron_core_version,
-                "verl_path": args.verl_path,
-                "vllm_version": args.vllm_version,
-                "sglang_version": args.sglang_version,
+                **_version_kwargs(args),
             }
             if p == "-":
                 name = Path(args.stdin_filename) if args.stdin_filename else Path.cwd() / "-"
@@ -787,6 +790,10 @@ def _memory(args) -> int:
     from shardcheck.api import MemoryResult, memory
     from shardcheck.report.memory_report import render_memory_json, render_memory_text
 
+    bad = _bad_version(args)
+    if bad is not None:
+        print(f"shardcheck: {bad}", file=sys.stderr)
+        return 2
     env = _env_pairs(args.env)
     settings = _config_settings(args)
     paths = args.paths or [str(EXAMPLE)]
@@ -807,6 +814,7 @@ def _memory(args) -> int:
                 settings=settings,
                 allow_source=tuple(args.allow_source),
                 display=display,
+                **_version_kwargs(args),
             ),
         )
         results.append(result if why is None else MemoryResult(display, error=why))

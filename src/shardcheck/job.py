@@ -165,6 +165,7 @@ class FsdpLayout:
     optimizer_offload: Traced[bool]
     offload_policy: Traced[bool]
     sp_key: str = ""  # the key that decided ``sp`` (the role-level one when it overrides the engine's)
+    size_key: str = ""  # the key that decided ``fsdp_size`` (the actor's where the ref shares its mesh)
 
     def dp(self, world: Traced[int]) -> Traced[int]:
         """DP = world / sp (verl FSDPEngine.get_data_parallel_size); None when sp does not divide the world."""

@@ -536,9 +536,29 @@ def predict(job: Job) -> tuple[StepTime | None, str | None]:
         return None, f"the layout is not timed ({type(exc).__name__})"
 
 
+def seconds_json(step: StepTime, digits: int | None = None) -> dict:
+    """``total``, ``rollout``, ``train`` and each phase in seconds, for JSON: a phase that cannot run (math.inf, the
+    rollout with no room for a request) is null, as JSON has no infinity."""
+
+    def number(sec: float) -> float | None:
+        if not math.isfinite(sec):
+            return None
+        return round(sec, digits) if digits is not None else sec
+
+    return {
+        "total": number(step.total),
+        "rollout": number(step.rollout),
+        "train": number(step.train),
+        "phases": {name: number(sec) for name, sec in step.phases.items()},
+    }
+
+
 def describe(step: StepTime) -> str:
     """One line: the total and each phase, in seconds."""
     phases = ", ".join(f"{name.replace('_', ' ')} {sec:,.1f}" for name, sec in step.phases.items())
+    if not math.isfinite(step.total):  # a phase that cannot run (the rollout with no room for one request)
+        endless = ", ".join(name.replace("_", " ") for name, sec in step.phases.items() if not math.isfinite(sec))
+        return f"no finite step: {endless} cannot run ({'; '.join(step.notes) or 'no room'})"
     return (
         f"{step.total:,.1f} s per step on {step.devices} × {step.device} ({phases}; update "
         f"{step.tflops_per_device:.0f} model TFLOP/s per device)"

@@ -184,16 +184,15 @@ def _step(job) -> dict | None:
     """The step-time model's prediction for the script's layout (docs/step_time.md); None when not timed."""
     if job.layout("actor") is None:
         return None
-    from shardcheck.estimate.step_time import predict
+    import math
+
+    from shardcheck.estimate.step_time import predict, seconds_json
 
     step, _ = predict(job)
-    if step is None:
+    if step is None or not math.isfinite(step.total):  # a phase that cannot run: the text report says which
         return None
     return {
-        "total": round(step.total, 3),
-        "rollout": round(step.rollout, 3),
-        "train": round(step.train, 3),
-        "phases": {k: round(v, 3) for k, v in step.phases.items()},
+        **seconds_json(step, 3),
         "device": step.device,
         "tflops_per_device": round(step.tflops_per_device, 1),
     }

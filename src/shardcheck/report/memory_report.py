@@ -89,6 +89,8 @@ def render_memory_text(results, *, explain: bool = False) -> str:
             out.append(f"  error: {r.error}")
             continue
         e = r.estimate
+        if r.version:
+            out.append(f"  version   {r.version}")
         out.append(f"  device    {e.device.name} ({e.device.memory_gib:.1f} GiB)")
         if e.device.note:
             out.append(f"            note: {e.device.note}")
@@ -221,6 +223,8 @@ def _rollout_json(ro) -> dict | None:
 
 
 def render_memory_json(results) -> str:
+    from shardcheck.estimate.step_time import seconds_json
+
     docs = []
     for r in results:
         if r.error is not None:
@@ -231,6 +235,7 @@ def render_memory_json(results) -> str:
         docs.append(
             {
                 "path": r.path,
+                "version": r.version,
                 "device": {"name": e.device.name, "memory_bytes": e.device.memory_bytes, "note": e.device.note},
                 "train": _train_json(e.train),
                 "train_at_budget": _train_json(e.train_at_budget),
@@ -245,14 +250,7 @@ def render_memory_json(results) -> str:
                     "terms": h.terms,
                 },
                 "problems": e.problems,
-                "step_seconds": None
-                if r.step is None
-                else {
-                    "total": r.step.total,
-                    "rollout": r.step.rollout,
-                    "train": r.step.train,
-                    "phases": dict(r.step.phases),
-                },
+                "step_seconds": None if r.step is None else seconds_json(r.step),
                 "findings": [
                     {"rule": f.rule, "severity": f.severity, "message": f.message, "line": f.line, "fix": f.fix}
                     for f in r.findings

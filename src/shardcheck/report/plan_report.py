@@ -36,17 +36,14 @@ def _rollout(plan) -> dict | None:
 
 
 def plan_dict(plan, *, current: bool = False) -> dict:
+    from shardcheck.estimate.step_time import seconds_json
+
     step = plan.step
     out = {
         "layout": _layout(plan),
         "rollout": _rollout(plan),
         "peak_bytes": plan.peak_bytes,
-        "step_seconds": {
-            "total": step.total,
-            "rollout": step.rollout,
-            "train": step.train,
-            "phases": dict(step.phases),
-        },
+        "step_seconds": seconds_json(step),
         "tflops_per_device": round(step.tflops_per_device, 1),
     }
     if not current:

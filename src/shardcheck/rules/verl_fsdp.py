@@ -256,6 +256,11 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
     `fsdp_size` 0 divides by zero in `create_device_mesh`; a size that does not divide the world
     builds a mesh that leaves ranks out, and the engine fails or hangs at start-up.
 
+    Versions:
+    verl 0.4.0 … 0.5.0: the ref's `fsdp_config` has no `fsdp_size`; the ref is built in the actor's worker on
+    the actor's mesh (fsdp_workers.py ActorRolloutRefWorker.__init__, verl 0.5.0), so the actor's size is
+    judged, once. From 0.6.0 each engine has its own.
+
     Fix:
     Use -1 or a divisor of the world size.
 
@@ -264,8 +269,13 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
     FSDPEngine._init_device_mesh (verl 0.9.1).
     """
     world_t = job.cluster.world
+    judged = set()
     for lay in job.fsdp_layouts:
-        size = need(lay.fsdp_size, f"{lay.key_prefix}.fsdp_size")
+        key = lay.size_key or f"{lay.key_prefix}.fsdp_size"
+        if key in judged:  # verl 0.4.0 … 0.5.0: the ref is built on the actor's mesh, judged once
+            continue
+        judged.add(key)
+        size = need(lay.fsdp_size, key)
         world = need(world_t, "world size")
         if size < 0 or size >= world or (size > 0 and world % size == 0):
             continue
@@ -280,7 +290,7 @@ def fsdp_size_divides(job: Job) -> Iterator[Finding]:
             f"[{lay.role}] fsdp_size {size} does not divide the world {world}: {why}",
             where(lay.fsdp_size, world_t),
             role=lay.role,
-            fix=f"{lay.key_prefix}.fsdp_size=-1 (whole world) or one of {', '.join(map(str, good[:12]))}",
+            fix=f"{key}=-1 (whole world) or one of {', '.join(map(str, good[:12]))}",
         )
 
 

@@ -209,6 +209,35 @@ ABSENT_DEFAULTS = {
         None,
         "not in engine_kwargs.sglang: verl passes gpu_memory_utilization as mem_fraction_static",
     ),
+    # verl 0.4.0 … 0.6.1 have no such key: the update computes the entropy only when entropy_coeff != 0
+    # (dp_actor.py / megatron_actor.py update_policy, verl 0.6.1); the key arrived in 0.7.0 (actor/actor.yaml)
+    "actor_rollout_ref.actor.calculate_entropy": (
+        False,
+        "actor_rollout_ref.actor.calculate_entropy is not in this verl's config: entropy only when entropy_coeff != 0",
+    ),
+    # verl 0.4.0 has no optim.optimizer: init_megatron_optim_config builds OptimizerConfig(optimizer="adam", …)
+    # (verl/utils/megatron_utils.py, verl 0.4.0); its FSDP workers build torch's AdamW
+    **{
+        f"{section}.optim.optimizer": ("adam", f"{section}.optim.optimizer is not in this verl's config: Adam")
+        for section in ("actor_rollout_ref.actor", "critic")
+    },
+    # verl 0.4.0 … 0.6.0 have no megatron.dtype: the Megatron workers set self.param_dtype = torch.bfloat16
+    # (verl/workers/megatron_workers.py init_model, verl 0.6.0); the key arrived in 0.6.1
+    **{
+        f"{section}.megatron.dtype": ("bfloat16", f"{section}.megatron.dtype is not in this verl's config: bfloat16")
+        for section in ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic")
+    },
+    # verl 0.4.x's override_transformer_config names no recompute keys: TransformerConfig's own defaults hold
+    # (recompute_granularity / _method / _num_layers / _modules = None; megatron/core/transformer/
+    # transformer_config.py, megatron-core 0.12)
+    **{
+        f"{section}.megatron.override_transformer_config.{key}": (
+            None,
+            f"{key} is not in this verl's override_transformer_config: TransformerConfig's default (None)",
+        )
+        for section in ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic")
+        for key in ("recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules")
+    },
     "critic.ppo_infer_max_token_len_per_gpu": (
         32768,
         "default of verl 0.9.1 CriticConfig: ppo_infer_max_token_len_per_gpu = 32768",
@@ -636,16 +665,24 @@ def _fsdp_layout(
     config: VerlConfig, role: str, section: str, engine: str, propagates: bool, notes: list[Problem]
 ) -> FsdpLayout:
     sp, sp_key = _ulysses_size(config, section, engine, propagates, notes)
+    size_key, optimizer_offload = f"{engine}.fsdp_size", None
+    if role == "ref" and config.is_missing(size_key) and config.setter(size_key) is None:
+        # verl 0.4.0 … 0.5.0: the ref's fsdp_config has no fsdp_size (nor optimizer_offload: it has no optimizer);
+        # the ref is built in the actor's worker, on the mesh of the actor's fsdp_size (fsdp_workers.py
+        # ActorRolloutRefWorker.__init__: create_device_mesh(..., fsdp_size=self.config.actor.fsdp_config.fsdp_size))
+        size_key = "actor_rollout_ref.actor.fsdp_config.fsdp_size"
+        optimizer_offload = Traced(False, Origin(kind="default", text="the ref has no optimizer"))
     return FsdpLayout(
         role=role,
         key_prefix=engine,
         strategy=read_value(config, f"{section}.strategy", NAME, notes),
         sp=sp,
         sp_key=sp_key,
-        fsdp_size=read_size(config.get(f"{engine}.fsdp_size"), f"{engine}.fsdp_size", notes, positive=False),
+        size_key=size_key,
+        fsdp_size=read_size(config.get(size_key), size_key, notes, positive=False),
         model_dtype=read_value(config, f"{engine}.model_dtype", NAME, notes),
         param_offload=_bool(read_value(config, f"{engine}.param_offload", FLAG, notes)),
-        optimizer_offload=_bool(read_value(config, f"{engine}.optimizer_offload", FLAG, notes)),
+        optimizer_offload=optimizer_offload or _bool(read_value(config, f"{engine}.optimizer_offload", FLAG, notes)),
         offload_policy=_bool(read_value(config, f"{engine}.offload_policy", FLAG, notes)),
     )
 
