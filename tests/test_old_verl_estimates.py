@@ -117,3 +117,19 @@ def test_fsdp_ref_own_size_fires_on_its_key(tmp_path):
     silent = tmp_path / "ok.sh"
     silent.write_text(FSDP.format(extra=""))
     assert not [f for f in check(silent, verl_version="0.5.0").findings if f.rule == "VERL-FSDP-SIZE"]
+
+
+def test_plan_takes_the_version_options():
+    """plan judges and proves every layout against the version given, as check does; plan --model refuses them."""
+    from shardcheck.plan import plan_script
+
+    result = plan_script(EXAMPLE, device="910c", top=1, verl_version="0.7.0")
+    assert result.job.framework_version == "0.7.0" and result.job.version_source == "flag"
+    assert result.proven and result.plans and all(p.job.framework_version == "0.7.0" for p in result.plans)
+    run = subprocess.run(
+        [sys.executable, "-m", "shardcheck", "plan", "--model", "Qwen3-8B", "--world", "8", "--devices-per-node", "8"]
+        + ["--device", "h100", "--seq-len", "4096", "--verl-version", "0.7.0"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and "version options" in run.stderr

@@ -203,6 +203,14 @@ def check(
         settings = settings or load_settings(Path(path).resolve().parent)
     except SettingsError as exc:
         return unusable_result(shown, str(exc), "usage", Settings())
+    versions = version_options(
+        settings,
+        verl_version=verl_version,
+        verl_path=verl_path,
+        megatron_core_version=megatron_core_version,
+        vllm_version=vllm_version,
+        sglang_version=sglang_version,
+    )
     try:
         job = resolve_script(
             path,
@@ -211,10 +219,8 @@ def check(
             display=shown,
             text=text,
             args=args,
-            verl_version=_requested_verl(verl_version, settings, verl_path),
-            megatron_core_version=megatron_core_version,
             allow_source=allow_source,
-            engine_versions=(vllm_version, sglang_version),
+            **versions,
         )
         if device is not None:
             from shardcheck.memory.devices import find_device
@@ -273,10 +279,8 @@ def check(
             "display": shown,
             "text": text,
             "args": args,
-            "verl_version": _requested_verl(verl_version, settings, verl_path),
-            "megatron_core_version": megatron_core_version,
             "allow_source": allow_source,
-            "engine_versions": (vllm_version, sglang_version),
+            **versions,
         },
         {"device_choice": device, "host_memory_bytes": host_memory, "sample_tokens": sample_tokens},
     )
@@ -429,6 +433,23 @@ def _across_versions(job: Job, findings: list, judge) -> list:
                 )
             )
     return out
+
+
+def version_options(
+    settings: Settings,
+    *,
+    verl_version: str | None = None,
+    verl_path: str | None = None,
+    megatron_core_version: str | None = None,
+    vllm_version: str | None = None,
+    sglang_version: str | None = None,
+) -> dict:
+    """The versions given on the command line or in the settings, as ``resolve_script`` takes them."""
+    return {
+        "verl_version": _requested_verl(verl_version, settings, verl_path),
+        "megatron_core_version": megatron_core_version,
+        "engine_versions": (vllm_version, sglang_version),
+    }
 
 
 def _requested_verl(flag: str | None, settings: Settings, path: str | None = None):

@@ -319,6 +319,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--margin", type=float, default=0.10, help="memory kept free, a share of the device (0.10)")
     plan.add_argument("--format", choices=("text", "json"), default="text")
     _input_options(plan, settings=False)
+    _version_options(plan)
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
@@ -418,6 +419,17 @@ def _plan(args) -> int:
     from shardcheck.plan import PlanError, plan_model, plan_script
     from shardcheck.report.plan_report import render_plan_json, render_plan_text
 
+    bad = _bad_version(args)
+    if bad is not None:
+        print(f"shardcheck: {bad}", file=sys.stderr)
+        return 2
+    if args.path is None and any(_version_kwargs(args).values()):
+        print(
+            "shardcheck plan: the version options judge a launch script: give one "
+            "(shardcheck plan run.sh --verl-version X)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         if args.path is not None:
             result = plan_script(
@@ -428,6 +440,7 @@ def _plan(args) -> int:
                 top=args.top,
                 margin=args.margin,
                 allow_source=tuple(args.allow_source),
+                **_version_kwargs(args),
             )
         elif args.model and args.world and args.devices_per_node and args.device and args.seq_len:
             result = plan_model(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardcheck.errors import InputError
@@ -26,6 +26,7 @@ class ScriptInput:
     model_config: str | None
     display: str
     allow_source: tuple = ()  # directories `source` may read besides the script's own tree
+    versions: dict = field(default_factory=dict)  # api.version_options: the versions to resolve against
 
 
 def plan_script(
@@ -39,19 +40,24 @@ def plan_script(
     display: str | None = None,
     proof: bool = True,
     allow_source: tuple = (),
+    **versions: str | None,
 ) -> PlanResult:
-    """Plan the job of the launch script at ``path`` (InputError for a script that cannot be read)."""
-    from shardcheck.api import resolve_script
+    """Plan the job of the launch script at ``path`` (InputError for a script that cannot be read). ``versions``:
+    ``check``'s ``verl_version``, ``verl_path``, ``megatron_core_version``, ``vllm_version``, ``sglang_version``
+    (else the settings', else chosen as ``check`` chooses)."""
+    from shardcheck.api import resolve_script, version_options
+    from shardcheck.settings import load_settings
 
     shown = display or str(path)
-    job = resolve_script(path, env, model_config=model_config, display=shown, allow_source=allow_source)
+    options = version_options(load_settings(Path(path).resolve().parent), **versions)
+    job = resolve_script(path, env, model_config=model_config, display=shown, allow_source=allow_source, **options)
     if device is not None:
         from shardcheck.memory.devices import find_device
 
         find_device(device)
     result = plan_job(job, device=device, top=top, margin=margin)
     if proof:
-        prove(result, ScriptInput(str(path), env, model_config, shown, allow_source))
+        prove(result, ScriptInput(str(path), env, model_config, shown, allow_source, options))
     return result
 
 
@@ -74,6 +80,7 @@ def prove(result: PlanResult, source: ScriptInput) -> None:
             display=source.display,
             extra_args=tuple(w for line in plan.lines for w in line.split()),
             allow_source=source.allow_source,
+            **source.versions,
         )
         job = replace(job, device_choice=result.device.name)
         errors = errors_of(run_rules(job)[0])
