@@ -211,3 +211,14 @@ def test_values_equal_hydra_compose(module, version, tmp_path):
                 continue
             assert traced.known, (version, words, key, traced.unknown)
             assert traced.value == expected, (version, words, key, traced.value, expected)
+
+
+def test_generation_verdict_names_no_training_layout(tmp_path):
+    """A generation job trains no model: its verdict says nothing of a Megatron-Core or FSDP layout."""
+    from shardcheck.report.text import render_text
+
+    script = _script(tmp_path, GENERATION, "trainer.n_gpus_per_node=8", "rollout.tensor_model_parallel_size=3")
+    r = check(script, verl_version="0.6.1")
+    assert r.valid is False
+    text = render_text([r])
+    assert "will not start" in text and "layout itself" not in text

@@ -398,7 +398,7 @@ def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     }[r.valid]
     if r.valid is None and errors:
         verdict = f"will not start as read; {verdict}"
-    if r.valid is False and r.layout_valid:
+    if r.valid is False and r.layout_valid and (job.fsdp_layouts or job.layouts):  # a generation job has neither
         verdict += (
             "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
         )
