@@ -443,3 +443,71 @@ def test_megatron_bridge_mimo_v2_flash_provider(tmp_path, version, overrides, fi
     path.write_text(verl_launch(f"{sizes} {overrides}", model=str(folder)))
     found = [f for f in check(path, verl_version=version).findings if f.rule == "VERL-BRIDGE-MIMO-V2"]
     assert bool(found) == fires
+
+
+# Each derived rename below was checked by hand in verl's history: ray_init -> ray_kwargs (#3049, v0.6.0), the nsys
+# options -> global_profiler.global_tool_config.nsys (#2894, v0.6.0), reward_manager -> reward.reward_manager (#5255,
+# v0.7.1), critic.model.fsdp_config -> critic.fsdp (critic/dp_critic.yaml `../engine@fsdp`, v0.8.0).
+def _sections(table):
+    out = set()
+    for old, (new, at) in table.items():
+        common = 0
+        while old.split(".")[-1 - common :] == new.split(".")[-1 - common :] and common < len(old.split(".")):
+            common += 1
+        out.add((at, ".".join(old.split(".")[: -common or None]), ".".join(new.split(".")[: -common or None])))
+    return out
+
+
+def test_renames_derived_from_the_catalogue_are_the_real_ones():
+    assert _sections(versions.renames("ppo_trainer")) == {
+        ("0.6.0", "", "ray_kwargs"),  # ray_init.num_cpus -> ray_kwargs.ray_init.num_cpus
+        ("0.6.0", "ray_init", "ray_kwargs"),  # ray_init.timeline_json_file -> ray_kwargs.timeline_json_file
+        ("0.6.0", "trainer", "global_profiler.global_tool_config.nsys"),
+        ("0.7.1", "", "reward"),
+        ("0.8.0", "critic.model.fsdp_config", "critic.fsdp"),
+    }
+    table = versions.renames("ppo_trainer")
+    assert len(table) == 38 and table["critic.model.fsdp_config.param_offload"] == (
+        "critic.fsdp.param_offload",
+        "0.8.0",
+    )
+    # not renames: a changed default (0.6.1 rollout_is false -> rollout_correction.rollout_is null), a key of a
+    # section that vanished (0.7.1 reward_model.megatron.dtype vs reward.reward_model.rollout.dtype), a key that
+    # comes back (grad_offload, absent from 0.9.1 only)
+    assert "algorithm.rollout_is" not in table
+    assert "reward_model.megatron.dtype" not in versions.renames("ppo_megatron_trainer")
+    assert not any("grad_offload" in k for k in versions.renames("ppo_megatron_trainer"))
+
+
+def _unknown(result):
+    return [f for f in result.findings if f.rule == "VERL-CFG-UNKNOWN-KEY"]
+
+
+def _fsdp_script(tmp_path, *words: str) -> Path:
+    script = _script(tmp_path, *words)
+    script.write_text(script.read_text().replace(" --config-name=ppo_megatron_trainer", ""))
+    return script
+
+
+def test_unknown_key_names_its_new_name(tmp_path):
+    old = _fsdp_script(tmp_path, "critic.model.fsdp_config.param_offload=True")
+    (error,) = _unknown(check(old, verl_version="0.9.1"))
+    assert "renamed to critic.fsdp.param_offload in verl 0.8.0; present in verl 0.4.0 … 0.7.1" in error.message
+    assert error.fix.startswith("use `critic.fsdp.param_offload` (its name since verl 0.8.0)")
+    new = _script(tmp_path, "ray_kwargs.ray_init.num_cpus=8")
+    (error,) = _unknown(check(new, verl_version="0.5.0"))
+    assert "named ray_init.num_cpus before verl 0.6.0" in error.message
+    assert error.fix.startswith("use `ray_init.num_cpus` (its name before verl 0.6.0)")
+
+
+def test_a_removed_key_gets_no_rename(tmp_path):
+    script = _script(tmp_path, "algorithm.rollout_is=True")  # 0.6.0 only; 0.6.1's rollout_correction.rollout_is
+    (error,) = _unknown(check(script, verl_version="0.9.1"))  # takes a string, default null: another setting
+    assert "absent from verl 0.9.1; present in verl 0.6.0" in error.message
+    assert "renamed" not in error.message and "its name" not in error.fix
+
+
+def test_no_rename_to_a_key_the_script_sets(tmp_path):
+    script = _fsdp_script(tmp_path, "critic.fsdp.param_offload=True", "critic.model.fsdp_config.param_offload=True")
+    (error,) = _unknown(check(script, verl_version="0.9.1"))
+    assert "renamed" not in error.message and "critic.fsdp.param_offload" not in error.fix

@@ -46,7 +46,7 @@ from shardcheck.frameworks.verl.config_tree import (
     installed_defaults,
 )
 from shardcheck.frameworks.verl.verl_path import VerlPathRequest
-from shardcheck.frameworks.verl.versions import VersionChoice, at_least, catalogue, choose, span
+from shardcheck.frameworks.verl.versions import VersionChoice, at_least, catalogue, choose, renamed, span
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
@@ -929,6 +929,17 @@ def _versions_having(config: VerlConfig, key: str) -> str:
     return f"; present in verl {span(having)}"
 
 
+def _rename(config: VerlConfig, key: str) -> tuple[str, str, str] | None:
+    """The catalogue's rename of ``key`` for the judged version (versions.renamed), unless the script already sets
+    the key it was renamed to (then renaming would not help: the override is simply left over)."""
+    if config.version not in catalogue().versions:  # a --verl-path tree: no release history to derive from
+        return None
+    found = renamed(config.defaults.config_name, key, config.version)
+    if found is None or found[1] in config.set_by:
+        return None
+    return found
+
+
 # verl/workers/config/engine.py McoreEngineConfig field defaults (verl 0.9.1)
 MCORE_FIELD_DEFAULTS = {
     "tensor_model_parallel_size": 1,
@@ -1046,6 +1057,9 @@ def _issue_notes(config: VerlConfig) -> list[Problem]:
         elsewhere = _versions_having(config, item.key) if issue.kind == "unknown_key" else ""
         # an unknown key's suggestion is never one the script sets already (renaming would not help)
         suggestion = None if issue.kind == "unknown_key" and issue.suggestion in config.set_by else issue.suggestion
+        rename = _rename(config, item.key) if issue.kind == "unknown_key" else None
+        if rename is not None:
+            suggestion = None  # the rename names the key; a near-miss guess beside it would only compete
         notes.append(
             Problem(
                 kind,
@@ -1060,6 +1074,8 @@ def _issue_notes(config: VerlConfig) -> list[Problem]:
                     # the releases whose config has the key, when the chosen one lacks it
                     "elsewhere": elsewhere,
                     "having": span(catalogue().having(config.defaults.config_name, item.key)) if elsewhere else "",
+                    # ("to" | "from", the key's name in the judged version, the release that renamed it)
+                    "renamed": rename,
                 },
             )
         )

@@ -370,3 +370,113 @@ def implied_megatron_core(version: str | None) -> tuple[str, str] | None:
     """(minor, why) for megatron.versions.choose: the megatron-core verl ``version`` runs on."""
     minor = megatron_core_minor(version)
     return (minor, f"verl {version}'s Docker images install") if minor is not None else None
+
+
+# ---- renames, derived from the catalogue (no hand table) -------------------------------------------------------
+# A key ``old`` is taken as renamed to ``new`` at release R when, in one config:
+# - ``old`` is present in a contiguous run of versions ending just before R and absent from R to the newest entry
+#   (while the config itself exists), and ``new`` is absent before R and present from R on (a rename, not a key that
+#   comes and goes, like grad_offload, absent from 0.9.1 only);
+# - their last path parts are equal, and ``new`` is the only key added at R with that leaf (or, among several, the only
+#   one under the parent its siblings moved to);
+# - ``new``'s default at R equals ``old``'s at the release before (a changed default is a changed setting, not only a
+#   new name: 0.6.1's ``rollout_is`` false -> ``rollout_correction.rollout_is`` null is not reported);
+# - every other key removed at R beside ``old`` (same parent) reappears at R with its leaf (a section that moved, not
+#   one key that happens to share a name with a key of an unrelated new section: 0.7.1's ``reward_model.megatron.dtype``
+#   vs ``reward.reward_model.rollout.dtype``, whose megatron siblings vanished).
+# Descendants of a renamed section whose whole default is equal move with it. ``_target_`` leaves are never paired.
+
+
+def _parent_leaf(key: str) -> tuple[str, str]:
+    parent, _, leaf = key.rpartition(".")
+    return parent, leaf
+
+
+def _default_at(version: str, config_name: str, key: str) -> object:
+    node: object = version_doc(version)["configs"].get(config_name, {})
+    for part in key.split("."):
+        node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
+    return node
+
+
+@lru_cache(maxsize=16)
+def renames(config_name: str) -> dict[str, tuple[str, str]]:
+    """``{old key: (new key, release that renamed it)}`` for ``config_name``, derived as described above."""
+    cat = catalogue()
+    order = cat.versions
+    with_config = {order.index(v) for v in cat.with_config(config_name)}
+    removed: dict[int, list[str]] = {}
+    added: dict[int, list[str]] = {}
+    for key, masks in cat.keys.get(config_name, {}).items():
+        bits = [i for i in range(len(order)) if masks[0] >> i & 1]
+        if not bits or _parent_leaf(key)[1] == "_target_" or bits != list(range(bits[0], bits[-1] + 1)):
+            continue
+        after = range(bits[-1] + 1, len(order))
+        if after and all(i in with_config for i in after):
+            removed.setdefault(bits[-1] + 1, []).append(key)
+        if bits[0] > 0 and bits[0] - 1 in with_config and bits[-1] == len(order) - 1:
+            added.setdefault(bits[0], []).append(key)
+    found: dict[str, tuple[str, str]] = {}
+    for at, olds in sorted(removed.items()):
+        found.update(_pair(config_name, order[at - 1], order[at], olds, added.get(at, [])))
+    return found
+
+
+def _pair(config_name: str, before: str, at: str, olds: list[str], news: list[str]) -> dict[str, tuple[str, str]]:
+    new_by_leaf: dict[str, list[str]] = {}
+    for key in news:
+        new_by_leaf.setdefault(_parent_leaf(key)[1], []).append(key)
+    old_by_leaf: dict[str, list[str]] = {}
+    children: dict[str, list[str]] = {}
+    for key in olds:
+        parent, leaf = _parent_leaf(key)
+        old_by_leaf.setdefault(leaf, []).append(key)
+        children.setdefault(parent, []).append(key)
+
+    def equal(old: str, new: str) -> bool:
+        return _default_at(before, config_name, old) == _default_at(at, config_name, new)
+
+    def covered(old: str) -> bool:  # every removed sibling's leaf reappears at ``at``
+        parent = _parent_leaf(old)[0]
+        return not parent or all(_parent_leaf(k)[1] in new_by_leaf for k in children[parent])
+
+    pairs: dict[str, str] = {}
+    for leaf, keys in old_by_leaf.items():
+        cands = new_by_leaf.get(leaf, [])
+        if len(keys) == 1 and len(cands) == 1 and equal(keys[0], cands[0]) and covered(keys[0]):
+            pairs[keys[0]] = cands[0]
+    # several new keys with the leaf: the one under the parent the old key's siblings moved to
+    moved: dict[str, set[str]] = {}
+    for old, new in pairs.items():
+        moved.setdefault(_parent_leaf(old)[0], set()).add(_parent_leaf(new)[0])
+    for leaf, keys in old_by_leaf.items():
+        for old in keys:
+            targets = moved.get(_parent_leaf(old)[0], set())
+            if old in pairs or len(targets) != 1:
+                continue
+            cands = [k for k in new_by_leaf.get(leaf, []) if _parent_leaf(k)[0] in targets]
+            if len(cands) == 1 and cands[0] not in pairs.values() and equal(old, cands[0]) and covered(old):
+                pairs[old] = cands[0]
+    # a renamed section with an equal default carries its descendants
+    for old, new in list(pairs.items()):
+        if isinstance(_default_at(before, config_name, old), dict):
+            for key in olds:
+                if key.startswith(old + "."):
+                    pairs.setdefault(key, new + key[len(old) :])
+    return {old: (new, at) for old, new in pairs.items()}
+
+
+def renamed(config_name: str, key: str, version: str) -> tuple[str, str, str] | None:
+    """For ``key`` absent from verl ``version``: ("to" | "from", other key, release) when the catalogue shows it
+    renamed — ``("to", new, R)``: ``version`` is R or newer and names it ``new``; ``("from", old, R)``: ``version``
+    is older than R and names it ``old``."""
+    table = renames(config_name)
+    cat = catalogue()
+    if key in table:
+        new, at = table[key]
+        if at_least(version, at) and version in cat.versions and cat.has(config_name, new, version):
+            return "to", new, at
+    for old, (new, at) in table.items():
+        if new == key and version in cat.versions and not at_least(version, at) and cat.has(config_name, old, version):
+            return "from", old, at
+    return None
