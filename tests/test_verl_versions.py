@@ -511,3 +511,90 @@ def test_no_rename_to_a_key_the_script_sets(tmp_path):
     script = _fsdp_script(tmp_path, "critic.fsdp.param_offload=True", "critic.model.fsdp_config.param_offload=True")
     (error,) = _unknown(check(script, verl_version="0.9.1"))
     assert "renamed" not in error.message and "critic.fsdp.param_offload" not in error.fix
+
+
+def _budgets(script, version):
+    return sorted(
+        f.message.split()[0]
+        for f in check(script, verl_version=version).findings
+        if f.rule == "VERL-ENG-DYN-TOKENS" and f.role == "critic"
+    )
+
+
+@pytest.mark.parametrize(
+    "version, critic_static, expected",
+    [
+        # legacy CriticWorker (megatron_workers.py): update and value passes, only with critic.use_dynamic_bsz
+        ("0.7.1", False, ["critic.forward_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu"]),
+        ("0.7.1", True, []),
+        # engine worker, classic trainer (ray_trainer.py): always packs, two budgets
+        ("0.8.0", True, ["critic.ppo_infer_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu"]),
+        # v1 trainer (trainer_base.py): one budget for both passes
+        ("0.9.1", True, ["critic.ppo_infer_max_token_len_per_gpu"]),
+    ],
+)
+def test_critic_token_budget_by_version(tmp_path, version, critic_static, expected):
+    words = [
+        "algorithm.adv_estimator=gae",
+        "critic.model.path=Qwen/Qwen3-8B",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "data.max_prompt_length=1024",
+        "data.max_response_length=32768",
+        *(
+            f"actor_rollout_ref.{k}_max_token_len_per_gpu=33792"
+            for k in ("actor.ppo", "rollout.log_prob", "ref.log_prob")
+        ),
+    ]
+    if critic_static:
+        words.append("critic.use_dynamic_bsz=False")
+    assert _budgets(_script(tmp_path, *words), version) == expected
+
+
+def test_critic_token_budget_of_the_classic_trainer_on_0_9(tmp_path):
+    words = ["algorithm.adv_estimator=gae", "critic.model.path=Qwen/Qwen3-8B", "data.max_response_length=40000"]
+    script = _script(tmp_path, *words, "trainer.use_v1=False")
+    assert _budgets(script, "0.9.1") == ["critic.ppo_infer_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu"]
+
+
+@pytest.mark.parametrize(
+    "version, words, fires",
+    [
+        ("0.9.1", (), True),  # Megatron-Bridge by default (vanilla_mbridge=False)
+        ("0.8.0", (), False),  # mbridge by default: ETP from the process groups
+        ("0.8.0", ("actor_rollout_ref.actor.megatron.vanilla_mbridge=False",), True),
+        ("0.6.1", (), False),  # no Megatron-Bridge path at all
+    ],
+)
+def test_etp_null_matters_only_through_megatron_bridge(tmp_path, version, words, fires):
+    script = _script(
+        tmp_path,
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+        "actor_rollout_ref.actor.megatron.expert_model_parallel_size=2",
+        *words,
+    )
+    found = [f for f in check(script, verl_version=version).findings if f.rule == "VERL-MC-ETP-MISMATCH"]
+    assert bool(found) is fires
+
+
+def test_the_engine_that_creates_the_groups_by_version(tmp_path):
+    script = _script(
+        tmp_path,
+        "algorithm.adv_estimator=gae",
+        "critic.model.path=Qwen/Qwen3-8B",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+        "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1",
+    )
+
+    def found(version):
+        return [
+            (f.role, f.message.split(";")[0])
+            for f in check(script, verl_version=version).findings
+            if f.rule == "VERL-MC-ONE-INIT"
+        ]
+
+    # engine workers: the critic is built first; its sizes create the groups and the ref's then do not matter
+    assert found("0.9.1") == [("critic", "the critic engine is built first and its sizes create the process groups")]
+    # legacy workers: the actor/rollout worker is built first; the critic's and the ref's sizes differ from it
+    legacy = "verl 0.7.1's legacy workers build the actor first and its sizes create the process groups"
+    assert found("0.7.1") == [("critic", legacy), ("ref", legacy)]

@@ -26,6 +26,8 @@ A = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"
 RO = "actor_rollout_ref.rollout"
 C = "critic"
+# budgets that are CriticConfig fields verl's YAML leaves out (verl 0.6.0 on): set with `+key=`
+_FIELD_ONLY = (f"{C}.ppo_infer_max_token_len_per_gpu",)
 
 
 def _trained(job: Job) -> bool:
@@ -62,10 +64,8 @@ class Trainee:
     """A model verl trains: the actor (Megatron or FSDP engine), and a Megatron critic when one is used.
 
     ``static`` is the config's own ``use_dynamic_bsz`` being off (what verl's config validation
-    reads); ``engine_dynamic`` whether the engine packs micro-batches by tokens. verl 0.9.1's v1
-    trainer never hands the critic's use_dynamic_bsz or micro batch to its engine, whose
-    McoreEngineConfig default is use_dynamic_bsz=True, with the token budget
-    ``critic.ppo_infer_max_token_len_per_gpu`` (trainer_base.py ``init_workers``).
+    reads); ``engine_dynamic`` whether the engine packs micro-batches by tokens; for the critic both
+    depend on the verl version (``critic_packing``).
     """
 
     role: str
@@ -74,7 +74,7 @@ class Trainee:
     cp: int  # ranks sharing one sequence: Megatron CP, or FSDP's Ulysses SP
     static: bool
     engine_dynamic: bool
-    token_key: str
+    token_keys: tuple[str, ...]  # the budgets of its passes (each must hold the longest sample)
     split: str = "CP"  # what ``cp`` is called in messages ("SP" for FSDP)
 
     def mini(self, job: Job) -> tuple[int, object]:
@@ -92,7 +92,9 @@ def trainees(job: Job) -> list[Trainee]:
     """The actor, then the critic when verl uses one (with its own Megatron sizes, DP = world / (TP·PP·CP))."""
     split = "SP" if _fsdp(job) else "CP"
     cp = need(job.sequence_split("actor"), "ulysses_sequence_parallel_size" if _fsdp(job) else "context_parallel_size")
-    out = [Trainee("actor", A, _dp(job), cp, _static(job), not _static(job), f"{A}.ppo_max_token_len_per_gpu", split)]
+    out = [
+        Trainee("actor", A, _dp(job), cp, _static(job), not _static(job), (f"{A}.ppo_max_token_len_per_gpu",), split)
+    ]
     if not critic_used(job) or need(job.value(f"{C}.strategy"), f"{C}.strategy") != "megatron":
         return out
     sizes = [
@@ -103,10 +105,30 @@ def trainees(job: Job) -> list[Trainee]:
     if any(not isinstance(v, int) or v < 1 for v in sizes) or world % math.prod(sizes):
         return out  # the critic's layout does not tile the world: not judged here
     static = not need(job.value(f"{C}.use_dynamic_bsz"), f"{C}.use_dynamic_bsz")
-    out.append(
-        Trainee("critic", C, world // math.prod(sizes), sizes[2], static, True, f"{C}.ppo_infer_max_token_len_per_gpu")
-    )
+    dynamic, keys = critic_packing(job, static)
+    out.append(Trainee("critic", C, world // math.prod(sizes), sizes[2], static, dynamic, keys))
     return out
+
+
+def critic_packing(job: Job, static: bool) -> tuple[bool, tuple[str, ...]]:
+    """Whether a Megatron critic packs its micro-batches by tokens, and the budget of each pass (update, values),
+    in the judged verl version:
+
+    - before 0.8.0 the legacy ``megatron_workers.CriticWorker`` (0.7.x builds it for a Megatron critic whatever
+      ``use_legacy_worker_impl`` says) packs only with ``critic.use_dynamic_bsz``: the update by
+      ``ppo_max_token_len_per_gpu``, ``compute_values`` by ``forward_max_token_len_per_gpu`` (megatron_workers.py,
+      workers/critic/megatron_critic.py, verl 0.4.0 … 0.7.1);
+    - from 0.8.0 the engine worker always packs (EngineConfig.use_dynamic_bsz = True, never set from the critic's
+      key): the classic trainer gives the update ``ppo_max_token_len_per_gpu`` and the values
+      ``ppo_infer_max_token_len_per_gpu`` (ppo/ray_trainer.py ``init_workers``, verl 0.8.0 … 0.9.1);
+    - the v1 trainer (``trainer.use_v1``, 0.9.0 on, the default) gives both ``ppo_infer_max_token_len_per_gpu``
+      (ppo/v1/trainer_base.py ``init_workers``, verl 0.9.0, 0.9.1).
+    """
+    if not at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+        return not static, (f"{C}.ppo_max_token_len_per_gpu", f"{C}.forward_max_token_len_per_gpu")
+    if need(job.value("trainer.use_v1"), "trainer.use_v1"):
+        return True, (f"{C}.ppo_infer_max_token_len_per_gpu",)
+    return True, (f"{C}.ppo_max_token_len_per_gpu", f"{C}.ppo_infer_max_token_len_per_gpu")
 
 
 def padded_batch(job: Job) -> tuple[int, int]:
@@ -415,10 +437,18 @@ def token_budget(job: Job) -> Iterator[Finding]:
     Fix:
     Raise the token budgets to at least (prompt + response) / CP.
 
-    The critic's engine always packs by tokens in verl 0.9.1's v1 trainer (its McoreEngineConfig
-    keeps use_dynamic_bsz=True; only `critic.ppo_infer_max_token_len_per_gpu`, default 32768, is
-    handed to it, for training and inference alike), so with a critic that budget · the critic's CP
-    must hold the longest sample whatever `critic.use_dynamic_bsz` says.
+    The critic's budgets depend on the verl version (see Versions).
+
+    Versions:
+    A Megatron critic: before 0.8.0 the legacy CriticWorker packs only with `critic.use_dynamic_bsz`,
+    the update by `critic.ppo_max_token_len_per_gpu`, the value pass by
+    `critic.forward_max_token_len_per_gpu` (megatron_workers.py, workers/critic/megatron_critic.py,
+    verl 0.4.0 … 0.7.1). From 0.8.0 its engine worker always packs (EngineConfig.use_dynamic_bsz
+    stays True whatever `critic.use_dynamic_bsz` says): the classic trainer hands it
+    `ppo_max_token_len_per_gpu` for the update and `ppo_infer_max_token_len_per_gpu` (a
+    CriticConfig field, default 32768, added with `+`) for the values (ppo/ray_trainer.py, verl
+    0.8.0 … 0.9.1); the v1 trainer (`trainer.use_v1`, the default from 0.9.0) hands it
+    `ppo_infer_max_token_len_per_gpu` for both (ppo/v1/trainer_base.py init_workers, verl 0.9.0, 0.9.1).
 
     Source:
     verl/utils/seqlen_balancing.py rearrange_micro_batches; verl/workers/engine/megatron/transformer_impl.py;
@@ -434,7 +464,7 @@ def token_budget(job: Job) -> Iterator[Finding]:
     for t in trainees(job):
         if not t.engine_dynamic:
             continue
-        budgets.append((t, t.token_key))
+        budgets.extend((t, key) for key in t.token_keys)
         if t.role == "actor":
             budgets.append((t, f"{RO}.log_prob_max_token_len_per_gpu"))
             if job.ref_used.value:
@@ -448,7 +478,7 @@ def token_budget(job: Job) -> Iterator[Finding]:
                 f"{key} {budget} · {t.split} {t.cp} = {budget * t.cp} tokens < the longest sample {longest} "
                 f'(verl: "max_token_len must be greater than the sequence length")',
                 where(budget_t, job.value("data.max_response_length"), job.value(f"{t.prefix}.use_dynamic_bsz")),
-                fix=f"{'+' if budget_t.origin.first_script_line() is None and t.role == 'critic' else ''}"
+                fix=f"{'+' if budget_t.origin.first_script_line() is None and key in _FIELD_ONLY else ''}"
                 f"{key}={-(-longest // t.cp)} or more",
                 role=t.role,
             )

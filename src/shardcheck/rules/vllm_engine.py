@@ -296,6 +296,9 @@ def vllm_startup_memory(job: Job) -> Iterator[Finding]:
 
     Versions:
     The check is in vLLM's v1 GPU worker (0.11.0: `Worker.init_device`; 0.24.0: `request_memory`).
+    verl's offload keys mean the same in every bundled release: `param_offload` moves a Megatron
+    engine's weights and gradient buffers together; `megatron.grad_offload` (0.9.0, main) is read and
+    never used (engine/megatron/transformer_impl.py), so it frees nothing here.
 
     Fix:
     Lower `gpu_memory_utilization` to what is free, or offload the training state at init

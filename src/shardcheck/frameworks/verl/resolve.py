@@ -187,6 +187,8 @@ VALUE_KEYS += tuple(
                 "ppo_micro_batch_size_per_gpu",
                 "use_dynamic_bsz",
                 "ppo_infer_max_token_len_per_gpu",
+                "ppo_max_token_len_per_gpu",
+                "forward_max_token_len_per_gpu",
                 "megatron.tensor_model_parallel_size",
                 "megatron.pipeline_model_parallel_size",
                 "megatron.context_parallel_size",
@@ -318,6 +320,7 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_C}.use_dynamic_bsz": FLAG,
     f"{_C}.ppo_infer_max_token_len_per_gpu": COUNT,
     f"{_C}.ppo_max_token_len_per_gpu": COUNT,
+    f"{_C}.forward_max_token_len_per_gpu": COUNT,
     **{
         f"{_C}.megatron.{k}_parallel_size": COUNT for k in ("tensor_model", "pipeline_model", "context", "expert_model")
     },

@@ -47,6 +47,10 @@ ENGINE_WORKERS_ONLY = "0.8.0"
 # RolloutConfig.__post_init__ refuses rollout pipeline parallelism for vllm and sglang (verl/workers/config/
 # rollout.py, since 0.6.0; trtllm too since 0.7.1). Before 0.6.0 the rollout section has no such key and the
 # vLLM rollout never hands a pipeline size to vLLM (verl/workers/rollout/vllm_rollout/, 0.4.0 … 0.5.0).
+# verl builds a Megatron model through Megatron-Bridge (``vanilla_mbridge=False``; the default from 0.9.0) from 0.7.0;
+# before, through mbridge or its own converter, which take ETP from the process groups (mbridge
+# core/llm_bridge.py ``mpu.etp_size``): verl/workers/engine/megatron/transformer_impl.py, megatron_workers.py
+MEGATRON_BRIDGE_PATH = "0.7.0"
 ROLLOUT_PP_REFUSED = "0.6.0"
 TRTLLM_PP_REFUSED = "0.7.1"
 # actor_rollout_ref.model.mtp (verl/workers/config/model.py MtpConfig): MTP layers are built only with
