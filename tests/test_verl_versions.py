@@ -598,3 +598,88 @@ def test_the_engine_that_creates_the_groups_by_version(tmp_path):
     # legacy workers: the actor/rollout worker is built first; the critic's and the ref's sizes differ from it
     legacy = "verl 0.7.1's legacy workers build the actor first and its sizes create the process groups"
     assert found("0.7.1") == [("critic", legacy), ("ref", legacy)]
+
+
+def _batch(tmp_path, *words):
+    return _fsdp_script(
+        tmp_path,
+        "data.train_batch_size=24",
+        f"{RO}.n=1",
+        f"{RO}.log_prob_micro_batch_size_per_gpu=1",
+        *words,
+    )
+
+
+def _rules(script, version, *ids):
+    return [(f.rule, f.message) for f in check(script, verl_version=version).findings if f.rule in ids]
+
+
+def test_legacy_workers_floor_divide_the_mini_batch(tmp_path):
+    """mini · n = 12 over DP 8: the engine workers refuse it; the legacy FSDP worker (≤ 0.7.1) normalizes it to 1
+    and then asserts that the micro batch divides it."""
+    script = _batch(
+        tmp_path,
+        "actor_rollout_ref.actor.ppo_mini_batch_size=12",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+    )
+    legacy = _rules(script, "0.7.1", "VERL-ENG-MINI-DP", "VERL-ENG-MICRO-DIV")
+    assert legacy == [
+        (
+            "VERL-ENG-MICRO-DIV",
+            "normalized ppo_mini_batch_size 1 should be divisible by ppo_micro_batch_size_per_gpu 2 "
+            "(verl 0.7.1's legacy FSDP worker)",
+        )
+    ]
+    engine = [r for r, _ in _rules(script, "0.9.1", "VERL-ENG-MINI-DP", "VERL-ENG-MICRO-DIV")]
+    assert "VERL-ENG-MINI-DP" in engine and "normalized" not in str(engine)
+    switched = _batch(
+        tmp_path,
+        "actor_rollout_ref.actor.ppo_mini_batch_size=12",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        "trainer.use_legacy_worker_impl=disable",
+    )
+    assert "VERL-ENG-MINI-DP" in [r for r, _ in _rules(switched, "0.7.1", "VERL-ENG-MINI-DP")]
+
+
+def test_legacy_fsdp_worker_refuses_an_empty_normalized_mini_batch(tmp_path):
+    script = _batch(
+        tmp_path,
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+    )
+    ((rule, message),) = _rules(script, "0.6.1", "VERL-ENG-MINI-DP")
+    assert message.startswith("ppo_mini_batch_size 0 should be larger than 0 after normalization")
+    ((rule, message),) = _rules(script, "0.9.1", "VERL-ENG-MINI-DP")
+    assert message.startswith("[actor] Got mini_batch_size=4")
+
+
+def test_dynamic_bsz_agreement_is_asserted_by_the_engine_workers_only(tmp_path):
+    script = _batch(
+        tmp_path,
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        f"{RO}.log_prob_use_dynamic_bsz=False",
+    )
+    assert _rules(script, "0.7.1", "VERL-ENG-DYN-SAME") == []
+    assert [r for r, _ in _rules(script, "0.8.0", "VERL-ENG-DYN-SAME")] == ["VERL-ENG-DYN-SAME"]
+
+
+def test_legacy_fsdp_workers_read_the_role_level_ulysses_size(tmp_path):
+    """fsdp_workers.py (≤ 0.7.1, the default there) reads actor.ulysses_sequence_parallel_size for the actor and
+    the ref; the engine workers read fsdp_config's (the actor's role-level key > 1 replaces it)."""
+    script = _fsdp_script(
+        tmp_path,
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=2",
+    )
+
+    def sp(version, *extra):
+        if extra:
+            script.write_text(script.read_text().rstrip("\n") + " " + " ".join(extra) + "\n")
+        return {lay.role: (lay.sp.value, lay.sp_key) for lay in check(script, verl_version=version).job.fsdp_layouts}
+
+    assert sp("0.7.1")["actor"] == (1, "actor_rollout_ref.actor.ulysses_sequence_parallel_size")
+    assert sp("0.9.1")["actor"] == (2, "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
+    switched = sp("0.7.1", "trainer.use_legacy_worker_impl=disable")
+    assert switched["actor"] == (2, "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
+    assert not [f for f in check(script, verl_version="0.6.1").findings if f.rule == "VERL-FSDP-REF-SP"]

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, at_least
+from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, at_least, legacy_workers
 from shardcheck.job import Job
 from shardcheck.rules.base import Finding, NotJudged, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
@@ -49,6 +49,16 @@ def _dp(job: Job, role: str = "actor") -> int:
 
 def _static(job: Job) -> bool:
     return not need(job.value(f"{A}.use_dynamic_bsz"), f"{A}.use_dynamic_bsz")
+
+
+def engine_workers(job: Job, role: str = "actor") -> bool:
+    """Whether verl's engine workers (engine_workers.py TrainingWorker / ActorRolloutRefWorker) run ``role``
+    (versions.legacy_workers: always from 0.8.0; in 0.7.x the actor with ``trainer.use_legacy_worker_impl=disable``;
+    a Megatron critic, the only critic trained here, never before 0.8.0)."""
+    setting = job.value("trainer.use_legacy_worker_impl")
+    known_setting = setting.value if setting.known else None
+    fsdp = job.fsdp_layout(role) is not None
+    return not legacy_workers(job.framework_version, role, known_setting, fsdp=fsdp)
 
 
 def _samples(job: Job) -> tuple[int, int, int]:
@@ -186,8 +196,9 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
     `ppo_micro_batch_size_per_gpu is not None` at init.
 
     Versions:
-    Only the deprecated key set: an error from verl 0.8.0 on (engine workers only); before, the legacy
-    workers convert it to the per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
+    Only the deprecated key set: an error on the engine workers (verl 0.8.0 on, and 0.7.x with
+    `trainer.use_legacy_worker_impl=disable`); the legacy workers, the default before, convert it to the
+    per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
 
     Fix:
     Set `ppo_micro_batch_size_per_gpu`, or `actor_rollout_ref.actor.use_dynamic_bsz=True`.
@@ -254,7 +265,7 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
                 role=t.role,
             )
         elif _fsdp(job) and t.role == "actor" and not has_new:
-            if not at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+            if not engine_workers(job):
                 continue  # the legacy FSDP worker converts the deprecated key (see Versions)
             yield finding(
                 "VERL-ACT-MBS",
@@ -363,6 +374,13 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
     The critic's update (`critic.ppo_mini_batch_size · n` over the critic engine's DP, from
     `critic.megatron.*`) is checked the same way when a critic is used.
 
+    Versions:
+    The engine workers' check: verl 0.8.0 on, and 0.7.x with `trainer.use_legacy_worker_impl=disable`.
+    The legacy workers (the default up to 0.7.1) instead floor-divide: `ppo_mini_batch_size *= n;
+    //= DP` (FSDP: world / Ulysses SP), and only the FSDP worker then asserts `ppo_mini_batch_size 0
+    should be larger than 0 after normalization` (fsdp_workers.py ActorRolloutRefWorker.__init__,
+    verl 0.4.0 … 0.7.1); the legacy Megatron workers check neither.
+
     Source:
     verl/workers/engine_workers.py TrainingWorker.train_mini_batch; verl/trainer/ppo/v1/trainer_base.py
     _update_critic (verl 0.9.1).
@@ -371,6 +389,18 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
         return
     for t in trainees(job):
         mini, mini_t = t.mini(job)
+        if not engine_workers(job, t.role):
+            if t.role == "actor" and _fsdp(job) and mini // t.dp == 0:
+                yield finding(
+                    "VERL-ENG-MINI-DP",
+                    f"ppo_mini_batch_size 0 should be larger than 0 after normalization ({t.prefix}.ppo_mini_batch_size"
+                    f" · n = {mini} floor-divided by the trainer DP {t.dp}; verl {job.framework_version}'s legacy "
+                    "FSDP worker)",
+                    where(mini_t, job.value(f"{RO}.n")),
+                    fix=f"a {t.prefix}.ppo_mini_batch_size · n of at least {t.dp}",
+                    role=t.role,
+                )
+            continue
         if mini % t.dp:
             yield finding(
                 "VERL-ENG-MINI-DP",
@@ -402,10 +432,23 @@ def micro_divides(job: Job) -> Iterator[Finding]:
     Fix:
     Choose micro-batch sizes that divide the per-rank sample counts.
 
+    Versions:
+    The engine workers' check: verl 0.8.0 on, and 0.7.x with `trainer.use_legacy_worker_impl=disable`.
+    The legacy workers (the default up to 0.7.1) split each pass with `split(micro)` and check only
+    the FSDP update: `normalized ppo_mini_batch_size X should be divisible by
+    ppo_micro_batch_size_per_gpu Y`, X = ppo_mini_batch_size · n floor-divided by DP
+    (fsdp_workers.py ActorRolloutRefWorker.__init__, verl 0.4.0 … 0.7.1); the legacy Megatron
+    workers check none (workers/actor/megatron_actor.py `split`).
+
     Source:
     verl/workers/engine/utils.py prepare_micro_batches (verl 0.9.1).
     """
-    if not _trained(job) or not _static(job):
+    if not _trained(job):
+        return
+    if not engine_workers(job):
+        yield from _legacy_micro(job)
+        return
+    if not _static(job):
         return
     for key, per_rank, what, micro_t, micro in _micro_passes(job):
         if per_rank % micro:
@@ -417,6 +460,33 @@ def micro_divides(job: Job) -> Iterator[Finding]:
                 where(micro_t),
                 fix=f"{key} in {', '.join(map(str, good[:12]))}",
             )
+
+
+def _legacy_micro(job: Job) -> Iterator[Finding]:
+    """verl ≤ 0.7.1's legacy FSDP worker: the normalized mini batch must divide by the update's micro batch (set
+    per GPU, or the deprecated ``ppo_micro_batch_size`` floor-divided by DP), with or without dynamic batch size."""
+    if not _fsdp(job):
+        return
+    dp = _dp(job)
+    key = f"{A}.ppo_micro_batch_size_per_gpu"
+    micro_t = job.value(key)
+    micro = need(micro_t, key)
+    if micro is None:
+        key = f"{A}.ppo_micro_batch_size"
+        micro_t = job.value(key)
+        micro = need(micro_t, key)
+        micro = None if micro is None else micro // dp
+    if micro is None or micro <= 0:
+        return  # VERL-ACT-MBS reports a missing micro batch
+    normalized = _samples(job)[1] // dp
+    if normalized and normalized % micro:
+        yield finding(
+            "VERL-ENG-MICRO-DIV",
+            f"normalized ppo_mini_batch_size {normalized} should be divisible by ppo_micro_batch_size_per_gpu "
+            f"{micro} (verl {job.framework_version}'s legacy FSDP worker)",
+            where(micro_t),
+            fix=f"{key} in {', '.join(map(str, divisors(normalized)[:12]))}",
+        )
 
 
 @rule(
@@ -533,8 +603,9 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     `log_prob_micro_batch_size_per_gpu is not None` at init.
 
     Versions:
-    Only the deprecated key set: an error from verl 0.8.0 on (engine workers only); before, the legacy
-    workers convert it to the per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
+    Only the deprecated key set: an error on the engine workers (verl 0.8.0 on, and 0.7.x with
+    `trainer.use_legacy_worker_impl=disable`); the legacy workers, the default before, convert it to the
+    per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
 
     Fix:
     Set `log_prob_micro_batch_size_per_gpu` for the rollout and, when the ref is used, for the ref.
@@ -560,7 +631,7 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
                 f"[{name}] Please set at least one of '{name}.log_prob_micro_batch_size' or "
                 f"'{name}.log_prob_micro_batch_size_per_gpu'."
             )
-        elif not has_new and at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+        elif not has_new and engine_workers(job):
             message = (
                 f"{name}.log_prob_micro_batch_size is deprecated and not read by the engine: "
                 f"{name}.log_prob_micro_batch_size_per_gpu is None at worker init"
@@ -651,10 +722,15 @@ def dynamic_same(job: Job) -> Iterator[Finding]:
     Fix:
     Remove the rollout's override, or set both the same.
 
+    Versions:
+    The engine workers' assert: verl 0.8.0 on, and 0.7.x with `trainer.use_legacy_worker_impl=disable`
+    (engine_workers.py, 0.7.0 … 0.9.1); the legacy workers (the default up to 0.7.1) read each key for
+    its own pass and assert nothing (fsdp_workers.py, megatron_workers.py).
+
     Source:
     verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
-    if not _trained(job):
+    if not _trained(job) or not engine_workers(job):
         return
     actor_t, rollout_t = job.value(f"{A}.use_dynamic_bsz"), job.value(f"{RO}.log_prob_use_dynamic_bsz")
     actor, rollout = need(actor_t, f"{A}.use_dynamic_bsz"), need(rollout_t, f"{RO}.log_prob_use_dynamic_bsz")

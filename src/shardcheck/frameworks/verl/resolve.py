@@ -46,7 +46,15 @@ from shardcheck.frameworks.verl.config_tree import (
     installed_defaults,
 )
 from shardcheck.frameworks.verl.verl_path import VerlPathRequest
-from shardcheck.frameworks.verl.versions import VersionChoice, at_least, catalogue, choose, renamed, span
+from shardcheck.frameworks.verl.versions import (
+    VersionChoice,
+    at_least,
+    catalogue,
+    choose,
+    legacy_workers,
+    renamed,
+    span,
+)
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
@@ -106,7 +114,7 @@ VALUE_KEYS = tuple(
             ),
         ),
         ("algorithm", ("adv_estimator", "use_kl_in_reward")),
-        ("trainer", ("use_v1",)),
+        ("trainer", ("use_v1", "use_legacy_worker_impl")),
     )
     for key in keys
 )
@@ -300,6 +308,7 @@ VALUE_KINDS: dict[str, ValueKind] = {
     "algorithm.adv_estimator": NAME,
     "algorithm.use_kl_in_reward": FLAG,
     "trainer.use_v1": FLAG,
+    "trainer.use_legacy_worker_impl": NAME,
     f"{_RO}.max_num_seqs": COUNT_OR_NULL,
     f"{_RO}.gpu_memory_utilization": FRACTION,
     f"{_RO}.free_cache_engine": FLAG,
@@ -628,11 +637,15 @@ def _layout(config: VerlConfig, role: str, notes: list[Problem], base: str | Non
 
 
 def _ulysses_size(
-    config: VerlConfig, section: str, engine: str, propagates: bool, notes: list[Problem]
+    config: VerlConfig, section: str, engine: str, propagates: bool, notes: list[Problem], legacy: str | None = None
 ) -> tuple[Traced, str]:
     """The Ulysses SP size an FSDP engine uses, and the key that decides it (FSDPActorConfig.__post_init__,
     verl 0.9.1: ``if self.ulysses_sequence_parallel_size > 1:
-    self.fsdp_config.ulysses_sequence_parallel_size = ...``)."""
+    self.fsdp_config.ulysses_sequence_parallel_size = ...``). ``legacy``: the role-level key verl's legacy FSDP
+    workers read instead (fsdp_workers.py, verl 0.4.0 … 0.7.1: ``self.config.actor.get("ulysses_sequence_parallel_size",
+    1)`` for the actor and the ref, the critic's own for the critic; the engine-level keys are not read)."""
+    if legacy is not None:
+        return _int(config.get(legacy), legacy, notes), legacy
     engine_key, role_key = f"{engine}.ulysses_sequence_parallel_size", f"{section}.ulysses_sequence_parallel_size"
     if config.setter(engine_key) is None and config.is_missing(engine_key) and not config.is_missing(role_key):
         # releases before the engine-level key (verl ≤ 0.5: the role's own ulysses_sequence_parallel_size)
@@ -656,7 +669,15 @@ def _ulysses_size(
 def _fsdp_layout(
     config: VerlConfig, role: str, section: str, engine: str, propagates: bool, notes: list[Problem]
 ) -> FsdpLayout:
-    sp, sp_key = _ulysses_size(config, section, engine, propagates, notes)
+    setting = config.get("trainer.use_legacy_worker_impl")
+    legacy = None
+    if legacy_workers(config.version, role, setting.value if setting.known else None, fsdp=True):
+        legacy = (
+            "critic.ulysses_sequence_parallel_size"
+            if role == "critic"
+            else f"{ROLES['actor']}.ulysses_sequence_parallel_size"
+        )
+    sp, sp_key = _ulysses_size(config, section, engine, propagates, notes, legacy)
     return FsdpLayout(
         role=role,
         key_prefix=engine,

@@ -47,6 +47,26 @@ ENGINE_WORKERS_ONLY = "0.8.0"
 # RolloutConfig.__post_init__ refuses rollout pipeline parallelism for vllm and sglang (verl/workers/config/
 # rollout.py, since 0.6.0; trtllm too since 0.7.1). Before 0.6.0 the rollout section has no such key and the
 # vLLM rollout never hands a pipeline size to vLLM (verl/workers/rollout/vllm_rollout/, 0.4.0 … 0.5.0).
+LEGACY_SWITCH_ACTOR = "0.7.0"  # trainer.use_legacy_worker_impl=disable moves the actor (and ref) to the engine workers
+LEGACY_SWITCH_CRITIC = "0.5.0"  # ... and an FSDP critic (0.5.0 … 0.6.1: verl.workers.roles.CriticWorker)
+
+
+def legacy_workers(version: str, role: str, setting: object, *, fsdp: bool) -> bool:
+    """Whether verl ``version`` runs ``role`` (actor, ref or critic) on its legacy workers (fsdp_workers.py /
+    megatron_workers.py) rather than the engine workers (engine_workers.py), given ``trainer.use_legacy_worker_impl``
+    (``setting``: its value, None when absent or unknown; "auto" and "enable" mean legacy). From 0.8.0 there are
+    no legacy workers; before, main_ppo.py picks them unless the switch says "disable" — which moves the actor and
+    ref from 0.7.0 and an FSDP critic from 0.5.0; a Megatron critic stays legacy (main_ppo.py add_actor_rollout_worker
+    / add_critic_worker, verl 0.5.0 … 0.7.1)."""
+    if at_least(version, ENGINE_WORKERS_ONLY):
+        return False
+    if setting != "disable":
+        return True
+    if role == "critic":
+        return not (fsdp and at_least(version, LEGACY_SWITCH_CRITIC))
+    return not at_least(version, LEGACY_SWITCH_ACTOR)
+
+
 # verl builds a Megatron model through Megatron-Bridge (``vanilla_mbridge=False``; the default from 0.9.0) from 0.7.0;
 # before, through mbridge or its own converter, which take ETP from the process groups (mbridge
 # core/llm_bridge.py ``mpu.etp_size``): verl/workers/engine/megatron/transformer_impl.py, megatron_workers.py
