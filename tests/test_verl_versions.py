@@ -683,3 +683,60 @@ def test_legacy_fsdp_workers_read_the_role_level_ulysses_size(tmp_path):
     switched = sp("0.7.1", "trainer.use_legacy_worker_impl=disable")
     assert switched["actor"] == (2, "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
     assert not [f for f in check(script, verl_version="0.6.1").findings if f.rule == "VERL-FSDP-REF-SP"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "FROM verlai/verl:app-verl0.5-transformers4.55.4-vllm0.10.0-mcore0.13.0-te2.2\n",
+            {"verl": "0.5", "vllm": "0.10.0", "mcore": "0.13.0"},
+        ),
+        ("image: verlai/verl:app-verl0.6-transformers4.56.1-sglang0.5.2-mcore0.13.0-te2.2", None),
+        ("docker run iseekyan/verl:megatron0.13_vllm0.11 bash", {"mcore": "0.13", "vllm": "0.11"}),
+        ("# image verlai/verl:vllm024.dev2", {"vllm": "0.24"}),
+        ("image: verlai/verl:sgl0512.latest", {"sglang": "0.5.12"}),
+        ("trainer.logger=[console] data.path=a:b", {}),
+    ],
+)
+def test_container_tag_parts(text, expected):
+    found = versions.container_tag(text, "f")
+    if expected is None:
+        expected = {"verl": "0.6", "sglang": "0.5.2", "mcore": "0.13.0"}
+    assert (found.versions if found else {}) == expected
+
+
+def test_a_container_tag_near_the_script_pins_the_versions(tmp_path, monkeypatch):
+    from shardcheck.frameworks.megatron import versions as mcore_versions
+
+    monkeypatch.setattr(mcore_versions, "installed", lambda: None)
+    script = tmp_path / "run.sh"
+    script.write_text(AFTER.read_text())
+    (tmp_path / "Dockerfile").write_text(
+        "# app image\nFROM verlai/verl:app-verl0.5-transformers4.55.4-vllm0.10.0-mcore0.13.0-te2.2\n"
+    )
+    job = check(script).job
+    assert (job.framework_version, job.version_source) == ("0.5.0", "pinned")
+    assert f"{tmp_path / 'Dockerfile'}:2" in job.version_reason and "newest bundled 0.5.x release" in job.version_reason
+    assert (job.megatron_core_version, job.vllm_version) == ("0.13", "0.10.0")
+    assert "container tag" in job.megatron_core_reason and "container tag" in job.vllm_reason
+    (tmp_path / "requirements.txt").write_text("verl==0.7.1\n")  # an exact package pin comes first
+    assert check(script).job.framework_version == "0.7.1"
+
+
+def test_a_tag_in_the_script_itself(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "# docker run verlai/verl:app-verl0.6-transformers4.56.1-sglang0.5.2-mcore0.13.0-te2.2\n" + AFTER.read_text()
+    )
+    job = check(script).job
+    assert (job.framework_version, job.version_source, job.sglang_version) == ("0.6.1", "pinned", "0.5.2")
+    assert f"{script}:1" in job.version_reason
+
+
+def test_an_engine_only_tag_pins_no_verl(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(AFTER.read_text())
+    (tmp_path / "compose.yaml").write_text("services:\n  train:\n    image: verlai/verl:vllm024.latest\n")
+    job = check(script).job
+    assert job.version_source == "inferred" and job.vllm_version == "0.24.0"

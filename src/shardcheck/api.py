@@ -491,11 +491,18 @@ def resolve_script(
     from dataclasses import replace
 
     from shardcheck.frameworks.megatron.versions import choose
-    from shardcheck.frameworks.verl.versions import implied_megatron_core
+    from shardcheck.frameworks.verl.versions import find_container_tag, implied_megatron_core
 
+    verl_job = job.framework in ("verl", "verl-sft", "verl-gen")
+    tag = (
+        find_container_tag(Path(path), want="mcore")
+        if verl_job and megatron_core_version is None and text is None and Path(path).is_file()
+        else None
+    )
     mcore = choose(
         megatron_core_version,
-        implied_megatron_core(job.framework_version) if job.framework in ("verl", "verl-sft", "verl-gen") else None,
+        implied_megatron_core(job.framework_version) if verl_job else None,
+        pinned=(tag.versions["mcore"], f"the container tag {tag.image} at {tag.where}") if tag is not None else None,
     )
     job = replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
     from shardcheck.frameworks.verl.verl_path import VerlPathRequest, load
@@ -506,8 +513,14 @@ def resolve_script(
     if job.framework in ("verl", "verl-gen"):
         from shardcheck.frameworks.verl import engine_versions as ev
 
-        vllm = ev.choose("vllm", engine_versions[0], job.framework_version)
-        sglang = ev.choose("sglang", engine_versions[1], job.framework_version)
+        readable = text is None and Path(path).is_file()
+
+        def tagged(engine: str) -> tuple[str, str] | None:
+            found = find_container_tag(Path(path), want=engine) if readable else None
+            return (found.versions[engine], f"the container tag {found.image} at {found.where}") if found else None
+
+        vllm = ev.choose("vllm", engine_versions[0], job.framework_version, tagged("vllm"))
+        sglang = ev.choose("sglang", engine_versions[1], job.framework_version, tagged("sglang"))
         job = replace(
             job,
             vllm_version=vllm.version,

@@ -305,10 +305,118 @@ _PIPFILE_PIN = re.compile(r'"verl"\s*:\s*\{[^{}]*?"version"\s*:\s*"==\s*v?([0-9]
 _LOCK_FILES = {"uv.lock": _LOCK_PIN, "poetry.lock": _LOCK_PIN, "pdm.lock": _LOCK_PIN, "Pipfile.lock": _PIPFILE_PIN}
 
 
+# Container images verl publishes name the versions they bundle in the tag (verl's docker/ and docs/ at v0.4.1 …
+# v0.9.0): ``verlai/verl:app-verl0.5-transformers4.55.4-vllm0.10.0-mcore0.13.0-te2.2``,
+# ``verlai/verl:base-verl0.4-cu124-cudnn9.8-torch2.6-fa2.7.4``, ``verlai/verl:app-verl0.6-transformers4.56.1-
+# sglang0.5.2-mcore0.13.0-te2.2``, ``whatcanyousee/verl:ngc-cu124-vllm0.8.5-sglang0.4.6.post5-mcore0.12.0-te2.3``.
+# Only a ``verl<major>.<minor>[.<patch>]`` part names verl; the later ``vllm011.dev7`` / ``sgl0512.latest`` tags name
+# only the rollout engine, and images of other names (``hiyouga/verl:ngc-...``) name no verl version.
+_IMAGE = re.compile(r"(?<![\w./-])((?:[\w.-]+(?::\d+)?/)*[\w.-]+):([\w][\w.-]{0,127})")
+_TAG_PART = re.compile(r"(?<![a-z])(verl|mcore|megatron|vllm|sglang)(\d+\.\d+(?:\.\d+)?)(?![\d])")
+# verl's later images: ``vllm024.dev2`` is vLLM 0.24 (docker/Dockerfile.stable.vllm ``VLLM_VERSION=0.24.0`` at v0.9.0),
+# ``sgl0512.dev4`` SGLang 0.5.12 (docker/Dockerfile.stable.sglang), ``vllm011.latest``, ``sgl055.latest``
+_TAG_COMPACT = re.compile(r"(?<![a-z])(vllm|sgl)0(\d{2,3})(?=[._-]|$)")
+_TAG_FILES = ("Dockerfile", "Containerfile", "docker-compose.yml", "docker-compose.yaml", "compose.yml", "compose.yaml")
+_TAG_SUFFIXES = (".dockerfile", ".sbatch", ".slurm")
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerTag:
+    """An image tag near a launch script and the versions its tag names (None: not named)."""
+
+    image: str  # the image reference as written
+    where: str  # file:line
+    versions: dict[str, str]  # "verl" / "mcore" / "vllm" / "sglang" -> the version text in the tag
+
+    def verl(self) -> tuple[str, str] | None:
+        """(bundled verl version, how the tag names it) for ``find_pin``; None when the tag names no bundled one."""
+        text = self.versions.get("verl")
+        if text is None:
+            return None
+        cat = catalogue()
+        # verl's images carry its dependencies, not verl itself (docs/start/install.rst): the tag names the verl
+        # line an image was built for
+        if text in cat.releases:
+            return text, f"the container tag {self.image} at {self.where} (the verl its image was built for)"
+        newer = [v for v in cat.releases if v.startswith(text + ".")]
+        if not newer:
+            return None
+        return newer[-1], (
+            f"the container tag {self.image} at {self.where} (it names the verl {text} line its image was built for: "
+            f"the newest bundled {text}.x release, {newer[-1]}, is taken)"
+        )
+
+
+def container_tag(text: str, where: str, want: str | None = None) -> ContainerTag | None:
+    """The first image reference in ``text`` whose tag names a verl, megatron-core, vLLM or SGLang version (``want``:
+    one that names that one)."""
+    for m in _IMAGE.finditer(text):
+        image, tag = m.group(1), m.group(2)
+        if "/" not in image and "verl" not in image:
+            continue  # `key:value` text, not an image
+        parts: dict[str, str] = {}
+        for part in _TAG_PART.finditer(tag.lower()):
+            name = "mcore" if part.group(1) == "megatron" else part.group(1)
+            parts.setdefault(name, part.group(2))
+        for part in _TAG_COMPACT.finditer(tag.lower()):
+            digits = part.group(2)
+            if part.group(1) == "vllm":
+                parts.setdefault("vllm", f"0.{int(digits)}")
+            else:
+                parts.setdefault("sglang", f"0.{digits[0]}.{int(digits[1:])}")
+        if parts and (want is None or want in parts):
+            line = text[: m.start()].count("\n") + 1
+            return ContainerTag(f"{image}:{tag}", f"{where}:{line}", parts)
+    return None
+
+
+def find_container_tag(script: Path, *, levels: int = 3, want: str | None = None) -> ContainerTag | None:
+    """A container image tag naming versions (``want``: naming that one), in the script itself or in a Dockerfile,
+    compose file or sbatch/slurm script beside it or up to ``levels`` folders above it (read as text; nothing is
+    run)."""
+    script = script.resolve()
+    found = _tag_in(script, want)
+    if found is not None:
+        return found
+    folder = script.parent
+    for _ in range(levels + 1):
+        try:
+            names = sorted(p.name for p in folder.iterdir() if p.name != script.name)
+        except OSError:
+            names = []
+        for name in names:
+            if name in _TAG_FILES or name.startswith("Dockerfile.") or name.endswith(_TAG_SUFFIXES):
+                found = _tag_in(folder / name, want)
+                if found is not None:
+                    return found
+        if folder.parent == folder or (folder / ".git").exists():
+            break
+        folder = folder.parent
+    return None
+
+
+def _tag_in(path: Path, want: str | None) -> ContainerTag | None:
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return None
+        return container_tag(path.read_text(errors="replace"), str(path), want)
+    except OSError:
+        return None
+
+
 def find_pin(script: Path, *, levels: int = 3) -> tuple[str, str] | None:
     """A ``verl==X`` pin in a requirements file or pyproject.toml, or verl's version in a lock file (uv.lock,
     poetry.lock, pdm.lock, Pipfile.lock), in the script's folder or up to ``levels`` folders above it (read as
-    text, nothing installed or run); (version, "file:line")."""
+    text, nothing installed or run); else a container image tag naming verl (``find_container_tag``);
+    (version, "file:line" or what names it)."""
+    found = _package_pin(script, levels=levels)
+    if found is not None:
+        return found
+    tag = find_container_tag(script, levels=levels, want="verl")
+    return tag.verl() if tag is not None else None
+
+
+def _package_pin(script: Path, *, levels: int) -> tuple[str, str] | None:
     folder = script.resolve().parent
     for _ in range(levels + 1):
         for name, pattern in _LOCK_FILES.items():
