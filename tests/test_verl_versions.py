@@ -740,3 +740,19 @@ def test_an_engine_only_tag_pins_no_verl(tmp_path):
     (tmp_path / "compose.yaml").write_text("services:\n  train:\n    image: verlai/verl:vllm024.latest\n")
     job = check(script).job
     assert job.version_source == "inferred" and job.vllm_version == "0.24.0"
+
+
+VERL_TREES = os.environ.get("VERL_CONFIGS_DIR")
+
+
+@pytest.mark.skipif(not VERL_TREES, reason="VERL_CONFIGS_DIR not set (unpacked verl config trees per version)")
+def test_versions_matrix_with_a_verl_path(capsys):
+    tree = Path(VERL_TREES) / "0.9.0"
+    matrix = version_matrix(AFTER, verl_path=str(tree))
+    (row,) = [r for r in matrix.rows if r.framework == "verl-path"]
+    assert (row.versions, row.accepted, row.valid, row.directory) == (("0.9.0",), True, True, str(tree))
+    assert len([r for r in matrix.rows if r.framework == "verl"]) == len(versions.catalogue().versions)
+    assert matrix.chosen == "0.9.0" and "--verl-path" in matrix.reason
+    assert main(["check", "--versions", "--verl-path", str(tree), "--format", "json", str(AFTER)]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["matrices"]
+    assert doc["rows"][len(versions.catalogue().versions)]["directory"] == str(tree)

@@ -708,6 +708,7 @@ class VersionRow:
     accepted: bool | None  # verl: whether its config accepts every override (None for megatron-core rows)
     valid: bool | None
     first: Finding | None  # the first error (None when valid)
+    directory: str | None = None  # framework "verl-path": the --verl-path tree judged (versions: its label)
 
 
 @dataclass
@@ -728,12 +729,15 @@ def version_matrix(
     display: str | None = None,
     megatron_core_version: str | None = None,
     allow_source: tuple[str | Path, ...] = (),
+    verl_path: str | None = None,
 ) -> VersionMatrix:
     """The script judged against every bundled verl version, and, under the verl version plain ``check`` picks,
-    against every megatron-core minor (runs of minors with the same layout verdict merged)."""
+    against every megatron-core minor (runs of minors with the same layout verdict merged). ``verl_path``: a
+    ``--verl-path`` tree, judged as one more row (framework ``verl-path``) and the one plain ``check`` picks."""
     from dataclasses import replace
 
     from shardcheck.frameworks.megatron.versions import MINORS
+    from shardcheck.frameworks.verl.verl_path import VerlPathRequest
     from shardcheck.frameworks.verl.versions import catalogue
     from shardcheck.rules.registry import run_rules
 
@@ -754,6 +758,7 @@ def version_matrix(
             env,
             model_config=model_config,
             display=shown,
+            verl_version=VerlPathRequest(verl_path, "--verl-path") if verl_path is not None else None,
             megatron_core_version=megatron_core_version,
             memo=memo,
             allow_source=allow_source,
@@ -775,6 +780,13 @@ def version_matrix(
             )
             valid, first = judged(job)
             matrix.rows.append(VersionRow("verl", (version,), version in base.accepted_versions, valid, first))
+        if verl_path is not None and base.version_source == "path":
+            valid, first = judged(base)
+            unknown = {"VERL-CFG-UNKNOWN-KEY", "HYDRA-OVERRIDE"}
+            accepted = not any(f.rule in unknown and f.severity == "error" for f in run_rules(base)[0])
+            matrix.rows.append(
+                VersionRow("verl-path", (base.framework_version,), accepted, valid, first, directory=verl_path)
+            )
     matrix.megatron_core_verl = base.framework_version
     if base.layouts:
         for minor in MINORS:

@@ -212,6 +212,7 @@ def hydra_override(p: Problem) -> Message:
 def unknown_key(p: Problem) -> Message:
     """
     verl's config is in Hydra's struct mode: `key=value` for a key that does not exist fails.
+
     When another bundled verl release has the key, the finding names them; when the key was renamed,
     it names the key's name in the judged release and the release that renamed it. Renames are
     derived from the catalogue, not listed by hand: a key that leaves at release R while one key with

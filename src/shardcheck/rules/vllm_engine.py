@@ -317,8 +317,9 @@ def vllm_startup_memory(job: Job) -> Iterator[Finding]:
     memory and later sizes the KV cache from what is left (v1/worker/gpu_worker.py
     `determine_available_memory`), so the rule is silent there.
     verl's offload keys mean the same in every bundled release: `param_offload` moves a Megatron
-    engine's weights and gradient buffers together; `megatron.grad_offload` (0.9.0, main) is read and
-    never used (engine/megatron/transformer_impl.py), so it frees nothing here.
+    engine's weights and gradient buffers together; `megatron.grad_offload` (every release's config but
+    0.9.1's) is read and never used (megatron_workers.py, engine/megatron/transformer_impl.py), so it
+    frees nothing here.
 
     Fix:
     Lower `gpu_memory_utilization` to what is free, or offload the training state at init
