@@ -756,3 +756,21 @@ def test_versions_matrix_with_a_verl_path(capsys):
     assert main(["check", "--versions", "--verl-path", str(tree), "--format", "json", str(AFTER)]) == 0
     (doc,) = json.loads(capsys.readouterr().out)["matrices"]
     assert doc["rows"][len(versions.catalogue().versions)]["directory"] == str(tree)
+
+
+def test_grad_offload_alone_moves_nothing(tmp_path):
+    script = _script(
+        tmp_path,
+        "algorithm.adv_estimator=gae",
+        "critic.model.path=Qwen/Qwen3-8B",
+        "critic.megatron.grad_offload=True",
+        "actor_rollout_ref.actor.megatron.grad_offload=True",
+        "actor_rollout_ref.actor.megatron.param_offload=True",
+    )
+    found = [
+        (f.role, f.severity) for f in check(script, verl_version="0.7.1").findings if f.rule == "VERL-MC-GRAD-OFFLOAD"
+    ]
+    assert found == [("critic", "warning")]  # the actor's param_offload moves its gradients too
+    on_091 = check(script, verl_version="0.9.1").findings  # 0.9.1 has no grad_offload: the unknown key, not this
+    assert not [f for f in on_091 if f.rule == "VERL-MC-GRAD-OFFLOAD"]
+    assert [f for f in on_091 if f.rule == "VERL-CFG-UNKNOWN-KEY"]

@@ -492,3 +492,51 @@ def bridge_mimo_v2_flash(job: Job) -> Iterator[Finding]:
                 fix=f"{e.key_prefix}.context_parallel_size=1",
                 role=e.role,
             )
+
+
+@rule(
+    "VERL-MC-GRAD-OFFLOAD",
+    "warning",
+    "megatron.grad_offload is read and never used: gradients move only with param_offload",
+    frameworks=("verl",),
+    engine="megatron",
+)
+def grad_offload_unused(job: Job) -> Iterator[Finding]:
+    """
+    verl's Megatron config has a `grad_offload` switch beside `param_offload`, but no release acts on
+    it: the workers store it as `_is_offload_grad` and never read that again. A Megatron engine's
+    gradient buffers leave the device only with `param_offload`, together with the weights.
+
+    Why:
+    No error: with `grad_offload=True` alone the gradients stay on the device, and a memory plan that
+    counted on moving them runs out of GPU memory (VLLM-MEM-STARTUP, VLLM-MEM-WAKE count them).
+
+    Fix:
+    Set `param_offload=True` to move the weights and gradients, or drop `grad_offload`.
+
+    Versions:
+    The key is in the config of every bundled release but 0.9.1 (0.4.0 … 0.9.0, main; 0.9.1 refuses
+    it: VERL-CFG-UNKNOWN-KEY), and unused in all: megatron_workers.py (0.4.0 … 0.7.1,
+    `self._is_offload_grad = ...get("grad_offload", False)`), engine/megatron/transformer_impl.py
+    (0.6.0 … 0.9.0, main of 2026-08-22: `self._is_offload_grad = self.engine_config.grad_offload`);
+    offload and reload pass `grad=self._is_offload_param`.
+
+    Source:
+    verl/workers/megatron_workers.py ActorRolloutRefWorker / CriticWorker __init__ (verl 0.4.0 … 0.7.1);
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine (verl 0.8.0, 0.9.0).
+    """
+    for prefix, role in (("actor_rollout_ref.actor.megatron", "actor"), ("critic.megatron", "critic")):
+        if role == "critic" and job.layout("critic") is None:
+            continue
+        grad = job.value(f"{prefix}.grad_offload")
+        param = job.value(f"{prefix}.param_offload")
+        if not (grad.known and grad.value is True and param.known and param.value is False):
+            continue
+        yield finding(
+            "VERL-MC-GRAD-OFFLOAD",
+            f"[{role}] {prefix}.grad_offload=True has no effect: verl {job.framework_version} stores it and never "
+            "uses it; the gradient buffers leave the device only with param_offload (with the weights)",
+            where(grad),
+            fix=f"{prefix}.param_offload=True (weights and gradients), or drop {prefix}.grad_offload",
+            role=role,
+        )

@@ -156,6 +156,8 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.rollout", ("dtype",)),  # gpu_memory_utilization and max_num_seqs: VALUE_KEYS
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload", "mtp.enable")),
+        ("actor_rollout_ref.actor.megatron", ("grad_offload",)),  # VERL-MC-GRAD-OFFLOAD
+        ("critic.megatron", ("grad_offload",)),
         ("actor_rollout_ref.actor.megatron", ("use_mbridge", "vanilla_mbridge")),  # MTP before 0.7.1; bridge rules
         ("actor_rollout_ref.ref.megatron", ("use_mbridge", "vanilla_mbridge")),
         ("critic.megatron", ("use_mbridge", "vanilla_mbridge")),
@@ -366,6 +368,8 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_R}.megatron.use_mbridge": FLAG,
     f"{_C}.megatron.use_mbridge": FLAG,
     f"{_A}.megatron.vanilla_mbridge": FLAG,
+    f"{_A}.megatron.grad_offload": FLAG,
+    f"{_C}.megatron.grad_offload": FLAG,
     f"{_R}.megatron.vanilla_mbridge": FLAG,
     f"{_C}.megatron.vanilla_mbridge": FLAG,
     f"{_C}.megatron.param_offload": FLAG,
