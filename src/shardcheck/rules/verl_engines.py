@@ -49,6 +49,11 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     (ray_trainer.py init_workers: actor_rollout, then critic, then ref), and its `__init__` creates
     the groups from `actor.megatron.*`, for the ref role too; the critic's and the ref's own sizes
     never create groups, and each differing one is reported against the actor's.
+    Which engines are built follows each release: a ref when `actor.use_kl_loss` or
+    `algorithm.use_kl_in_reward` (main_ppo.py 0.4.0 … 0.6.1, trainer/ppo/utils.py
+    need_reference_policy 0.7.1 … 0.9.1), unless the actor's LoRA stands in for it (the keys read
+    per release: resolve.py REF_IN_ACTOR_KEYS); a critic by `critic.enable` when set (0.6.0 on),
+    else for adv_estimator gae (ray_trainer.py use_critic 0.4.0 … 0.5.0, need_critic 0.6.0 … 0.9.1).
 
     Source:
     verl/trainer/ppo/v1/trainer_base.py init_workers (create_colocated_worker_cls per resource pool;
