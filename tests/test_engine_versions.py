@@ -71,6 +71,16 @@ def test_eplb_text_follows_the_vllm_version(tmp_path):
     assert old.startswith("AssertionError: EPLB currently only supports even distribution of experts across ranks.")
     assert "vLLM 0.11.0" in old and "Got 128" not in old
     assert eplb(verl_version="0.6.1").startswith("AssertionError")  # verl 0.6.1 pins vllm<=0.11.0
+    # verl 0.6.0 pins vllm<=0.9.1, which has no EPLB: enable_eplb itself is refused (vllm/engine/arg_utils.py)
+    assert eplb(verl_version="0.6.0").startswith("vLLM 0.9.1 has no expert load balancing")
+
+
+def test_eplb_is_no_engine_argument_before_vllm_0_11_even_without_ep(tmp_path):
+    script = _script(tmp_path, f"+{RO}.engine_kwargs.vllm.enable_eplb=True")
+    (f,) = [f for f in check(script, verl_version="0.6.0").findings if f.rule == "VLLM-EPLB"]
+    assert "unrecognized arguments: --enable-eplb" in f.message
+    (f,) = [f for f in check(script, verl_version="0.9.1").findings if f.rule == "VLLM-EPLB"]
+    assert f.message.startswith("enable_expert_parallel must be True to use EPLB.")
 
 
 def test_text_and_json_say_which_engine_version_and_why(tmp_path, capsys):

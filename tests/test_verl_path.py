@@ -121,7 +121,7 @@ def test_json_reports_the_path(tmp_path, capsys):
         (["--verl-path", "/nonexistent/verl"], "not a directory"),
         (["--verl-path", "."], "no verl config tree there"),
         (["--verl-path", ".", "--verl-version", "0.9"], "give one"),
-        (["--verl-path", ".", "--versions"], "give one"),
+        (["--verl-path", ".", "--versions"], "no verl config tree there"),  # --versions takes a usable tree
     ],
 )
 def test_a_bad_path_is_one_line_and_exit_2(words, says, capsys):

@@ -443,3 +443,334 @@ def test_megatron_bridge_mimo_v2_flash_provider(tmp_path, version, overrides, fi
     path.write_text(verl_launch(f"{sizes} {overrides}", model=str(folder)))
     found = [f for f in check(path, verl_version=version).findings if f.rule == "VERL-BRIDGE-MIMO-V2"]
     assert bool(found) == fires
+
+
+# Each derived rename below was checked by hand in verl's history: ray_init -> ray_kwargs (#3049, v0.6.0), the nsys
+# options -> global_profiler.global_tool_config.nsys (#2894, v0.6.0), reward_manager -> reward.reward_manager (#5255,
+# v0.7.1), critic.model.fsdp_config -> critic.fsdp (critic/dp_critic.yaml `../engine@fsdp`, v0.8.0).
+def _sections(table):
+    out = set()
+    for old, (new, at) in table.items():
+        common = 0
+        while old.split(".")[-1 - common :] == new.split(".")[-1 - common :] and common < len(old.split(".")):
+            common += 1
+        out.add((at, ".".join(old.split(".")[: -common or None]), ".".join(new.split(".")[: -common or None])))
+    return out
+
+
+def test_renames_derived_from_the_catalogue_are_the_real_ones():
+    assert _sections(versions.renames("ppo_trainer")) == {
+        ("0.6.0", "", "ray_kwargs"),  # ray_init.num_cpus -> ray_kwargs.ray_init.num_cpus
+        ("0.6.0", "ray_init", "ray_kwargs"),  # ray_init.timeline_json_file -> ray_kwargs.timeline_json_file
+        ("0.6.0", "trainer", "global_profiler.global_tool_config.nsys"),
+        ("0.7.1", "", "reward"),
+        ("0.8.0", "critic.model.fsdp_config", "critic.fsdp"),
+    }
+    table = versions.renames("ppo_trainer")
+    assert len(table) == 38 and table["critic.model.fsdp_config.param_offload"] == (
+        "critic.fsdp.param_offload",
+        "0.8.0",
+    )
+    # not renames: a changed default (0.6.1 rollout_is false -> rollout_correction.rollout_is null), a key of a
+    # section that vanished (0.7.1 reward_model.megatron.dtype vs reward.reward_model.rollout.dtype), a key that
+    # comes back (grad_offload, absent from 0.9.1 only)
+    assert "algorithm.rollout_is" not in table
+    assert "reward_model.megatron.dtype" not in versions.renames("ppo_megatron_trainer")
+    assert not any("grad_offload" in k for k in versions.renames("ppo_megatron_trainer"))
+
+
+def _unknown(result):
+    return [f for f in result.findings if f.rule == "VERL-CFG-UNKNOWN-KEY"]
+
+
+def _fsdp_script(tmp_path, *words: str) -> Path:
+    script = _script(tmp_path, *words)
+    script.write_text(script.read_text().replace(" --config-name=ppo_megatron_trainer", ""))
+    return script
+
+
+def test_unknown_key_names_its_new_name(tmp_path):
+    old = _fsdp_script(tmp_path, "critic.model.fsdp_config.param_offload=True")
+    (error,) = _unknown(check(old, verl_version="0.9.1"))
+    assert "renamed to critic.fsdp.param_offload in verl 0.8.0; present in verl 0.4.0 … 0.7.1" in error.message
+    assert error.fix.startswith("use `critic.fsdp.param_offload` (its name since verl 0.8.0)")
+    new = _script(tmp_path, "ray_kwargs.ray_init.num_cpus=8")
+    (error,) = _unknown(check(new, verl_version="0.5.0"))
+    assert "named ray_init.num_cpus before verl 0.6.0" in error.message
+    assert error.fix.startswith("use `ray_init.num_cpus` (its name before verl 0.6.0)")
+
+
+def test_a_removed_key_gets_no_rename(tmp_path):
+    script = _script(tmp_path, "algorithm.rollout_is=True")  # 0.6.0 only; 0.6.1's rollout_correction.rollout_is
+    (error,) = _unknown(check(script, verl_version="0.9.1"))  # takes a string, default null: another setting
+    assert "absent from verl 0.9.1; present in verl 0.6.0" in error.message
+    assert "renamed" not in error.message and "its name" not in error.fix
+
+
+def test_no_rename_to_a_key_the_script_sets(tmp_path):
+    script = _fsdp_script(tmp_path, "critic.fsdp.param_offload=True", "critic.model.fsdp_config.param_offload=True")
+    (error,) = _unknown(check(script, verl_version="0.9.1"))
+    assert "renamed" not in error.message and "critic.fsdp.param_offload" not in error.fix
+
+
+def _budgets(script, version):
+    return sorted(
+        f.message.split()[0]
+        for f in check(script, verl_version=version).findings
+        if f.rule == "VERL-ENG-DYN-TOKENS" and f.role == "critic"
+    )
+
+
+@pytest.mark.parametrize(
+    "version, critic_static, expected",
+    [
+        # legacy CriticWorker (megatron_workers.py): update and value passes, only with critic.use_dynamic_bsz
+        ("0.7.1", False, ["critic.forward_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu"]),
+        ("0.7.1", True, []),
+        # engine worker, classic trainer (ray_trainer.py): always packs, two budgets
+        ("0.8.0", True, ["critic.ppo_infer_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu"]),
+        # v1 trainer (trainer_base.py): one budget for both passes
+        ("0.9.1", True, ["critic.ppo_infer_max_token_len_per_gpu"]),
+    ],
+)
+def test_critic_token_budget_by_version(tmp_path, version, critic_static, expected):
+    words = [
+        "algorithm.adv_estimator=gae",
+        "critic.model.path=Qwen/Qwen3-8B",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "data.max_prompt_length=1024",
+        "data.max_response_length=32768",
+        *(
+            f"actor_rollout_ref.{k}_max_token_len_per_gpu=33792"
+            for k in ("actor.ppo", "rollout.log_prob", "ref.log_prob")
+        ),
+    ]
+    if critic_static:
+        words.append("critic.use_dynamic_bsz=False")
+    assert _budgets(_script(tmp_path, *words), version) == expected
+
+
+def test_critic_token_budget_of_the_classic_trainer_on_0_9(tmp_path):
+    words = ["algorithm.adv_estimator=gae", "critic.model.path=Qwen/Qwen3-8B", "data.max_response_length=40000"]
+    script = _script(tmp_path, *words, "trainer.use_v1=False")
+    assert _budgets(script, "0.9.1") == ["critic.ppo_infer_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu"]
+
+
+@pytest.mark.parametrize(
+    "version, words, fires",
+    [
+        ("0.9.1", (), True),  # Megatron-Bridge by default (vanilla_mbridge=False)
+        ("0.8.0", (), False),  # mbridge by default: ETP from the process groups
+        ("0.8.0", ("actor_rollout_ref.actor.megatron.vanilla_mbridge=False",), True),
+        ("0.6.1", (), False),  # no Megatron-Bridge path at all
+    ],
+)
+def test_etp_null_matters_only_through_megatron_bridge(tmp_path, version, words, fires):
+    script = _script(
+        tmp_path,
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+        "actor_rollout_ref.actor.megatron.expert_model_parallel_size=2",
+        *words,
+    )
+    found = [f for f in check(script, verl_version=version).findings if f.rule == "VERL-MC-ETP-MISMATCH"]
+    assert bool(found) is fires
+
+
+def test_the_engine_that_creates_the_groups_by_version(tmp_path):
+    script = _script(
+        tmp_path,
+        "algorithm.adv_estimator=gae",
+        "critic.model.path=Qwen/Qwen3-8B",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+        "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1",
+    )
+
+    def found(version):
+        return [
+            (f.role, f.message.split(";")[0])
+            for f in check(script, verl_version=version).findings
+            if f.rule == "VERL-MC-ONE-INIT"
+        ]
+
+    # engine workers: the critic is built first; its sizes create the groups and the ref's then do not matter
+    assert found("0.9.1") == [("critic", "the critic engine is built first and its sizes create the process groups")]
+    # legacy workers: the actor/rollout worker is built first; the critic's and the ref's sizes differ from it
+    legacy = "verl 0.7.1's legacy workers build the actor first and its sizes create the process groups"
+    assert found("0.7.1") == [("critic", legacy), ("ref", legacy)]
+
+
+def _batch(tmp_path, *words):
+    return _fsdp_script(
+        tmp_path,
+        "data.train_batch_size=24",
+        f"{RO}.n=1",
+        f"{RO}.log_prob_micro_batch_size_per_gpu=1",
+        *words,
+    )
+
+
+def _rules(script, version, *ids):
+    return [(f.rule, f.message) for f in check(script, verl_version=version).findings if f.rule in ids]
+
+
+def test_legacy_workers_floor_divide_the_mini_batch(tmp_path):
+    """mini · n = 12 over DP 8: the engine workers refuse it; the legacy FSDP worker (≤ 0.7.1) normalizes it to 1
+    and then asserts that the micro batch divides it."""
+    script = _batch(
+        tmp_path,
+        "actor_rollout_ref.actor.ppo_mini_batch_size=12",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+    )
+    legacy = _rules(script, "0.7.1", "VERL-ENG-MINI-DP", "VERL-ENG-MICRO-DIV")
+    assert legacy == [
+        (
+            "VERL-ENG-MICRO-DIV",
+            "normalized ppo_mini_batch_size 1 should be divisible by ppo_micro_batch_size_per_gpu 2 "
+            "(verl 0.7.1's legacy FSDP worker)",
+        )
+    ]
+    engine = [r for r, _ in _rules(script, "0.9.1", "VERL-ENG-MINI-DP", "VERL-ENG-MICRO-DIV")]
+    assert "VERL-ENG-MINI-DP" in engine and "normalized" not in str(engine)
+    switched = _batch(
+        tmp_path,
+        "actor_rollout_ref.actor.ppo_mini_batch_size=12",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        "trainer.use_legacy_worker_impl=disable",
+    )
+    assert "VERL-ENG-MINI-DP" in [r for r, _ in _rules(switched, "0.7.1", "VERL-ENG-MINI-DP")]
+
+
+def test_legacy_fsdp_worker_refuses_an_empty_normalized_mini_batch(tmp_path):
+    script = _batch(
+        tmp_path,
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+    )
+    ((rule, message),) = _rules(script, "0.6.1", "VERL-ENG-MINI-DP")
+    assert message.startswith("ppo_mini_batch_size 0 should be larger than 0 after normalization")
+    ((rule, message),) = _rules(script, "0.9.1", "VERL-ENG-MINI-DP")
+    assert message.startswith("[actor] Got mini_batch_size=4")
+
+
+def test_dynamic_bsz_agreement_is_asserted_by_the_engine_workers_only(tmp_path):
+    script = _batch(
+        tmp_path,
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        f"{RO}.log_prob_use_dynamic_bsz=False",
+    )
+    assert _rules(script, "0.7.1", "VERL-ENG-DYN-SAME") == []
+    assert [r for r, _ in _rules(script, "0.8.0", "VERL-ENG-DYN-SAME")] == ["VERL-ENG-DYN-SAME"]
+
+
+def test_legacy_fsdp_workers_read_the_role_level_ulysses_size(tmp_path):
+    """fsdp_workers.py (≤ 0.7.1, the default there) reads actor.ulysses_sequence_parallel_size for the actor and
+    the ref; the engine workers read fsdp_config's (the actor's role-level key > 1 replaces it)."""
+    script = _fsdp_script(
+        tmp_path,
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=2",
+    )
+
+    def sp(version, *extra):
+        if extra:
+            script.write_text(script.read_text().rstrip("\n") + " " + " ".join(extra) + "\n")
+        return {lay.role: (lay.sp.value, lay.sp_key) for lay in check(script, verl_version=version).job.fsdp_layouts}
+
+    assert sp("0.7.1")["actor"] == (1, "actor_rollout_ref.actor.ulysses_sequence_parallel_size")
+    assert sp("0.9.1")["actor"] == (2, "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
+    switched = sp("0.7.1", "trainer.use_legacy_worker_impl=disable")
+    assert switched["actor"] == (2, "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size")
+    assert not [f for f in check(script, verl_version="0.6.1").findings if f.rule == "VERL-FSDP-REF-SP"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "FROM verlai/verl:app-verl0.5-transformers4.55.4-vllm0.10.0-mcore0.13.0-te2.2\n",
+            {"verl": "0.5", "vllm": "0.10.0", "mcore": "0.13.0"},
+        ),
+        ("image: verlai/verl:app-verl0.6-transformers4.56.1-sglang0.5.2-mcore0.13.0-te2.2", None),
+        ("docker run iseekyan/verl:megatron0.13_vllm0.11 bash", {"mcore": "0.13", "vllm": "0.11"}),
+        ("# image verlai/verl:vllm024.dev2", {"vllm": "0.24"}),
+        ("image: verlai/verl:sgl0512.latest", {"sglang": "0.5.12"}),
+        ("trainer.logger=[console] data.path=a:b", {}),
+    ],
+)
+def test_container_tag_parts(text, expected):
+    found = versions.container_tag(text, "f")
+    if expected is None:
+        expected = {"verl": "0.6", "sglang": "0.5.2", "mcore": "0.13.0"}
+    assert (found.versions if found else {}) == expected
+
+
+def test_a_container_tag_near_the_script_pins_the_versions(tmp_path, monkeypatch):
+    from shardcheck.frameworks.megatron import versions as mcore_versions
+
+    monkeypatch.setattr(mcore_versions, "installed", lambda: None)
+    script = tmp_path / "run.sh"
+    script.write_text(AFTER.read_text())
+    (tmp_path / "Dockerfile").write_text(
+        "# app image\nFROM verlai/verl:app-verl0.5-transformers4.55.4-vllm0.10.0-mcore0.13.0-te2.2\n"
+    )
+    job = check(script).job
+    assert (job.framework_version, job.version_source) == ("0.5.0", "pinned")
+    assert f"{tmp_path / 'Dockerfile'}:2" in job.version_reason and "newest bundled 0.5.x release" in job.version_reason
+    assert (job.megatron_core_version, job.vllm_version) == ("0.13", "0.10.0")
+    assert "container tag" in job.megatron_core_reason and "container tag" in job.vllm_reason
+    (tmp_path / "requirements.txt").write_text("verl==0.7.1\n")  # an exact package pin comes first
+    assert check(script).job.framework_version == "0.7.1"
+
+
+def test_a_tag_in_the_script_itself(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "# docker run verlai/verl:app-verl0.6-transformers4.56.1-sglang0.5.2-mcore0.13.0-te2.2\n" + AFTER.read_text()
+    )
+    job = check(script).job
+    assert (job.framework_version, job.version_source, job.sglang_version) == ("0.6.1", "pinned", "0.5.2")
+    assert f"{script}:1" in job.version_reason
+
+
+def test_an_engine_only_tag_pins_no_verl(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(AFTER.read_text())
+    (tmp_path / "compose.yaml").write_text("services:\n  train:\n    image: verlai/verl:vllm024.latest\n")
+    job = check(script).job
+    assert job.version_source == "inferred" and job.vllm_version == "0.24.0"
+
+
+VERL_TREES = os.environ.get("VERL_CONFIGS_DIR")
+
+
+@pytest.mark.skipif(not VERL_TREES, reason="VERL_CONFIGS_DIR not set (unpacked verl config trees per version)")
+def test_versions_matrix_with_a_verl_path(capsys):
+    tree = Path(VERL_TREES) / "0.9.0"
+    matrix = version_matrix(AFTER, verl_path=str(tree))
+    (row,) = [r for r in matrix.rows if r.framework == "verl-path"]
+    assert (row.versions, row.accepted, row.valid, row.directory) == (("0.9.0",), True, True, str(tree))
+    assert len([r for r in matrix.rows if r.framework == "verl"]) == len(versions.catalogue().versions)
+    assert matrix.chosen == "0.9.0" and "--verl-path" in matrix.reason
+    assert main(["check", "--versions", "--verl-path", str(tree), "--format", "json", str(AFTER)]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["matrices"]
+    assert doc["rows"][len(versions.catalogue().versions)]["directory"] == str(tree)
+
+
+def test_grad_offload_alone_moves_nothing(tmp_path):
+    script = _script(
+        tmp_path,
+        "algorithm.adv_estimator=gae",
+        "critic.model.path=Qwen/Qwen3-8B",
+        "critic.megatron.grad_offload=True",
+        "actor_rollout_ref.actor.megatron.grad_offload=True",
+        "actor_rollout_ref.actor.megatron.param_offload=True",
+    )
+    found = [
+        (f.role, f.severity) for f in check(script, verl_version="0.7.1").findings if f.rule == "VERL-MC-GRAD-OFFLOAD"
+    ]
+    assert found == [("critic", "warning")]  # the actor's param_offload moves its gradients too
+    on_091 = check(script, verl_version="0.9.1").findings  # 0.9.1 has no grad_offload: the unknown key, not this
+    assert not [f for f in on_091 if f.rule == "VERL-MC-GRAD-OFFLOAD"]
+    assert [f for f in on_091 if f.rule == "VERL-CFG-UNKNOWN-KEY"]

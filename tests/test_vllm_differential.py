@@ -181,3 +181,67 @@ def test_startup_free_memory_check_agrees_with_vllm():
         if ours is not None:
             assert theirs.startswith(ours), (ours, theirs)  # vLLM adds what to do
     assert 300 < raised < 2700
+
+
+OLD_WHEELS = os.environ.get("VLLM_OLD_WHEELS")  # a folder with vllm-0.8.5-*.whl / vllm-0.9.1-*.whl (verl 0.4-0.6's)
+
+
+@pytest.mark.parametrize("version", ["0.8.5", "0.9.1"])
+def test_max_model_len_agrees_with_older_vllm(version):
+    """The same check against the module-level ``_get_and_verify_max_len`` of vllm/config.py in the vLLM versions
+    verl 0.4.0 … 0.6.0 pin (0.8.5, 0.9.1): same condition, same text (vLLM appends how to override it)."""
+    import glob
+
+    found = sorted(glob.glob(os.path.join(OLD_WHEELS or "", f"vllm-{version}-*.whl"))) if OLD_WHEELS else []
+    if not found:
+        pytest.skip(f"no vllm {version} wheel in VLLM_OLD_WHEELS")
+    source = zipfile.ZipFile(found[0]).read("vllm/config.py").decode()
+    node = next(
+        n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "_get_and_verify_max_len"
+    )
+    namespace = {
+        "Optional": object,
+        "Union": object,
+        "Any": object,
+        "PretrainedConfig": object,
+        "logger": SimpleNamespace(warning=lambda *a: None),
+        "envs": SimpleNamespace(VLLM_ALLOW_LONG_MAX_MODEL_LEN=False),
+    }
+    exec(compile(ast.Module([node], []), "vllm/config.py", "exec"), namespace)  # noqa: S102 - vLLM's own text
+    verify = namespace["_get_and_verify_max_len"]
+    rng = random.Random(17)
+    raised = 0
+    for _ in range(3000):
+        config = _random_config(rng)
+        rope = _rope(config)
+        hf = SimpleNamespace(
+            model_type=config["model_type"],
+            max_position_embeddings=config["max_position_embeddings"],
+            model_max_length=config.get("model_max_length"),
+            rope_scaling=rope,
+        )
+        mml = rng.choice([None, 4096, 32768, 65536, 131072, 262144])
+        mml = min(mml or hf.max_position_embeddings, hf.max_position_embeddings)
+        try:
+            verify(hf, mml, False, None)
+            theirs = None
+        except ValueError as exc:
+            theirs = str(exc)
+            raised += 1
+        facts = ModelFacts(
+            name="m",
+            source="test",
+            origin=Origin(kind="model"),
+            num_hidden_layers=1,
+            num_attention_heads=1,
+            num_key_value_heads=1,
+            model_type=config["model_type"],
+            max_position_embeddings=config["max_position_embeddings"],
+            rope_scaling=rope,
+            model_max_length=config.get("model_max_length"),
+        )
+        ours = max_len_error(facts, mml, version)
+        assert (ours is None) == (theirs is None), (config, mml, ours, theirs)
+        if ours is not None:
+            assert theirs.startswith(ours), (ours, theirs)
+    assert 100 < raised < 2900

@@ -90,3 +90,12 @@ def test_fsdp_holds_only_its_sharded_parameters_at_start(tmp_path):
     assert est.rollout.startup_resident_bytes == est.train.stages[0].bytes["weights"] + sum(
         s.critic_at_startup for s in est.train.stages[:1]
     )
+
+
+def test_vllm_0_8_5_has_no_startup_check(tmp_path):
+    """vLLM 0.8.5's worker only records the free memory at init (v1/worker/gpu_worker.py init_device); 0.9.1 on
+    refuse to start below gpu_memory_utilization × total."""
+    path = tmp_path / "run.sh"
+    path.write_text(verl_launch(MOE + "actor_rollout_ref.rollout.gpu_memory_utilization=0.9"))
+    assert "VLLM-MEM-STARTUP" in _rules(check(path, device="h100", vllm_version="0.9.1"))
+    assert "VLLM-MEM-STARTUP" not in _rules(check(path, device="h100", vllm_version="0.8.5"))

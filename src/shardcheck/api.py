@@ -512,11 +512,18 @@ def resolve_script(
     from dataclasses import replace
 
     from shardcheck.frameworks.megatron.versions import choose
-    from shardcheck.frameworks.verl.versions import implied_megatron_core
+    from shardcheck.frameworks.verl.versions import find_container_tag, implied_megatron_core
 
+    verl_job = job.framework in ("verl", "verl-sft", "verl-gen")
+    tag = (
+        find_container_tag(Path(path), want="mcore")
+        if verl_job and megatron_core_version is None and text is None and Path(path).is_file()
+        else None
+    )
     mcore = choose(
         megatron_core_version,
-        implied_megatron_core(job.framework_version) if job.framework in ("verl", "verl-sft", "verl-gen") else None,
+        implied_megatron_core(job.framework_version) if verl_job else None,
+        pinned=(tag.versions["mcore"], f"the container tag {tag.image} at {tag.where}") if tag is not None else None,
     )
     job = replace(job, megatron_core_version=mcore.version, megatron_core_reason=mcore.reason)
     from shardcheck.frameworks.verl.verl_path import VerlPathRequest, load
@@ -527,8 +534,14 @@ def resolve_script(
     if job.framework in ("verl", "verl-gen"):
         from shardcheck.frameworks.verl import engine_versions as ev
 
-        vllm = ev.choose("vllm", engine_versions[0], job.framework_version)
-        sglang = ev.choose("sglang", engine_versions[1], job.framework_version)
+        readable = text is None and Path(path).is_file()
+
+        def tagged(engine: str) -> tuple[str, str] | None:
+            found = find_container_tag(Path(path), want=engine) if readable else None
+            return (found.versions[engine], f"the container tag {found.image} at {found.where}") if found else None
+
+        vllm = ev.choose("vllm", engine_versions[0], job.framework_version, tagged("vllm"))
+        sglang = ev.choose("sglang", engine_versions[1], job.framework_version, tagged("sglang"))
         job = replace(
             job,
             vllm_version=vllm.version,
@@ -716,6 +729,7 @@ class VersionRow:
     accepted: bool | None  # verl: whether its config accepts every override (None for megatron-core rows)
     valid: bool | None
     first: Finding | None  # the first error (None when valid)
+    directory: str | None = None  # framework "verl-path": the --verl-path tree judged (versions: its label)
 
 
 @dataclass
@@ -736,12 +750,15 @@ def version_matrix(
     display: str | None = None,
     megatron_core_version: str | None = None,
     allow_source: tuple[str | Path, ...] = (),
+    verl_path: str | None = None,
 ) -> VersionMatrix:
     """The script judged against every bundled verl version, and, under the verl version plain ``check`` picks,
-    against every megatron-core minor (runs of minors with the same layout verdict merged)."""
+    against every megatron-core minor (runs of minors with the same layout verdict merged). ``verl_path``: a
+    ``--verl-path`` tree, judged as one more row (framework ``verl-path``) and the one plain ``check`` picks."""
     from dataclasses import replace
 
     from shardcheck.frameworks.megatron.versions import MINORS
+    from shardcheck.frameworks.verl.verl_path import VerlPathRequest
     from shardcheck.frameworks.verl.versions import catalogue
     from shardcheck.rules.registry import run_rules
 
@@ -762,6 +779,7 @@ def version_matrix(
             env,
             model_config=model_config,
             display=shown,
+            verl_version=VerlPathRequest(verl_path, "--verl-path") if verl_path is not None else None,
             megatron_core_version=megatron_core_version,
             memo=memo,
             allow_source=allow_source,
@@ -783,6 +801,13 @@ def version_matrix(
             )
             valid, first = judged(job)
             matrix.rows.append(VersionRow("verl", (version,), version in base.accepted_versions, valid, first))
+        if verl_path is not None and base.version_source == "path":
+            valid, first = judged(base)
+            unknown = {"VERL-CFG-UNKNOWN-KEY", "HYDRA-OVERRIDE"}
+            accepted = not any(f.rule in unknown and f.severity == "error" for f in run_rules(base)[0])
+            matrix.rows.append(
+                VersionRow("verl-path", (base.framework_version,), accepted, valid, first, directory=verl_path)
+            )
     matrix.megatron_core_verl = base.framework_version
     if base.layouts:
         for minor in MINORS:

@@ -758,8 +758,6 @@ def _bad_version(args) -> str | None:
 
     if getattr(args, "verl_path", None) is not None and args.verl_version is not None:
         return "--verl-version and --verl-path both name the verl to judge against; give one"
-    if getattr(args, "verl_path", None) is not None and getattr(args, "versions", False):
-        return "--versions judges every bundled verl release; --verl-path names one verl: give one"
     try:
         if getattr(args, "verl_path", None) is not None:
             from shardcheck.frameworks.verl.verl_path import load
@@ -792,6 +790,7 @@ def _versions(args, env: dict[str, str], paths: list[str]) -> int:
             display=p if args.paths else _example_display(),
             megatron_core_version=args.megatron_core_version,
             allow_source=tuple(getattr(args, "allow_source", ()) or ()),
+            verl_path=getattr(args, "verl_path", None),
         )
         for p in paths
     ]

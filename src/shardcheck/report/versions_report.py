@@ -21,12 +21,14 @@ def render_versions_text(matrices) -> str:
             out.append(f"  error: {m.error}")
             continue
         out.append(f"  plain `check` judges with {m.reason or m.chosen}")
-        rows = [r for r in m.rows if r.framework == "verl"]
+        rows = [r for r in m.rows if r.framework in ("verl", "verl-path")]
         if rows:
             out.append("  verl      keys       verdict          first reason")
         for r in rows:
             keys = "accepted" if r.accepted else "rejected"
             reason = f"{r.first.rule}: {r.first.message}" if r.first else ""
+            if r.framework == "verl-path":
+                out.append(f"  the verl tree at {r.directory} ({r.versions[0]}):")
             out.append(f"  {r.versions[0]:<9} {keys:<10} {_verdict(r.valid):<16} {reason}".rstrip())
         rows = [r for r in m.rows if r.framework == "megatron-core"]
         if rows:
@@ -61,6 +63,7 @@ def render_versions_json(matrices) -> str:
                         "accepted": r.accepted,
                         "valid": r.valid,
                         "first_error": _finding(r.first),
+                        **({"directory": r.directory} if r.directory is not None else {}),
                     }
                     for r in m.rows
                 ],

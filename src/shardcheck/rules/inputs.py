@@ -213,6 +213,13 @@ def unknown_key(p: Problem) -> Message:
     """
     verl's config is in Hydra's struct mode: `key=value` for a key that does not exist fails.
 
+    When another bundled verl release has the key, the finding names them; when the key was renamed,
+    it names the key's name in the judged release and the release that renamed it. Renames are
+    derived from the catalogue, not listed by hand: a key that leaves at release R while one key with
+    the same last part, and the same default, arrives at R, its removed siblings arriving too
+    (`critic.model.fsdp_config.*` → `critic.fsdp.*` at verl 0.8.0, `ray_init.*` → `ray_kwargs.*` at
+    0.6.0). A rename to a key the script already sets is not offered.
+
     Why:
     `Could not override 'key'. To append to your config use +key=value` at start.
 
@@ -220,9 +227,20 @@ def unknown_key(p: Problem) -> Message:
     Use the key shardcheck suggests; add `+` only for keys verl reads but does not declare.
 
     Source:
-    hydra/_internal/config_loader_impl.py (struct mode); verl/trainer/config/_generated_*.yaml (verl 0.9.1).
+    hydra/_internal/config_loader_impl.py (struct mode); verl/trainer/config/_generated_*.yaml (each
+    bundled release, 0.4.0 … 0.9.1 and main).
     """
     message = f"{p['text']}: {p['reason']}"
+    rename = p.args.get("renamed")
+    if rename:
+        way, other, at = rename
+        if way == "to":
+            fix = f"use `{other}` (its name since verl {at}), or run on a verl that has `{p['key']}` ({p['having']})"
+            note = f"renamed to {other} in verl {at}"
+        else:
+            fix = f"use `{other}` (its name before verl {at}), or run on a verl that has `{p['key']}` ({p['having']})"
+            note = f"named {other} before verl {at}"
+        return f"{message} (absent from verl {p['version']}: {note}{p['elsewhere']})", fix
     if p["megatron_section_missing"]:
         fix = "the megatron section exists with --config-name=ppo_megatron_trainer or model_engine=megatron"
     elif p.args.get("elsewhere"):

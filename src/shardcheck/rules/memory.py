@@ -304,9 +304,20 @@ def host_memory(job: Job) -> Iterator[Finding]:
     Fix:
     Offload less (keep the optimizer on the device), or spread the model over more nodes.
 
+    Versions:
+    verl's offload keys mean the same in every bundled release (0.4.0 … 0.9.1, main): a Megatron
+    engine's `param_offload` moves its weights and its gradient buffers (legacy megatron_workers.py
+    up to 0.7.1, engine/megatron/transformer_impl.py `self.to(..., grad=self._is_offload_param)` from
+    0.8.0); `megatron.grad_offload` (in the config of every release but 0.9.1) is read into
+    `_is_offload_grad` and used nowhere (megatron_workers.py 0.4.0 … 0.7.1, engine/megatron/
+    transformer_impl.py 0.6.0 … 0.9.0, main), so shardcheck counts nothing for it. An FSDP reference model
+    is always kept on the host (CPUOffload / CPUOffloadPolicy, fsdp_workers.py up to 0.7.1,
+    engine/fsdp/transformer_impl.py from 0.6.0).
+
     Source:
     verl/utils/megatron_utils.py (offload_megatron_model_to_cpu, offload_megatron_optimizer);
-    shardcheck/memory/estimate.py (host).
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine (verl 0.8.0, 0.9.0, 0.9.1, main
+    2026-08-22); shardcheck/memory/estimate.py (host).
     """
     if job.host_memory_bytes is None:
         return

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, at_least
+from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, at_least, legacy_workers
 from shardcheck.job import Job
 from shardcheck.rules.base import Finding, NotJudged, finding, need, rule, where
 from shardcheck.rules.divisors import divisors
@@ -26,6 +26,8 @@ A = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"
 RO = "actor_rollout_ref.rollout"
 C = "critic"
+# budgets that are CriticConfig fields verl's YAML leaves out (verl 0.6.0 on): set with `+key=`
+_FIELD_ONLY = (f"{C}.ppo_infer_max_token_len_per_gpu",)
 
 
 def _trained(job: Job) -> bool:
@@ -49,6 +51,16 @@ def _static(job: Job) -> bool:
     return not need(job.value(f"{A}.use_dynamic_bsz"), f"{A}.use_dynamic_bsz")
 
 
+def engine_workers(job: Job, role: str = "actor") -> bool:
+    """Whether verl's engine workers (engine_workers.py TrainingWorker / ActorRolloutRefWorker) run ``role``
+    (versions.legacy_workers: always from 0.8.0; in 0.7.x the actor with ``trainer.use_legacy_worker_impl=disable``;
+    a Megatron critic, the only critic trained here, never before 0.8.0)."""
+    setting = job.value("trainer.use_legacy_worker_impl")
+    known_setting = setting.value if setting.known else None
+    fsdp = job.fsdp_layout(role) is not None
+    return not legacy_workers(job.framework_version, role, known_setting, fsdp=fsdp)
+
+
 def _samples(job: Job) -> tuple[int, int, int]:
     """(train_batch_size · n, mini · n, n)."""
     n = need(job.value(f"{RO}.n"), f"{RO}.n")
@@ -62,10 +74,8 @@ class Trainee:
     """A model verl trains: the actor (Megatron or FSDP engine), and a Megatron critic when one is used.
 
     ``static`` is the config's own ``use_dynamic_bsz`` being off (what verl's config validation
-    reads); ``engine_dynamic`` whether the engine packs micro-batches by tokens. verl 0.9.1's v1
-    trainer never hands the critic's use_dynamic_bsz or micro batch to its engine, whose
-    McoreEngineConfig default is use_dynamic_bsz=True, with the token budget
-    ``critic.ppo_infer_max_token_len_per_gpu`` (trainer_base.py ``init_workers``).
+    reads); ``engine_dynamic`` whether the engine packs micro-batches by tokens; for the critic both
+    depend on the verl version (``critic_packing``).
     """
 
     role: str
@@ -74,7 +84,7 @@ class Trainee:
     cp: int  # ranks sharing one sequence: Megatron CP, or FSDP's Ulysses SP
     static: bool
     engine_dynamic: bool
-    token_key: str
+    token_keys: tuple[str, ...]  # the budgets of its passes (each must hold the longest sample)
     split: str = "CP"  # what ``cp`` is called in messages ("SP" for FSDP)
 
     def mini(self, job: Job) -> tuple[int, object]:
@@ -92,7 +102,9 @@ def trainees(job: Job) -> list[Trainee]:
     """The actor, then the critic when verl uses one (with its own Megatron sizes, DP = world / (TP·PP·CP))."""
     split = "SP" if _fsdp(job) else "CP"
     cp = need(job.sequence_split("actor"), "ulysses_sequence_parallel_size" if _fsdp(job) else "context_parallel_size")
-    out = [Trainee("actor", A, _dp(job), cp, _static(job), not _static(job), f"{A}.ppo_max_token_len_per_gpu", split)]
+    out = [
+        Trainee("actor", A, _dp(job), cp, _static(job), not _static(job), (f"{A}.ppo_max_token_len_per_gpu",), split)
+    ]
     if not critic_used(job) or need(job.value(f"{C}.strategy"), f"{C}.strategy") != "megatron":
         return out
     sizes = [
@@ -103,10 +115,30 @@ def trainees(job: Job) -> list[Trainee]:
     if any(not isinstance(v, int) or v < 1 for v in sizes) or world % math.prod(sizes):
         return out  # the critic's layout does not tile the world: not judged here
     static = not need(job.value(f"{C}.use_dynamic_bsz"), f"{C}.use_dynamic_bsz")
-    out.append(
-        Trainee("critic", C, world // math.prod(sizes), sizes[2], static, True, f"{C}.ppo_infer_max_token_len_per_gpu")
-    )
+    dynamic, keys = critic_packing(job, static)
+    out.append(Trainee("critic", C, world // math.prod(sizes), sizes[2], static, dynamic, keys))
     return out
+
+
+def critic_packing(job: Job, static: bool) -> tuple[bool, tuple[str, ...]]:
+    """Whether a Megatron critic packs its micro-batches by tokens, and the budget of each pass (update, values),
+    in the judged verl version:
+
+    - before 0.8.0 the legacy ``megatron_workers.CriticWorker`` (0.7.x builds it for a Megatron critic whatever
+      ``use_legacy_worker_impl`` says) packs only with ``critic.use_dynamic_bsz``: the update by
+      ``ppo_max_token_len_per_gpu``, ``compute_values`` by ``forward_max_token_len_per_gpu`` (megatron_workers.py,
+      workers/critic/megatron_critic.py, verl 0.4.0 … 0.7.1);
+    - from 0.8.0 the engine worker always packs (EngineConfig.use_dynamic_bsz = True, never set from the critic's
+      key): the classic trainer gives the update ``ppo_max_token_len_per_gpu`` and the values
+      ``ppo_infer_max_token_len_per_gpu`` (ppo/ray_trainer.py ``init_workers``, verl 0.8.0 … 0.9.1);
+    - the v1 trainer (``trainer.use_v1``, 0.9.0 on, the default) gives both ``ppo_infer_max_token_len_per_gpu``
+      (ppo/v1/trainer_base.py ``init_workers``, verl 0.9.0, 0.9.1).
+    """
+    if not at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+        return not static, (f"{C}.ppo_max_token_len_per_gpu", f"{C}.forward_max_token_len_per_gpu")
+    if need(job.value("trainer.use_v1"), "trainer.use_v1"):
+        return True, (f"{C}.ppo_infer_max_token_len_per_gpu",)
+    return True, (f"{C}.ppo_max_token_len_per_gpu", f"{C}.ppo_infer_max_token_len_per_gpu")
 
 
 def padded_batch(job: Job) -> tuple[int, int]:
@@ -164,8 +196,9 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
     `ppo_micro_batch_size_per_gpu is not None` at init.
 
     Versions:
-    Only the deprecated key set: an error from verl 0.8.0 on (engine workers only); before, the legacy
-    workers convert it to the per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
+    Only the deprecated key set: an error on the engine workers (verl 0.8.0 on, and 0.7.x with
+    `trainer.use_legacy_worker_impl=disable`); the legacy workers, the default before, convert it to the
+    per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
 
     Fix:
     Set `ppo_micro_batch_size_per_gpu`, or `actor_rollout_ref.actor.use_dynamic_bsz=True`.
@@ -232,7 +265,7 @@ def actor_micro_batch(job: Job) -> Iterator[Finding]:
                 role=t.role,
             )
         elif _fsdp(job) and t.role == "actor" and not has_new:
-            if not at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+            if not engine_workers(job):
                 continue  # the legacy FSDP worker converts the deprecated key (see Versions)
             yield finding(
                 "VERL-ACT-MBS",
@@ -341,6 +374,13 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
     The critic's update (`critic.ppo_mini_batch_size · n` over the critic engine's DP, from
     `critic.megatron.*`) is checked the same way when a critic is used.
 
+    Versions:
+    The engine workers' check: verl 0.8.0 on, and 0.7.x with `trainer.use_legacy_worker_impl=disable`.
+    The legacy workers (the default up to 0.7.1) instead floor-divide: `ppo_mini_batch_size *= n;
+    //= DP` (FSDP: world / Ulysses SP), and only the FSDP worker then asserts `ppo_mini_batch_size 0
+    should be larger than 0 after normalization` (fsdp_workers.py ActorRolloutRefWorker.__init__,
+    verl 0.4.0 … 0.7.1); the legacy Megatron workers check neither.
+
     Source:
     verl/workers/engine_workers.py TrainingWorker.train_mini_batch; verl/trainer/ppo/v1/trainer_base.py
     _update_critic (verl 0.9.1).
@@ -349,6 +389,18 @@ def mini_divides_dp(job: Job) -> Iterator[Finding]:
         return
     for t in trainees(job):
         mini, mini_t = t.mini(job)
+        if not engine_workers(job, t.role):
+            if t.role == "actor" and _fsdp(job) and mini // t.dp == 0:
+                yield finding(
+                    "VERL-ENG-MINI-DP",
+                    f"ppo_mini_batch_size 0 should be larger than 0 after normalization ({t.prefix}.ppo_mini_batch_size"
+                    f" · n = {mini} floor-divided by the trainer DP {t.dp}; verl {job.framework_version}'s legacy "
+                    "FSDP worker)",
+                    where(mini_t, job.value(f"{RO}.n")),
+                    fix=f"a {t.prefix}.ppo_mini_batch_size · n of at least {t.dp}",
+                    role=t.role,
+                )
+            continue
         if mini % t.dp:
             yield finding(
                 "VERL-ENG-MINI-DP",
@@ -380,10 +432,23 @@ def micro_divides(job: Job) -> Iterator[Finding]:
     Fix:
     Choose micro-batch sizes that divide the per-rank sample counts.
 
+    Versions:
+    The engine workers' check: verl 0.8.0 on, and 0.7.x with `trainer.use_legacy_worker_impl=disable`.
+    The legacy workers (the default up to 0.7.1) split each pass with `split(micro)` and check only
+    the FSDP update: `normalized ppo_mini_batch_size X should be divisible by
+    ppo_micro_batch_size_per_gpu Y`, X = ppo_mini_batch_size · n floor-divided by DP
+    (fsdp_workers.py ActorRolloutRefWorker.__init__, verl 0.4.0 … 0.7.1); the legacy Megatron
+    workers check none (workers/actor/megatron_actor.py `split`).
+
     Source:
     verl/workers/engine/utils.py prepare_micro_batches (verl 0.9.1).
     """
-    if not _trained(job) or not _static(job):
+    if not _trained(job):
+        return
+    if not engine_workers(job):
+        yield from _legacy_micro(job)
+        return
+    if not _static(job):
         return
     for key, per_rank, what, micro_t, micro in _micro_passes(job):
         if per_rank % micro:
@@ -395,6 +460,33 @@ def micro_divides(job: Job) -> Iterator[Finding]:
                 where(micro_t),
                 fix=f"{key} in {', '.join(map(str, good[:12]))}",
             )
+
+
+def _legacy_micro(job: Job) -> Iterator[Finding]:
+    """verl ≤ 0.7.1's legacy FSDP worker: the normalized mini batch must divide by the update's micro batch (set
+    per GPU, or the deprecated ``ppo_micro_batch_size`` floor-divided by DP), with or without dynamic batch size."""
+    if not _fsdp(job):
+        return
+    dp = _dp(job)
+    key = f"{A}.ppo_micro_batch_size_per_gpu"
+    micro_t = job.value(key)
+    micro = need(micro_t, key)
+    if micro is None:
+        key = f"{A}.ppo_micro_batch_size"
+        micro_t = job.value(key)
+        micro = need(micro_t, key)
+        micro = None if micro is None else micro // dp
+    if micro is None or micro <= 0:
+        return  # VERL-ACT-MBS reports a missing micro batch
+    normalized = _samples(job)[1] // dp
+    if normalized and normalized % micro:
+        yield finding(
+            "VERL-ENG-MICRO-DIV",
+            f"normalized ppo_mini_batch_size {normalized} should be divisible by ppo_micro_batch_size_per_gpu "
+            f"{micro} (verl {job.framework_version}'s legacy FSDP worker)",
+            where(micro_t),
+            fix=f"{key} in {', '.join(map(str, divisors(normalized)[:12]))}",
+        )
 
 
 @rule(
@@ -415,10 +507,18 @@ def token_budget(job: Job) -> Iterator[Finding]:
     Fix:
     Raise the token budgets to at least (prompt + response) / CP.
 
-    The critic's engine always packs by tokens in verl 0.9.1's v1 trainer (its McoreEngineConfig
-    keeps use_dynamic_bsz=True; only `critic.ppo_infer_max_token_len_per_gpu`, default 32768, is
-    handed to it, for training and inference alike), so with a critic that budget · the critic's CP
-    must hold the longest sample whatever `critic.use_dynamic_bsz` says.
+    The critic's budgets depend on the verl version (see Versions).
+
+    Versions:
+    A Megatron critic: before 0.8.0 the legacy CriticWorker packs only with `critic.use_dynamic_bsz`,
+    the update by `critic.ppo_max_token_len_per_gpu`, the value pass by
+    `critic.forward_max_token_len_per_gpu` (megatron_workers.py, workers/critic/megatron_critic.py,
+    verl 0.4.0 … 0.7.1). From 0.8.0 its engine worker always packs (EngineConfig.use_dynamic_bsz
+    stays True whatever `critic.use_dynamic_bsz` says): the classic trainer hands it
+    `ppo_max_token_len_per_gpu` for the update and `ppo_infer_max_token_len_per_gpu` (a
+    CriticConfig field, default 32768, added with `+`) for the values (ppo/ray_trainer.py, verl
+    0.8.0 … 0.9.1); the v1 trainer (`trainer.use_v1`, the default from 0.9.0) hands it
+    `ppo_infer_max_token_len_per_gpu` for both (ppo/v1/trainer_base.py init_workers, verl 0.9.0, 0.9.1).
 
     Source:
     verl/utils/seqlen_balancing.py rearrange_micro_batches; verl/workers/engine/megatron/transformer_impl.py;
@@ -434,7 +534,7 @@ def token_budget(job: Job) -> Iterator[Finding]:
     for t in trainees(job):
         if not t.engine_dynamic:
             continue
-        budgets.append((t, t.token_key))
+        budgets.extend((t, key) for key in t.token_keys)
         if t.role == "actor":
             budgets.append((t, f"{RO}.log_prob_max_token_len_per_gpu"))
             if job.ref_used.value:
@@ -448,7 +548,7 @@ def token_budget(job: Job) -> Iterator[Finding]:
                 f"{key} {budget} · {t.split} {t.cp} = {budget * t.cp} tokens < the longest sample {longest} "
                 f'(verl: "max_token_len must be greater than the sequence length")',
                 where(budget_t, job.value("data.max_response_length"), job.value(f"{t.prefix}.use_dynamic_bsz")),
-                fix=f"{'+' if budget_t.origin.first_script_line() is None and t.role == 'critic' else ''}"
+                fix=f"{'+' if budget_t.origin.first_script_line() is None and key in _FIELD_ONLY else ''}"
                 f"{key}={-(-longest // t.cp)} or more",
                 role=t.role,
             )
@@ -503,8 +603,9 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
     `log_prob_micro_batch_size_per_gpu is not None` at init.
 
     Versions:
-    Only the deprecated key set: an error from verl 0.8.0 on (engine workers only); before, the legacy
-    workers convert it to the per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
+    Only the deprecated key set: an error on the engine workers (verl 0.8.0 on, and 0.7.x with
+    `trainer.use_legacy_worker_impl=disable`); the legacy workers, the default before, convert it to the
+    per-GPU size at init (fsdp_workers.py, verl 0.4.0 … 0.7.1).
 
     Fix:
     Set `log_prob_micro_batch_size_per_gpu` for the rollout and, when the ref is used, for the ref.
@@ -530,7 +631,7 @@ def log_prob_micro_batch(job: Job) -> Iterator[Finding]:
                 f"[{name}] Please set at least one of '{name}.log_prob_micro_batch_size' or "
                 f"'{name}.log_prob_micro_batch_size_per_gpu'."
             )
-        elif not has_new and at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+        elif not has_new and engine_workers(job):
             message = (
                 f"{name}.log_prob_micro_batch_size is deprecated and not read by the engine: "
                 f"{name}.log_prob_micro_batch_size_per_gpu is None at worker init"
@@ -621,10 +722,15 @@ def dynamic_same(job: Job) -> Iterator[Finding]:
     Fix:
     Remove the rollout's override, or set both the same.
 
+    Versions:
+    The engine workers' assert: verl 0.8.0 on, and 0.7.x with `trainer.use_legacy_worker_impl=disable`
+    (engine_workers.py, 0.7.0 … 0.9.1); the legacy workers (the default up to 0.7.1) read each key for
+    its own pass and assert nothing (fsdp_workers.py, megatron_workers.py).
+
     Source:
     verl/workers/engine_workers.py ActorRolloutRefWorker.init_model (verl 0.9.1).
     """
-    if not _trained(job):
+    if not _trained(job) or not engine_workers(job):
         return
     actor_t, rollout_t = job.value(f"{A}.use_dynamic_bsz"), job.value(f"{RO}.log_prob_use_dynamic_bsz")
     actor, rollout = need(actor_t, f"{A}.use_dynamic_bsz"), need(rollout_t, f"{RO}.log_prob_use_dynamic_bsz")

@@ -42,6 +42,19 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     Fix:
     Remove the ref overrides; give the critic the actor's sizes.
 
+    Versions:
+    From verl 0.8.0 (engine workers only) as above. Before, the legacy Megatron workers
+    (megatron_workers.py, verl 0.4.0 … 0.7.1; 0.7.x builds a Megatron critic with them whatever
+    `use_legacy_worker_impl` says) construct the actor/rollout worker first in the colocated process
+    (ray_trainer.py init_workers: actor_rollout, then critic, then ref), and its `__init__` creates
+    the groups from `actor.megatron.*`, for the ref role too; the critic's and the ref's own sizes
+    never create groups, and each differing one is reported against the actor's.
+    Which engines are built follows each release: a ref when `actor.use_kl_loss` or
+    `algorithm.use_kl_in_reward` (main_ppo.py 0.4.0 … 0.6.1, trainer/ppo/utils.py
+    need_reference_policy 0.7.1 … 0.9.1), unless the actor's LoRA stands in for it (the keys read
+    per release: resolve.py REF_IN_ACTOR_KEYS); a critic by `critic.enable` when set (0.6.0 on),
+    else for adv_estimator gae (ray_trainer.py use_critic 0.4.0 … 0.5.0, need_critic 0.6.0 … 0.9.1).
+
     Source:
     verl/trainer/ppo/v1/trainer_base.py init_workers (create_colocated_worker_cls per resource pool;
     the critic's pool is global_pool, like the actor's); verl/workers/engine_workers.py
@@ -52,11 +65,16 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
     (returns early when mpu.is_initialized(); "TODO: set different parallelism for actor, critic,
     ref"), verl 0.9.1.
     """
+    from shardcheck.frameworks.verl.versions import ENGINE_WORKERS_ONLY, at_least
+
     actor = job.layout("actor")
     if actor is None:
         return
     sizes = (actor.tp, actor.pp, actor.cp, actor.ep, actor.etp_setting, actor.vpp)
     critic = _critic_sizes(job)
+    if not at_least(job.framework_version, ENGINE_WORKERS_ONLY):
+        yield from _legacy(job, sizes, critic)
+        return
     if critic is not None:
         yield from _compare(
             sizes,
@@ -76,6 +94,43 @@ def one_parallel_state(job: Job) -> Iterator[Finding]:
         "ref",
         "remove the actor_rollout_ref.ref.megatron.* size overrides (they follow the actor by default)",
     )
+
+
+def _legacy(job: Job, sizes: tuple, critic: tuple | None) -> Iterator[Finding]:
+    """verl ≤ 0.7.1: the actor/rollout worker, built first, creates the groups from the actor's sizes."""
+    ref = job.layout("ref")
+    others = []
+    if critic is not None:
+        others.append(
+            (
+                "critic",
+                critic,
+                "set " + ", ".join(f"critic.megatron.{k}={_shown(a)}" for k, a in zip(_CRITIC_KEYS, sizes)),
+            )
+        )
+    if ref is not None:
+        others.append(
+            (
+                "ref",
+                (ref.tp, ref.pp, ref.cp, ref.ep, ref.etp_setting, ref.vpp),
+                "remove the actor_rollout_ref.ref.megatron.* size overrides (they follow the actor by default)",
+            )
+        )
+    for role, theirs, fix in others:
+        if not all(t.known for t in sizes + theirs):
+            continue
+        diffs = [(n, a, r) for n, a, r in zip(_NAMES, sizes, theirs) if a.value != r.value]
+        if not diffs:
+            continue
+        text = ", ".join(f"{n} actor {_shown(a)} vs {role} {_shown(r)}" for n, a, r in diffs)
+        yield finding(
+            "VERL-MC-ONE-INIT",
+            f"verl {job.framework_version}'s legacy workers build the actor first and its sizes create the process "
+            f"groups; the {role}'s differ ({text})",
+            where(*(r for _, _, r in diffs), *(a for _, a, _ in diffs)),
+            fix=fix,
+            role=role,
+        )
 
 
 def _shown(t) -> str:
@@ -121,8 +176,10 @@ def _compare(actor: tuple, first: tuple, role: str, fix: str) -> Iterator[Findin
 def etp_unset(job: Job) -> Iterator[Finding]:
     """
     verl passes `expert_tensor_parallel_size: null` unchanged to Megatron-Core, whose parallel
-    state then uses ETP = TP. Megatron-Bridge ≥ v0.6.0 instead sets the model config's ETP to 1
-    when EP > 1, so the expert layers can be built for ETP 1 on groups made for ETP = TP.
+    state then uses ETP = TP. When verl builds the model through Megatron-Bridge
+    (`megatron.vanilla_mbridge=False`), it hands the same null to the bridge's provider, and
+    Megatron-Bridge ≥ v0.6.0 sets the model config's ETP to 1 when EP > 1, so the expert layers can
+    be built for ETP 1 on groups made for ETP = TP.
 
     Why:
     The groups and the layers disagree silently (verl's docker pins Megatron-Bridge r0.5.0, where
@@ -131,13 +188,27 @@ def etp_unset(job: Job) -> Iterator[Finding]:
     Fix:
     Always set `actor_rollout_ref.actor.megatron.expert_tensor_parallel_size` when EP > 1.
 
+    Versions:
+    verl 0.7.0 and later, with `vanilla_mbridge=False` (its default from 0.9.0; 0.7.0 … 0.8.0 default
+    to mbridge). mbridge takes ETP from the process groups (core/llm_bridge.py `mpu.etp_size`) and
+    verl ≤ 0.6.1 has no Megatron-Bridge path, so there the two agree (verl/workers/megatron_workers.py,
+    engine/megatron/transformer_impl.py, verl 0.4.0 … 0.9.1).
+
     Source:
-    verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh (verl 0.9.1);
-    Megatron-Bridge src/megatron/bridge/models/transformer_config.py (v0.6.0).
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine._init_device_mesh and
+    _build_tf_config (verl 0.7.0 … 0.9.1); Megatron-Bridge src/megatron/bridge/models/transformer_config.py
+    (v0.6.0); mbridge core/llm_bridge.py.
     """
+    from shardcheck.frameworks.verl.versions import MEGATRON_BRIDGE_PATH, at_least
+
+    if not at_least(job.framework_version, MEGATRON_BRIDGE_PATH):
+        return
     for e in engines(job):
         if not (e.etp_setting.known and e.etp_setting.value is None):
             continue
+        bridge = job.value(f"{e.key_prefix}.use_mbridge"), job.value(f"{e.key_prefix}.vanilla_mbridge")
+        if not all(t.known for t in bridge) or bridge[0].value is False or bridge[1].value is True:
+            continue  # mbridge (or verl's converter) builds the model: ETP from the groups
         if not (e.ep.known and e.ep.value > 1 and e.tp.known and e.tp.value > 1):
             continue
         yield finding(
@@ -426,3 +497,51 @@ def bridge_mimo_v2_flash(job: Job) -> Iterator[Finding]:
                 fix=f"{e.key_prefix}.context_parallel_size=1",
                 role=e.role,
             )
+
+
+@rule(
+    "VERL-MC-GRAD-OFFLOAD",
+    "warning",
+    "megatron.grad_offload is read and never used: gradients move only with param_offload",
+    frameworks=("verl",),
+    engine="megatron",
+)
+def grad_offload_unused(job: Job) -> Iterator[Finding]:
+    """
+    verl's Megatron config has a `grad_offload` switch beside `param_offload`, but no release acts on
+    it: the workers store it as `_is_offload_grad` and never read that again. A Megatron engine's
+    gradient buffers leave the device only with `param_offload`, together with the weights.
+
+    Why:
+    No error: with `grad_offload=True` alone the gradients stay on the device, and a memory plan that
+    counted on moving them runs out of GPU memory (VLLM-MEM-STARTUP, VLLM-MEM-WAKE count them).
+
+    Fix:
+    Set `param_offload=True` to move the weights and gradients, or drop `grad_offload`.
+
+    Versions:
+    The key is in the config of every bundled release but 0.9.1 (0.4.0 … 0.9.0, main; 0.9.1 refuses
+    it: VERL-CFG-UNKNOWN-KEY), and unused in all: megatron_workers.py (0.4.0 … 0.7.1,
+    `self._is_offload_grad = ...get("grad_offload", False)`), engine/megatron/transformer_impl.py
+    (0.6.0 … 0.9.0, main of 2026-08-22: `self._is_offload_grad = self.engine_config.grad_offload`);
+    offload and reload pass `grad=self._is_offload_param`.
+
+    Source:
+    verl/workers/megatron_workers.py ActorRolloutRefWorker / CriticWorker __init__ (verl 0.4.0 … 0.7.1);
+    verl/workers/engine/megatron/transformer_impl.py MegatronEngine (verl 0.8.0, 0.9.0).
+    """
+    for prefix, role in (("actor_rollout_ref.actor.megatron", "actor"), ("critic.megatron", "critic")):
+        if role == "critic" and job.layout("critic") is None:
+            continue
+        grad = job.value(f"{prefix}.grad_offload")
+        param = job.value(f"{prefix}.param_offload")
+        if not (grad.known and grad.value is True and param.known and param.value is False):
+            continue
+        yield finding(
+            "VERL-MC-GRAD-OFFLOAD",
+            f"[{role}] {prefix}.grad_offload=True has no effect: verl {job.framework_version} stores it and never "
+            "uses it; the gradient buffers leave the device only with param_offload (with the weights)",
+            where(grad),
+            fix=f"{prefix}.param_offload=True (weights and gradients), or drop {prefix}.grad_offload",
+            role=role,
+        )

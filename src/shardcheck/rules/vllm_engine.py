@@ -140,6 +140,11 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     Fix:
     Lower max_model_len to the derived length, or edit rope_scaling in the model's config.json.
 
+    Versions:
+    The same condition and text in vLLM 0.8.5, 0.9.1 (vllm/config.py), 0.11.0 and 0.24.0 (vllm/config/
+    model.py), except that before 0.24 the derived length is printed as a whole number for su / longrope /
+    llama3 RoPE (no factor applied), as a float from 0.24 on.
+
     Source:
     vllm/config/model.py _get_and_verify_max_len and
     vllm/transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key (vLLM 0.24.0,
@@ -153,7 +158,7 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     mml = need(mml_t, f"{RO}.max_model_len") or limit  # verl: None -> max_position_embeddings
     if mml > limit:
         return  # VERL-RO-MAXLEN: verl rejects it before vLLM sees it
-    message = max_len_error(job.model, mml)
+    message = max_len_error(job.model, mml, job.vllm_version)
     if message is not None:
         yield finding(
             "VLLM-MAXLEN-DERIVED",
@@ -163,12 +168,24 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
         )
 
 
-def max_len_error(model, max_model_len: int) -> str | None:
-    """vLLM's error text for a user-given max_model_len above the derived maximum, or None."""
+def max_len_error(model, max_model_len: int, vllm_version: str | None = None) -> str | None:
+    """vLLM's error text for a user-given max_model_len above the derived maximum, or None. The derived length is
+    printed as a float once it was multiplied by a RoPE factor: vLLM 0.24.0 multiplies whenever the model has RoPE
+    parameters (by 1.0 for su / longrope / llama3); 0.8.5, 0.9.1 and 0.11.0 only for the other rope types
+    (vllm/config.py, vllm/config/model.py ``_get_and_verify_max_len``)."""
     derived, key = derived_max_len(model)
     if max_model_len <= derived or (model.model_max_length and max_model_len <= model.model_max_length):
         return None
-    shown = derived if model.rope_scaling else int(derived)
+    rope = model.rope_scaling
+    if nearest_checked("vllm", vllm_version) == "0.24.0":
+        multiplied = bool(rope) and "gemma3" not in (model.model_type or "")
+    else:
+        multiplied = (
+            bool(rope)
+            and "gemma3" not in (model.model_type or "")
+            and rope.get("rope_type", "default") not in ("su", "longrope", "llama3")
+        )
+    shown = derived if multiplied else int(derived)
     return (
         f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({key}={shown} "
         f"or model_max_length={model.model_max_length} in model's config.json)."
@@ -295,7 +312,14 @@ def vllm_startup_memory(job: Job) -> Iterator[Finding]:
     on an assumed one.
 
     Versions:
-    The check is in vLLM's v1 GPU worker (0.11.0: `Worker.init_device`; 0.24.0: `request_memory`).
+    The check is in vLLM's v1 GPU worker (0.9.1 and 0.11.0: `Worker.init_device`; 0.24.0:
+    `request_memory`); vLLM 0.8.5 (verl 0.4.x, 0.5.0) has none: its worker only records the free
+    memory and later sizes the KV cache from what is left (v1/worker/gpu_worker.py
+    `determine_available_memory`), so the rule is silent there.
+    verl's offload keys mean the same in every bundled release: `param_offload` moves a Megatron
+    engine's weights and gradient buffers together; `megatron.grad_offload` (every release's config but
+    0.9.1's) is read and never used (megatron_workers.py, engine/megatron/transformer_impl.py), so it
+    frees nothing here.
 
     Fix:
     Lower `gpu_memory_utilization` to what is free, or offload the training state at init
@@ -312,7 +336,7 @@ def vllm_startup_memory(job: Job) -> Iterator[Finding]:
     from shardcheck.memory.devices import GIB
     from shardcheck.rules.memory import job_estimate
 
-    if _vllm_tp(job) is None:
+    if _vllm_tp(job) is None or nearest_checked("vllm", job.vllm_version) == "0.8.5":
         return
     est = job_estimate(job)
     if est is None or est.rollout is None or not est.rollout.startup_resident_bytes:
@@ -448,9 +472,12 @@ def vllm_eplb(job: Job) -> Iterator[Finding]:
     Versions:
     vLLM 0.24.0 (both as a ValueError); vLLM 0.11.0 has the second as an `AssertionError: EPLB
     currently only supports even distribution of experts across ranks.` (fused_moe/layer.py
-    `FusedMoE.__init__`). The rule words it as the vLLM version judged with does (`--vllm-version`, else the
-    one the verl version pins: vLLM 0.11.0's text up to 0.23, 0.24.0's from 0.24; the versions between
-    were not read).
+    `FusedMoE.__init__`). vLLM 0.8.5 and 0.9.1 have no EPLB: `enable_eplb` is no engine argument
+    (engine/arg_utils.py), so verl 0.6.0's async server fails parsing `--enable-eplb` (`unrecognized
+    arguments`) and its sync rollout `EngineArgs(**engine_kwargs)` (`unexpected keyword argument`).
+    The rule words it as the vLLM version judged with does (`--vllm-version`, else the one the verl
+    version pins: 0.9.1's up to 0.10, vLLM 0.11.0's text up to 0.23, 0.24.0's from 0.24; the versions
+    between were not read).
 
     Fix:
     Set `expert_parallel_size` to rollout TP · DP, or choose TP · DP (or the redundant experts) so that
@@ -470,6 +497,16 @@ def vllm_eplb(job: Job) -> Iterator[Finding]:
     if not hasattr(kwargs, "get") or kwargs.get("enable_eplb") is not True:
         return
     eplb_t = job.value(f"{RO}.engine_kwargs.vllm.enable_eplb")
+    if nearest_checked("vllm", job.vllm_version) in ("0.8.5", "0.9.1"):
+        yield finding(
+            "VLLM-EPLB",
+            f"vLLM {job.vllm_version} has no expert load balancing: enable_eplb is not one of its engine arguments "
+            "(verl's server: `unrecognized arguments: --enable-eplb`; its sync rollout: `unexpected keyword "
+            "argument 'enable_eplb'`)",
+            where(eplb_t),
+            fix=f"drop {RO}.engine_kwargs.vllm.enable_eplb, or run a verl whose vLLM has EPLB (0.6.1 on: vLLM 0.11)",
+        )
+        return
     ep_t = job.value(f"{RO}.expert_parallel_size")
     ep = need(ep_t, f"{RO}.expert_parallel_size")
     if ep <= 1:

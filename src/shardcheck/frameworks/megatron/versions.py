@@ -1,7 +1,8 @@
 """Which megatron-core a job runs on, and what differs between its minors for the layout rules.
 
 The choice, in order: ``--megatron-core-version`` (``flag``); the megatron-core installed in this
-environment (``installed``; its metadata is read, nothing imported); the one the chosen verl release runs
+environment (``installed``; its metadata is read, nothing imported); one a container image tag near the script
+names (``pinned``: ``...-mcore0.13.0-...``); the one the chosen verl release runs
 with (``verl``: the megatron-core of that release's own Docker images, below); otherwise ``default``, the
 minor shardcheck's differential tests run against.
 
@@ -27,7 +28,7 @@ MINORS = ("0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16", "0.17",
 DEFAULT = "0.16"  # the minor the differential tests install (megatron-core 0.16.1)
 FOLDING_SINCE = (0, 10)
 WORLD_TEXT_SINCE = (0, 14)
-MEGATRON_CORE_SOURCES = ("flag", "installed", "verl", "default")
+MEGATRON_CORE_SOURCES = ("flag", "installed", "pinned", "verl", "default")
 
 
 def as_tuple(minor: str) -> tuple[int, int]:
@@ -69,15 +70,26 @@ def installed() -> str | None:
         return None
 
 
-def choose(requested: str | None, implied: tuple[str, str] | None = None) -> MegatronCoreChoice:
-    """The megatron-core minor to judge with: ``requested`` (the flag), else the installed one, else ``implied``
-    (minor, what implies it: e.g. the one the chosen verl release's images install), else DEFAULT."""
+def choose(
+    requested: str | None, implied: tuple[str, str] | None = None, pinned: tuple[str, str] | None = None
+) -> MegatronCoreChoice:
+    """The megatron-core minor to judge with: ``requested`` (the flag), else the installed one, else ``pinned``
+    (version text, where: a container tag near the script naming ``mcore0.13.0``; ignored when outside MINORS),
+    else ``implied`` (minor, what implies it: e.g. the one the chosen verl release's images install), else
+    DEFAULT."""
     if requested is not None:
         minor = normalize(requested)
         return MegatronCoreChoice(minor, "flag", f"megatron-core {minor} as given by --megatron-core-version")
     found = installed()
     if found is not None:
         return MegatronCoreChoice(found, "installed", f"megatron-core {found} installed in this environment")
+    if pinned is not None:
+        try:
+            minor = normalize(pinned[0])
+        except InputError:
+            minor = None
+        if minor is not None:
+            return MegatronCoreChoice(minor, "pinned", f"megatron-core {minor} as named by {pinned[1]}")
     if implied is not None:
         minor, what = implied
         return MegatronCoreChoice(minor, "verl", f"megatron-core {minor}, which {what}")

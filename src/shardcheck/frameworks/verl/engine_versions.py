@@ -1,6 +1,7 @@
 """The vLLM and SGLang versions a verl version runs its rollout on, and the choice of them.
 
-The rollout engine's version is ``--vllm-version X`` / ``--sglang-version X`` when given (``flag``), else the one
+The rollout engine's version is ``--vllm-version X`` / ``--sglang-version X`` when given (``flag``), else the one a
+container image tag near the script names (``pinned``: ``...-vllm0.10.0-...``, ``vllm024.dev2``), else the one
 the chosen verl version pins (``verl``). verl's pin, from each wheel's ``Requires-Dist`` (its ``vllm`` /
 ``sglang`` extras, setup.py at the tag): an exact pin (``==``) is that version; an upper bound (``<=X``) is X, the
 newest the pin admits; verl 0.9.0 has only a lower bound (``vllm>=0.18.0``), so its Docker image's is taken
@@ -45,7 +46,7 @@ VERL_SGLANG = {
 }
 # The vLLM versions whose source the VLLM-* rules were checked against (their wheels read as data); another
 # known version is judged with the text and condition of the nearest of these (rules/vllm_engine.py says which).
-VLLM_CHECKED = ("0.11.0", "0.24.0")
+VLLM_CHECKED = ("0.8.5", "0.9.1", "0.11.0", "0.24.0")
 SGLANG_CHECKED = ("0.5.12",)
 ENGINES = {"vllm": ("vLLM", VERL_VLLM, VLLM_CHECKED), "sglang": ("SGLang", VERL_SGLANG, SGLANG_CHECKED)}
 
@@ -54,12 +55,14 @@ ENGINES = {"vllm": ("vLLM", VERL_VLLM, VLLM_CHECKED), "sglang": ("SGLang", VERL_
 class EngineChoice:
     engine: str  # vllm | sglang
     version: str | None  # None: the verl version pins none shardcheck knows
-    source: str  # flag | verl | unknown
+    source: str  # flag | pinned | verl | unknown
     reason: str
 
 
 def as_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", version))
+    """``0.10.0`` → (0, 10, 0); a shorter version is padded (``0.24`` → (0, 24, 0)) so that it compares as its .0."""
+    parts = tuple(int(p) for p in re.findall(r"\d+", version))
+    return parts + (0,) * (3 - len(parts))
 
 
 def known(engine: str) -> tuple[str, ...]:
@@ -81,12 +84,21 @@ def normalize(engine: str, text: str) -> str:
     raise UsageError(f"{name} {text!r} is not one shardcheck knows; known: {', '.join(versions)}")
 
 
-def choose(engine: str, requested: str | None, verl_version: str | None) -> EngineChoice:
-    """``engine``'s version: ``requested`` (``--vllm-version`` / ``--sglang-version``), else verl's pin."""
+def choose(
+    engine: str, requested: str | None, verl_version: str | None, pinned: tuple[str, str] | None = None
+) -> EngineChoice:
+    """``engine``'s version: ``requested`` (``--vllm-version`` / ``--sglang-version``), else ``pinned`` (version,
+    where: a container image tag near the script that names it), else verl's pin."""
     name, table, _ = ENGINES[engine]
     if requested is not None:
         version = normalize(engine, requested)
         return EngineChoice(engine, version, "flag", f"{name} {version} as given by --{engine}-version")
+    if pinned is not None:
+        try:  # a tag naming a minor (vllm024) is that minor's version shardcheck knows (0.24.0)
+            version = normalize(engine, pinned[0])
+        except UsageError:
+            version = pinned[0]
+        return EngineChoice(engine, version, "pinned", f"{name} {version} as named by {pinned[1]}")
     pinned = table.get(verl_version or "")
     if pinned is None:
         return EngineChoice(engine, None, "unknown", f"verl {verl_version} pins no {name} version shardcheck knows")

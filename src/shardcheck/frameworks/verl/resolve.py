@@ -47,7 +47,15 @@ from shardcheck.frameworks.verl.config_tree import (
 )
 from shardcheck.frameworks.verl.job_fields import command_line_notes, job_fields, read_model
 from shardcheck.frameworks.verl.verl_path import VerlPathRequest
-from shardcheck.frameworks.verl.versions import VersionChoice, at_least, catalogue, choose, span
+from shardcheck.frameworks.verl.versions import (
+    VersionChoice,
+    at_least,
+    catalogue,
+    choose,
+    legacy_workers,
+    renamed,
+    span,
+)
 from shardcheck.inputs.hydra_overrides import HydraCommandLine, OverrideItem
 from shardcheck.inputs.launch import Launch
 from shardcheck.job import Cluster, FsdpLayout, Job, MegatronLayout, RolloutLayout, ServerLayout
@@ -106,7 +114,7 @@ VALUE_KEYS = tuple(
             ),
         ),
         ("algorithm", ("adv_estimator", "use_kl_in_reward")),
-        ("trainer", ("use_v1",)),
+        ("trainer", ("use_v1", "use_legacy_worker_impl")),
     )
     for key in keys
 )
@@ -148,6 +156,8 @@ MEMORY_KEYS = tuple(
         ("actor_rollout_ref.rollout", ("dtype",)),  # gpu_memory_utilization and max_num_seqs: VALUE_KEYS
         ("actor_rollout_ref.actor.fsdp_config", ("reshard_after_forward", "mixed_precision")),
         ("actor_rollout_ref.model", ("enable_gradient_checkpointing", "enable_activation_offload", "mtp.enable")),
+        ("actor_rollout_ref.actor.megatron", ("grad_offload",)),  # VERL-MC-GRAD-OFFLOAD
+        ("critic.megatron", ("grad_offload",)),
         ("actor_rollout_ref.actor.megatron", ("use_mbridge", "vanilla_mbridge")),  # MTP before 0.7.1; bridge rules
         ("actor_rollout_ref.ref.megatron", ("use_mbridge", "vanilla_mbridge")),
         ("critic.megatron", ("use_mbridge", "vanilla_mbridge")),
@@ -187,6 +197,8 @@ VALUE_KEYS += tuple(
                 "ppo_micro_batch_size_per_gpu",
                 "use_dynamic_bsz",
                 "ppo_infer_max_token_len_per_gpu",
+                "ppo_max_token_len_per_gpu",
+                "forward_max_token_len_per_gpu",
                 "megatron.tensor_model_parallel_size",
                 "megatron.pipeline_model_parallel_size",
                 "megatron.context_parallel_size",
@@ -327,6 +339,7 @@ VALUE_KINDS: dict[str, ValueKind] = {
     "algorithm.adv_estimator": NAME,
     "algorithm.use_kl_in_reward": FLAG,
     "trainer.use_v1": FLAG,
+    "trainer.use_legacy_worker_impl": NAME,
     f"{_RO}.max_num_seqs": COUNT_OR_NULL,
     f"{_RO}.gpu_memory_utilization": FRACTION,
     f"{_RO}.free_cache_engine": FLAG,
@@ -347,6 +360,7 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_C}.use_dynamic_bsz": FLAG,
     f"{_C}.ppo_infer_max_token_len_per_gpu": COUNT,
     f"{_C}.ppo_max_token_len_per_gpu": COUNT,
+    f"{_C}.forward_max_token_len_per_gpu": COUNT,
     **{
         f"{_C}.megatron.{k}_parallel_size": COUNT for k in ("tensor_model", "pipeline_model", "context", "expert_model")
     },
@@ -383,6 +397,8 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_R}.megatron.use_mbridge": FLAG,
     f"{_C}.megatron.use_mbridge": FLAG,
     f"{_A}.megatron.vanilla_mbridge": FLAG,
+    f"{_A}.megatron.grad_offload": FLAG,
+    f"{_C}.megatron.grad_offload": FLAG,
     f"{_R}.megatron.vanilla_mbridge": FLAG,
     f"{_C}.megatron.vanilla_mbridge": FLAG,
     f"{_C}.megatron.param_offload": FLAG,
@@ -636,11 +652,15 @@ def engine_layout(config: VerlConfig, role: str, notes: list[Problem], base: str
 
 
 def _ulysses_size(
-    config: VerlConfig, section: str, engine: str, propagates: bool, notes: list[Problem]
+    config: VerlConfig, section: str, engine: str, propagates: bool, notes: list[Problem], legacy: str | None = None
 ) -> tuple[Traced, str]:
     """The Ulysses SP size an FSDP engine uses, and the key that decides it (FSDPActorConfig.__post_init__,
     verl 0.9.1: ``if self.ulysses_sequence_parallel_size > 1:
-    self.fsdp_config.ulysses_sequence_parallel_size = ...``)."""
+    self.fsdp_config.ulysses_sequence_parallel_size = ...``). ``legacy``: the role-level key verl's legacy FSDP
+    workers read instead (fsdp_workers.py, verl 0.4.0 … 0.7.1: ``self.config.actor.get("ulysses_sequence_parallel_size",
+    1)`` for the actor and the ref, the critic's own for the critic; the engine-level keys are not read)."""
+    if legacy is not None:
+        return read_size(config.get(legacy), legacy, notes), legacy
     engine_key, role_key = f"{engine}.ulysses_sequence_parallel_size", f"{section}.ulysses_sequence_parallel_size"
     if config.setter(engine_key) is None and config.is_missing(engine_key) and not config.is_missing(role_key):
         # releases before the engine-level key (verl ≤ 0.5: the role's own ulysses_sequence_parallel_size)
@@ -664,7 +684,15 @@ def _ulysses_size(
 def _fsdp_layout(
     config: VerlConfig, role: str, section: str, engine: str, propagates: bool, notes: list[Problem]
 ) -> FsdpLayout:
-    sp, sp_key = _ulysses_size(config, section, engine, propagates, notes)
+    setting = config.get("trainer.use_legacy_worker_impl")
+    legacy = None
+    if legacy_workers(config.version, role, setting.value if setting.known else None, fsdp=True):
+        legacy = (
+            "critic.ulysses_sequence_parallel_size"
+            if role == "critic"
+            else f"{ROLES['actor']}.ulysses_sequence_parallel_size"
+        )
+    sp, sp_key = _ulysses_size(config, section, engine, propagates, notes, legacy)
     size_key, optimizer_offload = f"{engine}.fsdp_size", None
     if role == "ref" and config.is_missing(size_key) and config.setter(size_key) is None:
         # verl 0.4.0 … 0.5.0: the ref's fsdp_config has no fsdp_size (nor optimizer_offload: it has no optimizer);
@@ -948,6 +976,17 @@ def _versions_having(config: VerlConfig, key: str) -> str:
     return f"; present in verl {span(having)}"
 
 
+def _rename(config: VerlConfig, key: str) -> tuple[str, str, str] | None:
+    """The catalogue's rename of ``key`` for the judged version (versions.renamed), unless the script already sets
+    the key it was renamed to (then renaming would not help: the override is simply left over)."""
+    if config.version not in catalogue().versions:  # a --verl-path tree: no release history to derive from
+        return None
+    found = renamed(config.defaults.config_name, key, config.version)
+    if found is None or found[1] in config.set_by:
+        return None
+    return found
+
+
 # verl/workers/config/engine.py McoreEngineConfig field defaults (verl 0.9.1)
 MCORE_FIELD_DEFAULTS = {
     "tensor_model_parallel_size": 1,
@@ -1067,6 +1106,9 @@ def config_notes(config: VerlConfig) -> list[Problem]:
         elsewhere = _versions_having(config, item.key) if issue.kind == "unknown_key" else ""
         # an unknown key's suggestion is never one the script sets already (renaming would not help)
         suggestion = None if issue.kind == "unknown_key" and issue.suggestion in config.set_by else issue.suggestion
+        rename = _rename(config, item.key) if issue.kind == "unknown_key" else None
+        if rename is not None:
+            suggestion = None  # the rename names the key; a near-miss guess beside it would only compete
         notes.append(
             Problem(
                 kind,
@@ -1081,6 +1123,8 @@ def config_notes(config: VerlConfig) -> list[Problem]:
                     # the releases whose config has the key, when the chosen one lacks it
                     "elsewhere": elsewhere,
                     "having": span(catalogue().having(config.defaults.config_name, item.key)) if elsewhere else "",
+                    # ("to" | "from", the key's name in the judged version, the release that renamed it)
+                    "renamed": rename,
                 },
             )
         )

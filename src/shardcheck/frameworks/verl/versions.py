@@ -47,6 +47,30 @@ ENGINE_WORKERS_ONLY = "0.8.0"
 # RolloutConfig.__post_init__ refuses rollout pipeline parallelism for vllm and sglang (verl/workers/config/
 # rollout.py, since 0.6.0; trtllm too since 0.7.1). Before 0.6.0 the rollout section has no such key and the
 # vLLM rollout never hands a pipeline size to vLLM (verl/workers/rollout/vllm_rollout/, 0.4.0 … 0.5.0).
+LEGACY_SWITCH_ACTOR = "0.7.0"  # trainer.use_legacy_worker_impl=disable moves the actor (and ref) to the engine workers
+LEGACY_SWITCH_CRITIC = "0.5.0"  # ... and an FSDP critic (0.5.0 … 0.6.1: verl.workers.roles.CriticWorker)
+
+
+def legacy_workers(version: str, role: str, setting: object, *, fsdp: bool) -> bool:
+    """Whether verl ``version`` runs ``role`` (actor, ref or critic) on its legacy workers (fsdp_workers.py /
+    megatron_workers.py) rather than the engine workers (engine_workers.py), given ``trainer.use_legacy_worker_impl``
+    (``setting``: its value, None when absent or unknown; "auto" and "enable" mean legacy). From 0.8.0 there are
+    no legacy workers; before, main_ppo.py picks them unless the switch says "disable" — which moves the actor and
+    ref from 0.7.0 and an FSDP critic from 0.5.0; a Megatron critic stays legacy (main_ppo.py add_actor_rollout_worker
+    / add_critic_worker, verl 0.5.0 … 0.7.1)."""
+    if at_least(version, ENGINE_WORKERS_ONLY):
+        return False
+    if setting != "disable":
+        return True
+    if role == "critic":
+        return not (fsdp and at_least(version, LEGACY_SWITCH_CRITIC))
+    return not at_least(version, LEGACY_SWITCH_ACTOR)
+
+
+# verl builds a Megatron model through Megatron-Bridge (``vanilla_mbridge=False``; the default from 0.9.0) from 0.7.0;
+# before, through mbridge or its own converter, which take ETP from the process groups (mbridge
+# core/llm_bridge.py ``mpu.etp_size``): verl/workers/engine/megatron/transformer_impl.py, megatron_workers.py
+MEGATRON_BRIDGE_PATH = "0.7.0"
 ROLLOUT_PP_REFUSED = "0.6.0"
 TRTLLM_PP_REFUSED = "0.7.1"
 # actor_rollout_ref.model.mtp (verl/workers/config/model.py MtpConfig): MTP layers are built only with
@@ -281,10 +305,118 @@ _PIPFILE_PIN = re.compile(r'"verl"\s*:\s*\{[^{}]*?"version"\s*:\s*"==\s*v?([0-9]
 _LOCK_FILES = {"uv.lock": _LOCK_PIN, "poetry.lock": _LOCK_PIN, "pdm.lock": _LOCK_PIN, "Pipfile.lock": _PIPFILE_PIN}
 
 
+# Container images verl publishes name the versions they bundle in the tag (verl's docker/ and docs/ at v0.4.1 …
+# v0.9.0): ``verlai/verl:app-verl0.5-transformers4.55.4-vllm0.10.0-mcore0.13.0-te2.2``,
+# ``verlai/verl:base-verl0.4-cu124-cudnn9.8-torch2.6-fa2.7.4``, ``verlai/verl:app-verl0.6-transformers4.56.1-
+# sglang0.5.2-mcore0.13.0-te2.2``, ``whatcanyousee/verl:ngc-cu124-vllm0.8.5-sglang0.4.6.post5-mcore0.12.0-te2.3``.
+# Only a ``verl<major>.<minor>[.<patch>]`` part names verl; the later ``vllm011.dev7`` / ``sgl0512.latest`` tags name
+# only the rollout engine, and images of other names (``hiyouga/verl:ngc-...``) name no verl version.
+_IMAGE = re.compile(r"(?<![\w./-])((?:[\w.-]+(?::\d+)?/)*[\w.-]+):([\w][\w.-]{0,127})")
+_TAG_PART = re.compile(r"(?<![a-z])(verl|mcore|megatron|vllm|sglang)(\d+\.\d+(?:\.\d+)?)(?![\d])")
+# verl's later images: ``vllm024.dev2`` is vLLM 0.24 (docker/Dockerfile.stable.vllm ``VLLM_VERSION=0.24.0`` at v0.9.0),
+# ``sgl0512.dev4`` SGLang 0.5.12 (docker/Dockerfile.stable.sglang), ``vllm011.latest``, ``sgl055.latest``
+_TAG_COMPACT = re.compile(r"(?<![a-z])(vllm|sgl)0(\d{2,3})(?=[._-]|$)")
+_TAG_FILES = ("Dockerfile", "Containerfile", "docker-compose.yml", "docker-compose.yaml", "compose.yml", "compose.yaml")
+_TAG_SUFFIXES = (".dockerfile", ".sbatch", ".slurm")
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerTag:
+    """An image tag near a launch script and the versions its tag names (None: not named)."""
+
+    image: str  # the image reference as written
+    where: str  # file:line
+    versions: dict[str, str]  # "verl" / "mcore" / "vllm" / "sglang" -> the version text in the tag
+
+    def verl(self) -> tuple[str, str] | None:
+        """(bundled verl version, how the tag names it) for ``find_pin``; None when the tag names no bundled one."""
+        text = self.versions.get("verl")
+        if text is None:
+            return None
+        cat = catalogue()
+        # verl's images carry its dependencies, not verl itself (docs/start/install.rst): the tag names the verl
+        # line an image was built for
+        if text in cat.releases:
+            return text, f"the container tag {self.image} at {self.where} (the verl its image was built for)"
+        newer = [v for v in cat.releases if v.startswith(text + ".")]
+        if not newer:
+            return None
+        return newer[-1], (
+            f"the container tag {self.image} at {self.where} (it names the verl {text} line its image was built for: "
+            f"the newest bundled {text}.x release, {newer[-1]}, is taken)"
+        )
+
+
+def container_tag(text: str, where: str, want: str | None = None) -> ContainerTag | None:
+    """The first image reference in ``text`` whose tag names a verl, megatron-core, vLLM or SGLang version (``want``:
+    one that names that one)."""
+    for m in _IMAGE.finditer(text):
+        image, tag = m.group(1), m.group(2)
+        if "/" not in image and "verl" not in image:
+            continue  # `key:value` text, not an image
+        parts: dict[str, str] = {}
+        for part in _TAG_PART.finditer(tag.lower()):
+            name = "mcore" if part.group(1) == "megatron" else part.group(1)
+            parts.setdefault(name, part.group(2))
+        for part in _TAG_COMPACT.finditer(tag.lower()):
+            digits = part.group(2)
+            if part.group(1) == "vllm":
+                parts.setdefault("vllm", f"0.{int(digits)}")
+            else:
+                parts.setdefault("sglang", f"0.{digits[0]}.{int(digits[1:])}")
+        if parts and (want is None or want in parts):
+            line = text[: m.start()].count("\n") + 1
+            return ContainerTag(f"{image}:{tag}", f"{where}:{line}", parts)
+    return None
+
+
+def find_container_tag(script: Path, *, levels: int = 3, want: str | None = None) -> ContainerTag | None:
+    """A container image tag naming versions (``want``: naming that one), in the script itself or in a Dockerfile,
+    compose file or sbatch/slurm script beside it or up to ``levels`` folders above it (read as text; nothing is
+    run)."""
+    script = script.resolve()
+    found = _tag_in(script, want)
+    if found is not None:
+        return found
+    folder = script.parent
+    for _ in range(levels + 1):
+        try:
+            names = sorted(p.name for p in folder.iterdir() if p.name != script.name)
+        except OSError:
+            names = []
+        for name in names:
+            if name in _TAG_FILES or name.startswith("Dockerfile.") or name.endswith(_TAG_SUFFIXES):
+                found = _tag_in(folder / name, want)
+                if found is not None:
+                    return found
+        if folder.parent == folder or (folder / ".git").exists():
+            break
+        folder = folder.parent
+    return None
+
+
+def _tag_in(path: Path, want: str | None) -> ContainerTag | None:
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return None
+        return container_tag(path.read_text(errors="replace"), str(path), want)
+    except OSError:
+        return None
+
+
 def find_pin(script: Path, *, levels: int = 3) -> tuple[str, str] | None:
     """A ``verl==X`` pin in a requirements file or pyproject.toml, or verl's version in a lock file (uv.lock,
     poetry.lock, pdm.lock, Pipfile.lock), in the script's folder or up to ``levels`` folders above it (read as
-    text, nothing installed or run); (version, "file:line")."""
+    text, nothing installed or run); else a container image tag naming verl (``find_container_tag``);
+    (version, "file:line" or what names it)."""
+    found = _package_pin(script, levels=levels)
+    if found is not None:
+        return found
+    tag = find_container_tag(script, levels=levels, want="verl")
+    return tag.verl() if tag is not None else None
+
+
+def _package_pin(script: Path, *, levels: int) -> tuple[str, str] | None:
     folder = script.resolve().parent
     for _ in range(levels + 1):
         for name, pattern in _LOCK_FILES.items():
@@ -370,3 +502,113 @@ def implied_megatron_core(version: str | None) -> tuple[str, str] | None:
     """(minor, why) for megatron.versions.choose: the megatron-core verl ``version`` runs on."""
     minor = megatron_core_minor(version)
     return (minor, f"verl {version}'s Docker images install") if minor is not None else None
+
+
+# ---- renames, derived from the catalogue (no hand table) -------------------------------------------------------
+# A key ``old`` is taken as renamed to ``new`` at release R when, in one config:
+# - ``old`` is present in a contiguous run of versions ending just before R and absent from R to the newest entry
+#   (while the config itself exists), and ``new`` is absent before R and present from R on (a rename, not a key that
+#   comes and goes, like grad_offload, absent from 0.9.1 only);
+# - their last path parts are equal, and ``new`` is the only key added at R with that leaf (or, among several, the only
+#   one under the parent its siblings moved to);
+# - ``new``'s default at R equals ``old``'s at the release before (a changed default is a changed setting, not only a
+#   new name: 0.6.1's ``rollout_is`` false -> ``rollout_correction.rollout_is`` null is not reported);
+# - every other key removed at R beside ``old`` (same parent) reappears at R with its leaf (a section that moved, not
+#   one key that happens to share a name with a key of an unrelated new section: 0.7.1's ``reward_model.megatron.dtype``
+#   vs ``reward.reward_model.rollout.dtype``, whose megatron siblings vanished).
+# Descendants of a renamed section whose whole default is equal move with it. ``_target_`` leaves are never paired.
+
+
+def _parent_leaf(key: str) -> tuple[str, str]:
+    parent, _, leaf = key.rpartition(".")
+    return parent, leaf
+
+
+def _default_at(version: str, config_name: str, key: str) -> object:
+    node: object = version_doc(version)["configs"].get(config_name, {})
+    for part in key.split("."):
+        node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
+    return node
+
+
+@lru_cache(maxsize=16)
+def renames(config_name: str) -> dict[str, tuple[str, str]]:
+    """``{old key: (new key, release that renamed it)}`` for ``config_name``, derived as described above."""
+    cat = catalogue()
+    order = cat.versions
+    with_config = {order.index(v) for v in cat.with_config(config_name)}
+    removed: dict[int, list[str]] = {}
+    added: dict[int, list[str]] = {}
+    for key, masks in cat.keys.get(config_name, {}).items():
+        bits = [i for i in range(len(order)) if masks[0] >> i & 1]
+        if not bits or _parent_leaf(key)[1] == "_target_" or bits != list(range(bits[0], bits[-1] + 1)):
+            continue
+        after = range(bits[-1] + 1, len(order))
+        if after and all(i in with_config for i in after):
+            removed.setdefault(bits[-1] + 1, []).append(key)
+        if bits[0] > 0 and bits[0] - 1 in with_config and bits[-1] == len(order) - 1:
+            added.setdefault(bits[0], []).append(key)
+    found: dict[str, tuple[str, str]] = {}
+    for at, olds in sorted(removed.items()):
+        found.update(_pair(config_name, order[at - 1], order[at], olds, added.get(at, [])))
+    return found
+
+
+def _pair(config_name: str, before: str, at: str, olds: list[str], news: list[str]) -> dict[str, tuple[str, str]]:
+    new_by_leaf: dict[str, list[str]] = {}
+    for key in news:
+        new_by_leaf.setdefault(_parent_leaf(key)[1], []).append(key)
+    old_by_leaf: dict[str, list[str]] = {}
+    children: dict[str, list[str]] = {}
+    for key in olds:
+        parent, leaf = _parent_leaf(key)
+        old_by_leaf.setdefault(leaf, []).append(key)
+        children.setdefault(parent, []).append(key)
+
+    def equal(old: str, new: str) -> bool:
+        return _default_at(before, config_name, old) == _default_at(at, config_name, new)
+
+    def covered(old: str) -> bool:  # every removed sibling's leaf reappears at ``at``
+        parent = _parent_leaf(old)[0]
+        return not parent or all(_parent_leaf(k)[1] in new_by_leaf for k in children[parent])
+
+    pairs: dict[str, str] = {}
+    for leaf, keys in old_by_leaf.items():
+        cands = new_by_leaf.get(leaf, [])
+        if len(keys) == 1 and len(cands) == 1 and equal(keys[0], cands[0]) and covered(keys[0]):
+            pairs[keys[0]] = cands[0]
+    # several new keys with the leaf: the one under the parent the old key's siblings moved to
+    moved: dict[str, set[str]] = {}
+    for old, new in pairs.items():
+        moved.setdefault(_parent_leaf(old)[0], set()).add(_parent_leaf(new)[0])
+    for leaf, keys in old_by_leaf.items():
+        for old in keys:
+            targets = moved.get(_parent_leaf(old)[0], set())
+            if old in pairs or len(targets) != 1:
+                continue
+            cands = [k for k in new_by_leaf.get(leaf, []) if _parent_leaf(k)[0] in targets]
+            if len(cands) == 1 and cands[0] not in pairs.values() and equal(old, cands[0]) and covered(old):
+                pairs[old] = cands[0]
+    # a renamed section with an equal default carries its descendants
+    for old, new in list(pairs.items()):
+        if isinstance(_default_at(before, config_name, old), dict):
+            for key in olds:
+                if key.startswith(old + "."):
+                    pairs.setdefault(key, new + key[len(old) :])
+    return {old: (new, at) for old, new in pairs.items()}
+
+
+def renamed(config_name: str, key: str, version: str) -> tuple[str, str, str] | None:
+    """For ``key`` absent from verl ``version``: ("to" | "from", other key, release) when the catalogue shows it
+    renamed — ``("to", new, R)``: ``version`` is R or newer and names it ``new``; ``("from", old, R)``: ``version``
+    is older than R and names it ``old``."""
+    table = renames(config_name)
+    cat = catalogue()
+    if key in table:
+        new, at = table[key]
+        if at_least(version, at) and version in cat.versions and cat.has(config_name, new, version):
+            return "to", new, at
+    for old, (new, at) in table.items():
+        if new == key and version in cat.versions and not at_least(version, at) and cat.has(config_name, old, version):
+            return "from", old, at
+    return None
