@@ -85,7 +85,7 @@ def test_fp8_halves_the_linear_gemms_and_adds_their_casts(tmp_path):
     """--fp8-format runs the Transformer Engine GEMMs at the FP8 peak (twice bf16 on H100); the attention core,
     the output layer and the memory-bound passes stay, and the inputs' casts are added."""
     from shardcheck.estimate.speeds import speeds_for
-    from shardcheck.estimate.step_time import Grid, architecture_of, layer_seconds
+    from shardcheck.estimate.step_time import Shards, architecture_of, layer_seconds
 
     bf16 = _step(tmp_path, "")
     fp8 = _step(tmp_path, "--fp8-format hybrid --fp8-recipe tensorwise")
@@ -96,7 +96,7 @@ def test_fp8_halves_the_linear_gemms_and_adds_their_casts(tmp_path):
     arch = architecture_of(resolve_script(path).model)
     sp = speeds_for("H100-SXM-80GB")
     assert (sp.flops, sp.fp8_flops) == (989e12, 1979e12)  # the H100 SXM datasheet (FP8: half its sparse figure)
-    g = Grid(4, 4, 2, 1, 4, 4, 4, 1, "tp-cp-ep-dp-pp", True)
+    g = Shards(tp=4, ep=1, etp=4, sequence_parallel=True)
     lin16, core16, mem16 = layer_seconds(arch, False, 4096.0, g, 4096.0, sp, False, False)
     lin8, core8, mem8 = layer_seconds(arch, False, 4096.0, g, 4096.0, sp, True, False)
     lin8c, _, mem8c = layer_seconds(arch, False, 4096.0, g, 4096.0, sp, True, True)

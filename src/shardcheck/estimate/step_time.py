@@ -226,9 +226,27 @@ def gemm_seconds(rows: float, k: float, n: float, sp: Speeds, fp8: bool, count: 
     return max(flops / (peak * sp.gemm_efficiency), moved / (sp.hbm * HBM_EFFICIENCY))
 
 
+@dataclass(frozen=True)
+class Shards:
+    """What splits one layer's work on a device (the cache key of ``layer_seconds``)."""
+
+    tp: int
+    ep: int
+    etp: int
+    sequence_parallel: bool
+
+
 @lru_cache(maxsize=4096)
 def layer_seconds(
-    arch: Architecture, moe: bool, rows: float, g: Grid, context: float, sp: Speeds, fp8: bool, current: bool
+    arch: Architecture,
+    moe: bool,
+    rows: float,
+    g: Shards,
+    context: float,
+    sp: Speeds,
+    fp8: bool,
+    current: bool,
+    bound: bool = False,
 ) -> tuple[float, float, float]:
     """(linear GEMMs, attention core, memory-bound passes): seconds of one layer's forward on one device for a
     micro batch of ``rows`` tokens on a CP rank (the dense GEMMs' rows after sequence parallel's all-gather).
@@ -240,7 +258,11 @@ def layer_seconds(
     the output layer stay bf16. Memory-bound passes: the two norms, the two residual adds, the gated
     activation, and for MoE the router scores, the token permutation and unpermutation (and, with EP, the
     reorder of the received tokens by local expert before the experts and back after), each moving its
-    inputs and outputs once through HBM."""
+    inputs and outputs once through HBM.
+
+    ``bound``: a lower bound that does not depend on EP or ETP (the planner's compute bound is shared by every
+    EP and ETP of a shape): the experts' GEMMs at their FLOPs alone, their inputs' casts at ETP 1, no EP
+    reorder — each at most what any EP and ETP costs."""
     h, tp = arch.hidden, g.tp
     sp_rows = rows / tp if g.sequence_parallel else rows  # norms, residuals and the router see SP's shard
     cast = (5.0 if current else 3.0) if fp8 else 0.0  # bytes per element of an FP8 GEMM's input cast
@@ -273,9 +295,15 @@ def layer_seconds(
         moved += sp_rows * arch.experts * 4 * 2  # router scores, fp32, written and read by softmax / top-k
         moved += routed * h * BF16_BYTES * 2  # permute: read and write each routed copy
         moved += (routed + sp_rows) * h * BF16_BYTES  # unpermute: read each copy, write each token
-        if g.ep > 1:
+        if g.ep > 1 and not bound:
             moved += 2 * routed * h * BF16_BYTES * 2  # sort the received chunks by local expert, and back
-        moved += mlp(routed * g.etp, arch.moe_ffn / g.etp, local)
+        if bound:
+            peak = (sp.fp8_flops or sp.flops) if fp8 else sp.flops
+            gemms += 2.0 * routed * h * (width + 1) * arch.moe_ffn / (peak * sp.gemm_efficiency)
+            cast_elems += routed * (h + arch.moe_ffn)
+            moved += routed * (width + 1) * arch.moe_ffn * BF16_BYTES
+        else:
+            moved += mlp(routed * g.etp, arch.moe_ffn / g.etp, local)
         if arch.shared_ffn:
             moved += mlp(rows, arch.shared_ffn / tp)
     else:
@@ -319,7 +347,11 @@ def _stage_times(
     terms = dict.fromkeys(("compute", "tp", "cp", "ep", "pp"), 0.0)
     times = []
     kinds = {moe: layer_flops_kind(arch, moe, context) for moe in (False, True)}
-    costs = {moe: layer_seconds(arch, moe, local, g, context, sp, fp8, current) for moe in (False, True)}
+    shards = Shards(g.tp, g.ep, g.etp, g.sequence_parallel)
+    # without communication (the planner's compute bound) the bound that holds for every EP and ETP
+    costs = {
+        moe: layer_seconds(arch, moe, local, shards, context, sp, fp8, current, not comm) for moe in (False, True)
+    }
     seen: dict[tuple, tuple] = {}  # stages with the same layer kinds and position take the same time
     for stage, layers in enumerate(indices):
         n_rc = len(layers)
