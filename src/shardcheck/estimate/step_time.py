@@ -349,9 +349,7 @@ def _stage_times(
     kinds = {moe: layer_flops_kind(arch, moe, context) for moe in (False, True)}
     shards = Shards(g.tp, g.ep, g.etp, g.sequence_parallel)
     # without communication (the planner's compute bound) the bound that holds for every EP and ETP
-    costs = {
-        moe: layer_seconds(arch, moe, local, shards, context, sp, fp8, current, not comm) for moe in (False, True)
-    }
+    costs = {moe: layer_seconds(arch, moe, local, shards, context, sp, fp8, current, not comm) for moe in (False, True)}
     seen: dict[tuple, tuple] = {}  # stages with the same layer kinds and position take the same time
     for stage, layers in enumerate(indices):
         n_rc = len(layers)
