@@ -314,6 +314,17 @@ def layer_seconds(
     return gemms, core, moved / (sp.hbm * HBM_EFFICIENCY)
 
 
+@lru_cache(maxsize=4096)
+def _layer_table(
+    arch: Architecture, rows: float, g: Shards, context: float, sp: Speeds, fp8: bool, current: bool, bound: bool
+) -> tuple[dict, dict]:
+    """FLOPs (``layer_flops_kind``) and seconds (``layer_seconds``) of the dense and the MoE layer: one cache
+    lookup per stage-time call (the planner makes thousands)."""
+    kinds = {moe: layer_flops_kind(arch, moe, context) for moe in (False, True)}
+    costs = {moe: layer_seconds(arch, moe, rows, g, context, sp, fp8, current, bound) for moe in (False, True)}
+    return kinds, costs
+
+
 def _a2a_overlapped(settings: TrainSettings, g: Grid) -> bool:
     """Megatron-Core's overlap_moe_expert_parallel_comm hides the EP all-to-all under another micro batch's
     compute (megatron/core/model_parallel_config.py); TransformerConfig accepts it only with EP > 1, a virtual
@@ -346,10 +357,9 @@ def _stage_times(
     )
     terms = dict.fromkeys(("compute", "tp", "cp", "ep", "pp"), 0.0)
     times = []
-    kinds = {moe: layer_flops_kind(arch, moe, context) for moe in (False, True)}
-    shards = Shards(g.tp, g.ep, g.etp, g.sequence_parallel)
     # without communication (the planner's compute bound) the bound that holds for every EP and ETP
-    costs = {moe: layer_seconds(arch, moe, local, shards, context, sp, fp8, current, not comm) for moe in (False, True)}
+    shards = Shards(g.tp, g.ep, g.etp, g.sequence_parallel)
+    kinds, costs = _layer_table(arch, local, shards, context, sp, fp8, current, not comm)
     seen: dict[tuple, tuple] = {}  # stages with the same layer kinds and position take the same time
     for stage, layers in enumerate(indices):
         n_rc = len(layers)
