@@ -73,8 +73,9 @@ def launch(row: dict) -> str:
             f"{row['recompute_num_layers']}"
         )
     if row.get("moe_a2a_overlap"):
-        # the preset's moe_a2a_overlap (Megatron-Bridge scripts/performance/utils/overrides.py)
-        parallel.append("--overlap-moe-expert-parallel-comm --delay-wgrad-compute")
+        # the preset's moe_a2a_overlap (Megatron-Bridge scripts/performance/utils/overrides.py), with the alltoall
+        # dispatcher it needs, which Bridge's Qwen3 providers set (src/megatron/bridge/models/qwen/qwen_provider.py)
+        parallel.append("--overlap-moe-expert-parallel-comm --delay-wgrad-compute --moe-token-dispatcher-type alltoall")
     if layers % row["pp"] or (row["vpp"] and (layers // row["pp"]) % row["vpp"]):
         # Megatron-Bridge's recipes for these counts (126 = 8·8·2 − 2, 94 = 8·4·3 − 2) count the embedding
         # and the loss as layers in the pipeline split

@@ -162,3 +162,20 @@ def test_ep_all_to_all_overlap_only_where_megatron_core_accepts_it(tmp_path):
     no_vpp = _moe_step(tmp_path, "", "")
     refused = _moe_step(tmp_path, "", flag)
     assert refused.terms["ep"] == no_vpp.terms["ep"] > 0
+
+
+def test_a2a_overlap_rule_reads_verl_overrides(tmp_path):
+    """MCORE-TC-MOE-A2A-OVERLAP on a verl launch: the actor's override_transformer_config; verl's provider sets
+    the alltoall dispatcher, so EP decides (its Megatron-LM side is the rule's case file)."""
+    from shardcheck.rules.examples import verl_launch
+    from shardcheck.rules.registry import run_rules
+
+    otc = "+actor_rollout_ref.actor.megatron.override_transformer_config.overlap_moe_expert_parallel_comm=True"
+    ep = "actor_rollout_ref.actor.megatron.expert_model_parallel_size"
+    fired = {}
+    for size in (1, 8):
+        path = tmp_path / f"verl{size}.sh"
+        path.write_text(verl_launch(f"{otc} {ep}={size}"))
+        fired[size] = [f.message for f in run_rules(resolve_script(path))[0] if f.rule == "MCORE-TC-MOE-A2A-OVERLAP"]
+    assert len(fired[1]) == 1 and "only supported with expert model parallelism" in fired[1][0]
+    assert fired[8] == []
