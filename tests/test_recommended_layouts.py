@@ -4,7 +4,8 @@ Megatron-Bridge publishes, per model and cluster, the layout NVIDIA tuned for it
 H100 BF16 presets and the layouts of its performance tables (tests/data/published_step_times.json). Each is
 written as the Megatron-LM pre-training launch of the same model, cluster, global and micro batch, sequence length
 and layout (distributed optimizer, sequence parallel with TP, bf16 with gradients reduced in bf16 and the DP
-communication overlapped, as the performance configs set; the step-time model has no fp8) and planned on
+communication overlapped, as the performance configs set; the FP8 table rows with their FP8 settings, the MoE
+presets with their EP all-to-all overlap) and planned on
 H100-SXM-80GB: the script's own layout is the published one, so its rank among the planner's valid layouts is
 the published layout's rank. The results are recorded in ``recommended_layout_ranks`` of the data file and
 replayed here, so the table cannot drift from the model.
@@ -71,17 +72,25 @@ def launch(row: dict) -> str:
             f"--recompute-granularity full --recompute-method block --recompute-num-layers "
             f"{row['recompute_num_layers']}"
         )
+    if row.get("moe_a2a_overlap"):
+        # the preset's moe_a2a_overlap (Megatron-Bridge scripts/performance/utils/overrides.py), with the alltoall
+        # dispatcher it needs, which Bridge's Qwen3 providers set (src/megatron/bridge/models/qwen/qwen_provider.py)
+        parallel.append("--overlap-moe-expert-parallel-comm --delay-wgrad-compute --moe-token-dispatcher-type alltoall")
     if layers % row["pp"] or (row["vpp"] and (layers // row["pp"]) % row["vpp"]):
         # Megatron-Bridge's recipes for these counts (126 = 8·8·2 − 2, 94 = 8·4·3 − 2) count the embedding
         # and the loss as layers in the pipeline split
         parallel.append("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split")
+    # FP8-CS rows: Megatron-Bridge's fp8_cs precision (scripts/performance/utils/precision.py): hybrid format,
+    # tensorwise (current) scaling, FP8 parameter gather
+    fp8 = " --fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather" if row["precision"] == "fp8" else ""
     return (
         "#!/bin/bash\n"
         f"torchrun --nnodes {row['gpus'] // 8} --nproc-per-node 8 pretrain_gpt.py \\\n"
         f"    {MODELS[row['model']]} {COMMON} \\\n"
         f"    --seq-length {row['seq']} --max-position-embeddings {row['seq']} \\\n"
         f"    {' '.join(parallel)} \\\n"
-        f"    --micro-batch-size {row['mbs']} --global-batch-size {row['gbs']} --use-distributed-optimizer --bf16 \\\n"
+        f"    --micro-batch-size {row['mbs']} --global-batch-size {row['gbs']} --use-distributed-optimizer \\\n"
+        f"    --bf16{fp8} \\\n"
         # Megatron-Bridge's performance configs reduce gradients in bf16 (llama3_llm_pretrain.py,
         # llama31_llm_pretrain.py, qwen3_llm_pretrain.py: cfg.ddp.grad_reduce_in_fp32 = False) and its recipes
         # overlap the gradient reduce and the parameter gather (recipes/llama/llama3.py, qwen/qwen3_moe.py:

@@ -76,3 +76,106 @@ def test_planner_holds_the_scripts_account_for_split(tmp_path):
         lay = plan.job.layout("actor")
         assert lay.account_for_embedding.value and lay.account_for_loss.value
         assert plan.layout.first is None and plan.layout.last is None
+
+
+# --- precision and the GEMM roofline (docs/step_time.md "Compute") ---------------------------------------------
+
+
+def test_fp8_halves_the_linear_gemms_and_adds_their_casts(tmp_path):
+    """--fp8-format runs the Transformer Engine GEMMs at the FP8 peak (twice bf16 on H100); the attention core,
+    the output layer and the memory-bound passes stay, and the inputs' casts are added."""
+    from shardcheck.estimate.speeds import speeds_for
+    from shardcheck.estimate.step_time import Shards, architecture_of, layer_seconds
+
+    bf16 = _step(tmp_path, "")
+    fp8 = _step(tmp_path, "--fp8-format hybrid --fp8-recipe tensorwise")
+    assert fp8.terms["compute"] < bf16.terms["compute"]
+    assert fp8.train_flops == bf16.train_flops  # model FLOPs do not depend on the precision
+    path = tmp_path / "arch.sh"
+    path.write_text(LLAMA_70B.format(extra=""))
+    arch = architecture_of(resolve_script(path).model)
+    sp = speeds_for("H100-SXM-80GB")
+    assert (sp.flops, sp.fp8_flops) == (989e12, 1979e12)  # the H100 SXM datasheet (FP8: half its sparse figure)
+    g = Shards(tp=4, ep=1, etp=4, sequence_parallel=True)
+    lin16, core16, mem16 = layer_seconds(arch, False, 4096.0, g, 4096.0, sp, False, False)
+    lin8, core8, mem8 = layer_seconds(arch, False, 4096.0, g, 4096.0, sp, True, False)
+    lin8c, _, mem8c = layer_seconds(arch, False, 4096.0, g, 4096.0, sp, True, True)
+    assert lin8 == pytest.approx(lin16 * sp.flops / sp.fp8_flops)  # compute-bound GEMMs at the FP8 peak
+    assert core8 == core16  # the attention core stays bf16
+    assert mem16 < mem8 < mem8c  # the casts, and current scaling's amax read
+
+
+def test_fp8_on_a_device_without_fp8_is_unknown(tmp_path):
+    from shardcheck.origin import UnknownValue
+
+    path = tmp_path / "a100.sh"
+    path.write_text(LLAMA_70B.format(extra="--fp8-format e4m3"))
+    job = replace(resolve_script(path), device_choice="A100-80GB-SXM")
+    with pytest.raises(UnknownValue, match="no FP8 peak"):
+        step_time(job, job_estimate(job))
+
+
+def test_narrow_experts_with_few_tokens_are_memory_bound():
+    """The roofline by GEMM shape: an expert 768 wide that gets a few tokens streams its weights (memory-bound);
+    with thousands of tokens the same GEMM is compute-bound."""
+    from shardcheck.estimate.speeds import speeds_for
+    from shardcheck.estimate.step_time import HBM_EFFICIENCY, gemm_seconds
+
+    sp = speeds_for("H100-SXM-80GB")
+    few = gemm_seconds(16, 2048, 1536, sp, False, count=16)
+    weights = 16 * 2048 * 1536 * 2
+    assert few > 2 * 16 * 2048 * 1536 * 16 / sp.achieved_flops  # more than its FLOPs would take
+    assert few >= weights / (sp.hbm * HBM_EFFICIENCY)
+    many = gemm_seconds(8192, 2048, 1536, sp, False, count=16)
+    assert many == pytest.approx(2 * 8192 * 2048 * 1536 * 16 / sp.achieved_flops)
+
+
+QWEN3_30B = (
+    "#!/bin/bash\n"
+    "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\\n"
+    "    --num-layers 48 --hidden-size 2048 --ffn-hidden-size 6144 --num-attention-heads 32 --num-query-groups 4 \\\n"
+    "    --vocab-size 151936 --qk-layernorm --num-experts 128 --moe-router-topk 8 --moe-ffn-hidden-size 768 \\\n"
+    "    --normalization RMSNorm --swiglu --position-embedding-type rope --disable-bias-linear \\\n"
+    "    --untie-embeddings-and-output-weights --group-query-attention --kv-channels 128 \\\n"
+    "    --seq-length 4096 --max-position-embeddings 4096 \\\n"
+    "    --pipeline-model-parallel-size 2 {vpp} --expert-model-parallel-size 8 --expert-tensor-parallel-size 1 \\\n"
+    "    --micro-batch-size 1 --global-batch-size 512 --use-distributed-optimizer --bf16 {extra}\n"
+)
+
+
+def _moe_step(tmp: Path, vpp: str, extra: str):
+    path = tmp / f"moe{abs(hash((vpp, extra)))}.sh"
+    path.write_text(QWEN3_30B.format(vpp=vpp, extra=extra))
+    job = replace(resolve_script(path), device_choice="H100-SXM-80GB")
+    return step_time(job, job_estimate(job))
+
+
+def test_ep_all_to_all_overlap_only_where_megatron_core_accepts_it(tmp_path):
+    """--overlap-moe-expert-parallel-comm hides the EP all-to-all under another micro batch's compute; with PP > 1
+    megatron-core asserts a virtual pipeline (transformer_config.py), so without one nothing is hidden."""
+    flag = "--overlap-moe-expert-parallel-comm --delay-wgrad-compute"
+    vpp = "--num-virtual-stages-per-pipeline-rank 12"
+    plain = _moe_step(tmp_path, vpp, "")
+    hidden = _moe_step(tmp_path, vpp, flag)
+    assert plain.terms["ep"] > 0 and hidden.terms["ep"] < plain.terms["ep"]
+    assert hidden.terms["compute"] == plain.terms["compute"]
+    no_vpp = _moe_step(tmp_path, "", "")
+    refused = _moe_step(tmp_path, "", flag)
+    assert refused.terms["ep"] == no_vpp.terms["ep"] > 0
+
+
+def test_a2a_overlap_rule_reads_verl_overrides(tmp_path):
+    """MCORE-TC-MOE-A2A-OVERLAP on a verl launch: the actor's override_transformer_config; verl's provider sets
+    the alltoall dispatcher, so EP decides (its Megatron-LM side is the rule's case file)."""
+    from shardcheck.rules.examples import verl_launch
+    from shardcheck.rules.registry import run_rules
+
+    otc = "+actor_rollout_ref.actor.megatron.override_transformer_config.overlap_moe_expert_parallel_comm=True"
+    ep = "actor_rollout_ref.actor.megatron.expert_model_parallel_size"
+    fired = {}
+    for size in (1, 8):
+        path = tmp_path / f"verl{size}.sh"
+        path.write_text(verl_launch(f"{otc} {ep}={size}"))
+        fired[size] = [f.message for f in run_rules(resolve_script(path))[0] if f.rule == "MCORE-TC-MOE-A2A-OVERLAP"]
+    assert len(fired[1]) == 1 and "only supported with expert model parallelism" in fired[1][0]
+    assert fired[8] == []

@@ -1,7 +1,8 @@
 """The step-time model against published throughput (tests/data/published_step_times.json, docs/validation.md).
 
 Each published layout is written as a verl launch of the same model, batch and sequence (one optimizer step,
-micro batch and global batch as published), resolved and timed through ``check``'s path; the model's update
+micro batch and global batch as published; the FP8 rows with their FP8 settings, the Qwen3 rows with their
+preset's EP all-to-all overlap), resolved and timed through ``check``'s path; the model's update
 TFLOP/s per GPU is compared with the published figure. The summary printed in docs/validation.md (rank
 correlation per table, share within 20 %) is recomputed here, so the document cannot drift from the model.
 """
@@ -21,8 +22,10 @@ DATA = Path(__file__).parent / "data" / "published_step_times.json"
 A = "actor_rollout_ref.actor.megatron"
 OTC = f"{A}.override_transformer_config"
 LAYERS = {"Llama-3.1-8B": 32, "Llama-3.1-70B": 80, "Llama-3.1-405B": 126, "Qwen3-30B-A3B": 48, "Qwen3-235B-A22B": 94}
-# docs/validation.md, "Step time": the figures this test recomputes
-STATED = {"table_25_09_h100": {"spearman": 0.7, "within_20": 1}, "table_26_02_h100": {"spearman": 0.8, "within_20": 1}}
+# docs/validation.md, "Step time": the figures this test recomputes. Session 23: FP8 launches timed at the FP8 peak,
+# each GEMM as a roofline plus the memory-bound passes, the a2a overlap (was 0.7 / 1 and 0.8 / 1): every dense
+# row is now within 20 %, the MoE rows remain over-predicted 1.5-3.8x (docs/validation.md says why)
+STATED = {"table_25_09_h100": {"spearman": 0.9, "within_20": 3}, "table_26_02_h100": {"spearman": 0.8, "within_20": 2}}
 
 
 def _script(row: dict) -> str:
@@ -51,6 +54,10 @@ def _script(row: dict) -> str:
             f"+{OTC}.recompute_granularity=full +{OTC}.recompute_method=block "
             f"+{OTC}.recompute_num_layers={row['recompute_num_layers']}"
         )
+    if row["precision"] == "fp8":  # FP8-CS: Megatron-Bridge's fp8_cs precision (hybrid, tensorwise; data file)
+        words.append(f"+{OTC}.fp8=hybrid +{OTC}.fp8_recipe=tensorwise")
+    if row.get("moe_a2a_overlap"):  # the preset's moe_a2a_overlap: megatron-core's overlap_moe_expert_parallel_comm
+        words.append(f"+{OTC}.overlap_moe_expert_parallel_comm=True")
     if account:
         words.append(
             f"+{OTC}.account_for_embedding_in_pipeline_split=True +{OTC}.account_for_loss_in_pipeline_split=True"
@@ -89,7 +96,7 @@ def test_published_tables_replay(table, tmp_path):
     for r, p in zip(rows, predicted):
         print(
             f"{table} {r['model']:<16} {r['gpus']:>5} GPUs TP{r['tp']} PP{r['pp']} CP{r['cp']} VP{r['vpp']} "
-            f"EP{r['ep']}: measured {r['tflops']} ({r['precision']}), predicted {p:.0f} (bf16)"
+            f"EP{r['ep']}: measured {r['tflops']} ({r['precision']}), predicted {p:.0f}"
         )
     rho = spearman(measured, predicted)
     within = sum(abs(p - m) <= 0.2 * m for p, m in zip(predicted, measured))

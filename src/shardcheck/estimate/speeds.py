@@ -21,6 +21,7 @@ class Speeds:
     host: float  # one direction of the host link (offload)
     devices_per_node: int
     source: str
+    fp8_flops: float | None = None  # dense FP8 peak (None: the device has no FP8 tensor cores)
 
     @property
     def achieved_flops(self) -> float:
@@ -45,6 +46,7 @@ def speeds_for(name: str) -> Speeds:
         row["host_gbps"] * 1e9,
         row["devices_per_node"],
         row["source"],
+        row["fp8_dense_tflops"] * 1e12 if row.get("fp8_dense_tflops") else None,
     )
 
 

@@ -9,13 +9,18 @@ Every formula is written out, with its source, in docs/step_time.md; the short f
   full recompute adds the forward of the recomputed layers once more, selective recompute the attention
   core. With dense MHA, a 4h MLP, no causal halving and full recompute this is exactly eq. 3 of
   Narayanan et al. 2021 (``96·B·s·l·h²·(1 + s/6h + V/16lh)``; tested).
-- Compute time: FLOPs / (devices sharing them × bf16 peak × ``gemm_efficiency``).
+- Compute time: each GEMM a layer runs on a device, by its shape, as a roofline ``max(FLOPs / (peak ·
+  gemm_efficiency), bytes / (HBM · HBM_EFFICIENCY))`` (narrow experts with few tokens are memory-bound), at the
+  FP8 peak for Transformer Engine's linear layers when the launch asks for FP8 (with their input casts); the
+  attention core at the bf16 peak; the norms, residual adds, activation and MoE permutation as memory-bound
+  passes.
 - Communication (exposed, not overlapped unless stated): TP with sequence parallel all-gathers and
   reduce-scatters ``tokens·h`` bf16 twice per layer each way; CP passes K and V round a ring, hidden
   behind the attention core where it is shorter; EP dispatches and combines ``tokens·top-k·h`` bf16 by
-  all-to-all; DP reduce-scatters the gradients and all-gathers the parameters (distributed optimizer)
-  or all-reduces the gradients; PP sends one activation per micro batch per stage boundary. A group
-  whose ranks lie in one node uses the scale-up link, else the NIC.
+  all-to-all (hidden under the compute with overlap_moe_expert_parallel_comm); DP reduce-scatters the
+  gradients and all-gathers the parameters (distributed optimizer) or all-reduces the gradients; PP sends one
+  activation per micro batch per stage boundary. A group whose ranks lie in one node uses the scale-up link,
+  else the NIC.
 - Pipeline: ``T = m·t_max + (Σ t_s − t_max)/v`` for ``m`` micro batches, stage times ``t_s``, ``v``
   virtual chunks (uniform stages: ``(m + (p−1)/v)·t``, the 1F1B and interleaved bubble of Narayanan et al.).
 - Decode: a roofline per generated token of every running sequence: ``max(bytes/HBM, FLOPs/peak)`` where
@@ -41,6 +46,7 @@ from shardcheck.origin import UnknownValue
 
 HBM_EFFICIENCY = 0.8  # share of the HBM bandwidth a decode step's streaming reads reach (assumption)
 COLLECTIVE_LATENCY = {"intra": 10e-6, "inter": 25e-6}  # seconds per small collective (assumption)
+BF16_BYTES, FP8_BYTES = 2, 1
 ADAM_BYTES_PER_PARAM = 32  # read bf16 weight, fp32 grad, master, two moments; write master, moments, weight
 
 
@@ -207,18 +213,143 @@ def _recompute_share(rc: Recompute) -> tuple[float, float]:
     return 0.0, 0.0
 
 
+def gemm_seconds(rows: float, k: float, n: float, sp: Speeds, fp8: bool, count: int = 1) -> float:
+    """``count`` GEMMs ``[rows, k] · [k, n]`` (a grouped GEMM: one per local expert) on one device, as a roofline
+    (Williams et al. 2009): ``max(FLOPs / (peak · gemm_efficiency), bytes / (HBM · HBM_EFFICIENCY))``. Bytes: the
+    inputs and weights once (1 byte an element in FP8, else 2) and the bf16 output once."""
+    if rows <= 0 or k <= 0 or n <= 0 or count <= 0:
+        return 0.0
+    flops = 2.0 * rows * k * n * count
+    width = FP8_BYTES if fp8 else BF16_BYTES
+    moved = count * ((rows * k + k * n) * width + rows * n * BF16_BYTES)
+    peak = (sp.fp8_flops or sp.flops) if fp8 else sp.flops
+    return max(flops / (peak * sp.gemm_efficiency), moved / (sp.hbm * HBM_EFFICIENCY))
+
+
+@dataclass(frozen=True)
+class Shards:
+    """What splits one layer's work on a device (the cache key of ``layer_seconds``)."""
+
+    tp: int
+    ep: int
+    etp: int
+    sequence_parallel: bool
+
+
+@lru_cache(maxsize=4096)
+def layer_seconds(
+    arch: Architecture,
+    moe: bool,
+    rows: float,
+    g: Shards,
+    context: float,
+    sp: Speeds,
+    fp8: bool,
+    current: bool,
+    bound: bool = False,
+) -> tuple[float, float, float]:
+    """(linear GEMMs, attention core, memory-bound passes): seconds of one layer's forward on one device for a
+    micro batch of ``rows`` tokens on a CP rank (the dense GEMMs' rows after sequence parallel's all-gather).
+
+    Each GEMM by its shape on the device (TP splits the projections' and MLP's columns or rows, EP the experts,
+    ETP an expert's width; docs/step_time.md "Compute"); with ``fp8`` the Transformer Engine linear layers (the
+    attention projections, MLPs and experts) run at the FP8 peak and cast their inputs first (read bf16, write
+    FP8; ``current`` scaling reads the input once more for its amax), while the router, the attention core and
+    the output layer stay bf16. Memory-bound passes: the two norms, the two residual adds, the gated
+    activation, and for MoE the router scores, the token permutation and unpermutation (and, with EP, the
+    reorder of the received tokens by local expert before the experts and back after), each moving its
+    inputs and outputs once through HBM.
+
+    ``bound``: a lower bound that does not depend on EP or ETP (the planner's compute bound is shared by every
+    EP and ETP of a shape): the experts' GEMMs at their FLOPs alone, their inputs' casts at ETP 1, no EP
+    reorder — each at most what any EP and ETP costs."""
+    h, tp = arch.hidden, g.tp
+    sp_rows = rows / tp if g.sequence_parallel else rows  # norms, residuals and the router see SP's shard
+    cast = (5.0 if current else 3.0) if fp8 else 0.0  # bytes per element of an FP8 GEMM's input cast
+    gemms = 0.0
+    cast_elems = 0.0
+
+    def linear(m: float, k: float, n: float, count: int = 1) -> None:
+        nonlocal gemms, cast_elems
+        gemms += gemm_seconds(m, k, n, sp, fp8, count)
+        cast_elems += m * k * count
+
+    if arch.mla is None:
+        qkv = (arch.heads * (2 if arch.attention_gate else 1) + 2 * arch.kv_heads) * arch.head_dim / tp
+        linear(rows, h, qkv)
+        linear(rows, arch.heads * arch.head_dim / tp, h)
+    else:  # MLA: its down and up projections as one GEMM of their parameters' shape [h, params / h]
+        linear(rows, h, attention_params(arch, Sharding(tp, 1, 1, 1)) / h)
+    width = 2 if arch.gated else 1
+    moved = (2 * 2 * h + 2 * 3 * h) * sp_rows * BF16_BYTES  # 2 norms (read, write), 2 residual adds (2 reads, write)
+
+    def mlp(m: float, ffn: float, count: int = 1) -> float:
+        linear(m / count, h, width * ffn, count)
+        linear(m / count, ffn, h, count)
+        return m * (width + 1) * ffn * BF16_BYTES  # the activation: read fc1's output, write its half
+
+    if moe:
+        gemms += gemm_seconds(sp_rows, h, arch.experts, sp, False)  # the router (bf16, not a TE layer)
+        routed = sp_rows * arch.topk  # routed copies this rank sends
+        local = max(1, arch.experts // g.ep)
+        moved += sp_rows * arch.experts * 4 * 2  # router scores, fp32, written and read by softmax / top-k
+        moved += routed * h * BF16_BYTES * 2  # permute: read and write each routed copy
+        moved += (routed + sp_rows) * h * BF16_BYTES  # unpermute: read each copy, write each token
+        if g.ep > 1 and not bound:
+            moved += 2 * routed * h * BF16_BYTES * 2  # sort the received chunks by local expert, and back
+        if bound:
+            peak = (sp.fp8_flops or sp.flops) if fp8 else sp.flops
+            gemms += 2.0 * routed * h * (width + 1) * arch.moe_ffn / (peak * sp.gemm_efficiency)
+            cast_elems += routed * (h + arch.moe_ffn)
+            moved += routed * (width + 1) * arch.moe_ffn * BF16_BYTES
+        else:
+            moved += mlp(routed * g.etp, arch.moe_ffn / g.etp, local)
+        if arch.shared_ffn:
+            moved += mlp(rows, arch.shared_ffn / tp)
+    else:
+        moved += mlp(rows, arch.ffn / tp)
+    moved += cast_elems * cast
+    d_qk, d_v = _mla_dims(arch)
+    core = rows * 2.0 * arch.heads * (d_qk + d_v) * context / tp / sp.achieved_flops
+    return gemms, core, moved / (sp.hbm * HBM_EFFICIENCY)
+
+
+@lru_cache(maxsize=4096)
+def _layer_table(
+    arch: Architecture, rows: float, g: Shards, context: float, sp: Speeds, fp8: bool, current: bool, bound: bool
+) -> tuple[dict, dict]:
+    """FLOPs (``layer_flops_kind``) and seconds (``layer_seconds``) of the dense and the MoE layer: one cache
+    lookup per stage-time call (the planner makes thousands)."""
+    kinds = {moe: layer_flops_kind(arch, moe, context) for moe in (False, True)}
+    costs = {moe: layer_seconds(arch, moe, rows, g, context, sp, fp8, current, bound) for moe in (False, True)}
+    return kinds, costs
+
+
+def _a2a_overlapped(settings: TrainSettings, g: Grid) -> bool:
+    """Megatron-Core's overlap_moe_expert_parallel_comm hides the EP all-to-all under another micro batch's
+    compute (megatron/core/model_parallel_config.py); TransformerConfig accepts it only with EP > 1, a virtual
+    pipeline when PP > 1, and no full recompute (transformer_config.py ``__post_init__``)."""
+    return (
+        settings.overlap_moe_a2a and g.ep > 1 and (g.pp == 1 or g.vpp > 1) and settings.recompute.granularity != "full"
+    )
+
+
 def _stage_times(
     arch: Architecture, g: Grid, indices, settings: TrainSettings, sp: Speeds, *, backward: bool, comm: bool = True
 ) -> tuple[list[float], dict[str, float]]:
     """Seconds one micro batch spends on each pipeline stage (forward, and backward when ``backward``)."""
     tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
     context = seq / 2  # causal attention: each query sees half the sequence on average
+    fp8 = settings.fp8 is not None
+    if fp8 and not sp.fp8_flops:
+        raise UnknownValue(f"FP8 training on {sp.name}: the device has no FP8 peak in the hardware table")
+    current = fp8 and str(settings.fp8_recipe or "").lower() == "tensorwise"
     per_device = g.tp * g.cp
     local = tokens / g.cp  # tokens of one micro batch on a CP rank
     act = local / (g.tp if g.sequence_parallel else 1) * arch.hidden * 2  # one bf16 activation, bytes
-    passes = 3.0 if backward else 1.0
+    passes = 3.0 if backward else 1.0  # forward, and backward at twice the forward (dgrad and wgrad GEMMs)
     rc_full, rc_core = _recompute_share(settings.recompute) if backward else (0.0, 0.0)
-    d_qk, d_v = _mla_dims(arch)
+    overlap_ep = _a2a_overlapped(settings, g)
     kv_bytes = (
         local * 2 * max(1, arch.kv_heads // g.tp) * arch.head_dim * 2
         if arch.mla is None
@@ -226,7 +357,9 @@ def _stage_times(
     )
     terms = dict.fromkeys(("compute", "tp", "cp", "ep", "pp"), 0.0)
     times = []
-    kinds = {moe: layer_flops_kind(arch, moe, context) for moe in (False, True)}
+    # without communication (the planner's compute bound) the bound that holds for every EP and ETP
+    shards = Shards(g.tp, g.ep, g.etp, g.sequence_parallel)
+    kinds, costs = _layer_table(arch, local, shards, context, sp, fp8, current, not comm)
     seen: dict[tuple, tuple] = {}  # stages with the same layer kinds and position take the same time
     for stage, layers in enumerate(indices):
         n_rc = len(layers)
@@ -237,14 +370,15 @@ def _stage_times(
         if same in seen:
             times.append(seen[same][0])
             continue
-        flops = comm_tp = comm_cp = comm_ep = 0.0
+        compute = comm_tp = comm_cp = comm_ep = 0.0
         for again_flag, (n_moe, n_dense) in zip((True, False), counts):
             for moe, count in ((True, n_moe), (False, n_dense)):
                 if not count:
                     continue
-                mm, core = kinds[moe]
+                _mm, core = kinds[moe]
+                lin_s, core_s, mem_s = costs[moe]
                 again = rc_full if again_flag else 0.0
-                flops += count * tokens * (mm * (passes + again) + core * (passes + max(again, rc_core)))
+                compute += count * ((lin_s + mem_s) * (passes + again) + core_s * (passes + max(again, rc_core)))
                 if not comm:
                     continue
                 collectives = 4 * (2 if backward else 1) + (4 if again else 0)  # AG/RS pairs per layer
@@ -261,9 +395,10 @@ def _stage_times(
                         * (2 * (2 if backward else 1) + (2 if again else 0))
                         * all_to_all_time(routed, g.ep, g.span("ep"), sp)
                     )
-        if stage == len(indices) - 1:
-            flops += tokens * 2.0 * arch.hidden * arch.vocab * passes
-        compute = flops / per_device / sp.achieved_flops
+        if stage == len(indices) - 1:  # the output layer (bf16: Megatron-Core's own ColumnParallelLinear)
+            compute += gemm_seconds(local, arch.hidden, arch.vocab / g.tp, sp, False) * passes
+        if overlap_ep:
+            comm_ep = max(0.0, comm_ep - compute)  # hidden under another micro batch's compute
         comm_pp = (ring_time(act, 2, g.span("pp"), sp) * 2 * (2 if backward else 1)) if g.pp > 1 and comm else 0.0
         times.append(compute + comm_tp + comm_cp + comm_ep + comm_pp)
         seen[same] = (times[-1],)

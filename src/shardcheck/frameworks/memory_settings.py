@@ -33,6 +33,19 @@ def known(traced: Traced, name: str):
     return traced.value
 
 
+def optional(job, key: str):
+    """A setting's value, or None when it is unknown or absent (a flag of another version, an unset key)."""
+    traced = job.value(key)
+    return traced.value if traced.known else None
+
+
+def fp8_format(value) -> str | None:
+    """The FP8 format a launch asks for (``e4m3`` / ``hybrid``); None for bf16 (unset, ``False``, ``None``)."""
+    if value in (None, False, "", "None", "none", "null", "False", "false"):
+        return None
+    return str(value).lower()
+
+
 def setting(job, key: str):
     """The value of a framework setting (a verl key or a Megatron-LM / slime flag); UnknownValue when unknown."""
     return known(job.value(key), key)
@@ -155,6 +168,13 @@ class TrainSettings:
     # Megatron-Core DDP's overlap_grad_reduce / overlap_param_gather: the step time, not the memory, reads them
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
+    # Transformer Engine FP8 training (Megatron-LM --fp8-format / --fp8-recipe, verl
+    # override_transformer_config.fp8 / fp8_recipe): the format ("e4m3" | "hybrid"; None: bf16 GEMMs) and the
+    # scaling recipe; and Megatron-Core's overlap_moe_expert_parallel_comm (EP all-to-all under another micro
+    # batch's compute). The step time reads them.
+    fp8: str | None = None
+    fp8_recipe: str | None = None
+    overlap_moe_a2a: bool = False
 
 
 @dataclass(frozen=True, slots=True)

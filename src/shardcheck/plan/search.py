@@ -363,7 +363,7 @@ class _Bound:
         self.shapes: dict = {}
 
     def shape(self, t: TrainLayout) -> tuple:
-        """What the bound reads of a layout besides the recompute (compute does not depend on EP, ETP or the
+        """What the bound reads of a layout besides the recompute (the bound does not depend on EP, ETP or the
         rank order)."""
         return (t.tp, t.cp, t.pp, t.vpp, t.first, t.last)
 
@@ -377,7 +377,8 @@ class _Bound:
         world = self.search.space.world
         etp = t.etp if t.etp is not None else t.tp
         dp, edp = world // (t.tp * t.pp * t.cp), world // (etp * t.ep * t.pp)
-        # compute alone does not depend on EP, ETP or the rank order: one bound per remaining shape
+        # the compute bound does not depend on EP, ETP or the rank order (step_time.layer_seconds ``bound``: the
+        # experts at their FLOPs alone): one bound per remaining shape
         shape = (t.tp, t.cp, t.pp, t.vpp, t.first, t.last, dp, m.recompute)
         if shape in self.shapes:
             return self.shapes[shape]

@@ -152,3 +152,89 @@ def distopt_instances(job: Job) -> Iterator[Finding]:
                 fix=f"a K dividing both DP·CP {dp * cp} and EDP {edp}",
             )
             return
+
+
+def _a2a_verl(job: Job, overrides: dict) -> tuple[str, Traced, Traced]:
+    """verl: the actor's override_transformer_config; its provider sets the alltoall dispatcher
+    (frameworks/verl/provider.py PROVIDER_DEFAULTS) unless overridden."""
+    key = "actor_rollout_ref.actor.megatron.override_transformer_config.overlap_moe_expert_parallel_comm"
+    default = Traced("alltoall", Origin(kind="default", text="verl's provider: moe_token_dispatcher_type alltoall"))
+    return key, job.value(key), overrides.get("moe_token_dispatcher_type", default)
+
+
+def _a2a_flags(job: Job, overrides: dict) -> tuple[str, Traced, Traced]:
+    """Megatron-LM and slime: the flags (--moe-token-dispatcher-type defaults to allgather)."""
+    key = "--overlap-moe-expert-parallel-comm"
+    return key, job.value(key), job.value("--moe-token-dispatcher-type")
+
+
+# (the overlap's key, its value, the dispatcher) per framework
+_A2A_SETTINGS = {"verl": _a2a_verl, "megatron-lm": _a2a_flags, "slime": _a2a_flags}
+
+
+@rule(
+    "MCORE-TC-MOE-A2A-OVERLAP",
+    "error",
+    "The EP all-to-all overlap needs EP > 1, a virtual pipeline when PP > 1, and no full recompute",
+    frameworks=("verl", "megatron-lm", "slime"),
+    engine="megatron",
+)
+def moe_a2a_overlap(job: Job) -> Iterator[Finding]:
+    """
+    `overlap_moe_expert_parallel_comm` (Megatron-LM `--overlap-moe-expert-parallel-comm`, megatron-core
+    0.14 on; Megatron-Bridge `moe_a2a_overlap`) overlaps the EP all-to-all of one micro batch with another's
+    compute: it needs expert parallelism, a virtual pipeline when PP > 1, no full recompute, and the
+    alltoall or flex token dispatcher (Megatron-LM's `--moe-token-dispatcher-type` defaults to allgather;
+    verl's provider sets alltoall).
+
+    Why:
+    `TransformerConfig.__post_init__` asserts `overlap_moe_expert_parallel_comm is only supported with
+    expert model parallelism`, `If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be
+    specified when pipeline_model_parallel_size > 1`, `overlap_moe_expert_parallel_comm is supported with
+    alltoall/flex token dispatcher` and `disable full recomputation when enabling
+    overlap_moe_expert_parallel_comm` when the model is built.
+
+    Fix:
+    Set EP > 1 and a virtual pipeline size with PP > 1, the alltoall dispatcher, selective recompute, or
+    drop the overlap.
+
+    Source:
+    megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ (megatron-core 0.14.0,
+    0.15.0, 0.16.1).
+    """
+    lay = job.layout("actor")
+    if lay is None:
+        return
+    key, overlap_t, dispatcher_t = _A2A_SETTINGS[job.framework](job, lay.transformer_overrides)
+    if not overlap_t.known or not overlap_t.value:
+        return
+    ep, pp = need(lay.ep, "EP"), need(lay.pp, "PP")
+    vpp = need(lay.vpp, "VPP")
+    gran_t = lay.transformer_overrides.get("recompute_granularity")
+    gran = need(gran_t, "recompute_granularity") if gran_t is not None else None
+    dispatcher = need(dispatcher_t, "moe_token_dispatcher_type")
+    # in megatron-core's order: the virtual pipeline, EP, the dispatcher, recompute
+    if pp > 1 and not vpp:
+        message = (
+            "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when "
+            "pipeline_model_parallel_size > 1"
+        )
+        what, fix = f"with PP {pp} and no virtual pipeline", "set a virtual pipeline size, or drop the overlap"
+    elif ep <= 1:
+        message = "overlap_moe_expert_parallel_comm is only supported with expert model parallelism"
+        what, fix = "with EP 1", "set EP > 1, or drop the overlap"
+    elif dispatcher not in ("alltoall", "flex"):
+        message = "overlap_moe_expert_parallel_comm is supported with alltoall/flex token dispatcher"
+        what, fix = f"with the {dispatcher} dispatcher", "moe_token_dispatcher_type alltoall (or flex)"
+    elif gran == "full":
+        message = "disable full recomputation when enabling overlap_moe_expert_parallel_comm"
+        what, fix = "with full recompute", "use selective recompute, or drop the overlap"
+    else:
+        return
+    yield finding(
+        "MCORE-TC-MOE-A2A-OVERLAP",
+        f'[actor] {key} {what}: megatron-core: "{message}"',
+        where(overlap_t),
+        fix=fix,
+        role="actor",
+    )

@@ -49,6 +49,9 @@ CONFIG_RULE_OF_ERROR: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("MCORE-TC-MOE-DISPATCH", r"^Token dispatcher type: \w+ does not support variable sequence length"),
         ("MCORE-TC-MOE-DISPATCH", r"^DeepEP backend is only supported with flex token dispatcher"),
         ("MCORE-BUILD-EXPERTS-EP", r"^num_moe_experts % ep_size == 0"),
+        ("MCORE-TC-MOE-A2A-OVERLAP", r"^If enabling EP A2A overlap, virtual_pipeline_model_parallel_size"),
+        ("MCORE-TC-MOE-A2A-OVERLAP", r"^overlap_moe_expert_parallel_comm is "),
+        ("MCORE-TC-MOE-A2A-OVERLAP", r"^disable full recomputation when enabling overlap_moe"),
     )
 )
 CONFIG_RULE_PREFIXES = ("MCORE-TC-", "MCORE-BUILD-")
@@ -67,7 +70,8 @@ ASSUMPTIONS = (
     "ffn_hidden_size and moe_ffn_hidden_size: megatron-core's defaults (no check on them depends on the value)",
     (
         "other override_transformer_config keys are not passed (only the recompute, uneven-pipeline, "
-        "account-for, dispatcher and DeepEP keys, which shardcheck's rules read)"
+        "account-for, dispatcher, DeepEP and EP all-to-all overlap keys, which shardcheck's rules read; with the "
+        "overlap also bf16=True, which it needs)"
     ),
 )
 
@@ -272,6 +276,19 @@ def model_dict(job: Job, e: MegatronLayout) -> tuple[dict | None, list[str], lis
         for name in ("moe_token_dispatcher_type", "variable_seq_lengths", "moe_enable_deepep"):
             if name in ov:
                 model[name] = _value(ov[name], f"override_transformer_config.{name}", missing)
+    overlap = job.value(
+        "actor_rollout_ref.actor.megatron.override_transformer_config.overlap_moe_expert_parallel_comm"
+        if job.framework == "verl"
+        else "--overlap-moe-expert-parallel-comm"
+    )
+    if e.role == "actor" and overlap.known and overlap.value:
+        # the EP all-to-all overlap (MCORE-TC-MOE-A2A-OVERLAP) with the launch's bf16 and dispatcher
+        model["overlap_moe_expert_parallel_comm"] = True
+        model["bf16"] = True
+        if job.framework != "verl":
+            model["moe_token_dispatcher_type"] = _value(
+                job.value("--moe-token-dispatcher-type"), "moe_token_dispatcher_type", missing
+            )
     if missing:
         return None, notes, [f"[{e.role}] TransformerConfig not verified: unknown {', '.join(missing)}"]
     return model, notes, []

@@ -42,6 +42,8 @@ from shardcheck.frameworks.memory_settings import (
     RolloutSettings,
     TrainSettings,
     dtype_bytes,
+    fp8_format,
+    optional,
     require_adam,
 )
 from shardcheck.frameworks.memory_settings import setting as flag
@@ -129,6 +131,12 @@ def extra_settings(job: Job) -> dict:
         "fp8_params": bool(flag(job, "--fp8-param-gather")),
         "overlap_grad_reduce": bool(flag(job, "--overlap-grad-reduce")),
         "overlap_param_gather": bool(flag(job, "--overlap-param-gather")),
+        # --fp8-format (e4m3 | hybrid) turns on Transformer Engine's FP8 GEMMs, --fp8-recipe picks the scaling
+        # (megatron/training/arguments.py; megatron/core/fp8_utils.py); --overlap-moe-expert-parallel-comm
+        # (core 0.14 on) overlaps the EP all-to-all with another micro batch's compute
+        "fp8": fp8_format(optional(job, "--fp8-format")),
+        "fp8_recipe": optional(job, "--fp8-recipe"),
+        "overlap_moe_a2a": bool(optional(job, "--overlap-moe-expert-parallel-comm")),
     }
 
 

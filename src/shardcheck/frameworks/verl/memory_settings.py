@@ -12,7 +12,9 @@ from shardcheck.frameworks.memory_settings import (
     TrainSettings,
     dtype_bytes,
     dynamic_micro_batches,
+    fp8_format,
     known,
+    optional,
     require_adam,
 )
 from shardcheck.frameworks.memory_settings import setting as _v
@@ -180,6 +182,11 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         optimizer_offload=f"{M}.optimizer_offload" if job.value(f"{M}.optimizer_offload").value else None,
         batch_bound=bound,
         mtp_layers=_mtp_layers(job),
+        # verl passes override_transformer_config to megatron-core's TransformerConfig (verl
+        # examples/grpo_trainer/run_nemotron_nano_v3_30b_a3b_megatron.sh: fp8="e4m3" or "hybrid", fp8_recipe)
+        fp8=fp8_format(optional(job, f"{OTC}.fp8")),
+        fp8_recipe=optional(job, f"{OTC}.fp8_recipe"),
+        overlap_moe_a2a=bool(optional(job, f"{OTC}.overlap_moe_expert_parallel_comm")),
     )
 
 

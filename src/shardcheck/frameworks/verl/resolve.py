@@ -140,7 +140,15 @@ MEMORY_KEYS = tuple(
         ),
         (
             "actor_rollout_ref.actor.megatron.override_transformer_config",
-            ("recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules"),
+            (
+                "recompute_granularity",
+                "recompute_method",
+                "recompute_num_layers",
+                "recompute_modules",
+                "fp8",
+                "fp8_recipe",
+                "overlap_moe_expert_parallel_comm",
+            ),
         ),
         (
             "actor_rollout_ref.actor",
@@ -381,6 +389,9 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_OTC_KEY}.recompute_method": NAME_OR_NULL,
     f"{_OTC_KEY}.recompute_num_layers": COUNT_OR_NULL,
     f"{_OTC_KEY}.recompute_modules": ValueKind("texts", none=True),
+    f"{_OTC_KEY}.fp8": ANY,  # "e4m3" | "hybrid" | False / None (bf16)
+    f"{_OTC_KEY}.fp8_recipe": NAME_OR_NULL,
+    f"{_OTC_KEY}.overlap_moe_expert_parallel_comm": FLAG_OR_NULL,
     f"{_A}.calculate_entropy": FLAG,
     f"{_A}.entropy_coeff": NUMBER,
     f"{_A}.entropy_from_logits_with_chunking": FLAG,
