@@ -108,3 +108,51 @@ def test_ref_engine_is_not_built_when_the_ref_is_the_actor(tmp_path, version, wo
     assert job.framework_version == version
     assert (job.layout("ref") is not None) == ref_engine
     assert job.ref_used.value  # the ref's log-probs are computed either way
+
+
+MEGATRON_LORA = """#!/bin/bash
+python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer algorithm.adv_estimator=grpo \\
+    data.train_batch_size=64 data.max_prompt_length=1024 data.max_response_length=3072 \\
+    actor_rollout_ref.model.path=/models/Qwen3-8B \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 \\
+    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1 \\
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \\
+    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \\
+    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 \\
+    actor_rollout_ref.rollout.tensor_model_parallel_size=2 {lora} \\
+    trainer.nnodes=1 trainer.n_gpus_per_node=8 trainer.device=cuda
+"""
+
+
+def test_lora_update_time_has_no_base_weight_gradients(tmp_path):
+    """Megatron-Bridge LoRA: the frozen base's GEMMs run forward and dgrad only (2 of the 3 passes), only the
+    adapters' gradients cross DP and reach the optimizer, and the model FLOPs say the same."""
+    from shardcheck.estimate.step_time import forward_flops_per_token, predict, update_flops_per_token
+    from shardcheck.models.architecture import architecture
+
+    full, lora = tmp_path / "full.sh", tmp_path / "lora.sh"
+    full.write_text(MEGATRON_LORA.format(lora=""))
+    lora.write_text(
+        MEGATRON_LORA.format(
+            lora="actor_rollout_ref.model.lora.rank=32 'actor_rollout_ref.model.lora.target_modules=[linear_qkv,"
+            "linear_proj,linear_fc1,linear_fc2]'"
+        )
+    )
+    jobs = {name: check(path, verl_version="0.9.1").job for name, path in (("full", full), ("lora", lora))}
+    assert jobs["lora"].ref_in_actor.value is True
+    steps = {name: predict(job)[0] for name, job in jobs.items()}
+    assert all(steps.values()), {name: predict(job)[1] for name, job in jobs.items()}
+    full_s, lora_s = steps["full"], steps["lora"]
+    # the base's weight gradients were a third of its GEMM time: the update is faster, but not by more than that
+    assert 0.6 * full_s.phases["update"] < lora_s.phases["update"] < 0.9 * full_s.phases["update"]
+    assert lora_s.terms["optimizer"] < full_s.terms["optimizer"] / 50  # adapters only
+    assert lora_s.terms["dp"] <= full_s.terms["dp"]
+    # the forward-only phases are the same forward
+    assert lora_s.phases["old_log_prob"] == pytest.approx(full_s.phases["old_log_prob"], rel=0.02)
+    arch = architecture(jobs["full"].model)
+    forward = forward_flops_per_token(arch, 1024)
+    assert update_flops_per_token(arch, 1024) == 3 * forward
+    assert 2 * forward < update_flops_per_token(arch, 1024, lora=True) < 2.1 * forward
+    assert lora_s.train_flops == pytest.approx(
+        full_s.train_flops * update_flops_per_token(arch, 2048, True) / (3 * forward_flops_per_token(arch, 2048))
+    )

@@ -40,7 +40,7 @@ from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_l
 from shardcheck.frameworks.memory_settings import Recompute, TrainSettings, known
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, adapter_for, rollout_params
-from shardcheck.memory.params import Sharding, attention_params, mlp_params, stage_params
+from shardcheck.memory.params import Sharding, attention_params, lora_params, mlp_params, stage_params
 from shardcheck.models.architecture import Architecture, NotModelled, architecture
 from shardcheck.origin import UnknownValue
 
@@ -112,6 +112,19 @@ def forward_flops_per_token(arch: Architecture, context: float, layers=None) -> 
     n_moe = sum(1 for i in layers if i in arch.moe_layers)
     moe, dense = layer_flops_kind(arch, True, context), layer_flops_kind(arch, False, context)
     return n_moe * sum(moe) + (len(layers) - n_moe) * sum(dense) + 2.0 * arch.hidden * arch.vocab
+
+
+def update_flops_per_token(arch: Architecture, context: float, lora: bool = False) -> float:
+    """One token's model FLOPs in the update: forward and backward (twice the forward). Under LoRA the frozen
+    base's linear layers have no weight-gradient GEMM (forward + dgrad only); attention's own backward stays
+    (the adapters' FLOPs, rank × (in + out) against in × out a module, are left out of this figure)."""
+    forward = forward_flops_per_token(arch, context)
+    if not lora:
+        return 3 * forward
+    n_moe = len(arch.moe_layers)
+    moe_core, dense_core = layer_flops_kind(arch, True, context)[1], layer_flops_kind(arch, False, context)[1]
+    core = n_moe * moe_core + (arch.num_layers - n_moe) * dense_core
+    return 2 * (forward - core) + 3 * core
 
 
 def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int) -> float:
@@ -348,6 +361,9 @@ def _stage_times(
     local = tokens / g.cp  # tokens of one micro batch on a CP rank
     act = local / (g.tp if g.sequence_parallel else 1) * arch.hidden * 2  # one bf16 activation, bytes
     passes = 3.0 if backward else 1.0  # forward, and backward at twice the forward (dgrad and wgrad GEMMs)
+    # LoRA: the base weights are frozen (requires_grad False), so their GEMMs have no weight gradient; the
+    # activations' gradient (dgrad) still flows through every layer to the adapters below
+    lin_passes = passes - 1.0 if backward and settings.lora is not None else passes
     rc_full, rc_core = _recompute_share(settings.recompute) if backward else (0.0, 0.0)
     overlap_ep = _a2a_overlapped(settings, g)
     kv_bytes = (
@@ -378,7 +394,9 @@ def _stage_times(
                 _mm, core = kinds[moe]
                 lin_s, core_s, mem_s = costs[moe]
                 again = rc_full if again_flag else 0.0
-                compute += count * ((lin_s + mem_s) * (passes + again) + core_s * (passes + max(again, rc_core)))
+                compute += count * (
+                    lin_s * (lin_passes + again) + mem_s * (passes + again) + core_s * (passes + max(again, rc_core))
+                )
                 if not comm:
                     continue
                 collectives = 4 * (2 if backward else 1) + (4 if again else 0)  # AG/RS pairs per layer
@@ -396,7 +414,10 @@ def _stage_times(
                         * all_to_all_time(routed, g.ep, g.span("ep"), sp)
                     )
         if stage == len(indices) - 1:  # the output layer (bf16: Megatron-Core's own ColumnParallelLinear)
-            compute += gemm_seconds(local, arch.hidden, arch.vocab / g.tp, sp, False) * passes
+            compute += gemm_seconds(local, arch.hidden, arch.vocab / g.tp, sp, False) * lin_passes
+        if settings.lora is not None:  # the adapters: 2 FLOPs per parameter and token a pass, with wgrad
+            adapters = _lora_stage(arch, tuple(layers), g, settings).total
+            compute += 2 * local * adapters * passes / sp.achieved_flops
         if overlap_ep:
             comm_ep = max(0.0, comm_ep - compute)  # hidden under another micro batch's compute
         comm_pp = (ring_time(act, 2, g.span("pp"), sp) * 2 * (2 if backward else 1)) if g.pp > 1 and comm else 0.0
@@ -405,6 +426,12 @@ def _stage_times(
         for name, value in (("compute", compute), ("tp", comm_tp), ("cp", comm_cp), ("ep", comm_ep), ("pp", comm_pp)):
             terms[name] = max(terms[name], value)
     return times, terms
+
+
+def _lora_stage(arch: Architecture, layers: tuple[int, ...], g: Grid, settings: TrainSettings):
+    """The LoRA adapter parameters on one device of a stage (memory/params.py lora_params)."""
+    lora = settings.lora
+    return lora_params(arch, layers, Sharding(g.tp, g.ep, g.etp, g.pp), lora.rank, lora.modules, lora.fused)
 
 
 @lru_cache(maxsize=65536)
@@ -471,7 +498,12 @@ def _update(
     # DP: gradients reduce-scattered (or all-reduced) and, with the distributed optimizer, parameters
     # all-gathered, once per optimizer step, dense over DP·CP and experts over EDP (not overlapped).
     sharding = Sharding(g.tp, g.ep, g.etp, g.pp)
-    stage = max((stage_params(arch, layers, s, sharding) for s, layers in enumerate(indices)), key=lambda p: p.total)
+    if settings.lora is not None:  # only the adapters have gradients, optimizer state and updated weights
+        stage = max((_lora_stage(arch, tuple(layers), g, settings) for layers in indices), key=lambda p: p.total)
+    else:
+        stage = max(
+            (stage_params(arch, layers, s, sharding) for s, layers in enumerate(indices)), key=lambda p: p.total
+        )
     dense, expert = stage.embedding + stage.dense + stage.output, stage.expert
     reduce_passes = 1 if settings.distributed_optimizer else 2
     grads_time = params_time = 0.0
@@ -502,7 +534,7 @@ def _update(
     out.phases["update"] = steps * (one + dp_time + opt_time)
     out.terms = terms
     tokens = steps * m * settings.tokens_per_micro_batch * g.dp
-    out.train_flops = 3 * tokens * forward_flops_per_token(arch, settings.sequence_length / 2)
+    out.train_flops = tokens * update_flops_per_token(arch, settings.sequence_length / 2, settings.lora is not None)
     if job.framework in ("verl", "slime"):
         forward = steps * (m * max(ftimes) + sum(ftimes) - max(ftimes))
         out.phases["old_log_prob"] = forward
