@@ -133,3 +133,36 @@ def test_plan_takes_the_version_options():
         text=True,
     )
     assert run.returncode == 2 and "version options" in run.stderr
+
+
+GAE = """#!/bin/bash
+python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer algorithm.adv_estimator=gae \\
+    data.train_batch_size=64 data.max_prompt_length=1024 data.max_response_length=3072 \\
+    actor_rollout_ref.model.path=/models/Qwen3-8B critic.model.path=/models/Qwen3-8B \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 \\
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 \\
+    critic.ppo_micro_batch_size_per_gpu=2 critic.ppo_max_token_len_per_gpu=20000 {extra} \\
+    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 critic.megatron.tensor_model_parallel_size=2 \\
+    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=2 \\
+    trainer.nnodes=1 trainer.n_gpus_per_node=8 trainer.device=cuda
+"""
+
+
+@pytest.mark.parametrize(
+    ("version", "extra", "tokens"),
+    [
+        ("0.7.1", "", 2 * 4096),  # the legacy critic worker packs only with use_dynamic_bsz: micro × sequence
+        ("0.7.1", "critic.use_dynamic_bsz=True", 20000),  # its update budget
+        ("0.8.0", "", 20000),  # the engine worker always packs; the classic trainer's update budget
+        ("0.9.1", "", 32768),  # the v1 trainer gives both passes ppo_infer_max_token_len_per_gpu (default 32768)
+        ("0.9.1", "trainer.use_v1=False", 20000),
+    ],
+)
+def test_critic_micro_batch_follows_the_version(tmp_path, version, extra, tokens):
+    """The critic's update micro batch in the memory estimate is the one the batch rules judge (critic_packing)."""
+    from shardcheck.frameworks.verl.memory_settings import critic_settings
+
+    path = tmp_path / "run.sh"
+    path.write_text(GAE.format(extra=extra))
+    job = check(path, verl_version=version).job
+    assert critic_settings(job).tokens_per_micro_batch == tokens

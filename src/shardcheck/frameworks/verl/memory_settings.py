@@ -18,6 +18,7 @@ from shardcheck.frameworks.memory_settings import (
     require_adam,
 )
 from shardcheck.frameworks.memory_settings import setting as _v
+from shardcheck.frameworks.verl.critic_batches import critic_packing
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.origin import UnknownValue
 
@@ -290,7 +291,7 @@ def critic_settings(job: Job) -> CriticSettings | None:
             f"the critic's model (critic.model.path={path.value if path.known else '?'}) is not the "
             "actor's; its state on the device is not sized"
         )
-    tokens = _critic_tokens(job)
+    tokens = _critic_tokens(job, strategy)
     if strategy == "megatron":
         return CriticSettings(
             keeps_params=not _v(job, "critic.megatron.param_offload"),
@@ -309,14 +310,20 @@ def critic_settings(job: Job) -> CriticSettings | None:
     )
 
 
-def _critic_tokens(job: Job) -> int | None:
-    """Tokens of one critic micro batch: critic.ppo_max_token_len_per_gpu × CP (dynamic batch size; the critic
-    engine's sequence split, verl/workers/engine/utils.py prepare_micro_batches), else
+def _critic_tokens(job: Job, strategy: str) -> int | None:
+    """Tokens of one critic update micro batch: packed by tokens, the update pass's budget × CP (the critic
+    engine's sequence split, verl/workers/engine/utils.py prepare_micro_batches; which budget, and whether a
+    Megatron critic packs at all, by version: critic_batches.critic_packing), else
     critic.ppo_micro_batch_size_per_gpu × (prompt + response)."""
     try:
-        if job.value("critic.use_dynamic_bsz").value:
+        dynamic = bool(job.value("critic.use_dynamic_bsz").value)
+        budget_key = "critic.ppo_max_token_len_per_gpu"
+        if strategy == "megatron":
+            dynamic, keys = critic_packing(job, not dynamic)
+            budget_key = keys[0]
+        if dynamic:
             cp = job.value("critic.megatron.context_parallel_size").value or 1
-            budget = job.value("critic.ppo_max_token_len_per_gpu").value
+            budget = job.value(budget_key).value
             return budget * cp if budget else None
         micro = job.value("critic.ppo_micro_batch_size_per_gpu").value
         return micro * (_v(job, "data.max_prompt_length") + _v(job, "data.max_response_length")) if micro else None
