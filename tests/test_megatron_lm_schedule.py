@@ -1,6 +1,7 @@
-"""The training-length and LR-schedule rules (rules/megatron_lm_schedule.py): each fires on a bad launch and is
-silent on a good one, per Megatron-LM version where the checks differ, for Megatron-LM and slime launches; and a
-differential test against megatron-core's own OptimizerParamScheduler (the installed wheel) on random schedules.
+"""The training-length and LR-schedule rules (rules/megatron_lm_schedule.py) and the validate_args checks added
+with them (MLM-FLAG-REMOVED, MLM-SEQ-POSITIONS, MLM-PRECISION in rules/megatron_lm.py): each fires on a bad launch
+and is silent on a good one, per Megatron-LM version where the checks differ, for Megatron-LM and slime launches;
+differential tests against megatron-core's own OptimizerParamScheduler and TransformerConfig (the installed wheel).
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ import pytest
 import shardcheck
 from shardcheck.rules.examples import megatron_lm_launch, slime_launch
 
-SCHEDULE_RULES = ("MLM-TRAIN-MODE", "MLM-LR-STEPS", "MLM-LR-RANGE", "MLM-WD-INCR", "MLM-SCHED-OVERRIDE")
+SCHEDULE_RULES = (
+    "MLM-TRAIN-MODE",
+    "MLM-LR-STEPS",
+    "MLM-LR-RANGE",
+    "MLM-WD-INCR",
+    "MLM-SCHED-OVERRIDE",
+    "MLM-FLAG-REMOVED",
+    "MLM-SEQ-POSITIONS",
+    "MLM-PRECISION",
+)
 
 
 def _findings(tmp_path, text: str, **kw) -> list:
@@ -64,6 +74,15 @@ FIRING = [
     ("slime", "--num-rollout 100 --lr-decay-iters 0", "MLM-LR-STEPS", "asserts lr_decay_steps > 0"),
     ("slime", "--min-lr 1e-5", "MLM-LR-RANGE", "--min-lr 1e-05 above --lr 1e-06"),  # slime's --lr default 1e-6
     ("slime", "--train-iters 10 --train-samples 5", "MLM-TRAIN-MODE", "expected iteration-based training"),
+    ("megatron-lm", "--batch-size 8", "MLM-FLAG-REMOVED", "use --micro-batch-size instead"),
+    ("megatron-lm", "--warmup 10", "MLM-FLAG-REMOVED", "use --lr-warmup-fraction instead"),
+    ("slime", "--model-parallel-size 2", "MLM-FLAG-REMOVED", "use --tensor-model-parallel-size instead"),
+    ("megatron-lm", "--seq-length 65536", "MLM-SEQ-POSITIONS", '"max_position_embeddings (40960) must be greater'),
+    ("megatron-lm", "--decoder-seq-length 50000", "MLM-SEQ-POSITIONS", ">= args.decoder_seq_length"),
+    ("slime", "--seq-length 65536", "MLM-SEQ-POSITIONS", "must be greater than or equal to seq_length (65536)"),
+    ("megatron-lm", "--fp16 --bf16", "MLM-PRECISION", "asserts not args.bf16 when args.fp16"),
+    ("megatron-lm", "--bf16 --fp16-lm-cross-entropy", "MLM-PRECISION", "lm cross entropy in fp16 only support"),
+    ("megatron-lm", "--fp32-residual-connection", "MLM-PRECISION", "residual connection in fp32 only supported"),
 ]
 
 SILENT = [
@@ -77,6 +96,10 @@ SILENT = [
     ("slime", "--num-rollout 100 --lr-warmup-iters 10"),
     ("slime", "--num-epoch 1 --lr-warmup-iters 10"),  # the dataset decides num_rollout: unknown, not a guess
     ("slime", "--num-rollout 2 --num-steps-per-rollout 4 --lr-warmup-iters 2"),
+    ("megatron-lm", "--micro-batch-size 2 --tensor-model-parallel-size 2"),
+    ("megatron-lm", "--seq-length 40960 --decoder-seq-length 40960"),
+    ("megatron-lm", "--fp16 --fp16-lm-cross-entropy --fp32-residual-connection"),
+    ("slime", "--bf16 --fp32-residual-connection"),
 ]
 
 
@@ -102,6 +125,29 @@ def test_rampup_assert_only_up_to_0_16(tmp_path):
     (old,) = _findings(tmp_path, text, megatron_core_version="0.16")
     assert "expected no batch-size rampup for iteration-based training" in old.message
     assert _findings(tmp_path, text, megatron_core_version="0.17") == []
+
+
+def test_seq_positions_text_by_version(tmp_path):
+    text = megatron_lm_launch("--seq-length 65536")
+    (old,) = _findings(tmp_path, text, megatron_core_version="0.10")
+    assert "asserts args.max_position_embeddings >= args.seq_length" in old.message  # bare before core_v0.11
+    (new,) = _findings(tmp_path, text, megatron_core_version="0.11")
+    assert '"max_position_embeddings (40960) must be greater than or equal to seq_length (65536)."' in new.message
+
+
+def test_precision_equals_transformer_config(tmp_path):
+    """megatron-core's TransformerConfig refuses fp16 with bf16 as validate_args does (the same condition)."""
+    module = pytest.importorskip("megatron.core.transformer.transformer_config")
+    for fp16 in (False, True):
+        for bf16 in (False, True):
+            words = " ".join(w for w, on in (("--fp16", fp16), ("--bf16", bf16)) if on)
+            found = _findings(tmp_path, megatron_lm_launch(words))
+            try:
+                module.TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, fp16=fp16, bf16=bf16)
+                refused = False
+            except ValueError as e:
+                refused = "Only one of self.fp16" in str(e)
+            assert bool(found) == refused, (words, found)
 
 
 def test_skip_train_exempts_from_0_17(tmp_path):

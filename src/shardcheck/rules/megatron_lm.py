@@ -340,3 +340,141 @@ def flag_unknown(p: Problem) -> Message:
         f"{p['flag']} is not a Megatron-LM flag (its arguments.py has no such option)",
         f"did you mean `{p['meant']}`?",
     )
+
+
+# validate_args, "Deprecated arguments": flags Megatron-LM still declares only to refuse them
+# (core_v0.9.0 … core_v0.19.0).
+_REMOVED_FLAGS = {
+    "--batch-size": "--batch-size argument is no longer valid, use --micro-batch-size instead",
+    "--warmup": "--warmup argument is no longer valid, use --lr-warmup-fraction instead",
+    "--model-parallel-size": "--model-parallel-size is no longer valid, use --tensor-model-parallel-size instead",
+}
+
+
+@rule("MLM-FLAG-REMOVED", "error", "A flag Megatron-LM declares only to refuse it", frameworks=FLAG_FRAMEWORKS)
+def flag_removed(job: Job) -> Iterator[Finding]:
+    """
+    `--batch-size`, `--warmup` and `--model-parallel-size` are still parsed, but only so that
+    `validate_args` can stop on them and name their replacements.
+
+    Why:
+    `validate_args` asserts `--batch-size argument is no longer valid, use --micro-batch-size instead`,
+    `--warmup argument is no longer valid, use --lr-warmup-fraction instead` and `--model-parallel-size
+    is no longer valid, use --tensor-model-parallel-size instead`.
+
+    Fix:
+    Use the flag the message names.
+
+    Source:
+    megatron/training/arguments.py validate_args, "Deprecated arguments" (NVIDIA/Megatron-LM core_v0.9.0 …
+    core_v0.19.0).
+    """
+    for flag, text in _REMOVED_FLAGS.items():
+        t = job.value(flag)
+        if need(t, flag) is not None:
+            yield finding(
+                "MLM-FLAG-REMOVED",
+                f'{flag} {t.value} (Megatron-LM: "{text}")',
+                where(t),
+                fix=f"{text.rsplit('use ', 1)[1].removesuffix(' instead')} instead of {flag}",
+            )
+
+
+# From core_v0.11.0 the seq_length assert has a message (NVIDIA/Megatron-LM megatron/training/arguments.py).
+_SEQ_MESSAGE_SINCE = (0, 11)
+
+
+@rule(
+    "MLM-SEQ-POSITIONS",
+    "error",
+    "--max-position-embeddings must be at least the sequence length",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def seq_positions(job: Job) -> Iterator[Finding]:
+    """
+    The position embedding table (or the RoPE cache) has `--max-position-embeddings` rows; a sequence
+    longer than that has positions without one.
+
+    Why:
+    `validate_args` asserts `max_position_embeddings (P) must be greater than or equal to seq_length (S).`
+    (a bare `args.max_position_embeddings >= args.seq_length` before core_v0.11), and
+    `args.max_position_embeddings >= args.decoder_seq_length` (bare).
+
+    Fix:
+    Raise `--max-position-embeddings` to the sequence length (the model's own limit), or shorten the sequence.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    pos_t = job.value("--max-position-embeddings")
+    pos = need(pos_t, "--max-position-embeddings")
+    if pos is None:
+        return
+    minor = tuple(int(p) for p in job.megatron_core_version.split(".")[:2])
+    for flag in ("--seq-length", "--decoder-seq-length"):
+        t = job.value(flag)
+        seq = need(t, flag)
+        if seq is None or pos >= seq:
+            continue
+        if flag == "--seq-length" and minor >= _SEQ_MESSAGE_SINCE:
+            said = (
+                f'(Megatron-LM: "max_position_embeddings ({pos}) must be greater than or equal to seq_length ({seq}).")'
+            )
+        else:
+            dest = flag[2:].replace("-", "_")
+            said = f"(Megatron-LM's validate_args asserts args.max_position_embeddings >= args.{dest})"
+        yield finding(
+            "MLM-SEQ-POSITIONS",
+            f"{flag} {seq} above --max-position-embeddings {pos} {said}",
+            where(t, pos_t),
+            fix=f"--max-position-embeddings {seq}, or {flag} {pos}",
+        )
+
+
+@rule(
+    "MLM-PRECISION",
+    "error",
+    "--fp16 and --bf16 exclude each other; fp16/fp32 options need their mode",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def precision(job: Job) -> Iterator[Finding]:
+    """
+    `--fp16` and `--bf16` choose the training precision, one at a time; `--fp16-lm-cross-entropy` needs
+    `--fp16`, and `--fp32-residual-connection` needs `--fp16` or `--bf16`.
+
+    Why:
+    `validate_args` asserts `not args.bf16` when `args.fp16` (bare), `lm cross entropy in fp16 only
+    support in fp16 mode.` and `residual connection in fp32 only supported when using fp16 or bf16.`
+
+    Fix:
+    Keep one of `--fp16` / `--bf16`; drop the option or add its mode.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    fp16_t, bf16_t = job.value("--fp16"), job.value("--bf16")
+    fp16, bf16 = need(fp16_t, "--fp16"), need(bf16_t, "--bf16")
+    ce_t, res_t = job.value("--fp16-lm-cross-entropy"), job.value("--fp32-residual-connection")
+    if fp16 and bf16:
+        yield finding(
+            "MLM-PRECISION",
+            "--fp16 with --bf16 (Megatron-LM's validate_args asserts not args.bf16 when args.fp16)",
+            where(bf16_t, fp16_t),
+            fix="remove --fp16 or --bf16",
+        )
+    elif need(ce_t, "--fp16-lm-cross-entropy") and not fp16:
+        yield finding(
+            "MLM-PRECISION",
+            '--fp16-lm-cross-entropy without --fp16 (Megatron-LM: "lm cross entropy in fp16 only support in fp16 '
+            'mode.")',
+            where(ce_t),
+            fix="remove --fp16-lm-cross-entropy",
+        )
+    elif need(res_t, "--fp32-residual-connection") and not (fp16 or bf16):
+        yield finding(
+            "MLM-PRECISION",
+            '--fp32-residual-connection without --fp16 or --bf16 (Megatron-LM: "residual connection in fp32 only '
+            'supported when using fp16 or bf16.")',
+            where(res_t),
+            fix="add --bf16, or remove --fp32-residual-connection",
+        )
