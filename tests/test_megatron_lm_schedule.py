@@ -22,6 +22,9 @@ SCHEDULE_RULES = (
     "MLM-FLAG-REMOVED",
     "MLM-SEQ-POSITIONS",
     "MLM-PRECISION",
+    "MLM-TP-COMM-OVERLAP",
+    "MLM-MLA-GQA",
+    "MLM-ENCODER-FLAGS",
 )
 
 
@@ -83,6 +86,10 @@ FIRING = [
     ("megatron-lm", "--fp16 --bf16", "MLM-PRECISION", "asserts not args.bf16 when args.fp16"),
     ("megatron-lm", "--bf16 --fp16-lm-cross-entropy", "MLM-PRECISION", "lm cross entropy in fp16 only support"),
     ("megatron-lm", "--fp32-residual-connection", "MLM-PRECISION", "residual connection in fp32 only supported"),
+    ("megatron-lm", "--tp-comm-overlap --sequence-parallel", "MLM-TP-COMM-OVERLAP", "(TP 1: validate_args turns"),
+    ("slime", "--tensor-model-parallel-size 2 --tp-comm-overlap", "MLM-TP-COMM-OVERLAP", "GEMM overlap can happen"),
+    ("megatron-lm", "--multi-latent-attention", "MLM-MLA-GQA", "mutually exclusive with multi latent attention"),
+    ("megatron-lm", "--encoder-seq-length 4096", "MLM-ENCODER-FLAGS", "asserts args.encoder_seq_length is None"),
 ]
 
 SILENT = [
@@ -100,6 +107,8 @@ SILENT = [
     ("megatron-lm", "--seq-length 40960 --decoder-seq-length 40960"),
     ("megatron-lm", "--fp16 --fp16-lm-cross-entropy --fp32-residual-connection"),
     ("slime", "--bf16 --fp32-residual-connection"),
+    ("megatron-lm", "--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap"),
+    ("megatron-lm", "--num-layers 48 --seq-length 4096"),
 ]
 
 
@@ -148,6 +157,17 @@ def test_precision_equals_transformer_config(tmp_path):
             except ValueError as e:
                 refused = "Only one of self.fp16" in str(e)
             assert bool(found) == refused, (words, found)
+
+
+def test_version_dependent_validate_args_checks(tmp_path):
+    # core_v0.9.0 checks --tp-comm-overlap before turning --sequence-parallel off with TP 1; later ones after it
+    text = megatron_lm_launch("--tp-comm-overlap --sequence-parallel")
+    assert _findings(tmp_path, text, megatron_core_version="0.9") == []
+    assert [f.rule for f in _findings(tmp_path, text, megatron_core_version="0.10")] == ["MLM-TP-COMM-OVERLAP"]
+    # the MLA / GQA assert is there from core_v0.16.0
+    text = megatron_lm_launch("--multi-latent-attention")
+    assert _findings(tmp_path, text, megatron_core_version="0.15") == []
+    assert [f.rule for f in _findings(tmp_path, text, megatron_core_version="0.16")] == ["MLM-MLA-GQA"]
 
 
 def test_skip_train_exempts_from_0_17(tmp_path):

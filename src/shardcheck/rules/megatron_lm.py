@@ -478,3 +478,137 @@ def precision(job: Job) -> Iterator[Finding]:
             where(res_t),
             fix="add --bf16, or remove --fp32-residual-connection",
         )
+
+
+def _mcore_minor(job: Job) -> tuple[int, int]:
+    return tuple(int(p) for p in job.megatron_core_version.split(".")[:2])  # type: ignore[return-value]
+
+
+# From core_v0.10.0 validate_args turns --sequence-parallel off with TP 1 *before* the --tp-comm-overlap check;
+# core_v0.9.0 checks the flag as given (NVIDIA/Megatron-LM megatron/training/arguments.py).
+_SP_OFF_BEFORE_OVERLAP = (0, 10)
+
+
+@rule(
+    "MLM-TP-COMM-OVERLAP",
+    "error",
+    "--tp-comm-overlap needs sequence parallelism",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def tp_comm_overlap(job: Job) -> Iterator[Finding]:
+    """
+    The tensor-parallel communication/GEMM overlap splits the sequence-parallel all-gathers and
+    reduce-scatters; without sequence parallelism there is nothing to overlap. With TP 1 Megatron-LM
+    turns `--sequence-parallel` off first (from core_v0.10), so `--tp-comm-overlap` fails there too.
+
+    Why:
+    `validate_args` asserts `Tensor parallel communication/GEMM overlap can happen only when sequence
+    parallelism is enabled`.
+
+    Fix:
+    Add `--sequence-parallel` (with TP > 1), or drop `--tp-comm-overlap`.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    over_t = job.value("--tp-comm-overlap")
+    if not need(over_t, "--tp-comm-overlap"):
+        return
+    for e in engines(job):
+        if _mcore_minor(job) >= _SP_OFF_BEFORE_OVERLAP:
+            sp_t = e.sequence_parallel
+        else:
+            sp_t = job.value("--sequence-parallel")
+        if not need(sp_t, "--sequence-parallel"):
+            tp = need(e.tp, "--tensor-model-parallel-size")
+            why = " (TP 1: validate_args turns --sequence-parallel off)" if tp == 1 else ""
+            yield finding(
+                "MLM-TP-COMM-OVERLAP",
+                f'--tp-comm-overlap without sequence parallelism{why} (Megatron-LM: "Tensor parallel '
+                'communication/GEMM overlap can happen only when sequence parallelism is enabled")',
+                where(over_t),
+                fix="remove --tp-comm-overlap" if tp == 1 else "add --sequence-parallel",
+            )
+            return
+
+
+# The MLA/GQA assert is in validate_args from core_v0.16.0 (NVIDIA/Megatron-LM megatron/training/arguments.py).
+_MLA_GQA_SINCE = (0, 16)
+
+
+@rule(
+    "MLM-MLA-GQA",
+    "error",
+    "--group-query-attention and --multi-latent-attention exclude each other",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def mla_gqa(job: Job) -> Iterator[Finding]:
+    """
+    Multi-latent attention compresses the keys and values its own way; grouped-query attention does
+    not apply to it.
+
+    Why:
+    From core_v0.16 `validate_args` asserts `Group query attention is mutually exclusive with multi
+    latent attention.`
+
+    Fix:
+    Drop `--group-query-attention` (and `--num-query-groups`) for an MLA model.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.16.0 … core_v0.19.0).
+    """
+    if _mcore_minor(job) < _MLA_GQA_SINCE:
+        return
+    mla_t, gqa_t = job.value("--multi-latent-attention"), job.value("--group-query-attention")
+    if need(mla_t, "--multi-latent-attention") and need(gqa_t, "--group-query-attention"):
+        yield finding(
+            "MLM-MLA-GQA",
+            '--group-query-attention with --multi-latent-attention (Megatron-LM: "Group query attention is '
+            'mutually exclusive with multi latent attention.")',
+            where(gqa_t, mla_t),
+            fix="remove --group-query-attention",
+        )
+
+
+@rule(
+    "MLM-ENCODER-FLAGS",
+    "error",
+    "--num-layers / --seq-length exclude their --encoder-* twins",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def encoder_flags(job: Job) -> Iterator[Finding]:
+    """
+    `--encoder-num-layers` and `--encoder-seq-length` are older spellings of `--num-layers` and
+    `--seq-length`; Megatron-LM takes one of each pair.
+
+    Why:
+    `validate_args` asserts `cannot have both num-layers and encoder-num-layers specified`, and
+    `args.encoder_seq_length is None` when `--seq-length` is given (bare).
+
+    Fix:
+    Keep `--num-layers` / `--seq-length` and drop the `--encoder-*` flag.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    pairs = (
+        (
+            "--num-layers",
+            "--encoder-num-layers",
+            '(Megatron-LM: "cannot have both num-layers and encoder-num-layers specified")',
+        ),
+        (
+            "--seq-length",
+            "--encoder-seq-length",
+            "(Megatron-LM's validate_args asserts args.encoder_seq_length is None)",
+        ),
+    )
+    for flag, twin, said in pairs:
+        t, twin_t = job.value(flag), job.value(twin)
+        if need(t, flag) is not None and need(twin_t, twin) is not None:
+            yield finding(
+                "MLM-ENCODER-FLAGS",
+                f"{flag} {t.value} with {twin} {twin_t.value} {said}",
+                where(twin_t, t),
+                fix=f"remove {twin}",
+            )
