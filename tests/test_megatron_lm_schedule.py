@@ -25,6 +25,7 @@ SCHEDULE_RULES = (
     "MLM-TP-COMM-OVERLAP",
     "MLM-MLA-GQA",
     "MLM-ENCODER-FLAGS",
+    "MLM-OVERLAP-PARAM-GATHER",
 )
 
 
@@ -90,6 +91,18 @@ FIRING = [
     ("slime", "--tensor-model-parallel-size 2 --tp-comm-overlap", "MLM-TP-COMM-OVERLAP", "GEMM overlap can happen"),
     ("megatron-lm", "--multi-latent-attention", "MLM-MLA-GQA", "mutually exclusive with multi latent attention"),
     ("megatron-lm", "--encoder-seq-length 4096", "MLM-ENCODER-FLAGS", "asserts args.encoder_seq_length is None"),
+    (
+        "megatron-lm",
+        "--overlap-param-gather --overlap-grad-reduce",
+        "MLM-OVERLAP-PARAM-GATHER",
+        "distributed optimizer",
+    ),
+    (
+        "megatron-lm",
+        "--use-megatron-fsdp --overlap-param-gather",
+        "MLM-OVERLAP-PARAM-GATHER",
+        "Must use --overlap-param-gather with --overlap-grad-reduce",
+    ),
 ]
 
 SILENT = [
@@ -109,6 +122,8 @@ SILENT = [
     ("slime", "--bf16 --fp32-residual-connection"),
     ("megatron-lm", "--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap"),
     ("megatron-lm", "--num-layers 48 --seq-length 4096"),
+    ("megatron-lm", "--use-megatron-fsdp --overlap-grad-reduce --overlap-param-gather"),
+    ("slime", "--overlap-param-gather"),  # slime turns the distributed optimizer on itself: not judged
 ]
 
 
@@ -168,6 +183,13 @@ def test_version_dependent_validate_args_checks(tmp_path):
     text = megatron_lm_launch("--multi-latent-attention")
     assert _findings(tmp_path, text, megatron_core_version="0.15") == []
     assert [f.rule for f in _findings(tmp_path, text, megatron_core_version="0.16")] == ["MLM-MLA-GQA"]
+    # --overlap-param-gather: Megatron-FSDP allows it from core_v0.14, dist_muon from core_v0.17; each its own text
+    text = megatron_lm_launch("--overlap-param-gather --overlap-grad-reduce --optimizer dist_muon --use-megatron-fsdp")
+    assert _findings(tmp_path, text, megatron_core_version="0.19") == []
+    (old,) = _findings(tmp_path, megatron_lm_launch("--overlap-param-gather"), megatron_core_version="0.13")
+    assert old.message.endswith('"--overlap-param-gather only supported with distributed optimizer")')
+    (new,) = _findings(tmp_path, megatron_lm_launch("--overlap-param-gather"), megatron_core_version="0.17")
+    assert new.message.endswith('supported with distributed optimizer, megatron fsdp, or dist_muon")')
 
 
 def test_skip_train_exempts_from_0_17(tmp_path):

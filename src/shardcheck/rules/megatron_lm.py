@@ -612,3 +612,66 @@ def encoder_flags(job: Job) -> Iterator[Finding]:
                 where(twin_t, t),
                 fix=f"remove {twin}",
             )
+
+
+# validate_args' --overlap-param-gather assert, by version: what else allows it, and its text
+# (NVIDIA/Megatron-LM megatron/training/arguments.py at each core_v tag).
+_PARAM_GATHER = (
+    (
+        (0, 17),
+        ("--use-distributed-optimizer", "--use-megatron-fsdp"),
+        "dist_muon",
+        "distributed optimizer, megatron fsdp, or dist_muon",
+    ),
+    ((0, 14), ("--use-distributed-optimizer", "--use-megatron-fsdp"), None, "distributed optimizer or megatron fsdp"),
+    ((0, 0), ("--use-distributed-optimizer",), None, "distributed optimizer"),
+)
+
+
+@rule(
+    "MLM-OVERLAP-PARAM-GATHER",
+    "error",
+    "--overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce",
+    frameworks=("megatron-lm",),
+)
+def overlap_param_gather(job: Job) -> Iterator[Finding]:
+    """
+    Overlapping the parameter all-gather with the forward pass gathers what the distributed optimizer
+    sharded, and rides on the gradient reduce-scatter overlap.
+
+    Why:
+    `validate_args` asserts `--overlap-param-gather only supported with distributed optimizer` (from
+    core_v0.14 `… with distributed optimizer or megatron fsdp`, from core_v0.17 `… with distributed
+    optimizer, megatron fsdp, or dist_muon`) and `Must use --overlap-param-gather with
+    --overlap-grad-reduce`. slime turns the distributed optimizer on itself, so only Megatron-LM
+    launches are judged.
+
+    Fix:
+    Add `--use-distributed-optimizer` and `--overlap-grad-reduce`, or drop `--overlap-param-gather`.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    over_t = job.value("--overlap-param-gather")
+    if not need(over_t, "--overlap-param-gather"):
+        return
+    since, allowing, optimizer, text = next(row for row in _PARAM_GATHER if _mcore_minor(job) >= row[0])
+    allowed = any(need(job.value(f), f) for f in allowing)
+    if optimizer is not None:
+        allowed = allowed or need(job.value("--optimizer"), "--optimizer") == optimizer
+    if not allowed:
+        yield finding(
+            "MLM-OVERLAP-PARAM-GATHER",
+            f'--overlap-param-gather without {allowing[0]} (Megatron-LM: "--overlap-param-gather only supported '
+            f'with {text}")',
+            where(over_t),
+            fix=f"add {allowing[0]}",
+        )
+    elif not need(job.value("--overlap-grad-reduce"), "--overlap-grad-reduce"):
+        yield finding(
+            "MLM-OVERLAP-PARAM-GATHER",
+            '--overlap-param-gather without --overlap-grad-reduce (Megatron-LM: "Must use --overlap-param-gather '
+            'with --overlap-grad-reduce")',
+            where(over_t),
+            fix="add --overlap-grad-reduce",
+        )
