@@ -144,8 +144,8 @@ def _slime_train_iters(job: Job) -> tuple[int | None, list[Traced]]:
     """slime's ``train_iters`` (None: not derivable from the flags: ``--num-epoch`` counts the dataset, or
     ``--num-steps-per-rollout`` derives the global batch)."""
     names = _SLIME_ITERS
-    if _given(job, "--num-steps-per-rollout"):
-        return None, []
+    if _given(job, "--num-steps-per-rollout") or not _given(job, "--num-rollout"):
+        return None, []  # --num-epoch: the dataset's size decides the rollouts
     traced = [job.value(n) for n in names]
     values = [need(t, n) for t, n in zip(traced, names, strict=True)]
     if any(v is None for v in values) or values[3] <= 0:
