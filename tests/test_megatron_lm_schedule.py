@@ -6,7 +6,15 @@ differential tests against megatron-core's own OptimizerParamScheduler and Trans
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import random
+import shlex
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -298,3 +306,95 @@ def test_scheduler_verdicts_equal_megatron_core(tmp_path):
         fired_total += bool(found)
         raised_total += raised is not None
     assert 20 < raised_total < 100  # both verdicts are exercised
+
+
+# -- differential: Megatron-LM's own validate_args -------------------------------------------------------------
+
+MEGATRON_LM_GIT = os.environ.get("MEGATRON_LM_GIT")
+VALIDATE_TAG = "core_v0.16.1"  # the Megatron-LM of the installed megatron-core 0.16.1
+ORACLE = Path(__file__).parent / "oracle" / "megatron_lm_validate_oracle.py"
+# The validate_args checks of the rules above; each rule's other checks are the scheduler's (not run here).
+VALIDATE_FLAGS = [
+    ("--train-iters", [None, None, 0, 10]),
+    ("--train-samples", [None, None, 1000]),
+    ("--lr-decay-samples", [None, None, 500]),
+    ("--lr-decay-iters", [None, None, 5]),
+    ("--lr-warmup-iters", [None, None, 0, 2]),
+    ("--lr-warmup-samples", [None, None, 0, 10]),
+    ("--lr-warmup-fraction", [None, None, 0.1]),
+    ("--rampup-batch-size", [None, None, None, "16 16 1000"]),
+    ("--lr", [None, 1e-4]),
+    ("--min-lr", [None, 0.0, 1e-3]),
+    ("--weight-decay-incr-style", [None, None, "linear"]),
+    ("--start-weight-decay", [None, None, 0.0]),
+    ("--end-weight-decay", [None, None, 0.1]),
+    ("--batch-size", [None, None, None, None, 4]),
+    ("--warmup", [None, None, None, None, 3]),
+    ("--seq-length", [None, None, 65536]),
+    ("--decoder-seq-length", [None, None, None, 50000]),
+    ("--fp16", [False, False, True]),
+    ("--bf16", [False, True]),
+    ("--fp16-lm-cross-entropy", [False, False, False, True]),
+    ("--fp32-residual-connection", [False, False, False, True]),
+    ("--tensor-model-parallel-size", [None, 2]),
+    ("--sequence-parallel", [False, True]),
+    ("--tp-comm-overlap", [False, False, True]),
+    ("--encoder-num-layers", [None, None, None, None, 48]),
+    ("--encoder-seq-length", [None, None, None, None, 4096]),
+    ("--use-distributed-optimizer", [False, True]),
+    ("--overlap-grad-reduce", [False, True]),
+    ("--overlap-param-gather", [False, False, True]),
+]
+VALIDATE_RULES = [r for r in SCHEDULE_RULES if r not in ("MLM-LR-STEPS", "MLM-SCHED-OVERRIDE")]
+
+
+def _random_flags(rng: random.Random) -> str:
+    words = []
+    for flag, choices in VALIDATE_FLAGS:
+        if rng.random() < 0.6:
+            continue  # most launches give few of these flags
+        value = rng.choice(choices)
+        if value is True:
+            words.append(flag)
+        elif value not in (None, False):
+            words.append(f"{flag} {value}")
+    return " ".join(words)
+
+
+@pytest.mark.skipif(not MEGATRON_LM_GIT, reason="MEGATRON_LM_GIT (a Megatron-LM git dir) not set")
+def test_validate_args_verdicts_equal_megatron_lm(tmp_path):
+    pytest.importorskip("megatron.core")
+    archive = subprocess.run(
+        ["git", f"--git-dir={MEGATRON_LM_GIT}", "archive", VALIDATE_TAG, "megatron/training", "megatron/legacy"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    tarfile.open(fileobj=io.BytesIO(archive)).extractall(tmp_path / "mlm", filter="data")
+    rng = random.Random("shardcheck-validate-args")
+    flag_sets = [_random_flags(rng) for _ in range(150)]
+    launches = [megatron_lm_launch(f) for f in flag_sets]
+    cases = [shlex.split(text.split("pretrain_gpt.py", 1)[1]) for text in launches]
+    done = subprocess.run(
+        [sys.executable, str(ORACLE), str(tmp_path / "mlm")],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"Megatron-LM {VALIDATE_TAG} does not run here: {done.stderr.strip().splitlines()[-1:]}")
+    real = json.loads(done.stdout)
+    refused = 0
+    for flags, text, verdict in zip(flag_sets, launches, real, strict=True):
+        found = [
+            f
+            for f in _findings(tmp_path, text, megatron_core_version="0.16")
+            if f.rule in VALIDATE_RULES and "OptimizerParamScheduler" not in f.message
+        ]
+        assert bool(found) == (verdict is not None), (flags, verdict, [f.message for f in found])
+        if verdict is not None:
+            refused += 1
+            said = verdict.split(": ", 1)[1]
+            if said:  # a bare assert has no text to compare
+                assert any(said in f.message for f in found), (flags, verdict, [f.message for f in found])
+    assert 30 < refused < 120, refused  # both verdicts exercised
