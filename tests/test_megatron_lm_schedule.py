@@ -34,6 +34,8 @@ SCHEDULE_RULES = (
     "MLM-MLA-GQA",
     "MLM-ENCODER-FLAGS",
     "MLM-OVERLAP-PARAM-GATHER",
+    "MLM-TRAIN-LENGTH",
+    "MLM-LR-NEEDED",
 )
 
 
@@ -120,7 +122,8 @@ SILENT = [
     ("megatron-lm", "--train-iters 10 --lr-decay-style WSD --lr-wsd-decay-iters 2"),
     ("megatron-lm", "--weight-decay-incr-style linear --start-weight-decay 0.0 --end-weight-decay 0.1"),
     ("megatron-lm", "--use-checkpoint-opt_param-scheduler"),
-    ("megatron-lm", ""),  # neither length: not judged (docs/coverage.md)
+    ("megatron-lm", ""),  # the example launch's own --train-iters 1000 --lr 3e-4
+    ("megatron-lm", "--train-samples 1000"),  # sample-based: no --train-iters wanted
     ("slime", "--num-rollout 100 --lr-warmup-iters 10"),
     ("slime", "--num-epoch 1 --lr-warmup-iters 10"),  # the dataset decides num_rollout: unknown, not a guess
     ("slime", "--num-epoch 1 --rollout-batch-size $RBS"),  # nothing to judge: no VALUE-UNKNOWN for the batch
@@ -151,6 +154,40 @@ def test_fires(tmp_path, framework, flags, rule_id, text):
 @pytest.mark.parametrize(("framework", "flags"), SILENT)
 def test_silent(tmp_path, framework, flags):
     assert _findings(tmp_path, _launch(framework, flags)) == []
+
+
+def test_train_length_and_lr_needed(tmp_path):
+    """Megatron-LM stops without a length (get_optimizer_param_scheduler) or an --lr (the optimizer's lr None);
+    a zero length counts as none; slime sets both itself."""
+    (length,) = _findings(tmp_path, megatron_lm_launch("--lr 1e-4", schedule=""))
+    assert length.rule == "MLM-TRAIN-LENGTH" and length.line == 1
+    assert length.message.startswith("neither --train-iters nor --train-samples")
+    assert '"either train-iters or train-samples should be provided."' in length.message
+    (zero,) = _findings(tmp_path, megatron_lm_launch("--train-iters 0 --lr 1e-4", schedule=""))
+    assert zero.rule == "MLM-TRAIN-LENGTH" and zero.message.startswith("--train-iters 0 (")
+    (lr,) = _findings(tmp_path, megatron_lm_launch("--train-iters 10", schedule=""))
+    assert lr.rule == "MLM-LR-NEEDED" and lr.line == 1 and "float(max_lr)" in lr.message
+    both = _findings(tmp_path, megatron_lm_launch("", schedule=""))
+    assert sorted(f.rule for f in both) == ["MLM-LR-NEEDED", "MLM-TRAIN-LENGTH"]
+    assert _findings(tmp_path, slime_launch("--num-rollout 100")) == []  # slime: its own length, --lr 1e-6
+
+
+def test_skip_train_builds_no_optimizer_from_0_16(tmp_path):
+    """setup_model_and_optimizer skips the optimizer and its scheduler with --skip-train from core_v0.16.0; from
+    core_v0.17.0 an RL step builds it unless --no-load-optim."""
+    text = megatron_lm_launch("--skip-train", schedule="")
+    assert sorted(f.rule for f in _findings(tmp_path, text, megatron_core_version="0.15")) == [
+        "MLM-LR-NEEDED",
+        "MLM-TRAIN-LENGTH",
+    ]
+    assert _findings(tmp_path, text, megatron_core_version="0.16") == []
+    rl = megatron_lm_launch("--skip-train --perform-rl-step", schedule="")
+    assert len(_findings(tmp_path, rl, megatron_core_version="0.18")) == 2
+    rl_no_optim = megatron_lm_launch("--skip-train --perform-rl-step --no-load-optim", schedule="")
+    assert _findings(tmp_path, rl_no_optim, megatron_core_version="0.18") == []
+    # the scheduler's own asserts likewise: reached with --skip-train up to core_v0.15
+    text = megatron_lm_launch("--train-iters 10 --lr-decay-iters 0 --skip-train")
+    assert [f.rule for f in _findings(tmp_path, text, megatron_core_version="0.15")] == ["MLM-LR-STEPS"]
 
 
 def test_rampup_assert_only_up_to_0_16(tmp_path):

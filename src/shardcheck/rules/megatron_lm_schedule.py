@@ -17,9 +17,11 @@ slime builds its own scheduler (slime/backends/megatron_utils/model.py ``get_opt
 THUDM/slime v0.2.2 … main 624b824): always iteration-based, ``train_iters = num_rollout ·
 rollout_batch_size · n_samples_per_prompt // global_batch_size``, then the same OptimizerParamScheduler.
 
-A launch that gives neither ``--train-iters`` nor ``--train-samples`` stops in Megatron-LM's
-``get_optimizer_param_scheduler`` ("either train-iters or train-samples should be provided."); that is
-not judged here (docs/coverage.md says why).
+A Megatron-LM launch that gives neither ``--train-iters`` nor ``--train-samples`` (or only zeros) stops in
+``get_optimizer_param_scheduler`` ("either train-iters or train-samples should be provided."), one without
+``--lr`` (default None) while the optimizer is built (MLM-TRAIN-LENGTH, MLM-LR-NEEDED). ``setup_model_and_optimizer``
+builds no optimizer with ``--skip-train`` from core_v0.16.0 (core_v0.17.0 on: unless ``--perform-rl-step``
+without ``--no-load-optim``); before, it builds one anyway.
 """
 
 from __future__ import annotations
@@ -51,6 +53,21 @@ def _given(job: Job, flag: str) -> bool:
 
 def _skip_train(job: Job) -> bool:
     return bool(_v(job, "--skip-train"))
+
+
+# NVIDIA/Megatron-LM megatron/training/training.py setup_model_and_optimizer: --skip-train builds no optimizer
+# (and so no scheduler) from core_v0.16.0; from core_v0.17.0 an RL step (--perform-rl-step) still builds one
+# unless --no-load-optim. Up to core_v0.15 the optimizer and its scheduler are always built.
+SKIP_TRAIN_NO_OPTIMIZER = (0, 16)
+
+
+def _builds_optimizer(job: Job) -> bool:
+    """Whether Megatron-LM builds the optimizer and its scheduler at start-up."""
+    if not _skip_train(job) or _minor(job) < SKIP_TRAIN_NO_OPTIMIZER:
+        return True
+    if _minor(job) >= (0, 17) and "--perform-rl-step" in job.values and _v(job, "--perform-rl-step"):
+        return not (_given(job, "--no-load-optim") and _v(job, "--no-load-optim"))
+    return False
 
 
 @rule(
@@ -182,7 +199,7 @@ def lr_steps(job: Job) -> Iterator[Finding]:
     core_v0.19.0); slime/backends/megatron_utils/model.py get_optimizer_param_scheduler (THUDM/slime
     v0.2.2 … main 624b824).
     """
-    if _skip_train(job):
+    if not _builds_optimizer(job):
         return  # no optimizer is built
     iters_t, samples_t = job.value("--train-iters"), job.value("--train-samples")
     base: list[Traced] = []
@@ -202,7 +219,7 @@ def lr_steps(job: Job) -> Iterator[Finding]:
         unit, decay_flag, warmup_flag, wsd_flag = "samples", "--lr-decay-samples", "--lr-warmup-samples", "samples"
         source = "--train-samples"
     else:
-        return  # neither: get_optimizer_param_scheduler raises (not judged: docs/coverage.md)
+        return  # neither: get_optimizer_param_scheduler raises (MLM-TRAIN-LENGTH)
     decay_t = job.value(decay_flag)
     decay = need(decay_t, decay_flag)
     if decay is None:
@@ -278,7 +295,7 @@ def lr_range(job: Job) -> Iterator[Finding]:
     lr_t, min_t, init_t = job.value("--lr"), job.value("--min-lr"), job.value("--lr-warmup-init")
     lr, low, init = need(lr_t, "--lr"), need(min_t, "--min-lr"), need(init_t, "--lr-warmup-init")
     if lr is None:
-        return  # not judged: docs/coverage.md
+        return  # no --lr: MLM-LR-NEEDED
     if low > lr:
         yield finding(
             "MLM-LR-RANGE",
@@ -286,7 +303,7 @@ def lr_range(job: Job) -> Iterator[Finding]:
             where(min_t, lr_t),
             fix=f"--min-lr {lr / 10:g}",
         )
-    elif _skip_train(job):
+    elif not _builds_optimizer(job):
         return
     elif low < 0:
         yield finding(
@@ -361,7 +378,7 @@ def wd_incr(job: Job) -> Iterator[Finding]:
                 fix=f"add {' and '.join(f'{m} W' for m in missing)}",
             )
             return
-    if _skip_train(job) or start is None:
+    if not _builds_optimizer(job) or start is None:
         return
     if start < 0:
         yield finding(
@@ -401,7 +418,7 @@ def sched_override(job: Job) -> Iterator[Finding]:
     megatron/core/optimizer_param_scheduler.py OptimizerParamScheduler.__init__ (NVIDIA/Megatron-LM
     core_v0.9.0 … core_v0.19.0).
     """
-    if _skip_train(job):
+    if not _builds_optimizer(job):
         return
     over_t = job.value("--override-opt_param-scheduler")
     use_t = job.value("--use-checkpoint-opt_param-scheduler")
@@ -412,4 +429,86 @@ def sched_override(job: Job) -> Iterator[Finding]:
             '"both override and use-checkpoint are set.")',
             where(use_t, over_t),
             fix="remove one of the two",
+        )
+
+
+@rule(
+    "MLM-TRAIN-LENGTH",
+    "error",
+    "A Megatron-LM run needs its length: --train-iters or --train-samples",
+    frameworks=("megatron-lm",),
+)
+def train_length(job: Job) -> Iterator[Finding]:
+    """
+    The learning-rate schedule is laid over the run's length: `--train-iters` (iteration-based) or
+    `--train-samples` (sample-based). Neither has a default, and a zero counts as not given.
+
+    Why:
+    Megatron-LM's `get_optimizer_param_scheduler` raises `Exception('either train-iters or train-samples
+    should be provided.')` when neither `args.train_iters` nor `args.train_samples` is set (non-zero), while
+    the model and optimizer are set up, before the first step. With `--skip-train` no optimizer is built
+    from core_v0.16 (core_v0.17 on: unless `--perform-rl-step` without `--no-load-optim`). slime computes
+    its own length from its rollouts (not judged here).
+
+    Fix:
+    Add `--train-iters N` (or `--train-samples N` for a sample-based run).
+
+    Source:
+    megatron/training/training.py get_optimizer_param_scheduler and setup_model_and_optimizer
+    (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    if not _builds_optimizer(job):
+        return
+    iters_t, samples_t = job.value("--train-iters"), job.value("--train-samples")
+    iters, samples = need(iters_t, "--train-iters"), need(samples_t, "--train-samples")
+    if iters or samples:
+        return
+    given = [f"{f} {t.value}" for f, t in (("--train-iters", iters_t), ("--train-samples", samples_t)) if t.value == 0]
+    said = " and ".join(given) if given else "neither --train-iters nor --train-samples"
+    yield finding(
+        "MLM-TRAIN-LENGTH",
+        f'{said} (Megatron-LM\'s get_optimizer_param_scheduler: "either train-iters or train-samples should be '
+        'provided.")',
+        where(iters_t, samples_t, job.cluster.nnodes),
+        fix="add --train-iters N",
+    )
+
+
+@rule(
+    "MLM-LR-NEEDED",
+    "error",
+    "A Megatron-LM run needs its peak learning rate: --lr",
+    frameworks=("megatron-lm",),
+)
+def lr_needed(job: Job) -> Iterator[Finding]:
+    """
+    `--lr` is the peak of the learning-rate schedule; Megatron-LM gives it no default (None).
+
+    Why:
+    The optimizer is built with `lr=None`: torch's Adam (Megatron-LM's fallback without Transformer Engine
+    or apex) refuses it in its constructor (`TypeError: '<=' not supported between instances of 'float'
+    and 'NoneType'`); with their FusedAdam, `OptimizerParamScheduler.__init__` stops at `float(max_lr)`
+    (`TypeError: float() argument must be a string or a real number, not 'NoneType'`). Either way the run
+    stops before its first step. With `--skip-train` no optimizer is built from core_v0.16 (as for
+    MLM-TRAIN-LENGTH). slime's `--lr` defaults to 1e-6 (not judged here).
+
+    Fix:
+    Add `--lr` with the peak learning rate (e.g. `--lr 3e-4`).
+
+    Source:
+    megatron/training/arguments.py (`--lr`, default None), megatron/training/training.py
+    get_optimizer_param_scheduler (`max_lr=args.lr`), megatron/core/optimizer/__init__.py (the Adam class),
+    megatron/core/optimizer_param_scheduler.py OptimizerParamScheduler.__init__ (NVIDIA/Megatron-LM
+    core_v0.9.0 … core_v0.19.0).
+    """
+    if not _builds_optimizer(job):
+        return
+    lr_t = job.value("--lr")
+    if need(lr_t, "--lr") is None:
+        yield finding(
+            "MLM-LR-NEEDED",
+            "no --lr: Megatron-LM builds the optimizer with lr None and stops with a TypeError "
+            "(OptimizerParamScheduler: float(max_lr))",
+            where(lr_t, job.cluster.nnodes),
+            fix="add --lr 3e-4 (the peak learning rate)",
         )
