@@ -82,6 +82,7 @@ def launch(row: dict) -> str:
         f"    --seq-length {row['seq']} --max-position-embeddings {row['seq']} \\\n"
         f"    {' '.join(parallel)} \\\n"
         f"    --micro-batch-size {row['mbs']} --global-batch-size {row['gbs']} --use-distributed-optimizer --bf16 \\\n"
+        "    --train-iters 1000 --lr 3e-4 \\\n"
         # Megatron-Bridge's performance configs reduce gradients in bf16 (llama3_llm_pretrain.py,
         # llama31_llm_pretrain.py, qwen3_llm_pretrain.py: cfg.ddp.grad_reduce_in_fp32 = False) and its recipes
         # overlap the gradient reduce and the parameter gather (recipes/llama/llama3.py, qwen/qwen3_moe.py:
