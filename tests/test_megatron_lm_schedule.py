@@ -1,7 +1,8 @@
 """The training-length and LR-schedule rules (rules/megatron_lm_schedule.py) and the validate_args checks added
 with them (MLM-FLAG-REMOVED, MLM-SEQ-POSITIONS, MLM-PRECISION in rules/megatron_lm.py): each fires on a bad launch
 and is silent on a good one, per Megatron-LM version where the checks differ, for Megatron-LM and slime launches;
-differential tests against megatron-core's own OptimizerParamScheduler and TransformerConfig (the installed wheel).
+differential tests against megatron-core's own OptimizerParamScheduler and TransformerConfig (the installed wheel),
+and against Megatron-LM's own parse_args + validate_args and then get_optimizer_param_scheduler (MEGATRON_LM_GIT).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import shardcheck
+from shardcheck.rules.examples import MEGATRON_LM_SCHEDULE as EXAMPLE_SCHEDULE
 from shardcheck.rules.examples import megatron_lm_launch, slime_launch
 
 SCHEDULE_RULES = (
@@ -386,12 +388,45 @@ VALIDATE_FLAGS = [
     ("--overlap-grad-reduce", [False, True]),
     ("--overlap-param-gather", [False, False, True]),
 ]
-VALIDATE_RULES = [r for r in SCHEDULE_RULES if r not in ("MLM-LR-STEPS", "MLM-SCHED-OVERRIDE")]
+VALIDATE_RULES = [
+    r for r in SCHEDULE_RULES if r not in ("MLM-LR-STEPS", "MLM-SCHED-OVERRIDE", "MLM-TRAIN-LENGTH", "MLM-LR-NEEDED")
+]
+# The checks get_optimizer_param_scheduler and OptimizerParamScheduler make, once validate_args accepted.
+SCHEDULER_RULES = (
+    "MLM-TRAIN-LENGTH",
+    "MLM-LR-NEEDED",
+    "MLM-LR-STEPS",
+    "MLM-LR-RANGE",
+    "MLM-WD-INCR",
+    "MLM-SCHED-OVERRIDE",
+)
+SCHEDULER_FLAGS = [
+    ("--lr-decay-style", [None, None, "WSD"]),
+    ("--lr-warmup-init", [None, None, 1e-2]),
+    ("--weight-decay", [None, None, -0.01]),
+    ("--override-opt_param-scheduler", [False, False, True]),
+    ("--use-checkpoint-opt_param-scheduler", [False, True]),
+    ("--skip-train", [False, False, False, True]),
+]
 
 
-def _random_flags(rng: random.Random) -> str:
+# A second batch for the scheduler's checks: the length, the rates and the schedule only (most pass validate_args).
+SCHEDULE_ONLY_FLAGS = [
+    ("--train-iters", [None, 0, 10, 10]),
+    ("--train-samples", [None, None, 1000]),
+    ("--lr", [None, 1e-4, 1e-4]),
+    ("--min-lr", [None, 0.0, 1e-5]),
+    ("--lr-decay-iters", [None, 0, 5]),
+    ("--lr-warmup-iters", [None, 2, 20]),
+    ("--lr-warmup-fraction", [None, 0.1, 1.0]),
+    ("--lr-wsd-decay-iters", [None, 2]),
+    *SCHEDULER_FLAGS,
+]
+
+
+def _random_flags(rng: random.Random, table: list = VALIDATE_FLAGS + SCHEDULER_FLAGS) -> str:
     words = []
-    for flag, choices in VALIDATE_FLAGS:
+    for flag, choices in table:
         if rng.random() < 0.6:
             continue  # most launches give few of these flags
         value = rng.choice(choices)
@@ -419,8 +454,9 @@ def test_validate_args_verdicts_equal_megatron_lm(tmp_path, tag, minor):
     ).stdout
     tarfile.open(fileobj=io.BytesIO(archive)).extractall(tmp_path / "mlm", filter="data")
     rng = random.Random("shardcheck-validate-args")
-    flag_sets = [_random_flags(rng) for _ in range(150)]
-    launches = [megatron_lm_launch(f) for f in flag_sets]
+    flag_sets = [_random_flags(rng) for _ in range(150)] + [_random_flags(rng, SCHEDULE_ONLY_FLAGS) for _ in range(100)]
+    # half of the launches without the example's own --train-iters / --lr (MLM-TRAIN-LENGTH, MLM-LR-NEEDED)
+    launches = [megatron_lm_launch(f, schedule=rng.choice(["", EXAMPLE_SCHEDULE])) for f in flag_sets]
     cases = [shlex.split(text.split("pretrain_gpt.py", 1)[1]) for text in launches]
     done = subprocess.run(
         [sys.executable, str(ORACLE), str(tmp_path / "mlm")],
@@ -433,17 +469,30 @@ def test_validate_args_verdicts_equal_megatron_lm(tmp_path, tag, minor):
     if done.returncode != 0:
         pytest.skip(f"Megatron-LM {tag} does not run here: {done.stderr.strip().splitlines()[-1:]}")
     real = json.loads(done.stdout)
-    refused = 0
-    for flags, text, verdict in zip(flag_sets, launches, real, strict=True):
-        found = [
-            f
-            for f in _findings(tmp_path, text, megatron_core_version=minor)
-            if f.rule in VALIDATE_RULES and "OptimizerParamScheduler" not in f.message
-        ]
+    refused = stopped = 0
+    for text, (verdict, scheduled) in zip(launches, real, strict=True):
+        flags = text.split("--global-batch-size 256", 1)[1].strip()
+        every = _findings(tmp_path, text, megatron_core_version=minor)
+        found = [f for f in every if f.rule in VALIDATE_RULES and "OptimizerParamScheduler" not in f.message]
         assert bool(found) == (verdict is not None), (flags, verdict, [f.message for f in found])
         if verdict is not None:
             refused += 1
             said = verdict.split(": ", 1)[1]
             if said:  # a bare assert has no text to compare
                 assert any(said in f.message for f in found), (flags, verdict, [f.message for f in found])
-    assert 30 < refused < 120, refused  # both verdicts exercised
+            continue
+        if scheduled == "skipped":
+            continue
+        # validate_args accepted: what is left is the scheduler's (or nothing, when no optimizer is built)
+        later = [f for f in every if f.rule in SCHEDULER_RULES]
+        assert bool(later) == (scheduled is not None), (flags, scheduled, [f.message for f in later])
+        if scheduled is not None:
+            stopped += 1
+            kind, said = scheduled.split(": ", 1)
+            # each stop is reported on its own: the one the scheduler meets first is among them
+            if kind == "TypeError":  # float(max_lr) of a missing --lr
+                assert any(f.rule == "MLM-LR-NEEDED" for f in later), (flags, scheduled)
+            elif said:
+                assert any(said in f.message for f in later), (flags, scheduled, [f.message for f in later])
+    assert 50 < refused < 200, refused  # both verdicts exercised
+    assert 20 < stopped < 100, stopped  # the scheduler's stops exercised, and its acceptances

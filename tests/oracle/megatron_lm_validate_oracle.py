@@ -4,7 +4,17 @@ Usage: python tests/oracle/megatron_lm_validate_oracle.py TRAINING_DIR < cases.j
 
 TRAINING_DIR holds ``megatron/training`` and ``megatron/legacy`` of one Megatron-LM tag (git archive); the
 installed megatron-core is the one they run with. stdin: a JSON list of argument lists (the words after
-``pretrain_gpt.py``); stdout: a JSON list of ``null`` (accepted) or ``"<ExceptionType>: <text>"``.
+``pretrain_gpt.py``); stdout: a JSON list of pairs ``[validate_args, scheduler]``, each ``null`` (accepted) or
+``"<ExceptionType>: <text>"``; the scheduler's is ``null`` also when it is not reached (validate_args refused, or
+``setup_model_and_optimizer`` builds no optimizer), ``"skipped"`` for a sample-based run with a batch-size rampup.
+
+The scheduler stage runs the tag's own ``get_optimizer_param_scheduler`` and ``update_train_iters``
+(megatron/training/training.py, taken out of the file with ``ast``: the module itself imports the training
+loop) on the arguments validate_args left, with the installed megatron-core's ``OptimizerParamScheduler``
+and an optimizer of one empty parameter group (Transformer Engine's or apex's FusedAdam takes any lr, so the
+scheduler is the first to see it). Whether the optimizer is built with ``--skip-train`` is read from the
+tag's ``setup_model_and_optimizer``: it skips it when it reads ``skip_train`` (RL steps are not launched here).
+A sample-based run with ``--rampup-batch-size`` needs the microbatch calculator set up: ``"skipped"``.
 
 Bypassed, and only this: ``megatron/training/__init__.py`` (it imports the training loop, which needs triton
 and GPU kernels); ``megatron.training`` is made a bare package over the same folder with the ``get_*`` accessors
@@ -15,6 +25,7 @@ question validate_args asks (``get_device_arch_version``) is answered 9 (Hopper)
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import io
@@ -43,17 +54,56 @@ arguments.get_device_arch_version = lambda: 9
 os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
 
 
-def run(words: list[str]) -> str | None:
-    sys.argv = ["pretrain_gpt.py", *words]
+_training = os.path.join(sys.argv[1], "megatron", "training", "training.py")
+with open(_training) as f:
+    _tree = ast.parse(f.read())
+_functions = {n.name: n for n in _tree.body if isinstance(n, ast.FunctionDef)}
+# --skip-train builds no optimizer where setup_model_and_optimizer reads it (core_v0.16.0 on)
+SKIP_TRAIN_SKIPS = "skip_train" in ast.unparse(_functions["setup_model_and_optimizer"])
+_scheduler_module = ast.Module(
+    body=[_functions["get_optimizer_param_scheduler"], _functions["update_train_iters"]], type_ignores=[]
+)
+
+
+class _Optimizer:
+    def __init__(self) -> None:
+        self.param_groups = [{}]
+
+
+def _verdict(call) -> str | None:
     with contextlib.redirect_stdout(io.StringIO()):
         try:
-            args = arguments.parse_args()
-            arguments.validate_args(args, {})
+            call()
         except SystemExit as e:
             return f"SystemExit: {e}"
         except Exception as e:  # the verdict is the exception: reported, not raised
             return f"{type(e).__name__}: {e}"
     return None
+
+
+def _scheduler(args) -> None:
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+    space = {"get_args": lambda: args, "OptimizerParamScheduler": OptimizerParamScheduler, "print_rank_0": print}
+    exec(compile(_scheduler_module, _training, "exec"), space)  # Megatron-LM's own code, not the input's
+    space["get_optimizer_param_scheduler"](_Optimizer())
+
+
+def run(words: list[str]) -> list[str | None]:
+    sys.argv = ["pretrain_gpt.py", *words]
+    holder = {}
+
+    def validate() -> None:
+        holder["args"] = args = arguments.parse_args()
+        arguments.validate_args(args, {})
+
+    checked = _verdict(validate)
+    args = holder.get("args")
+    if checked is not None or (SKIP_TRAIN_SKIPS and args.skip_train):
+        return [checked, None]
+    if args.rampup_batch_size is not None and not args.train_iters:
+        return [checked, "skipped"]
+    return [checked, _verdict(lambda: _scheduler(args))]
 
 
 cases = json.load(sys.stdin)

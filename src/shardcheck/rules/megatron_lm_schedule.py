@@ -467,7 +467,7 @@ def train_length(job: Job) -> Iterator[Finding]:
     said = " and ".join(given) if given else "neither --train-iters nor --train-samples"
     yield finding(
         "MLM-TRAIN-LENGTH",
-        f'{said} (Megatron-LM\'s get_optimizer_param_scheduler: "either train-iters or train-samples should be '
+        f"{said} (Megatron-LM's get_optimizer_param_scheduler: \"either train-iters or train-samples should be "
         'provided.")',
         where(iters_t, samples_t, job.cluster.nnodes),
         fix="add --train-iters N",
