@@ -149,7 +149,10 @@ def render(mapping: dict) -> str:
         + ", ".join(f"megatron-core {m}" for m in REFERENCES)
         + f" (0.18: the one verl 0.9.1's images install); `validate_args` (megatron/training/arguments.py) of "
         f"Megatron-LM {MEGATRON_LM_TAG}. Each `assert` and each `raise` is one check (a raise's condition is its "
-        "innermost enclosing `if`).",
+        "innermost enclosing `if`). Not in these tables: the checks Megatron-LM makes after `validate_args` while it "
+        "builds the optimizer's schedule (megatron/training/training.py `get_optimizer_param_scheduler`, "
+        "megatron/core/optimizer_param_scheduler.py `OptimizerParamScheduler.__init__`), judged by MLM-TRAIN-LENGTH, "
+        "MLM-LR-NEEDED, MLM-LR-STEPS, MLM-LR-RANGE, MLM-WD-INCR and MLM-SCHED-OVERRIDE.",
         "",
         "Statuses: **covered** — the rule named judges it before the launch; **not-coverable** — a launch cannot "
         "reach it, or it depends on what only the run knows (the installed software, the device, the data); "
