@@ -38,6 +38,7 @@ SCHEDULE_RULES = (
     "MLM-OVERLAP-PARAM-GATHER",
     "MLM-TRAIN-LENGTH",
     "MLM-LR-NEEDED",
+    "MLM-MROPE-SECTION",
 )
 
 
@@ -103,6 +104,7 @@ FIRING = [
     ("slime", "--tensor-model-parallel-size 2 --tp-comm-overlap", "MLM-TP-COMM-OVERLAP", "GEMM overlap can happen"),
     ("megatron-lm", "--multi-latent-attention", "MLM-MLA-GQA", "mutually exclusive with multi latent attention"),
     ("megatron-lm", "--encoder-seq-length 4096", "MLM-ENCODER-FLAGS", "asserts args.encoder_seq_length is None"),
+    ("slime", "--position-embedding-type mrope", "MLM-MROPE-SECTION", '"--mrope-section should be set when using'),
     (
         "megatron-lm",
         "--overlap-param-gather --overlap-grad-reduce",
@@ -138,7 +140,15 @@ SILENT = [
     ("megatron-lm", "--num-layers 48 --seq-length 4096"),
     ("megatron-lm", "--use-megatron-fsdp --overlap-grad-reduce --overlap-param-gather"),
     ("slime", "--overlap-param-gather"),  # slime turns the distributed optimizer on itself: not judged
+    ("megatron-lm", "--position-embedding-type mrope --mrope-section 16 24 24"),
+    ("megatron-lm", "--position-embedding-type rope"),
 ]
+
+
+def _write(tmp_path, text: str) -> str:
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    return str(path)
 
 
 def _launch(framework: str, flags: str) -> str:
@@ -227,6 +237,12 @@ def test_version_dependent_validate_args_checks(tmp_path):
     text = megatron_lm_launch("--tp-comm-overlap --sequence-parallel")
     assert _findings(tmp_path, text, megatron_core_version="0.9") == []
     assert [f.rule for f in _findings(tmp_path, text, megatron_core_version="0.10")] == ["MLM-TP-COMM-OVERLAP"]
+    # --position-embedding-type mrope (and its --mrope-section assert) from core_v0.12.0
+    text = megatron_lm_launch("--position-embedding-type mrope")
+    assert [f.rule for f in _findings(tmp_path, text, megatron_core_version="0.12")] == ["MLM-MROPE-SECTION"]
+    assert "MLM-MROPE-SECTION" not in {
+        f.rule for f in shardcheck.check(_write(tmp_path, text), megatron_core_version="0.11").findings
+    }
     # the MLA / GQA assert is there from core_v0.16.0
     text = megatron_lm_launch("--multi-latent-attention")
     assert _findings(tmp_path, text, megatron_core_version="0.15") == []
@@ -410,6 +426,7 @@ SCHEDULER_FLAGS = [
 ]
 
 
+MROPE_FLAGS = [("--position-embedding-type", [None, "mrope"]), ("--mrope-section", [None, "16 24 24"])]
 # A second batch for the scheduler's checks: the length, the rates and the schedule only (most pass validate_args).
 SCHEDULE_ONLY_FLAGS = [
     ("--train-iters", [None, 0, 10, 10]),
@@ -454,7 +471,9 @@ def test_validate_args_verdicts_equal_megatron_lm(tmp_path, tag, minor):
     ).stdout
     tarfile.open(fileobj=io.BytesIO(archive)).extractall(tmp_path / "mlm", filter="data")
     rng = random.Random("shardcheck-validate-args")
-    flag_sets = [_random_flags(rng) for _ in range(150)] + [_random_flags(rng, SCHEDULE_ONLY_FLAGS) for _ in range(100)]
+    first = VALIDATE_FLAGS + SCHEDULER_FLAGS + (MROPE_FLAGS if minor != "0.9" else [])  # mrope: core_v0.12.0 on
+    flag_sets = [_random_flags(rng, first) for _ in range(150)]
+    flag_sets += [_random_flags(rng, SCHEDULE_ONLY_FLAGS) for _ in range(100)]
     # half of the launches without the example's own --train-iters / --lr (MLM-TRAIN-LENGTH, MLM-LR-NEEDED)
     launches = [megatron_lm_launch(f, schedule=rng.choice(["", EXAMPLE_SCHEDULE])) for f in flag_sets]
     cases = [shlex.split(text.split("pretrain_gpt.py", 1)[1]) for text in launches]

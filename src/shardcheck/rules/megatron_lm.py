@@ -570,6 +570,48 @@ def mla_gqa(job: Job) -> Iterator[Finding]:
         )
 
 
+# --position-embedding-type mrope, and validate_args' assert on its --mrope-section, from core_v0.12.0
+# (NVIDIA/Megatron-LM megatron/training/arguments.py; before, 'mrope' is not among the choices).
+_MROPE_SINCE = (0, 12)
+
+
+@rule(
+    "MLM-MROPE-SECTION",
+    "error",
+    "--position-embedding-type mrope needs --mrope-section",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def mrope_section(job: Job) -> Iterator[Finding]:
+    """
+    Multimodal RoPE splits each head's rotary channels into sections (time, height, width);
+    `--mrope-section` gives their sizes, and has no default.
+
+    Why:
+    From core_v0.12 `validate_args` asserts `--mrope-section should be set when using
+    --position-embedding-type mrope.`
+
+    Fix:
+    Add `--mrope-section` with the model's sections (e.g. `16 24 24` for Qwen2-VL), or another
+    `--position-embedding-type`.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.12.0 … core_v0.19.0).
+    """
+    if _mcore_minor(job) < _MROPE_SINCE:
+        return
+    type_t = job.value("--position-embedding-type")
+    if need(type_t, "--position-embedding-type") != "mrope":
+        return
+    if need(job.value("--mrope-section"), "--mrope-section") is None:
+        yield finding(
+            "MLM-MROPE-SECTION",
+            '--position-embedding-type mrope without --mrope-section (Megatron-LM: "--mrope-section should be set '
+            'when using --position-embedding-type mrope.")',
+            where(type_t),
+            fix="add --mrope-section T H W (the model's rotary sections)",
+        )
+
+
 @rule(
     "MLM-ENCODER-FLAGS",
     "error",
