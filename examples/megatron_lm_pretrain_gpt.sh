@@ -19,4 +19,5 @@ PARALLEL_ARGS=(
 
 torchrun --nnodes ${NNODES} --nproc-per-node ${GPUS_PER_NODE} pretrain_gpt.py \
    "${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" \
-   --micro-batch-size 1 --global-batch-size 256 --use-distributed-optimizer --bf16
+   --micro-batch-size 1 --global-batch-size 256 --use-distributed-optimizer --bf16 \
+   --train-iters 10000 --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine --lr-warmup-iters 500

@@ -37,7 +37,8 @@ SMALL_SEEDS = {
         "torchrun --nnodes $NNODES --nproc-per-node $GPUS_PER_NODE pretrain_gpt.py --num-layers $L "
         "--hidden-size 1024 --num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 "
         "--micro-batch-size 1 --global-batch-size 64 --tensor-model-parallel-size 2 "
-        "--pipeline-model-parallel-size 2 --num-experts 8 --expert-model-parallel-size 2 --bf16\n"
+        "--pipeline-model-parallel-size 2 --num-experts 8 --expert-model-parallel-size 2 --bf16 "
+        "--train-iters 1000 --lr 3e-4\n"
     ),
 }
 

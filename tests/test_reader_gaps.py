@@ -181,3 +181,28 @@ def test_arithmetic_error_at_its_line(tmp_path):
     assert error.startswith(f"{path}:2:") and "operand expected" in error
     path.write_text(f"N=4\nX=$((2+N))\n{V} trainer.nnodes=$X\n")
     assert check(path).error is None
+
+
+def test_case_subject_from_cli_env(tmp_path, capsys):
+    path = tmp_path / "run.sh"
+    path.write_text(CASE)
+    main(["check", str(path), "--format", "json", "--env", "MODE=small"])
+    small = capsys.readouterr().out
+    main(["check", str(path), "--format", "json"])
+    default = capsys.readouterr().out
+    assert '"tp": 2' in small and '"tp": 2' not in default and '"tp": 4' in default
+
+
+@pytest.mark.parametrize(
+    "entry", ['"${MEGATRON_DIR}/pretrain_gpt.py"', "${D}/pretrain_gpt.py", "$MEGATRON_PATH/pretrain_gpt.py"]
+)
+def test_unknown_directory_megatron_lm_entry(tmp_path, entry):
+    job = _job(tmp_path, f"torchrun --nproc-per-node 8 {entry} --tensor-model-parallel-size 2\n")
+    assert job.framework == "megatron-lm" and job.layout("actor").tp.value == 2
+
+
+@pytest.mark.parametrize("runner", ["srun $CMD", "srun -N 1 --ntasks-per-node 1 $CMD"])
+def test_command_string_run_by_srun(tmp_path, runner):
+    job = _job(tmp_path, f'CMD="{V} {TP}=2 trainer.nnodes=1"\n{runner}\n')
+    assert job.framework == "verl" and job.layout("actor").tp.value == 2
+    assert job.layout("actor").tp.origin.first_script_line().line == 1

@@ -91,6 +91,7 @@ def launch(row: dict) -> str:
         f"    {' '.join(parallel)} \\\n"
         f"    --micro-batch-size {row['mbs']} --global-batch-size {row['gbs']} --use-distributed-optimizer \\\n"
         f"    --bf16{fp8} \\\n"
+        "    --train-iters 1000 --lr 3e-4 \\\n"
         # Megatron-Bridge's performance configs reduce gradients in bf16 (llama3_llm_pretrain.py,
         # llama31_llm_pretrain.py, qwen3_llm_pretrain.py: cfg.ddp.grad_reduce_in_fp32 = False) and its recipes
         # overlap the gradient reduce and the parameter gather (recipes/llama/llama3.py, qwen/qwen3_moe.py:

@@ -23,7 +23,8 @@ LLAMA_70B = (
     "    --seq-length 8192 --max-position-embeddings 8192 \\\n"
     "    --tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 --context-parallel-size 2 \\\n"
     "    --sequence-parallel \\\n"
-    "    --micro-batch-size 1 --global-batch-size 128 --use-distributed-optimizer --bf16 {extra}\n"
+    "    --micro-batch-size 1 --global-batch-size 128 --use-distributed-optimizer --bf16 \\\n"
+    "    --train-iters 1000 --lr 3e-4 {extra}\n"
 )
 
 

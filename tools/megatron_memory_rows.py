@@ -33,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "memory_validation"
 CASES = ROOT / "tests" / "data" / "memory_validation" / "cases.txt"  # one "<model>/<case>" per line
 PLATFORM = "golden_values_dev_dgx_h100.json"
-# flags whose values are paths or logging: dropped (they do not change memory)
+# flags whose values are paths or logging: dropped (they do not change memory). The training length and the
+# optimizer's schedule (--train-iters, --lr, --lr-*, --min-lr, --weight-decay, --clip-grad) are kept: without
+# them Megatron-LM stops at start-up (MLM-TRAIN-LENGTH), so the copies would not be the launches measured.
 DROP_PREFIX = (
     "--log-",
     "--tensorboard",
@@ -51,11 +53,6 @@ DROP_PREFIX = (
     "--exit-",
     "--timing-log-level",
     "--eval-",
-    "--train-iters",
-    "--lr",
-    "--min-lr",
-    "--weight-decay",
-    "--clip-grad",
     "--tokenizer-model",
     "--distributed-backend",
     "--use-checkpoint-args",

@@ -49,11 +49,32 @@ def verl_launch(
     )
 
 
-def megatron_lm_launch(flags: str = "", *, model: str = SMALL_MOE, nodes: int = 1, gpus: int = 8) -> str:
-    """A valid Megatron-LM launch (torchrun + pretrain_gpt.py) apart from ``flags``; the last flag wins."""
+# The training length and peak learning rate a Megatron-LM launch needs (MLM-TRAIN-LENGTH, MLM-LR-NEEDED).
+MEGATRON_LM_SCHEDULE = "--train-iters 1000 --lr 3e-4"
+
+
+def megatron_lm_launch(
+    flags: str = "",
+    *,
+    model: str = SMALL_MOE,
+    nodes: int = 1,
+    gpus: int = 8,
+    schedule: str = MEGATRON_LM_SCHEDULE,
+) -> str:
+    """A valid Megatron-LM launch (torchrun + pretrain_gpt.py) apart from ``flags``; the last flag wins.
+
+    ``schedule``'s flags are added unless ``flags`` give their own (``--train-samples`` stands for
+    ``--train-iters``); ``schedule=""`` leaves them out."""
+    given = {w.split("=", 1)[0] for w in flags.split()}
+    words = schedule.split()
+    own = [
+        " ".join(words[i : i + 2])
+        for i in range(0, len(words), 2)
+        if words[i] not in given and not (words[i] == "--train-iters" and "--train-samples" in given)
+    ]
     return (
         f"torchrun --nnodes {nodes} --nproc-per-node {gpus} pretrain_gpt.py {model} --micro-batch-size 1 "
-        f"--global-batch-size 256 {flags}\n"
+        f"--global-batch-size 256 {' '.join([*own, flags]) if own else flags}\n"
     )
 
 
@@ -78,11 +99,12 @@ LAUNCHES = {
     ),
     "megatron-lm": (
         megatron_lm_launch,
-        "A Megatron-LM launch (torchrun pretrain_gpt.py, 1 node × 8 GPUs, a small MoE model as flags)",
+        "A Megatron-LM launch (torchrun pretrain_gpt.py, 1 node × 8 GPUs, a small MoE model as flags, "
+        "--train-iters 1000 --lr 3e-4)",
     ),
     "slime": (slime_launch, "A slime launch (1 node × 8 GPUs, 8 rollout GPUs, a small MoE model as flags)"),
 }
-OPTIONS = ("model", "nodes", "gpus", "before", "config", "batch")
+OPTIONS = ("model", "nodes", "gpus", "before", "config", "batch", "schedule")
 
 
 @dataclass(frozen=True)

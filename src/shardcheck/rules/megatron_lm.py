@@ -340,3 +340,380 @@ def flag_unknown(p: Problem) -> Message:
         f"{p['flag']} is not a Megatron-LM flag (its arguments.py has no such option)",
         f"did you mean `{p['meant']}`?",
     )
+
+
+# validate_args, "Deprecated arguments": flags Megatron-LM still declares only to refuse them
+# (core_v0.9.0 … core_v0.19.0).
+_REMOVED_FLAGS = {
+    "--batch-size": "--batch-size argument is no longer valid, use --micro-batch-size instead",
+    "--warmup": "--warmup argument is no longer valid, use --lr-warmup-fraction instead",
+    "--model-parallel-size": "--model-parallel-size is no longer valid, use --tensor-model-parallel-size instead",
+}
+
+
+@rule("MLM-FLAG-REMOVED", "error", "A flag Megatron-LM declares only to refuse it", frameworks=FLAG_FRAMEWORKS)
+def flag_removed(job: Job) -> Iterator[Finding]:
+    """
+    `--batch-size`, `--warmup` and `--model-parallel-size` are still parsed, but only so that
+    `validate_args` can stop on them and name their replacements.
+
+    Why:
+    `validate_args` asserts `--batch-size argument is no longer valid, use --micro-batch-size instead`,
+    `--warmup argument is no longer valid, use --lr-warmup-fraction instead` and `--model-parallel-size
+    is no longer valid, use --tensor-model-parallel-size instead`.
+
+    Fix:
+    Use the flag the message names.
+
+    Source:
+    megatron/training/arguments.py validate_args, "Deprecated arguments" (NVIDIA/Megatron-LM core_v0.9.0 …
+    core_v0.19.0).
+    """
+    for flag, text in _REMOVED_FLAGS.items():
+        t = job.value(flag)
+        if need(t, flag) is not None:
+            yield finding(
+                "MLM-FLAG-REMOVED",
+                f'{flag} {t.value} (Megatron-LM: "{text}")',
+                where(t),
+                fix=f"{text.rsplit('use ', 1)[1].removesuffix(' instead')} instead of {flag}",
+            )
+
+
+# From core_v0.11.0 the seq_length assert has a message (NVIDIA/Megatron-LM megatron/training/arguments.py).
+_SEQ_MESSAGE_SINCE = (0, 11)
+
+
+@rule(
+    "MLM-SEQ-POSITIONS",
+    "error",
+    "--max-position-embeddings must be at least the sequence length",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def seq_positions(job: Job) -> Iterator[Finding]:
+    """
+    The position embedding table (or the RoPE cache) has `--max-position-embeddings` rows; a sequence
+    longer than that has positions without one.
+
+    Why:
+    `validate_args` asserts `max_position_embeddings (P) must be greater than or equal to seq_length (S).`
+    (a bare `args.max_position_embeddings >= args.seq_length` before core_v0.11), and
+    `args.max_position_embeddings >= args.decoder_seq_length` (bare).
+
+    Fix:
+    Raise `--max-position-embeddings` to the sequence length (the model's own limit), or shorten the sequence.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    pos_t = job.value("--max-position-embeddings")
+    pos = need(pos_t, "--max-position-embeddings")
+    if pos is None:
+        return
+    minor = tuple(int(p) for p in job.megatron_core_version.split(".")[:2])
+    for flag in ("--seq-length", "--decoder-seq-length"):
+        t = job.value(flag)
+        seq = need(t, flag)
+        if seq is None or pos >= seq:
+            continue
+        if flag == "--seq-length" and minor >= _SEQ_MESSAGE_SINCE:
+            said = (
+                f'(Megatron-LM: "max_position_embeddings ({pos}) must be greater than or equal to seq_length ({seq}).")'
+            )
+        else:
+            dest = flag[2:].replace("-", "_")
+            said = f"(Megatron-LM's validate_args asserts args.max_position_embeddings >= args.{dest})"
+        yield finding(
+            "MLM-SEQ-POSITIONS",
+            f"{flag} {seq} above --max-position-embeddings {pos} {said}",
+            where(t, pos_t),
+            fix=f"--max-position-embeddings {seq}, or {flag} {pos}",
+        )
+
+
+@rule(
+    "MLM-PRECISION",
+    "error",
+    "--fp16 and --bf16 exclude each other; fp16/fp32 options need their mode",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def precision(job: Job) -> Iterator[Finding]:
+    """
+    `--fp16` and `--bf16` choose the training precision, one at a time; `--fp16-lm-cross-entropy` needs
+    `--fp16`, and `--fp32-residual-connection` needs `--fp16` or `--bf16`.
+
+    Why:
+    `validate_args` asserts `not args.bf16` when `args.fp16` (bare), `lm cross entropy in fp16 only
+    support in fp16 mode.` and `residual connection in fp32 only supported when using fp16 or bf16.`
+
+    Fix:
+    Keep one of `--fp16` / `--bf16`; drop the option or add its mode.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    fp16_t, bf16_t = job.value("--fp16"), job.value("--bf16")
+    fp16, bf16 = need(fp16_t, "--fp16"), need(bf16_t, "--bf16")
+    ce_t, res_t = job.value("--fp16-lm-cross-entropy"), job.value("--fp32-residual-connection")
+    if fp16 and bf16:
+        yield finding(
+            "MLM-PRECISION",
+            "--fp16 with --bf16 (Megatron-LM's validate_args asserts not args.bf16 when args.fp16)",
+            where(bf16_t, fp16_t),
+            fix="remove --fp16 or --bf16",
+        )
+    elif need(ce_t, "--fp16-lm-cross-entropy") and not fp16:
+        yield finding(
+            "MLM-PRECISION",
+            '--fp16-lm-cross-entropy without --fp16 (Megatron-LM: "lm cross entropy in fp16 only support in fp16 '
+            'mode.")',
+            where(ce_t),
+            fix="remove --fp16-lm-cross-entropy",
+        )
+    elif need(res_t, "--fp32-residual-connection") and not (fp16 or bf16):
+        yield finding(
+            "MLM-PRECISION",
+            '--fp32-residual-connection without --fp16 or --bf16 (Megatron-LM: "residual connection in fp32 only '
+            'supported when using fp16 or bf16.")',
+            where(res_t),
+            fix="add --bf16, or remove --fp32-residual-connection",
+        )
+
+
+def _mcore_minor(job: Job) -> tuple[int, int]:
+    return tuple(int(p) for p in job.megatron_core_version.split(".")[:2])  # type: ignore[return-value]
+
+
+# From core_v0.10.0 validate_args turns --sequence-parallel off with TP 1 *before* the --tp-comm-overlap check;
+# core_v0.9.0 checks the flag as given (NVIDIA/Megatron-LM megatron/training/arguments.py).
+_SP_OFF_BEFORE_OVERLAP = (0, 10)
+
+
+@rule(
+    "MLM-TP-COMM-OVERLAP",
+    "error",
+    "--tp-comm-overlap needs sequence parallelism",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def tp_comm_overlap(job: Job) -> Iterator[Finding]:
+    """
+    The tensor-parallel communication/GEMM overlap splits the sequence-parallel all-gathers and
+    reduce-scatters; without sequence parallelism there is nothing to overlap. With TP 1 Megatron-LM
+    turns `--sequence-parallel` off first (from core_v0.10), so `--tp-comm-overlap` fails there too.
+
+    Why:
+    `validate_args` asserts `Tensor parallel communication/GEMM overlap can happen only when sequence
+    parallelism is enabled`.
+
+    Fix:
+    Add `--sequence-parallel` (with TP > 1), or drop `--tp-comm-overlap`.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    over_t = job.value("--tp-comm-overlap")
+    if not need(over_t, "--tp-comm-overlap"):
+        return
+    for e in engines(job):
+        if _mcore_minor(job) >= _SP_OFF_BEFORE_OVERLAP:
+            sp_t = e.sequence_parallel
+        else:
+            sp_t = job.value("--sequence-parallel")
+        if not need(sp_t, "--sequence-parallel"):
+            tp = need(e.tp, "--tensor-model-parallel-size")
+            why = " (TP 1: validate_args turns --sequence-parallel off)" if tp == 1 else ""
+            yield finding(
+                "MLM-TP-COMM-OVERLAP",
+                f'--tp-comm-overlap without sequence parallelism{why} (Megatron-LM: "Tensor parallel '
+                'communication/GEMM overlap can happen only when sequence parallelism is enabled")',
+                where(over_t),
+                fix="remove --tp-comm-overlap" if tp == 1 else "add --sequence-parallel",
+            )
+            return
+
+
+# The MLA/GQA assert is in validate_args from core_v0.16.0 (NVIDIA/Megatron-LM megatron/training/arguments.py).
+_MLA_GQA_SINCE = (0, 16)
+
+
+@rule(
+    "MLM-MLA-GQA",
+    "error",
+    "--group-query-attention and --multi-latent-attention exclude each other",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def mla_gqa(job: Job) -> Iterator[Finding]:
+    """
+    Multi-latent attention compresses the keys and values its own way; grouped-query attention does
+    not apply to it.
+
+    Why:
+    From core_v0.16 `validate_args` asserts `Group query attention is mutually exclusive with multi
+    latent attention.`
+
+    Fix:
+    Drop `--group-query-attention` (and `--num-query-groups`) for an MLA model.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.16.0 … core_v0.19.0).
+    """
+    if _mcore_minor(job) < _MLA_GQA_SINCE:
+        return
+    mla_t, gqa_t = job.value("--multi-latent-attention"), job.value("--group-query-attention")
+    if need(mla_t, "--multi-latent-attention") and need(gqa_t, "--group-query-attention"):
+        yield finding(
+            "MLM-MLA-GQA",
+            '--group-query-attention with --multi-latent-attention (Megatron-LM: "Group query attention is '
+            'mutually exclusive with multi latent attention.")',
+            where(gqa_t, mla_t),
+            fix="remove --group-query-attention",
+        )
+
+
+# --position-embedding-type mrope, and validate_args' assert on its --mrope-section, from core_v0.12.0
+# (NVIDIA/Megatron-LM megatron/training/arguments.py; before, 'mrope' is not among the choices).
+_MROPE_SINCE = (0, 12)
+
+
+@rule(
+    "MLM-MROPE-SECTION",
+    "error",
+    "--position-embedding-type mrope needs --mrope-section",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def mrope_section(job: Job) -> Iterator[Finding]:
+    """
+    Multimodal RoPE splits each head's rotary channels into sections (time, height, width);
+    `--mrope-section` gives their sizes, and has no default.
+
+    Why:
+    From core_v0.12 `validate_args` asserts `--mrope-section should be set when using
+    --position-embedding-type mrope.`
+
+    Fix:
+    Add `--mrope-section` with the model's sections (e.g. `16 24 24` for Qwen2-VL), or another
+    `--position-embedding-type`.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.12.0 … core_v0.19.0).
+    """
+    if _mcore_minor(job) < _MROPE_SINCE:
+        return
+    type_t = job.value("--position-embedding-type")
+    if need(type_t, "--position-embedding-type") != "mrope":
+        return
+    if need(job.value("--mrope-section"), "--mrope-section") is None:
+        yield finding(
+            "MLM-MROPE-SECTION",
+            '--position-embedding-type mrope without --mrope-section (Megatron-LM: "--mrope-section should be set '
+            'when using --position-embedding-type mrope.")',
+            where(type_t),
+            fix="add --mrope-section T H W (the model's rotary sections)",
+        )
+
+
+@rule(
+    "MLM-ENCODER-FLAGS",
+    "error",
+    "--num-layers / --seq-length exclude their --encoder-* twins",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def encoder_flags(job: Job) -> Iterator[Finding]:
+    """
+    `--encoder-num-layers` and `--encoder-seq-length` are older spellings of `--num-layers` and
+    `--seq-length`; Megatron-LM takes one of each pair.
+
+    Why:
+    `validate_args` asserts `cannot have both num-layers and encoder-num-layers specified`, and
+    `args.encoder_seq_length is None` when `--seq-length` is given (bare).
+
+    Fix:
+    Keep `--num-layers` / `--seq-length` and drop the `--encoder-*` flag.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    pairs = (
+        (
+            "--num-layers",
+            "--encoder-num-layers",
+            '(Megatron-LM: "cannot have both num-layers and encoder-num-layers specified")',
+        ),
+        (
+            "--seq-length",
+            "--encoder-seq-length",
+            "(Megatron-LM's validate_args asserts args.encoder_seq_length is None)",
+        ),
+    )
+    for flag, twin, said in pairs:
+        t, twin_t = job.value(flag), job.value(twin)
+        if need(t, flag) is not None and need(twin_t, twin) is not None:
+            yield finding(
+                "MLM-ENCODER-FLAGS",
+                f"{flag} {t.value} with {twin} {twin_t.value} {said}",
+                where(twin_t, t),
+                fix=f"remove {twin}",
+            )
+
+
+# validate_args' --overlap-param-gather assert, by version: what else allows it, and its text
+# (NVIDIA/Megatron-LM megatron/training/arguments.py at each core_v tag).
+_PARAM_GATHER = (
+    (
+        (0, 17),
+        ("--use-distributed-optimizer", "--use-megatron-fsdp"),
+        "dist_muon",
+        "distributed optimizer, megatron fsdp, or dist_muon",
+    ),
+    ((0, 14), ("--use-distributed-optimizer", "--use-megatron-fsdp"), None, "distributed optimizer or megatron fsdp"),
+    ((0, 0), ("--use-distributed-optimizer",), None, "distributed optimizer"),
+)
+
+
+@rule(
+    "MLM-OVERLAP-PARAM-GATHER",
+    "error",
+    "--overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce",
+    frameworks=("megatron-lm",),
+)
+def overlap_param_gather(job: Job) -> Iterator[Finding]:
+    """
+    Overlapping the parameter all-gather with the forward pass gathers what the distributed optimizer
+    sharded, and rides on the gradient reduce-scatter overlap.
+
+    Why:
+    `validate_args` asserts `--overlap-param-gather only supported with distributed optimizer` (from
+    core_v0.14 `… with distributed optimizer or megatron fsdp`, from core_v0.17 `… with distributed
+    optimizer, megatron fsdp, or dist_muon`) and `Must use --overlap-param-gather with
+    --overlap-grad-reduce`. slime turns the distributed optimizer on itself, so only Megatron-LM
+    launches are judged.
+
+    Fix:
+    Add `--use-distributed-optimizer` and `--overlap-grad-reduce`, or drop `--overlap-param-gather`.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.9.0 … core_v0.19.0).
+    """
+    over_t = job.value("--overlap-param-gather")
+    if not need(over_t, "--overlap-param-gather"):
+        return
+    since, allowing, optimizer, text = next(row for row in _PARAM_GATHER if _mcore_minor(job) >= row[0])
+    allowed = any(need(job.value(f), f) for f in allowing)
+    if optimizer is not None:
+        allowed = allowed or need(job.value("--optimizer"), "--optimizer") == optimizer
+    if not allowed:
+        yield finding(
+            "MLM-OVERLAP-PARAM-GATHER",
+            f'--overlap-param-gather without {allowing[0]} (Megatron-LM: "--overlap-param-gather only supported '
+            f'with {text}")',
+            where(over_t),
+            fix=f"add {allowing[0]}",
+        )
+    elif not need(job.value("--overlap-grad-reduce"), "--overlap-grad-reduce"):
+        yield finding(
+            "MLM-OVERLAP-PARAM-GATHER",
+            '--overlap-param-gather without --overlap-grad-reduce (Megatron-LM: "Must use --overlap-param-gather '
+            'with --overlap-grad-reduce")',
+            where(over_t),
+            fix="add --overlap-grad-reduce",
+        )

@@ -11,9 +11,17 @@ torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \
     --global-batch-size 8 \
     --seq-length 8192 \
     --max-position-embeddings 8192 \
+    --train-iters 25 \
+    --lr-decay-iters 320000 \
     --tokenizer-type NullTokenizer \
     --vocab-size 131073 \
     --mock-data \
+    --lr 0.00015 \
+    --lr-decay-style cosine \
+    --min-lr 1e-05 \
+    --weight-decay 1e-2 \
+    --clip-grad 1.0 \
+    --lr-warmup-fraction 0.01 \
     --transformer-impl transformer_engine \
     --tensor-model-parallel-size 1 \
     --pipeline-model-parallel-size 4 \

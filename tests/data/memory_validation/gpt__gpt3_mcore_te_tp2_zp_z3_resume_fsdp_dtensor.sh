@@ -8,6 +8,14 @@ torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \
     --global-batch-size 32 \
     --seq-length 1024 \
     --max-position-embeddings 1024 \
+    --train-iters 100 \
+    --lr-decay-iters 320000 \
+    --lr 0.00015 \
+    --lr-decay-style cosine \
+    --min-lr 1e-05 \
+    --weight-decay 1e-2 \
+    --clip-grad 1.0 \
+    --lr-warmup-fraction 0.01 \
     --transformer-impl transformer_engine \
     --tensor-model-parallel-size 2 \
     --use-megatron-fsdp \

@@ -16,6 +16,7 @@ torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \
     --disable-bias-linear \
     --micro-batch-size 4 \
     --global-batch-size 32 \
+    --train-iters 50 \
     --no-check-for-nan-in-loss-and-grad \
     --no-rope-fusion \
     --cross-entropy-loss-fusion \
@@ -42,7 +43,13 @@ torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \
     --mtp-loss-scaling-factor 0.1 \
     --attention-dropout 0.0 \
     --hidden-dropout 0.0 \
+    --clip-grad 1.0 \
+    --weight-decay 0.1 \
     --qk-layernorm \
+    --lr-warmup-fraction 0.01 \
+    --lr 0.00015 \
+    --min-lr 1e-05 \
+    --lr-decay-style cosine \
     --adam-beta1 0.9 \
     --adam-beta2 0.95 \
     --num-experts 32 \

@@ -41,6 +41,11 @@ _SLIME = [
     Flag("--hf-checkpoint", "str", None),
     Flag("--entropy-coef", "float", 0.0),
     Flag("--log-probs-chunk-size", "int", -1, low=-1),  # -1: no chunking
+    # The training length (slime's get_optimizer_param_scheduler: train_iters from the rollouts) and its --lr
+    # default (reset_arg(parser, "--lr", type=float, default=1e-6)).
+    Flag("--num-rollout", "int", None),
+    Flag("--num-epoch", "int", None),
+    Flag("--lr", "float", 1e-6),
 ]
 _SGLANG = [
     Flag("--sglang-dp-size", "int", 1),
