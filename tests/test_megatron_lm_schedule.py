@@ -21,7 +21,9 @@ import pytest
 
 import shardcheck
 from shardcheck.rules.examples import MEGATRON_LM_SCHEDULE as EXAMPLE_SCHEDULE
-from shardcheck.rules.examples import megatron_lm_launch, slime_launch
+from shardcheck.rules.examples import SMALL_MOE, megatron_lm_launch, slime_launch
+
+SMALL_MOE_MHA = SMALL_MOE.replace("--group-query-attention --num-query-groups 4 ", "")
 
 SCHEDULE_RULES = (
     "MLM-TRAIN-MODE",
@@ -39,6 +41,7 @@ SCHEDULE_RULES = (
     "MLM-TRAIN-LENGTH",
     "MLM-LR-NEEDED",
     "MLM-MROPE-SECTION",
+    "MLM-MLA-DOWN-PROJ",
 )
 
 
@@ -243,6 +246,12 @@ def test_version_dependent_validate_args_checks(tmp_path):
     assert "MLM-MROPE-SECTION" not in {
         f.rule for f in shardcheck.check(_write(tmp_path, text), megatron_core_version="0.11").findings
     }
+    # --mla-down-proj-fusion (and its assert) from core_v0.17.0
+    text = megatron_lm_launch("--mla-down-proj-fusion")
+    (fused,) = _findings(tmp_path, text, megatron_core_version="0.17")
+    assert fused.rule == "MLM-MLA-DOWN-PROJ" and fused.message.endswith('requires --multi-latent-attention")')
+    fine = megatron_lm_launch("--mla-down-proj-fusion --multi-latent-attention", model=SMALL_MOE_MHA)
+    assert _findings(tmp_path, fine, megatron_core_version="0.19") == []
     # the MLA / GQA assert is there from core_v0.16.0
     text = megatron_lm_launch("--multi-latent-attention")
     assert _findings(tmp_path, text, megatron_core_version="0.15") == []

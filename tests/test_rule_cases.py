@@ -30,7 +30,14 @@ def run_case(case: Case, tmp_path: Path):
     text = case.text(model_dir)
     if text is not None:
         path.write_text(text)
-    result = check(path, case.env, device=case.device, host_memory=case.host_memory, verl_version=case.verl_version)
+    result = check(
+        path,
+        case.env,
+        device=case.device,
+        host_memory=case.host_memory,
+        verl_version=case.verl_version,
+        megatron_core_version=case.megatron_core_version,
+    )
     return [f for f in result.findings if f.rule == case.rule], result.valid
 
 

@@ -130,6 +130,7 @@ class Case:
     host_memory: int | None = None
     model_config: dict | None = None  # a config.json written to a model folder the launch names
     verl_version: str | None = None  # --verl-version (a case for an entry point an older verl has)
+    megatron_core_version: str | None = None  # --megatron-core-version (a check a newer Megatron-LM makes)
     expect: tuple[Expected, ...] = ()
 
     def text(self, model_dir: Path | None = None) -> str | None:
@@ -175,6 +176,8 @@ class Case:
             extra.append(f"`--host-memory {self.host_memory}`")
         if self.verl_version:
             extra.append(f"`--verl-version {self.verl_version}`")
+        if self.megatron_core_version:
+            extra.append(f"`--megatron-core-version {self.megatron_core_version}`")
         if extra:
             head += "\n\n(" + ", ".join(extra) + ")"
         if self.side == "good":

@@ -570,6 +570,46 @@ def mla_gqa(job: Job) -> Iterator[Finding]:
         )
 
 
+# --mla-down-proj-fusion, and validate_args' assert on it, from core_v0.17.0 (NVIDIA/Megatron-LM
+# megatron/training/arguments.py).
+_MLA_DOWN_PROJ_SINCE = (0, 17)
+
+
+@rule(
+    "MLM-MLA-DOWN-PROJ",
+    "error",
+    "--mla-down-proj-fusion needs --multi-latent-attention",
+    frameworks=FLAG_FRAMEWORKS,
+)
+def mla_down_proj(job: Job) -> Iterator[Finding]:
+    """
+    `--mla-down-proj-fusion` fuses the down projections of multi-latent attention; a model without
+    MLA has none.
+
+    Why:
+    From core_v0.17 `validate_args` asserts `--mla-down-proj-fusion requires --multi-latent-attention`.
+
+    Fix:
+    Drop `--mla-down-proj-fusion`, or add `--multi-latent-attention` for an MLA model.
+
+    Source:
+    megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM core_v0.17.0 … core_v0.19.0).
+    """
+    if _mcore_minor(job) < _MLA_DOWN_PROJ_SINCE:
+        return
+    fusion_t = job.value("--mla-down-proj-fusion")
+    if need(fusion_t, "--mla-down-proj-fusion") and not need(
+        job.value("--multi-latent-attention"), "--multi-latent-attention"
+    ):
+        yield finding(
+            "MLM-MLA-DOWN-PROJ",
+            '--mla-down-proj-fusion without --multi-latent-attention (Megatron-LM: "--mla-down-proj-fusion '
+            'requires --multi-latent-attention")',
+            where(fusion_t),
+            fix="remove --mla-down-proj-fusion",
+        )
+
+
 # --position-embedding-type mrope, and validate_args' assert on its --mrope-section, from core_v0.12.0
 # (NVIDIA/Megatron-LM megatron/training/arguments.py; before, 'mrope' is not among the choices).
 _MROPE_SINCE = (0, 12)
