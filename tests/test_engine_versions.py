@@ -128,3 +128,72 @@ def test_the_pins_are_the_wheels_own(version):
         if r.startswith("vllm")
     ), requires
     assert any(r.replace("[openai,srt]", "") == sglang_pin for r in requires if r.startswith("sglang")), requires
+
+
+def test_vllm_0_12_0_words_eplb_as_0_11_0(tmp_path):
+    """vLLM 0.12.0 (verl 0.7.0 … 0.8.0) still asserts the even split (fused_moe/layer.py FusedMoE.__init__)."""
+    script = _script(tmp_path, *EPLB)
+    (f,) = [f for f in check(script, verl_version="0.7.1").findings if f.rule == "VLLM-EPLB"]
+    assert f.message.startswith("AssertionError: EPLB currently only supports even distribution of experts")
+    assert "vLLM 0.12.0" in f.message and "Got 128" not in f.message
+    (f,) = [f for f in check(script, verl_version="0.9.0").findings if f.rule == "VLLM-EPLB"]
+    assert "Got 128 experts and 6 EP ranks" in f.message
+
+
+def _facts(rope, config, mml_cap=65536):
+    from shardcheck.job import ModelFacts
+    from shardcheck.origin import Origin
+
+    return ModelFacts(
+        name="m",
+        source="test",
+        origin=Origin(kind="model"),
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        model_type="llama",
+        max_position_embeddings=131072,
+        rope_scaling=rope,
+        model_max_length=mml_cap,
+        config=config,
+    )
+
+
+@pytest.mark.parametrize(
+    ("rope", "config", "shown"),
+    [
+        # llama3 RoPE adds no factor; 0.12.0 and 0.24.0 still multiply by 1.0 (a float), 0.11.0 does not
+        ({"rope_type": "llama3", "factor": 8.0}, {"rope_theta": 5e5}, {"0.11.0": "65536", "0.12.0": "65536.0"}),
+        # no rope_scaling: 0.12.0 makes {"rope_type": "default"} RoPE parameters from rope_theta and multiplies
+        (None, {"rope_theta": 1e6}, {"0.11.0": "65536", "0.12.0": "65536.0", "0.24.0": "65536"}),
+        (None, {}, {"0.11.0": "65536", "0.12.0": "65536", "0.24.0": "65536"}),
+    ],
+)
+def test_the_derived_max_length_prints_as_each_vllm_does(rope, config, shown):
+    """vllm 0.11.0 / 0.12.0 vllm/config/model.py _get_and_verify_max_len; 0.12.0 transformers_utils/config.py
+    patch_rope_parameters. Same condition in all (131072 > model_max_length 65536), different print form."""
+    from shardcheck.rules.vllm_engine import max_len_error
+
+    for version, text in shown.items():
+        message = max_len_error(_facts(rope, config), 131072, version)
+        assert f"(model_max_length={text} or model_max_length=65536 in model's config.json)" in message, version
+    assert max_len_error(_facts(rope, config), 65536, "0.12.0") is None
+
+
+def test_the_kv_cache_error_is_quoted_as_each_vllm_spells_it(tmp_path):
+    """vLLM up to 0.12.0 says "models's" (v1/core/kv_cache_utils.py check_enough_kv_cache_memory), 0.24.0 "model's"."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B trainer.nnodes=1 "
+        "trainer.n_gpus_per_node=8 data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 "
+        f"{RO}.name=vllm {RO}.tensor_model_parallel_size=1 {RO}.gpu_memory_utilization=0.3 "
+        f"{RO}.max_model_len=40960 actor_rollout_ref.actor.fsdp_config.param_offload=True "
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=True\n"
+    )
+
+    def kv(**kwargs):
+        return [f.message for f in check(script, device="h100", **kwargs).findings if f.rule == "MEM-ROLLOUT-KV"]
+
+    for version, whose in (("0.7.0", "models's"), ("0.6.1", "models's"), ("0.9.1", "model's")):
+        (message,) = kv(verl_version=version)
+        assert f"To serve at least one request with the {whose} max seq len" in message, version

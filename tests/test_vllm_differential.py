@@ -29,8 +29,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _function(path: str, name: str, cls: str | None = None):
-    source = zipfile.ZipFile(WHEEL).read(path).decode()
+def _function(path: str, name: str, cls: str | None = None, wheel: str | None = None):
+    source = zipfile.ZipFile(wheel or WHEEL).read(path).decode()
     body = ast.parse(source).body
     if cls is not None:
         body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls).body
@@ -45,6 +45,10 @@ def _function(path: str, name: str, cls: str | None = None):
         "envs": SimpleNamespace(VLLM_ALLOW_LONG_MAX_MODEL_LEN=False),
         "current_platform": SimpleNamespace(check_max_model_len=lambda n: n),
         "is_rope_parameters_nested": lambda rp: False,
+        # vLLM 0.12.0: transformers < 5 (its pin), its layer-type names (transformers configuration_utils)
+        "Version": __import__("packaging.version").version.Version,
+        "version": lambda package: "4.57.1",
+        "ALLOWED_LAYER_TYPES": ("full_attention", "sliding_attention", "chunked_attention", "linear_attention"),
     }
     exec(compile(ast.Module([node], []), path, "exec"), namespace)  # noqa: S102 - vLLM's own function text
     return namespace[name]
@@ -183,7 +187,7 @@ def test_startup_free_memory_check_agrees_with_vllm():
     assert 300 < raised < 2700
 
 
-OLD_WHEELS = os.environ.get("VLLM_OLD_WHEELS")  # a folder with vllm-0.8.5-*.whl / vllm-0.9.1-*.whl (verl 0.4-0.6's)
+OLD_WHEELS = os.environ.get("VLLM_OLD_WHEELS")  # a folder with vllm-0.8.5/0.9.1/0.12.0-*.whl (verl 0.4-0.8's)
 
 
 @pytest.mark.parametrize("version", ["0.8.5", "0.9.1"])
@@ -245,3 +249,98 @@ def test_max_model_len_agrees_with_older_vllm(version):
         if ours is not None:
             assert theirs.startswith(ours), (ours, theirs)
     assert 100 < raised < 2900
+
+
+def _old_wheel(version: str) -> str:
+    import glob
+
+    found = sorted(glob.glob(os.path.join(OLD_WHEELS or "", f"vllm-{version}-*.whl"))) if OLD_WHEELS else []
+    if not found:
+        pytest.skip(f"no vllm {version} wheel in VLLM_OLD_WHEELS")
+    return found[0]
+
+
+def test_max_model_len_agrees_with_vllm_0_12_0():
+    """The same check against vLLM 0.12.0 (verl 0.7.0 … 0.8.0): vllm/config/model.py ``_get_and_verify_max_len``
+    on the config as ``patch_rope_parameters`` (vllm/transformers_utils/config.py) leaves it: rope_scaling, or
+    ``{"rope_type": "default"}`` when there is only rope_theta, becomes rope_parameters and any RoPE parameters
+    make the derived length a float."""
+    wheel = _old_wheel("0.12.0")
+    verify = _function("vllm/config/model.py", "_get_and_verify_max_len", wheel=wheel)
+    patch = _function("vllm/transformers_utils/config.py", "patch_rope_parameters", wheel=wheel)
+    patch.__globals__["patch_rope_parameters_dict"] = _function(
+        "vllm/transformers_utils/config.py", "patch_rope_parameters_dict", wheel=wheel
+    )
+    rng = random.Random(19)
+    raised = 0
+    for _ in range(3000):
+        config = _random_config(rng)
+        if rng.random() < 0.7:
+            config["rope_theta"] = rng.choice([10000.0, 1000000.0])
+        hf = SimpleNamespace(
+            model_type=config["model_type"],
+            max_position_embeddings=config["max_position_embeddings"],
+            model_max_length=config.get("model_max_length"),
+            rope_scaling=dict(config["rope_scaling"]) if "rope_scaling" in config else None,
+        )
+        if "rope_theta" in config:
+            hf.rope_theta = config["rope_theta"]
+        patch(hf)  # vLLM's get_config does this to every config it loads
+        mml = rng.choice([None, 4096, 32768, 65536, 131072, 262144])
+        mml = min(mml or hf.max_position_embeddings, hf.max_position_embeddings)
+        try:
+            verify(hf, None, mml, False, None)
+            theirs = None
+        except ValueError as exc:
+            theirs = str(exc)
+            raised += 1
+        facts = ModelFacts(
+            name="m",
+            source="test",
+            origin=Origin(kind="model"),
+            num_hidden_layers=1,
+            num_attention_heads=1,
+            num_key_value_heads=1,
+            model_type=config["model_type"],
+            max_position_embeddings=config["max_position_embeddings"],
+            rope_scaling=_rope(config),
+            model_max_length=config.get("model_max_length"),
+            config=config,
+        )
+        ours = max_len_error(facts, mml, "0.12.0")
+        assert (ours is None) == (theirs is None), (config, mml, ours, theirs)
+        if ours is not None:
+            assert theirs.startswith(ours), (ours, theirs)
+    assert 100 < raised < 2900
+
+
+def test_scheduler_token_budget_agrees_with_vllm_0_12_0():
+    """VLLM-MNS-MNBT's condition and text against vLLM 0.12.0's ``SchedulerConfig.verify_max_model_len``."""
+    verify = _function(
+        "vllm/config/scheduler.py", "verify_max_model_len", cls="SchedulerConfig", wheel=_old_wheel("0.12.0")
+    )
+    rng = random.Random(23)
+    fired = 0
+    for _ in range(2000):
+        cfg = SimpleNamespace(
+            max_num_batched_tokens=rng.choice([64, 128, 256, 2048, 8192]),
+            max_num_seqs=rng.choice([1, 64, 256, 1024]),
+            enable_chunked_prefill=True,
+            max_num_partial_prefills=1,
+            max_long_partial_prefills=1,
+            long_prefill_token_threshold=0,
+        )
+        try:
+            verify(cfg, rng.choice([4096, 32768]))
+            theirs = None
+        except ValueError as exc:
+            theirs = str(exc)
+        ours = cfg.max_num_batched_tokens < cfg.max_num_seqs
+        fired += ours
+        assert ours == (theirs is not None), (cfg, theirs)
+        if ours:
+            assert theirs == (
+                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be greater than or equal "
+                f"to max_num_seqs ({cfg.max_num_seqs})."
+            )
+    assert fired > 100

@@ -696,7 +696,7 @@ def rollout_params(arch: Architecture, engine: str, tp: int, ep: int) -> StagePa
     split over TP); UnknownValue when the engine does not split the model so.
 
     vLLM spreads experts that do not divide over its EP ranks unevenly, the first ``E mod EP`` ranks taking
-    one more (vllm 0.11.0 fused_moe/layer.py and 0.24.0 fused_moe/expert_map_manager.py
+    one more (vllm 0.11.0, 0.12.0 fused_moe/layer.py and 0.24.0 fused_moe/expert_map_manager.py
     ``determine_expert_map``, linear placement, no EPLB; VLLM-EPLB judges EPLB's even split), so its busiest
     rank holds ``ceil(E / EP)`` experts — one when EP exceeds the routed experts (the other ranks hold none).
     Other engines are sized only where the experts divide.

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from shardcheck.frameworks.interface import MEMORY_FRAMEWORKS, memory_fix_keys
 from shardcheck.frameworks.memory_settings import FixKeys
+from shardcheck.frameworks.verl.engine_versions import nearest_checked
 from shardcheck.job import Job
 from shardcheck.memory.devices import GIB
 from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, StageMemory, estimate
@@ -188,6 +189,8 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
     `ValueError: To serve at least one request with the model's max seq len (N), (X GiB KV cache is
     needed, which is larger than the available KV cache memory (Y GiB)` while verl starts the
     rollout servers (`No available memory for the cache blocks` when nothing is left at all).
+    vLLM 0.8.5, 0.9.1, 0.11.0 and 0.12.0 (verl 0.4.0 … 0.8.0) say "the models's max seq len" (same
+    condition, in `check_enough_kv_cache_memory`).
     Error when the request does not fit even without vLLM's profiling reserve on a device named
     with `--device`; warning when it fails only with the reserve, or on an assumed device.
 
@@ -222,8 +225,10 @@ def rollout_kv(job: Job) -> Iterator[Finding]:
         )
         head = f"{said}{need_bytes / GIB:.2f} GiB KV cache per request of {r.max_model_len} tokens, pool {budget}"
     else:
+        # vLLM before 0.24 spells it "models's" (v1/core/kv_cache_utils.py, 0.8.5, 0.9.1, 0.11.0, 0.12.0)
+        whose = "model's" if nearest_checked("vllm", job.vllm_version) == "0.24.0" else "models's"
         head = (
-            f"vLLM: \"To serve at least one request with the model's max seq len ({r.max_model_len}), "
+            f'vLLM: "To serve at least one request with the {whose} max seq len ({r.max_model_len}), '
             f"({need_bytes / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
             f'{budget}"'
         )

@@ -40,6 +40,10 @@ def vllm_heads(job: Job) -> Iterator[Finding]:
     Fix:
     Choose a rollout TP that divides the head count.
 
+    Versions:
+    The same condition and text in vLLM 0.11.0 (vllm/config/model.py) and 0.12.0 (vllm/config/model.py,
+    called from config/vllm.py VllmConfig).
+
     Source:
     vllm/config/model.py ModelConfig.verify_with_parallel_config (vLLM 0.2x-0.33).
     """
@@ -75,6 +79,10 @@ def vllm_kv_heads(job: Job) -> Iterator[Finding]:
 
     Fix:
     Choose a rollout TP that divides the KV heads or is a multiple of them.
+
+    Versions:
+    The same split and assertion text in vLLM 0.11.0 and 0.12.0 (model_executor/layers/linear.py
+    QKVParallelLinear, distributed/utils.py ensure_divisibility).
 
     Source:
     vllm/model_executor/layers/linear.py QKVParallelLinear.__init__ (vLLM 0.2x-0.33).
@@ -141,9 +149,13 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     Lower max_model_len to the derived length, or edit rope_scaling in the model's config.json.
 
     Versions:
-    The same condition and text in vLLM 0.8.5, 0.9.1 (vllm/config.py), 0.11.0 and 0.24.0 (vllm/config/
-    model.py), except that before 0.24 the derived length is printed as a whole number for su / longrope /
-    llama3 RoPE (no factor applied), as a float from 0.24 on.
+    The same condition and text in vLLM 0.8.5, 0.9.1 (vllm/config.py), 0.11.0, 0.12.0 and 0.24.0 (vllm/
+    config/model.py), except for how the derived length is printed: 0.8.5 … 0.11.0 print it as a whole
+    number for su / longrope / llama3 RoPE and without RoPE scaling (no factor applied); 0.12.0 (verl
+    0.7.0 … 0.8.0) multiplies by the factor, 1.0 if none, whenever the model has RoPE parameters, and
+    its `patch_rope_parameters` (transformers_utils/config.py, transformers < 5) makes them from
+    rope_scaling or, lacking it, from `rope_theta`: a float for every RoPE model but Gemma 3; 0.24.0
+    prints a float when rope_scaling / rope_parameters are given.
 
     Source:
     vllm/config/model.py _get_and_verify_max_len and
@@ -171,21 +183,30 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
 def max_len_error(model, max_model_len: int, vllm_version: str | None = None) -> str | None:
     """vLLM's error text for a user-given max_model_len above the derived maximum, or None. The derived length is
     printed as a float once it was multiplied by a RoPE factor: vLLM 0.24.0 multiplies whenever the model has RoPE
-    parameters (by 1.0 for su / longrope / llama3); 0.8.5, 0.9.1 and 0.11.0 only for the other rope types
-    (vllm/config.py, vllm/config/model.py ``_get_and_verify_max_len``)."""
+    parameters (by 1.0 for su / longrope / llama3); 0.12.0 too, and its RoPE parameters include a config.json with
+    only ``rope_theta``; 0.8.5, 0.9.1 and 0.11.0 only for the other rope types (vllm/config.py, vllm/config/model.py
+    ``_get_and_verify_max_len``)."""
     derived, key = derived_max_len(model)
     if max_model_len <= derived or (model.model_max_length and max_model_len <= model.model_max_length):
         return None
     rope = model.rope_scaling
-    if nearest_checked("vllm", vllm_version) == "0.24.0":
+    checked = nearest_checked("vllm", vllm_version)
+    if checked == "0.24.0":
         multiplied = bool(rope) and "gemma3" not in (model.model_type or "")
+    elif checked == "0.12.0":
+        # vllm 0.12.0 transformers_utils/config.py patch_rope_parameters (transformers < 5, its pin): rope_scaling,
+        # else {"rope_type": "default"} once the config has rope_theta, becomes rope_parameters; config/model.py
+        # _get_and_verify_max_len multiplies by the factor (1.0 if none) whenever rope_parameters is set
+        multiplied = bool(rope or model.config.get("rope_theta") is not None) and "gemma3" not in (
+            model.model_type or ""
+        )
     else:
         multiplied = (
             bool(rope)
             and "gemma3" not in (model.model_type or "")
             and rope.get("rope_type", "default") not in ("su", "longrope", "llama3")
         )
-    shown = derived if multiplied else int(derived)
+    shown = (derived if rope else derived * 1.0) if multiplied else int(derived)  # rope_theta only: times 1.0
     return (
         f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({key}={shown} "
         f"or model_max_length={model.model_max_length} in model's config.json)."
@@ -211,6 +232,10 @@ def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
 
     Fix:
     Raise max_num_batched_tokens or lower max_num_seqs.
+
+    Versions:
+    The same condition and text in vLLM 0.11.0 (`SchedulerConfig._verify_args`), 0.12.0 and 0.24.0
+    (`SchedulerConfig.verify_max_model_len`, vllm/config/scheduler.py).
 
     Source:
     vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (vLLM 0.24.0);
@@ -256,6 +281,10 @@ def vllm_requests_per_step(job: Job) -> Iterator[Finding]:
 
     Fix:
     Raise max_num_seqs (KV cache permitting) or the rollout DP.
+
+    Versions:
+    `max_num_seqs` bounds each engine core's scheduler alike in vLLM 0.11.0, 0.12.0 and 0.24.0
+    (vllm/config/scheduler.py).
 
     Source:
     verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer.launch_server (max_num_seqs,
@@ -312,10 +341,10 @@ def vllm_startup_memory(job: Job) -> Iterator[Finding]:
     on an assumed one.
 
     Versions:
-    The check is in vLLM's v1 GPU worker (0.9.1 and 0.11.0: `Worker.init_device`; 0.24.0:
-    `request_memory`); vLLM 0.8.5 (verl 0.4.x, 0.5.0) has none: its worker only records the free
-    memory and later sizes the KV cache from what is left (v1/worker/gpu_worker.py
-    `determine_available_memory`), so the rule is silent there.
+    The check is in vLLM's v1 GPU worker (0.9.1, 0.11.0 and 0.12.0: `Worker.init_device`, the same
+    condition and text; 0.24.0: `request_memory`); vLLM 0.8.5 (verl 0.4.x, 0.5.0) has none: its worker
+    only records the free memory and later sizes the KV cache from what is left (v1/worker/
+    gpu_worker.py `determine_available_memory`), so the rule is silent there.
     verl's offload keys mean the same in every bundled release: `param_offload` moves a Megatron
     engine's weights and gradient buffers together; `megatron.grad_offload` (every release's config but
     0.9.1's) is read and never used (megatron_workers.py, engine/megatron/transformer_impl.py), so it
@@ -405,6 +434,10 @@ def vllm_wake_memory(job: Job) -> Iterator[Finding]:
     `optimizer_offload=True` (and `param_offload=True`) for the actor (and critic), or a lower
     `gpu_memory_utilization`.
 
+    Versions:
+    vLLM 0.11.0 and 0.12.0 sleep and wake the same way (vllm/device_allocator/cumem.py
+    `CuMemAllocator.sleep` / `wake_up(tags)`).
+
     Source:
     verl 0.9.1 verl/workers/engine_workers.py ActorRolloutRefWorker rollout_mode (resume weights, sync,
     offload the actor's weights, resume kv_cache); vllm 0.24.0 vllm/device_allocator/cumem.py
@@ -470,14 +503,15 @@ def vllm_eplb(job: Job) -> Iterator[Finding]:
     across ranks. Got N experts and E EP ranks.` while the MoE layers are built.
 
     Versions:
-    vLLM 0.24.0 (both as a ValueError); vLLM 0.11.0 has the second as an `AssertionError: EPLB
-    currently only supports even distribution of experts across ranks.` (fused_moe/layer.py
-    `FusedMoE.__init__`). vLLM 0.8.5 and 0.9.1 have no EPLB: `enable_eplb` is no engine argument
+    vLLM 0.24.0 (both as a ValueError); vLLM 0.11.0 and 0.12.0 (verl 0.6.1 … 0.8.0) have the second as
+    an `AssertionError: EPLB currently only supports even distribution of experts across ranks.`
+    (fused_moe/layer.py `FusedMoE.__init__`, global experts = routed + redundant), the first as in 0.24.0
+    (config/parallel.py). vLLM 0.8.5 and 0.9.1 have no EPLB: `enable_eplb` is no engine argument
     (engine/arg_utils.py), so verl 0.6.0's async server fails parsing `--enable-eplb` (`unrecognized
     arguments`) and its sync rollout `EngineArgs(**engine_kwargs)` (`unexpected keyword argument`).
     The rule words it as the vLLM version judged with does (`--vllm-version`, else the one the verl
-    version pins: 0.9.1's up to 0.10, vLLM 0.11.0's text up to 0.23, 0.24.0's from 0.24; the versions
-    between were not read).
+    version pins: 0.9.1's up to 0.10, vLLM 0.11.0's and 0.12.0's text up to 0.23, 0.24.0's from 0.24; the
+    versions between were not read).
 
     Fix:
     Set `expert_parallel_size` to rollout TP · DP, or choose TP · DP (or the redundant experts) so that
@@ -529,7 +563,7 @@ def vllm_eplb(job: Job) -> Iterator[Finding]:
     physical = experts + extra
     if not physical % ranks:
         return
-    if nearest_checked("vllm", job.vllm_version) == "0.11.0":
+    if nearest_checked("vllm", job.vllm_version) in ("0.11.0", "0.12.0"):
         message = (
             f"AssertionError: EPLB currently only supports even distribution of experts across ranks. (vLLM "
             f"{job.vllm_version}; {job.model.name}: {experts} routed + {extra} redundant = {physical} experts on "

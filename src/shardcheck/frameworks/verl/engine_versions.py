@@ -46,7 +46,7 @@ VERL_SGLANG = {
 }
 # The vLLM versions whose source the VLLM-* rules were checked against (their wheels read as data); another
 # known version is judged with the text and condition of the nearest of these (rules/vllm_engine.py says which).
-VLLM_CHECKED = ("0.8.5", "0.9.1", "0.11.0", "0.24.0")
+VLLM_CHECKED = ("0.8.5", "0.9.1", "0.11.0", "0.12.0", "0.24.0")
 SGLANG_CHECKED = ("0.5.12",)
 ENGINES = {"vllm": ("vLLM", VERL_VLLM, VLLM_CHECKED), "sglang": ("SGLang", VERL_SGLANG, SGLANG_CHECKED)}
 
