@@ -77,6 +77,30 @@ def _random_config(rng: random.Random) -> dict:
     return config
 
 
+def _facts(config: dict, rope, *, full: bool = False) -> ModelFacts:
+    """The model facts shardcheck would read from ``config`` (``full``: with the whole config kept)."""
+    return ModelFacts(
+        name="m",
+        source="test",
+        origin=Origin(kind="model"),
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        model_type=config["model_type"],
+        max_position_embeddings=config["max_position_embeddings"],
+        rope_scaling=rope,
+        model_max_length=config.get("model_max_length"),
+        **({"config": config} if full else {}),
+    )
+
+
+def _same_verdict(ours: str | None, theirs: str | None, *context) -> None:
+    """Both refuse or neither does, and vLLM's text starts with shardcheck's (vLLM appends how to override it)."""
+    assert (ours is None) == (theirs is None), (*context, ours, theirs)
+    if ours is not None:
+        assert theirs.startswith(ours), (ours, theirs)
+
+
 def test_max_model_len_agrees_with_vllm():
     verify = _function("vllm/config/model.py", "_get_and_verify_max_len")
     derive = _function(
@@ -105,22 +129,7 @@ def test_max_model_len_agrees_with_vllm():
         except ValueError as exc:
             theirs = str(exc)
             raised += 1
-        facts = ModelFacts(
-            name="m",
-            source="test",
-            origin=Origin(kind="model"),
-            num_hidden_layers=1,
-            num_attention_heads=1,
-            num_key_value_heads=1,
-            model_type=config["model_type"],
-            max_position_embeddings=config["max_position_embeddings"],
-            rope_scaling=rope,
-            model_max_length=config.get("model_max_length"),
-        )
-        ours = max_len_error(facts, mml)
-        assert (ours is None) == (theirs is None), (config, mml, ours, theirs)
-        if ours is not None:
-            assert theirs.startswith(ours), (ours, theirs)  # vLLM appends how to override it
+        _same_verdict(max_len_error(_facts(config, rope), mml), theirs, config, mml)
     assert 100 < raised < 2900
 
 
@@ -194,12 +203,7 @@ OLD_WHEELS = os.environ.get("VLLM_OLD_WHEELS")  # a folder with vllm-0.8.5/0.9.1
 def test_max_model_len_agrees_with_older_vllm(version):
     """The same check against the module-level ``_get_and_verify_max_len`` of vllm/config.py in the vLLM versions
     verl 0.4.0 … 0.6.0 pin (0.8.5, 0.9.1): same condition, same text (vLLM appends how to override it)."""
-    import glob
-
-    found = sorted(glob.glob(os.path.join(OLD_WHEELS or "", f"vllm-{version}-*.whl"))) if OLD_WHEELS else []
-    if not found:
-        pytest.skip(f"no vllm {version} wheel in VLLM_OLD_WHEELS")
-    source = zipfile.ZipFile(found[0]).read("vllm/config.py").decode()
+    source = zipfile.ZipFile(_old_wheel(version)).read("vllm/config.py").decode()
     node = next(
         n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "_get_and_verify_max_len"
     )
@@ -232,22 +236,7 @@ def test_max_model_len_agrees_with_older_vllm(version):
         except ValueError as exc:
             theirs = str(exc)
             raised += 1
-        facts = ModelFacts(
-            name="m",
-            source="test",
-            origin=Origin(kind="model"),
-            num_hidden_layers=1,
-            num_attention_heads=1,
-            num_key_value_heads=1,
-            model_type=config["model_type"],
-            max_position_embeddings=config["max_position_embeddings"],
-            rope_scaling=rope,
-            model_max_length=config.get("model_max_length"),
-        )
-        ours = max_len_error(facts, mml, version)
-        assert (ours is None) == (theirs is None), (config, mml, ours, theirs)
-        if ours is not None:
-            assert theirs.startswith(ours), (ours, theirs)
+        _same_verdict(max_len_error(_facts(config, rope), mml, version), theirs, config, mml)
     assert 100 < raised < 2900
 
 
@@ -294,23 +283,7 @@ def test_max_model_len_agrees_with_vllm_0_12_0():
         except ValueError as exc:
             theirs = str(exc)
             raised += 1
-        facts = ModelFacts(
-            name="m",
-            source="test",
-            origin=Origin(kind="model"),
-            num_hidden_layers=1,
-            num_attention_heads=1,
-            num_key_value_heads=1,
-            model_type=config["model_type"],
-            max_position_embeddings=config["max_position_embeddings"],
-            rope_scaling=_rope(config),
-            model_max_length=config.get("model_max_length"),
-            config=config,
-        )
-        ours = max_len_error(facts, mml, "0.12.0")
-        assert (ours is None) == (theirs is None), (config, mml, ours, theirs)
-        if ours is not None:
-            assert theirs.startswith(ours), (ours, theirs)
+        _same_verdict(max_len_error(_facts(config, _rope(config), full=True), mml, "0.12.0"), theirs, config, mml)
     assert 100 < raised < 2900
 
 

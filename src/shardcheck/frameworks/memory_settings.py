@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shardcheck.origin import Traced, UnknownValue
+from shardcheck.origin import UnknownValue, need
 
 DTYPE_BYTES = {
     "bfloat16": 2,
@@ -26,11 +26,9 @@ DTYPE_BYTES = {
 }
 
 
-def known(traced: Traced, name: str):
-    """The value of ``traced``; :class:`UnknownValue` ("NAME is unknown (why)") when it is unknown."""
-    if not traced.known:
-        raise UnknownValue(name, traced)
-    return traced.value
+# The value of a Traced, or UnknownValue ("NAME is unknown (why)") when it is unknown: origin.need, under the name
+# the memory settings read it by.
+known = need
 
 
 def optional(job, key: str):
