@@ -193,3 +193,14 @@ def test_the_critic_engine_creates_the_process_groups(tmp_path):
         tmp_path, script(f"{M}.tensor_model_parallel_size=2 algorithm.adv_estimator=grpo"), "VERL-MC-ONE-INIT"
     )
     assert not quiet  # no critic: the actor's sizes create the groups
+
+
+def test_did_you_mean_stays_in_the_section():
+    """A key with a generic last part is not matched to a setting of another section (trainer.npu_profile's
+    ``level`` is not the critic profiler's); within its section the same last part still leads to the key."""
+    from shardcheck.frameworks.verl.config_tree import bundled_defaults, did_you_mean
+
+    defaults = bundled_defaults("ppo_trainer", "0.9.1")
+    assert did_you_mean("trainer.npu_profile.options.level", defaults) is None
+    moved = did_you_mean("actor_rollout_ref.actor.megatron_cfg.param_offload", defaults)
+    assert moved is not None and moved.startswith("actor_rollout_ref.") and moved.endswith(".param_offload")

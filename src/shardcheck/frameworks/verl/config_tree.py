@@ -343,14 +343,17 @@ def flatten_keys(tree: dict, prefix: str = "") -> list[str]:
 
 
 def did_you_mean(key: str, defaults: VerlDefaults) -> str | None:
-    """The closest existing key: same parent first, then anywhere in the tree."""
+    """The closest existing key: same parent first, then the same last part in the same top-level section (a
+    generic leaf such as ``level`` or ``enable`` elsewhere in the tree names another setting), then anywhere in the
+    tree by spelling."""
     all_keys = _all_keys(defaults)
     parent, _, last = key.rpartition(".")
     siblings = [k for k in all_keys if k.rpartition(".")[0] == parent]
     close = difflib.get_close_matches(key, siblings, n=1, cutoff=0.75)
     if close:
         return close[0]
-    same_leaf = [k for k in all_keys if k.rpartition(".")[2] == last]
+    section = key.split(".", 1)[0] + "."
+    same_leaf = [k for k in all_keys if k.rpartition(".")[2] == last and k.startswith(section)]
     if same_leaf:
         return min(same_leaf, key=lambda k: -difflib.SequenceMatcher(None, k, key).ratio())
     # a ratio ≥ 0.8 needs the shorter of the two within 2/3 of the longer: the others cannot match
