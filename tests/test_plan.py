@@ -218,10 +218,77 @@ def test_static_floor_and_lower_bound_hold(moe_job):
             assert floor.bytes(t, m.distributed_optimizer) <= peak
             seconds = search.train_seconds(t, m, None)
             bound = search.lower_bound(t, m, None)
+            refined = search.lower_bound(t, m, None, layout=True)
             if seconds is not None and bound is not None:
-                assert bound <= seconds * (1 + 1e-9)
+                assert bound <= refined * (1 + 1e-9)
+                assert refined <= seconds * (1 + 1e-9)
                 checked += 1
     assert checked > 20
+
+
+@pytest.mark.parametrize("script", ["moe", "256k"])
+def test_pipeline_floor_holds(moe_job, script):
+    """A family's pipeline floor (TP, CP, PP) never exceeds the compute bound of any of its shapes and
+    recomputes, so the search opens a family before any of its layouts could come up."""
+    from shardcheck.plan.space import recompute_options
+
+    if script == "moe":
+        job = moe_job[1]
+    else:
+        job = replace(resolve_script(ROOT / "src/shardcheck/examples/qwen3_235b_256k.sh"), device_choice="910c")
+    search = _Search(job, find_device("h200" if script == "moe" else "910c"), 0.1, None)
+    families: dict = {}
+    for t in train_layouts(search.space):
+        families.setdefault(search.bound.family(t), []).append(t)
+    checked = 0
+    for layouts in list(families.values())[:40]:
+        floor = search.bound.floor(layouts[0])
+        for t in layouts[:30]:
+            for rc in recompute_options(search.space, search._chunk(t)):
+                bound = search.lower_bound(t, Memory(rc, True, False), None)
+                if bound is not None:
+                    assert floor <= bound * (1 + 1e-9), (t, rc)
+                    checked += 1
+    assert checked > 100
+
+
+def test_leanest_memory_option_has_the_smallest_peak(moe_job):
+    """The search drops a layout and recompute after one estimate when its leanest memory option does not fit:
+    no other option of theirs (no distributed optimizer, no offload) may have a smaller training peak."""
+    _, job = moe_job
+    search = _Search(job, find_device("h200"), 0.1, None)
+    checked = 0
+    for t in list(train_layouts(search.space))[::7][:40]:
+        for rc in RC:
+            options = [Memory(rc, d, o) for d in (True, False) for o in (False, True)]
+            peaks = {m: _peak(search.candidate(t, m, None)[1]) for m in options}
+            lean = peaks[search.lean(options[0])]
+            if lean is None:
+                continue
+            assert all(p is None or lean <= p for p in peaks.values()), (t, rc, peaks)
+            checked += 1
+    assert checked > 20
+
+
+def test_estimate_shares_the_training_part_across_rollout_layouts(moe_job):
+    """An estimate that takes the training part of a job differing only in its rollout sizes equals one made
+    anew (the planner's rollout screen and judgements share it)."""
+    from shardcheck.memory.estimate import estimate
+    from shardcheck.plan.space import rollout_layouts
+    from shardcheck.plan.search import changes_of
+
+    _, job = moe_job
+    search = _Search(job, find_device("h200"), 0.1, None)
+    base = estimate(search.job, search.job.device_choice)
+    checked = 0
+    for r in list(rollout_layouts(search.space))[:12]:
+        changes = changes_of(search.adapter, search.base, {"rollout_tp": r.tp, "rollout_dp": r.dp, "rollout_ep": r.ep})
+        cand = search.adapter.apply(search.job, changes)
+        fresh = estimate(cand, cand.device_choice)
+        shared = estimate(cand, cand.device_choice, train_of=base)
+        assert repr(shared) == repr(fresh)
+        checked += 1
+    assert checked >= 4
 
 
 def test_cli_plan_json_schema(moe_job, capsys):

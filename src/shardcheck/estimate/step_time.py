@@ -32,7 +32,7 @@ Every formula is written out, with its source, in docs/step_time.md; the short f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from shardcheck.estimate.speeds import Speeds, speeds_for
@@ -376,55 +376,63 @@ def _stage_times(
     # without communication (the planner's compute bound) the bound that holds for every EP and ETP
     shards = Shards(g.tp, g.ep, g.etp, g.sequence_parallel)
     kinds, costs = _layer_table(arch, local, shards, context, sp, fp8, current, not comm)
-    seen: dict[tuple, tuple] = {}  # stages with the same layer kinds and position take the same time
-    for stage, layers in enumerate(indices):
-        n_rc = len(layers)
-        if settings.recompute.granularity == "full" and settings.recompute.method == "block":
-            n_rc = min(len(layers), (settings.recompute.num_layers or 0) * g.vpp)
-        counts = _kind_counts(arch.moe_layers, tuple(layers), n_rc)
-        same = (counts, stage == len(indices) - 1, stage == 0)
+    # each layer's seconds by (recomputed, MoE): compute, then TP, CP and EP communication (a stage sums them
+    # over its layers' kinds; one evaluation per kind, not per layer)
+    unit: dict[tuple[bool, bool], tuple] = {}
+    for again_flag in (True, False):
+        again = rc_full if again_flag else 0.0
+        for moe in (True, False):
+            _mm, core = kinds[moe]
+            lin_s, core_s, mem_s = costs[moe]
+            compute = lin_s * (lin_passes + again) + mem_s * (passes + again) + core_s * (passes + max(again, rc_core))
+            tp_s = cp_s = a2a = 0.0
+            a2a_passes = 2 * (2 if backward else 1) + (2 if again else 0)
+            collectives = 4 * (2 if backward else 1) + (4 if again else 0)  # AG/RS pairs per layer
+            if comm and g.tp > 1:
+                tp_s = ring_time(act * g.tp, g.tp, g.span("tp"), sp)
+            if comm and g.cp > 1:
+                ring = (g.cp - 1) * kv_bytes / _bandwidth(g.span("cp"), sp)[0] * (3 if backward else 1)
+                core_time = tokens * core * (passes + max(again, rc_core)) / per_device / sp.achieved_flops
+                cp_s = max(0.0, ring - core_time)
+            if comm and moe and g.ep > 1:
+                routed = local / (g.tp if g.sequence_parallel else 1) * arch.topk * arch.hidden * 2
+                a2a = all_to_all_time(routed, g.ep, g.span("ep"), sp)
+            unit[(again_flag, moe)] = (compute, tp_s, cp_s, a2a, collectives, a2a_passes)
+    block = settings.recompute.granularity == "full" and settings.recompute.method == "block"
+    output = gemm_seconds(local, arch.hidden, arch.vocab / g.tp, sp, False) * lin_passes
+    comm_pp = (ring_time(act, 2, g.span("pp"), sp) * 2 * (2 if backward else 1)) if g.pp > 1 and comm else 0.0
+    last = len(indices) - 1
+    seen: dict[tuple, float] = {}  # stages with the same layer kinds and position take the same time
+    kinds_of = _stage_kinds(
+        arch.moe_layers, tuple(indices), (settings.recompute.num_layers or 0) * g.vpp if block else None
+    )
+    for stage, (layers, same) in enumerate(zip(indices, kinds_of)):
         if same in seen:
-            times.append(seen[same][0])
+            times.append(seen[same])
             continue
+        counts = same[0]
         compute = comm_tp = comm_cp = comm_ep = 0.0
         for again_flag, (n_moe, n_dense) in zip((True, False), counts):
             for moe, count in ((True, n_moe), (False, n_dense)):
                 if not count:
                     continue
-                _mm, core = kinds[moe]
-                lin_s, core_s, mem_s = costs[moe]
-                again = rc_full if again_flag else 0.0
-                compute += count * (
-                    lin_s * (lin_passes + again) + mem_s * (passes + again) + core_s * (passes + max(again, rc_core))
-                )
-                if not comm:
-                    continue
-                collectives = 4 * (2 if backward else 1) + (4 if again else 0)  # AG/RS pairs per layer
-                if g.tp > 1:
-                    comm_tp += count * collectives / 2 * ring_time(act * g.tp, g.tp, g.span("tp"), sp)
-                if g.cp > 1:
-                    ring = (g.cp - 1) * kv_bytes / _bandwidth(g.span("cp"), sp)[0] * (3 if backward else 1)
-                    core_time = tokens * core * (passes + max(again, rc_core)) / per_device / sp.achieved_flops
-                    comm_cp += count * max(0.0, ring - core_time)
-                if moe and g.ep > 1:
-                    routed = local / (g.tp if g.sequence_parallel else 1) * arch.topk * arch.hidden * 2
-                    comm_ep += (
-                        count
-                        * (2 * (2 if backward else 1) + (2 if again else 0))
-                        * all_to_all_time(routed, g.ep, g.span("ep"), sp)
-                    )
-        if stage == len(indices) - 1:  # the output layer (bf16: Megatron-Core's own ColumnParallelLinear)
-            compute += gemm_seconds(local, arch.hidden, arch.vocab / g.tp, sp, False) * lin_passes
+                c, tp_s, cp_s, a2a, collectives, a2a_passes = unit[(again_flag, moe)]
+                compute += count * c
+                comm_tp += count * collectives / 2 * tp_s
+                comm_cp += count * cp_s
+                comm_ep += count * a2a_passes * a2a
+        if stage == last:  # the output layer (bf16: Megatron-Core's own ColumnParallelLinear)
+            compute += output
         if settings.lora is not None:  # the adapters: 2 FLOPs per parameter and token a pass, with wgrad
             adapters = _lora_stage(arch, tuple(layers), g, settings).total
             compute += 2 * local * adapters * passes / sp.achieved_flops
         if overlap_ep:
             comm_ep = max(0.0, comm_ep - compute)  # hidden under another micro batch's compute
-        comm_pp = (ring_time(act, 2, g.span("pp"), sp) * 2 * (2 if backward else 1)) if g.pp > 1 and comm else 0.0
         times.append(compute + comm_tp + comm_cp + comm_ep + comm_pp)
-        seen[same] = (times[-1],)
+        seen[same] = times[-1]
         for name, value in (("compute", compute), ("tp", comm_tp), ("cp", comm_cp), ("ep", comm_ep), ("pp", comm_pp)):
-            terms[name] = max(terms[name], value)
+            if value > terms[name]:
+                terms[name] = value
     return times, terms
 
 
@@ -432,6 +440,22 @@ def _lora_stage(arch: Architecture, layers: tuple[int, ...], g: Grid, settings: 
     """The LoRA adapter parameters on one device of a stage (memory/params.py lora_params)."""
     lora = settings.lora
     return lora_params(arch, layers, Sharding(g.tp, g.ep, g.etp, g.pp), lora.rank, lora.modules, lora.fused)
+
+
+@lru_cache(maxsize=4096)
+def _stage_kinds(moe_layers: frozenset, indices: tuple, block: int | None) -> tuple[tuple, ...]:
+    """Per stage: its (MoE, dense) counts among the recomputed layers (the first ``block`` with full block
+    recompute, else all) and the rest (``_kind_counts``), and whether it is the last and the first stage — what
+    its time depends on besides the grid."""
+    last = len(indices) - 1
+    return tuple(
+        (
+            _kind_counts(moe_layers, tuple(layers), len(layers) if block is None else min(len(layers), block)),
+            stage == last,
+            stage == 0,
+        )
+        for stage, layers in enumerate(indices)
+    )
 
 
 @lru_cache(maxsize=65536)
@@ -634,16 +658,45 @@ def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
 
 
 def compute_bound(
-    arch: Architecture, g: Grid, indices, settings: TrainSettings, sp: Speeds, steps: int, forward_passes: int
+    arch: Architecture,
+    g: Grid,
+    indices,
+    settings: TrainSettings,
+    sp: Speeds,
+    steps: int,
+    forward_passes: int,
+    *,
+    comm: bool = False,
 ) -> float:
-    """The compute-only seconds of the update and ``forward_passes`` log-prob passes (train_lower_bound)."""
+    """The compute-only seconds of the update and ``forward_passes`` log-prob passes (train_lower_bound), a
+    bound for every EP, ETP and rank order of the grid's other sizes. With ``comm``: the same passes with the
+    grid's own experts and its TP, CP, EP and PP communication, what ``step_time`` times them at; still a
+    lower bound of its training seconds, which add the data-parallel reduce, the optimizer and offload."""
     m = settings.micro_batches
-    times, _ = _stage_times(arch, g, indices, settings, sp, backward=True, comm=False)
+    times, _ = _stage_times(arch, g, indices, settings, sp, backward=True, comm=comm)
     total = steps * pipeline_time(times, m, g.vpp)
     if forward_passes:
-        ftimes, _ = _stage_times(arch, g, indices, settings, sp, backward=False, comm=False)
+        ftimes, _ = _stage_times(arch, g, indices, settings, sp, backward=False, comm=comm)
         total += forward_passes * steps * (m * max(ftimes) + sum(ftimes) - max(ftimes))
     return total
+
+
+def pipeline_floor(
+    arch: Architecture, g: Grid, settings: TrainSettings, sp: Speeds, steps: int, forward_passes: int, vpp: int
+) -> float:
+    """A lower bound of ``compute_bound`` for every layer split, recompute and virtual pipeline up to ``vpp`` of
+    the grid's TP, CP and PP. With ``Σ`` the stages' sum (every layer and the output layer once, without
+    recompute) and ``t_max ≥ Σ/PP``: ``pipeline_time = (m − 1/v)·t_max + Σ/v ≥ Σ·(m/PP + (1 − 1/PP)/v)``,
+    smallest at the largest ``v``; a forward pass, ``(m − 1)·t_max + Σ ≥ Σ·((m − 1)/PP + 1)``."""
+    plain = replace(settings, recompute=Recompute(modules=settings.recompute.modules))
+    whole = (tuple(range(arch.num_layers)),)
+    m, pp = settings.micro_batches, g.pp
+    (total,), _ = _stage_times(arch, g, whole, plain, sp, backward=True, comm=False)
+    out = steps * total * (m / pp + (1 - 1 / pp) / max(1, vpp))
+    if forward_passes:
+        (forward,), _ = _stage_times(arch, g, whole, plain, sp, backward=False, comm=False)
+        out += forward_passes * steps * forward * ((m - 1) / pp + 1)
+    return out
 
 
 def forward_passes(job: Job) -> int:

@@ -144,6 +144,7 @@ class MemoryEstimate:
     critic_train: TrainMemory | None = None  # the colocated critic's own update phase (verl)
     # why the job's rollout engine could not be sized (None: sized, or the job has no rollout engine)
     rollout_problem: str | None = None
+    train_settings: TrainSettings | None = field(default=None, repr=False)  # what ``train`` was sized with
 
 
 def adapter_for(job: Job):
@@ -156,8 +157,12 @@ def adapter_for(job: Job):
     return adapter
 
 
-def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
-    """The memory estimate of ``job`` on ``device_choice`` (else the default for trainer.device)."""
+def estimate(job: Job, device_choice: str | None = None, *, train_of: MemoryEstimate | None = None) -> MemoryEstimate:
+    """The memory estimate of ``job`` on ``device_choice`` (else the default for trainer.device).
+
+    ``train_of``: the estimate of a job that differs from this one only in its rollout engine's sizes, which
+    the training phase does not read; its training part is taken as it is (the planner's rollout layouts;
+    tests/test_plan.py compares it with estimating anew)."""
     kind = job.cluster.device.value if job.cluster.device.known else None
     device = device_for(device_choice, kind, job.cluster_keys[2])
     out = MemoryEstimate(job.path, device)
@@ -173,8 +178,12 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
     layout = job.layout("actor")
     fsdp = job.fsdp_layout("actor")
     settings: TrainSettings | None = None
+    reused = train_of is not None and train_of.train is not None and train_of.train_settings is not None
     try:
-        if layout is not None:
+        if reused:
+            out.train, settings = train_of.train, train_of.train_settings
+            out.train_at_budget = train_of.train_at_budget
+        elif layout is not None:
             out.train, settings = _train(job, arch, layout, adapter)
         elif fsdp is not None and hasattr(adapter, "fsdp_train_settings"):
             out.train, settings = _train_fsdp(job, arch, fsdp, adapter)
@@ -182,7 +191,8 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
             out.problems.append("no training engine shardcheck models (Megatron or FSDP)")
     except UnknownValue as exc:
         out.problems.append(f"train: {exc}")
-    if out.train is not None and out.train.batch_bound and job.sample_tokens is not None:
+    out.train_settings = settings
+    if out.train is not None and out.train.batch_bound and job.sample_tokens is not None and not reused:
         from dataclasses import replace
 
         bound_job = replace(job, sample_tokens=None)

@@ -27,6 +27,7 @@ class ScriptInput:
     display: str
     allow_source: tuple = ()  # directories `source` may read besides the script's own tree
     versions: dict = field(default_factory=dict)  # api.version_options: the versions to resolve against
+    memo: dict = field(default_factory=dict, compare=False)  # api.resolve_script's: the script read once
 
 
 def plan_script(
@@ -50,14 +51,17 @@ def plan_script(
 
     shown = display or str(path)
     options = version_options(load_settings(Path(path).resolve().parent), **versions)
-    job = resolve_script(path, env, model_config=model_config, display=shown, allow_source=allow_source, **options)
+    memo: dict = {}
+    job = resolve_script(
+        path, env, model_config=model_config, display=shown, allow_source=allow_source, memo=memo, **options
+    )
     if device is not None:
         from shardcheck.memory.devices import find_device
 
         find_device(device)
     result = plan_job(job, device=device, top=top, margin=margin)
     if proof:
-        prove(result, ScriptInput(str(path), env, model_config, shown, allow_source, options))
+        prove(result, ScriptInput(str(path), env, model_config, shown, allow_source, options, memo))
     return result
 
 
@@ -80,6 +84,8 @@ def prove(result: PlanResult, source: ScriptInput) -> None:
             display=source.display,
             extra_args=tuple(w for line in plan.lines for w in line.split()),
             allow_source=source.allow_source,
+            # the script's reading is shared; the launch's parsed overrides are not (the plan's lines change them)
+            memo={"reading": source.memo["reading"]} if "reading" in source.memo else None,
             **source.versions,
         )
         job = replace(job, device_choice=result.device.name)
@@ -153,10 +159,11 @@ def plan_model(
         shown = f"<plan --model {model}>"
         from shardcheck.api import resolve_script
 
-        job = resolve_script(path, None, model_config=config, display=shown)
+        memo: dict = {}
+        job = resolve_script(path, None, model_config=config, display=shown, memo=memo)
         result = plan_job(job, device=dev.name, top=top, margin=margin)
         if proof:
-            prove(result, ScriptInput(path, None, config, shown))
+            prove(result, ScriptInput(path, None, config, shown, memo=memo))
         return result
     finally:
         os.unlink(path)

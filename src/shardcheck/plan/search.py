@@ -230,11 +230,15 @@ class _Search:
         self.bound = _Bound(self)
         self.expressible = getattr(self.adapter, "expressible", None)  # (job, changes) -> bool; None: all are
         self.untimed: dict[str, Rollout] = {}  # why a rollout layout's time is unknown -> the first such layout
+        self.lean_fits: dict[tuple, bool] = {}  # (layout, recompute) -> whether its leanest memory option fits
+        self.timed_jobs: dict[tuple, tuple] = {}  # (layout, memory) -> (rollout, job) timed with the first rollout
+        self.timed: dict[tuple, float | None] = {}  # (layout, memory, rollout) -> train_seconds
         self.counts = {
             "layouts": 0,
             "memory_options": 0,
             "rollouts": 0,
             "bounded": 0,
+            "refined": 0,
             "timed": 0,
             "judged": 0,
             "kept": 0,
@@ -253,6 +257,7 @@ class _Search:
             self.counts["rollouts"] += 1
             changes = changes_of(self.adapter, self.base, {"rollout_tp": r.tp, "rollout_dp": r.dp, "rollout_ep": r.ep})
             job = self.adapter.apply(self.job, changes)
+            job_estimate(job, train_of=self.job)  # only the rollout's sizes differ: the training part is shared
             findings, _ = run_rules(job, only=ROLLOUT_RULES)  # the rollout rules alone decide this screen
             if any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(findings)):
                 continue
@@ -308,6 +313,11 @@ class _Search:
     def judge(self, t: TrainLayout, m: Memory, r: Rollout | None) -> Plan | None:
         """The plan of this candidate when every start-up rule accepts it and its peak fits; else None."""
         changes, job = self.candidate(t, m, r)
+        timed_r, timed = self.timed_jobs.get((t, m), (None, None))  # the job timed, with its estimate
+        if timed is not None and timed_r == r:
+            job = timed
+        elif timed is not None:
+            job_estimate(job, train_of=timed)  # only the rollout's sizes differ: the training part is shared
         self.counts["judged"] += 1
         findings, _ = run_rules(job)
         errors = errors_of(findings)
@@ -321,24 +331,49 @@ class _Search:
         self.counts["kept"] += 1
         return Plan(t, m, r, job, changes, self.adapter.lines(self.job, changes), peak, step, findings)
 
+    def lean(self, m: Memory) -> Memory:
+        """The option of ``m``'s recompute with the least training memory: the distributed optimizer shards
+        the optimizer states and offload moves the ref's weights off the device during the update, so the
+        training peak never grows with either (tests/test_plan.py checks this on random layouts)."""
+        return Memory(m.recompute, any(self.space.distributed_optimizer), True in self.space.offload or m.offload)
+
     def train_seconds(self, t: TrainLayout, m: Memory, r: Rollout | None) -> float | None:
-        """The model's training-side seconds (everything but the rollout), None when the peak does not fit."""
+        """The model's training-side seconds (everything but the rollout), None when the peak does not fit.
+
+        A layout and recompute whose leanest memory option does not fit are dropped with every other option
+        of theirs, after one estimate."""
+        if (t, m, r) in self.timed:
+            return self.timed[(t, m, r)]
+        lean = self.lean(m)
+        group = (t, m.recompute)
+        if m != lean and group not in self.lean_fits:
+            self.train_seconds(t, lean, r)
+        if self.lean_fits.get(group) is False:
+            return None
+        self.timed[(t, m, r)] = seconds = self._train_seconds(t, m, r, lean)
+        return seconds
+
+    def _train_seconds(self, t: TrainLayout, m: Memory, r: Rollout | None, lean: Memory) -> float | None:
         _, job = self.candidate(t, m, r)
         self.counts["timed"] += 1
         peak = _peak(job)
+        if m == lean and peak is not None:
+            self.lean_fits[(t, m.recompute)] = peak <= self.limit
         if peak is None or peak > self.limit:
             return None
         try:
             step = step_time(job, job_estimate(job))
         except UnknownValue:
             return None
+        self.timed_jobs[(t, m)] = (r, job)
         return step.total - step.phases.get("rollout", 0.0) - step.phases.get("sync", 0.0)
 
-    def lower_bound(self, t: TrainLayout, m: Memory, r: Rollout | None) -> float | None:
-        """``train_lower_bound`` of the candidate, from parts shared between candidates (equal by test)."""
-        self.counts["bounded"] += 1
+    def lower_bound(self, t: TrainLayout, m: Memory, r: Rollout | None, *, layout: bool = False) -> float | None:
+        """``train_lower_bound`` of the candidate, from parts shared between candidates (equal by test); with
+        ``layout`` the tighter bound of its own layout (``_Bound.seconds``)."""
+        self.counts["refined" if layout else "bounded"] += 1
         try:
-            return self.bound.seconds(t, m)
+            return self.bound.seconds(t, m, layout=layout)
         except UnknownValue:
             return None
 
@@ -362,45 +397,38 @@ class _Bound:
         self.splits: dict = {}
         self.shapes: dict = {}
 
-    def shape(self, t: TrainLayout) -> tuple:
-        """What the bound reads of a layout besides the recompute (the bound does not depend on EP, ETP or the
-        rank order)."""
-        return (t.tp, t.cp, t.pp, t.vpp, t.first, t.last)
+    def family(self, t: TrainLayout) -> tuple:
+        """The sizes ``floor`` reads: TP, CP and PP (DP follows from them)."""
+        return (t.tp, t.cp, t.pp)
 
-    def seconds(self, t: TrainLayout, m: Memory) -> float:
-        from shardcheck.estimate.step_time import Grid, compute_bound
-        from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
-        from shardcheck.frameworks.memory_settings import Recompute
+    def floor(self, t: TrainLayout) -> float:
+        """A lower bound of ``seconds`` for every layout of ``t``'s family, whatever its virtual pipeline, stage
+        sizes and recompute (step_time.pipeline_floor)."""
+        from shardcheck.estimate.step_time import pipeline_floor
 
         if self.arch is None:
             raise UnknownValue("no model")
+        g, settings = self._grid(t, None)
+        vpp = max(v or 1 for v in self.search.space.vpp)
+        return pipeline_floor(self.arch, g, settings, self.speeds, self.steps, self.passes, vpp)
+
+    def _grid(self, t: TrainLayout, recompute: tuple | None):
+        """The grid of ``t`` and the training settings of its DP and CP (with ``recompute`` when given)."""
+        from shardcheck.estimate.step_time import Grid
+        from shardcheck.frameworks.memory_settings import Recompute
+
         world = self.search.space.world
         etp = t.etp if t.etp is not None else t.tp
         dp, edp = world // (t.tp * t.pp * t.cp), world // (etp * t.ep * t.pp)
-        # the compute bound does not depend on EP, ETP or the rank order (step_time.layer_seconds ``bound``: the
-        # experts at their FLOPs alone): one bound per remaining shape
-        shape = (t.tp, t.cp, t.pp, t.vpp, t.first, t.last, dp, m.recompute)
-        if shape in self.shapes:
-            return self.shapes[shape]
         key = (t.cp, dp)
         if key not in self.settings:
-            _, job = self.search.candidate(t, m, None)
+            first = Memory(("none", None, None, None), self.search.space.distributed_optimizer[0], None)
+            _, job = self.search.candidate(t, first, None)
             self.settings[key] = self.adapter.train_settings(job, job.layout("actor"), dp)
-        _, gran, method, layers = m.recompute
-        modules = self.settings[key].recompute.modules
-        settings = replace(self.settings[key], recompute=Recompute(gran, method, layers, modules))
-        skey = (t.pp, t.first, t.last, t.vpp)
-        if skey not in self.splits:
-            L = self.arch.num_layers
-            emb, loss = self.search.space.account
-            split = split_layers(
-                L, t.pp, first=t.first, last=t.last, vpp=t.vpp, account_for_embedding=emb, account_for_loss=loss
-            )
-            if not isinstance(split, Split):
-                raise UnknownValue("split")
-            self.splits[skey] = stage_layer_indices(
-                split, L, vpp=t.vpp, account_for_embedding=emb, account_for_loss=loss
-            )
+        settings = self.settings[key]
+        if recompute is not None:
+            _, gran, method, layers = recompute
+            settings = replace(settings, recompute=Recompute(gran, method, layers, settings.recompute.modules))
         lay = self.search.job.layout("actor")
         g = Grid(
             tp=t.tp,
@@ -414,7 +442,44 @@ class _Bound:
             order=t.order,
             sequence_parallel=bool(lay.sequence_parallel.value),
         )
-        seconds = compute_bound(self.arch, g, self.splits[skey], settings, self.speeds, self.steps, self.passes)
+        return g, settings
+
+    def shape(self, t: TrainLayout) -> tuple:
+        """What the bound reads of a layout besides the recompute (the bound does not depend on EP, ETP or the
+        rank order)."""
+        return (t.tp, t.cp, t.pp, t.vpp, t.first, t.last)
+
+    def seconds(self, t: TrainLayout, m: Memory, *, layout: bool = False) -> float:
+        """The compute bound of ``t``'s shape; with ``layout``, ``t``'s own passes with their communication
+        (step_time.compute_bound ``comm``), a tighter bound of this one layout and recompute."""
+        from shardcheck.estimate.step_time import compute_bound
+        from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
+
+        if self.arch is None:
+            raise UnknownValue("no model")
+        world = self.search.space.world
+        dp = world // (t.tp * t.pp * t.cp)
+        # the compute bound does not depend on EP, ETP or the rank order (step_time.layer_seconds ``bound``: the
+        # experts at their FLOPs alone): one bound per remaining shape
+        shape = (t, m.recompute) if layout else (t.tp, t.cp, t.pp, t.vpp, t.first, t.last, dp, m.recompute)
+        if shape in self.shapes:
+            return self.shapes[shape]
+        g, settings = self._grid(t, m.recompute)
+        skey = (t.pp, t.first, t.last, t.vpp)
+        if skey not in self.splits:
+            L = self.arch.num_layers
+            emb, loss = self.search.space.account
+            split = split_layers(
+                L, t.pp, first=t.first, last=t.last, vpp=t.vpp, account_for_embedding=emb, account_for_loss=loss
+            )
+            if not isinstance(split, Split):
+                raise UnknownValue("split")
+            self.splits[skey] = stage_layer_indices(
+                split, L, vpp=t.vpp, account_for_embedding=emb, account_for_loss=loss
+            )
+        seconds = compute_bound(
+            self.arch, g, self.splits[skey], settings, self.speeds, self.steps, self.passes, comm=layout
+        )
         self.shapes[shape] = seconds
         return seconds
 
@@ -471,9 +536,10 @@ class _StaticFloor:
         return ((dense + expert) * (st.weight_bytes + st.grad_bytes) + opt) / t.pp
 
 
-def _current(search: _Search) -> tuple[Plan | None, list[Finding], bool]:
+def _current(search: _Search, findings: list[Finding]) -> tuple[Plan | None, list[Finding], bool]:
+    """The script's own layout as a plan (``findings``: every rule's on the script's job), its errors, and
+    whether it is valid and fits."""
     job = search.job
-    findings, _ = run_rules(job)
     errors = errors_of(findings)
     peak = _peak(job)
     try:
@@ -630,8 +696,9 @@ def plan_job(
         except NotModelled as exc:
             raise PlanError(f"the model cannot be sized ({exc}); give the value it names, or --model-config") from None
     search = _Search(job, dev, margin, space)
-    current, current_errors, current_valid = _current(search)
-    input_errors = [f for f in run_rules(search.job)[0] if f.severity == "error" and f.rule.startswith(INPUT_RULES)]
+    findings, _ = run_rules(search.job)
+    current, current_errors, current_valid = _current(search, findings)
+    input_errors = [f for f in findings if f.severity == "error" and f.rule.startswith(INPUT_RULES)]
     rollouts = search.rollouts()
     plans: list[Plan] = []
     if keep_all:
@@ -681,25 +748,28 @@ def _best(
 ) -> list[Plan]:
     """Best-first over (training option, rollout) pairs: keys start as lower bounds and are refined.
 
-    The heap starts with one entry per bound shape and recompute (the sizes the compute bound reads: TP, CP,
-    PP, VPP, the stage sizes, DP; docs/plan.md): its layouts (EP, ETP, rank order) and memory options wait
-    inside it, under the same key, and are listed and put through the memory floor only when it comes up.
-    Every candidate's key is still a lower bound of its time when it is pushed, so the order in which
-    candidates are timed and judged is the one a heap of every candidate would give (ties aside)."""
+    The heap starts with one entry per family (TP, CP, PP) under its pipeline floor; a family that comes up
+    is opened into its bound shapes and recomputes (the sizes the compute bound reads: TP, CP, PP, VPP, the
+    stage sizes, DP; docs/plan.md), each under its compute bound; a shape that comes up lists its layouts
+    (EP, ETP, rank order) and memory options through the memory floor, each under the bound of its own
+    layout with communication; a layout that comes up is timed (one estimate for the leanest memory option
+    of its recompute first: when that does not fit, none does), then judged with each rollout in order.
+    Every key is still a lower bound of the time of every candidate under it when it is pushed, so the order
+    in which candidates are timed and judged is the one a heap of every candidate would give (ties aside)."""
     heap: list[tuple[float, int, int, int, tuple]] = []
     r0 = rollouts[0][1]
     first = rollouts[0][0]
     order = itertools.count()
-    shapes: dict[tuple, list[TrainLayout]] = {}
+    families: dict[tuple, dict[tuple, list[TrainLayout]]] = {}
     for t in train_layouts(search.space):
         search.counts["layouts"] += 1
-        shapes.setdefault(search.bound.shape(t), []).append(t)
-    for layouts in shapes.values():
-        t = layouts[0]
-        for rc in recompute_options(search.space, search._chunk(t)):
-            lb = search.lower_bound(t, Memory(rc, search.space.distributed_optimizer[0], search.space.offload[0]), r0)
-            if lb is not None:
-                heap.append((lb + first, -1, next(order), 0, (layouts, rc)))
+        families.setdefault(search.bound.family(t), {}).setdefault(search.bound.shape(t), []).append(t)
+    for shapes in families.values():
+        try:
+            floor_seconds = search.bound.floor(next(iter(shapes.values()))[0])
+        except UnknownValue:
+            floor_seconds = 0.0  # no floor: the family's shapes are bounded one by one when it comes up
+        heap.append((floor_seconds + first, -2, next(order), 0, shapes))
     heapq.heapify(heap)
     floor = _StaticFloor(search.job)
     exact: dict[int, float] = {}
@@ -712,23 +782,38 @@ def _best(
             if stop_at is not None and key > stop_at:
                 search.counts["exhausted"] = 1  # every layout faster than the script's own was visited
             break
+        if stage == -2:  # a family (TP, CP, PP): its shapes, each with its own bound per recompute
+            search.counts["families"] = search.counts.get("families", 0) + 1
+            for layouts in item.values():
+                t = layouts[0]
+                for rc in recompute_options(search.space, search._chunk(t)):
+                    m = Memory(rc, search.space.distributed_optimizer[0], search.space.offload[0])
+                    lb = search.lower_bound(t, m, r0)
+                    if lb is not None:
+                        heapq.heappush(heap, (max(key, lb + first), -1, next(order), 0, (layouts, rc)))
+            continue
         if stage == -1:  # a bound shape: its layouts' memory options, through the memory floor
+            search.counts["opened"] = search.counts.get("opened", 0) + 1
             layouts, rc = item
             for t in layouts:
                 for m in search.options(t, rc, floor):
                     heapq.heappush(heap, (key, 0, next(order), 0, (t, m)))
             continue
         t, m = item
-        if stage == 0:
+        if stage == 0:  # the shape's bound: refine it to this layout's own, communication included
+            refined = search.lower_bound(t, m, r0, layout=True)
+            heapq.heappush(heap, (key if refined is None else max(key, refined + first), 1, i, 0, (t, m)))
+            continue
+        if stage == 1:
             seconds = search.train_seconds(t, m, r0)
             if seconds is None:
                 continue
             exact[i] = seconds
-            heapq.heappush(heap, (seconds + first, 1, i, 0, (t, m)))
+            heapq.heappush(heap, (seconds + first, 2, i, 0, (t, m)))
             continue
         r = rollouts[j][1]
         if j + 1 < len(rollouts):
-            heapq.heappush(heap, (exact[i] + rollouts[j + 1][0], 1, i, j + 1, (t, m)))
+            heapq.heappush(heap, (exact[i] + rollouts[j + 1][0], 2, i, j + 1, (t, m)))
         plan = search.judge(t, m, r)
         if len(plans) >= top:
             judged_after_top += 1

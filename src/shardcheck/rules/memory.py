@@ -19,8 +19,14 @@ from shardcheck.memory.estimate import MemoryEstimate, RolloutMemory, StageMemor
 from shardcheck.rules.base import Finding, finding, rule, where
 
 
-def job_estimate(job: Job) -> MemoryEstimate | None:
-    """The estimate the MEM rules judge for ``job`` (computed once per job; the planner shares it)."""
+def job_estimate(job: Job, train_of: Job | None = None) -> MemoryEstimate | None:
+    """The estimate the MEM rules judge for ``job`` (computed once per job; the planner shares it).
+    ``train_of``: a job that differs from this one only in the rollout engine's sizes, whose training part is
+    taken as it is (memory.estimate ``train_of``)."""
+    if train_of is not None and "memory" not in job.run_cache:
+        base = _estimate(train_of)
+        if base is not None and job.layout("actor") is not None:
+            job.run_cache["memory"] = estimate(job, job.device_choice, train_of=base)
     return _estimate(job)
 
 

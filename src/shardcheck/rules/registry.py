@@ -93,7 +93,10 @@ def run_rules(job: Job, only: tuple[str, ...] = ()) -> tuple[list[Finding], list
     """
     from shardcheck.rules.inputs import unknown_sizes
 
-    judged = replace(job, notes=job.notes + tuple(unknown_sizes(job)))  # with its own run_cache
+    judged = replace(job, notes=job.notes + tuple(unknown_sizes(job)))
+    # the copy only adds notes, which no cached value reads (the memory estimate): it shares the job's cache,
+    # so the caller reads the estimate the rules judged instead of making it again
+    object.__setattr__(judged, "run_cache", job.run_cache)
     findings: list[Finding] = []
     skipped: list[str] = []
     stopped: dict[tuple, Problem] = {}

@@ -20,6 +20,7 @@ NVIDIA/Megatron-LM):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from shardcheck.errors import InputError
 
@@ -57,7 +58,10 @@ class MegatronCoreChoice:
         return as_tuple(self.version) >= FOLDING_SINCE
 
 
+@lru_cache(maxsize=1)
 def installed() -> str | None:
+    """The megatron-core minor installed here (looked up once per process: the lookup scans every installed
+    distribution, and ``plan`` resolves a script once per proven plan)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
