@@ -274,8 +274,8 @@ def test_estimate_shares_the_training_part_across_rollout_layouts(moe_job):
     """An estimate that takes the training part of a job differing only in its rollout sizes equals one made
     anew (the planner's rollout screen and judgements share it)."""
     from shardcheck.memory.estimate import estimate
-    from shardcheck.plan.space import rollout_layouts
     from shardcheck.plan.search import changes_of
+    from shardcheck.plan.space import rollout_layouts
 
     _, job = moe_job
     search = _Search(job, find_device("h200"), 0.1, None)
