@@ -16,19 +16,26 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "src" / "shardcheck" / "examples" / "qwen3_235b_256k.sh"
 
 
-def whole_process() -> tuple[float, float]:
-    """(wall, CPU) seconds of one ``shardcheck plan`` process: CPU (user + sys) is the figure that does not
-    depend on the machine's load."""
+def whole_process(runs: int = 5) -> tuple[float, float]:
+    """(wall, CPU) seconds of one ``shardcheck plan`` process, the fastest of ``runs`` (after one run that writes
+    the bytecode caches, as an installed package has them): CPU (user + sys) is the figure that depends least on
+    the machine's load."""
+    import os
     import resource
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "shardcheck", "plan", str(EXAMPLE), "--device", "910c"], check=False, capture_output=True
-    )
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    command = [sys.executable, "-m", "shardcheck", "plan", str(EXAMPLE), "--device", "910c"]
+    subprocess.run(command, check=False, capture_output=True, env=env)
+    best = (float("inf"), float("inf"))
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        subprocess.run(command, check=False, capture_output=True, env=env)
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        best = min(best, (cpu, wall))
+    return best[1], best[0]
 
 
 def search(world: int) -> tuple[float, dict]:
@@ -49,13 +56,17 @@ def main() -> None:
     args = parser.parse_args()
     if not args.skip_cli:
         wall, cpu = whole_process()
-        print(f"shardcheck plan {EXAMPLE.name} --device 910c (whole process): {cpu:.2f} s CPU, {wall:.2f} s wall")
+        print(
+            f"shardcheck plan {EXAMPLE.name} --device 910c (whole process, fastest of 5): {cpu:.2f} s CPU, "
+            f"{wall:.2f} s wall"
+        )
     for world in (int(w) for w in args.worlds.split(",")):
         seconds, counts = search(world)
         print(
             f"world {world:>6}: {seconds:6.2f} s CPU  layouts {counts['layouts']:>6}"
             f"  options {counts['memory_options']:>7}"
-            f"  bounded {counts['bounded']:>7}  timed {counts['timed']:>5}  judged {counts['judged']:>4}"
+            f"  families {counts.get('families', 0):>4} opened  shapes {counts['bounded']:>6} bounded"
+            f"  refined {counts.get('refined', 0):>6}  timed {counts['timed']:>5}  judged {counts['judged']:>4}"
         )
 
 
