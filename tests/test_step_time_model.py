@@ -131,6 +131,26 @@ def test_narrow_experts_with_few_tokens_are_memory_bound():
     assert many == pytest.approx(2 * 8192 * 2048 * 1536 * 16 / sp.achieved_flops)
 
 
+
+def test_ep_all_to_all_reaches_deepeps_measured_share_of_nvlink():
+    """The EP all-to-all inside a node moves at A2A_INTRA_EFFICIENCY of the scale-up link (DeepEP's measured
+    153-158 GB/s of H800's 200 and 726-740 of B200's 900: docs/step_time.md); the share for other nodes at the NIC."""
+    from shardcheck.estimate.speeds import speeds_for
+    from shardcheck.estimate.step_time import A2A_INTRA_EFFICIENCY, COLLECTIVE_LATENCY, all_to_all_time
+
+    assert 0.77 <= A2A_INTRA_EFFICIENCY <= 0.82  # within DeepEP's measured range, not fitted
+    sp = speeds_for("H100-SXM-80GB")
+    sent = 128e6
+    intra = all_to_all_time(sent, 8, 8, sp)
+    assert intra == pytest.approx(sent * 7 / 8 / (sp.intra_node * A2A_INTRA_EFFICIENCY) + COLLECTIVE_LATENCY["intra"])
+    assert intra > sent * 7 / 8 / sp.intra_node  # slower than the link's datasheet figure
+    # EP 16 over two nodes: 8 of the 15 peers are across the NIC, which DeepEP's internode runs reach in full
+    two_nodes = all_to_all_time(sent, 16, 16, sp)
+    away = sent * 15 / 16 * 8 / 15
+    near = sent * 15 / 16 * 7 / 15
+    expected = away / sp.inter_node + near / (sp.intra_node * A2A_INTRA_EFFICIENCY) + COLLECTIVE_LATENCY["inter"]
+    assert two_nodes == pytest.approx(expected)
+
 QWEN3_30B = (
     "#!/bin/bash\n"
     "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\\n"
