@@ -25,7 +25,7 @@ LAYERS = {"Llama-3.1-8B": 32, "Llama-3.1-70B": 80, "Llama-3.1-405B": 126, "Qwen3
 # docs/validation.md, "Step time": the figures this test recomputes. Session 23: FP8 launches timed at the FP8 peak,
 # each GEMM as a roofline plus the memory-bound passes, the a2a overlap (was 0.7 / 1 and 0.8 / 1). Session 24: five more
 # tables from the same archive (H100 25.11, 26.02.01, 26.04.01; B200 25.11, 26.04.01) and the EP all-to-all at DeepEP's
-# measured share of NVLink; every dense row but one within 20 %, the MoE rows over-predicted (docs/validation.md says why).
+# measured share of NVLink; every dense row but one within 20 %, the MoE rows over-predicted (docs/validation.md).
 # A table of 2 or 3 rows has a Spearman figure, but not a meaningful one (docs/validation.md)
 STATED = {
     "table_25_09_h100": {"spearman": 0.9, "within_20": 3},
@@ -66,8 +66,10 @@ def _script(row: dict) -> str:
             f"+{OTC}.recompute_granularity=full +{OTC}.recompute_method=block "
             f"+{OTC}.recompute_num_layers={row['recompute_num_layers']}"
         )
-    if row["precision"] in ("fp8", "mxfp8"):  # FP8-CS: Megatron-Bridge's fp8_cs precision (hybrid, tensorwise; data file)
-        words.append(f"+{OTC}.fp8={'e4m3' if row['precision'] == 'mxfp8' else 'hybrid'} +{OTC}.fp8_recipe={'mxfp8' if row['precision'] == 'mxfp8' else 'tensorwise'}")
+    if row["precision"] == "fp8":  # FP8-CS: Megatron-Bridge's fp8_cs precision (hybrid, tensorwise; data file)
+        words.append(f"+{OTC}.fp8=hybrid +{OTC}.fp8_recipe=tensorwise")
+    if row["precision"] == "mxfp8":  # the B200 rows' MXFP8 (e4m3, the mxfp8 recipe; data file)
+        words.append(f"+{OTC}.fp8=e4m3 +{OTC}.fp8_recipe=mxfp8")
     if row.get("moe_a2a_overlap"):  # the preset's moe_a2a_overlap: megatron-core's overlap_moe_expert_parallel_comm
         words.append(f"+{OTC}.overlap_moe_expert_parallel_comm=True")
     if account:

@@ -45,13 +45,6 @@ from shardcheck.models.architecture import Architecture, NotModelled, architectu
 from shardcheck.origin import UnknownValue
 
 HBM_EFFICIENCY = 0.8  # share of the HBM bandwidth a decode step's streaming reads reach (assumption)
-# The share of one direction of the scale-up link that an EP all-to-all (dispatch / combine) reaches inside a
-# node, as measured by DeepEP (deepseek-ai/DeepEP @0297fc80): docs/legacy.md, H800, EP 8, 4096 tokens x 7168 hidden,
-# top-8: 153 GB/s dispatch and 158 GB/s combine of H800's 200 GB/s a direction (NVLink 400 GB/s both ways):
-# 0.77-0.79; README.md, SM100 (B200), EP 8: 726 and 740 GB/s of 900 (NVLink 5, 1.8 TB/s both ways): 0.81-0.82.
-# Across nodes the same measurements reach the NIC (43-58 GB/s "bottleneck bandwidth" at EP 16-64 against CX7's
-# ~50 GB/s), so the NIC share stays 1. Not fitted to docs/validation.md's rows (docs/step_time.md, EP row).
-A2A_INTRA_EFFICIENCY = 0.8
 COLLECTIVE_LATENCY = {"intra": 10e-6, "inter": 25e-6}  # seconds per small collective (assumption)
 BF16_BYTES, FP8_BYTES = 2, 1
 ADAM_BYTES_PER_PARAM = 32  # read bf16 weight, fp32 grad, master, two moments; write master, moments, weight
@@ -167,14 +160,16 @@ def ring_time(bytes_: float, size: int, span: int, sp: Speeds) -> float:
 
 def all_to_all_time(bytes_: float, size: int, span: int, sp: Speeds) -> float:
     """An all-to-all of ``bytes_`` per device: the share bound for other nodes goes over the NIC, the rest over the
-    scale-up link at the share of it an all-to-all reaches (``A2A_INTRA_EFFICIENCY``, DeepEP's measurements)."""
+    scale-up link at the share of it an all-to-all is measured to reach (``Speeds.a2a_intra_efficiency``: DeepEP's
+    dispatch / combine on Hopper and Blackwell NVLink, docs/step_time.md; 1 where no measurement is known). Across
+    nodes DeepEP reaches the NIC's figure, so that share stays whole."""
     if size <= 1:
         return 0.0
     per_node = max(1, min(size, size * sp.devices_per_node // span)) if span > sp.devices_per_node else size
     away = (size - per_node) / (size - 1)
     sent = bytes_ * (size - 1) / size
     where = "inter" if away else "intra"
-    intra = sp.intra_node * A2A_INTRA_EFFICIENCY
+    intra = sp.intra_node * sp.a2a_intra_efficiency
     return sent * (1 - away) / intra + sent * away / sp.inter_node + COLLECTIVE_LATENCY[where]
 
 
