@@ -131,6 +131,29 @@ def test_narrow_experts_with_few_tokens_are_memory_bound():
     assert many == pytest.approx(2 * 8192 * 2048 * 1536 * 16 / sp.achieved_flops)
 
 
+def test_ep_all_to_all_reaches_deepeps_measured_share_of_nvlink():
+    """The EP all-to-all inside a node moves at the share of the scale-up link DeepEP measured (H800: 153 / 158 GB/s
+    of 200; B200: 726 / 740 of 900: device_speeds.json, docs/step_time.md); the share for other nodes at the NIC;
+    a device without a measurement at its link figure."""
+    from shardcheck.estimate.speeds import speeds_for
+    from shardcheck.estimate.step_time import COLLECTIVE_LATENCY, all_to_all_time
+
+    h100, b200, mi300x = speeds_for("H100-SXM-80GB"), speeds_for("B200-HGX"), speeds_for("MI300X")
+    assert h100.a2a_intra_efficiency == pytest.approx((153 + 158) / 2 / 200, abs=0.005)
+    assert b200.a2a_intra_efficiency == pytest.approx((726 + 740) / 2 / 900, abs=0.005)
+    assert mi300x.a2a_intra_efficiency == 1.0
+    sent = 128e6
+    for sp in (h100, b200, mi300x):
+        intra = all_to_all_time(sent, 8, 8, sp)
+        link = sp.intra_node * sp.a2a_intra_efficiency
+        assert intra == pytest.approx(sent * 7 / 8 / link + COLLECTIVE_LATENCY["intra"])
+    assert all_to_all_time(sent, 8, 8, h100) > sent * 7 / 8 / h100.intra_node  # slower than the datasheet's link
+    # EP 16 over two nodes: 8 of the 15 peers are across the NIC, which DeepEP's internode runs reach in full
+    away, near = sent * 15 / 16 * 8 / 15, sent * 15 / 16 * 7 / 15
+    expected = away / h100.inter_node + near / (h100.intra_node * 0.78) + COLLECTIVE_LATENCY["inter"]
+    assert all_to_all_time(sent, 16, 16, h100) == pytest.approx(expected)
+
+
 QWEN3_30B = (
     "#!/bin/bash\n"
     "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\\n"

@@ -22,6 +22,9 @@ class Speeds:
     devices_per_node: int
     source: str
     fp8_flops: float | None = None  # dense FP8 peak (None: the device has no FP8 tensor cores)
+    # share of ``intra_node`` an EP all-to-all reaches: DeepEP's measured dispatch / combine bandwidth over the link's
+    # one-direction figure (estimate/data/device_speeds.json cites them); 1 where no measurement is known
+    a2a_intra_efficiency: float = 1.0
 
     @property
     def achieved_flops(self) -> float:
@@ -47,6 +50,7 @@ def speeds_for(name: str) -> Speeds:
         row["devices_per_node"],
         row["source"],
         row["fp8_dense_tflops"] * 1e12 if row.get("fp8_dense_tflops") else None,
+        row.get("a2a_intra_efficiency") or 1.0,
     )
 
 

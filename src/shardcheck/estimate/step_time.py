@@ -159,14 +159,18 @@ def ring_time(bytes_: float, size: int, span: int, sp: Speeds) -> float:
 
 
 def all_to_all_time(bytes_: float, size: int, span: int, sp: Speeds) -> float:
-    """An all-to-all of ``bytes_`` per device: the share bound for other nodes goes over the NIC."""
+    """An all-to-all of ``bytes_`` per device: the share bound for other nodes goes over the NIC, the rest over the
+    scale-up link at the share of it an all-to-all is measured to reach (``Speeds.a2a_intra_efficiency``: DeepEP's
+    dispatch / combine on Hopper and Blackwell NVLink, docs/step_time.md; 1 where no measurement is known). Across
+    nodes DeepEP reaches the NIC's figure, so that share stays whole."""
     if size <= 1:
         return 0.0
     per_node = max(1, min(size, size * sp.devices_per_node // span)) if span > sp.devices_per_node else size
     away = (size - per_node) / (size - 1)
     sent = bytes_ * (size - 1) / size
     where = "inter" if away else "intra"
-    return sent * (1 - away) / sp.intra_node + sent * away / sp.inter_node + COLLECTIVE_LATENCY[where]
+    intra = sp.intra_node * sp.a2a_intra_efficiency
+    return sent * (1 - away) / intra + sent * away / sp.inter_node + COLLECTIVE_LATENCY[where]
 
 
 # --- training ---------------------------------------------------------------------------------------
