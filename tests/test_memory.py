@@ -180,8 +180,8 @@ def test_term_by_term_formula_reduces_to_the_paper(tp, sp):
     """A GPT layer (MHA, 4h GeLU MLP, dropout, unfused attention) in the generalised formula = eqs. 1-3."""
     s, h, a = GPT3["s"], GPT3["h"], GPT3["a"]
     gpt = dataclasses.replace(
-        arch_of("Qwen3-8B"), hidden=h, heads=a, kv_heads=a, head_dim=h // a, ffn=4 * h, gated=False
-    )
+        arch_of("Qwen3-8B"), hidden=h, heads=a, kv_heads=a, head_dim=h // a, ffn=4 * h, gated=False, qk_layernorm=False
+    )  # GPT-3 has no Q/K layer norm
     p = Parallel(tp=tp, sequence_parallel=sp)
     paper = Kernels(flash=False, hidden_dropout=True, attention_dropout=True)
     assert layer_bytes(gpt, 0, s, s, p, Recompute(), paper) == pytest.approx(
@@ -204,7 +204,8 @@ def test_term_by_term_formula_reduces_to_the_paper(tp, sp):
 
 def test_attention_output_is_every_query_head_wide_under_gqa():
     """The proj input (attention output) is heads·head_dim wide, not kv_heads·head_dim (issue 13, item 2)."""
-    arch = arch_of("Qwen3-8B")  # 32 query heads, 8 KV heads, head_dim 128
+    # 32 query heads, 8 KV heads, head_dim 128; without the Q/K norms (whose inputs are counted apart)
+    arch = dataclasses.replace(arch_of("Qwen3-8B"), qk_layernorm=False)
     mha = dataclasses.replace(arch, kv_heads=arch.heads)
     p = Parallel()
     gqa_bytes, mha_bytes = attention_bytes(arch, 1, 1, p), attention_bytes(mha, 1, 1, p)
