@@ -180,8 +180,8 @@ def test_term_by_term_formula_reduces_to_the_paper(tp, sp):
     """A GPT layer (MHA, 4h GeLU MLP, dropout, unfused attention) in the generalised formula = eqs. 1-3."""
     s, h, a = GPT3["s"], GPT3["h"], GPT3["a"]
     gpt = dataclasses.replace(
-        arch_of("Qwen3-8B"), hidden=h, heads=a, kv_heads=a, head_dim=h // a, ffn=4 * h, gated=False
-    )
+        arch_of("Qwen3-8B"), hidden=h, heads=a, kv_heads=a, head_dim=h // a, ffn=4 * h, gated=False, qk_layernorm=False
+    )  # GPT-3 has no Q/K layer norm
     p = Parallel(tp=tp, sequence_parallel=sp)
     paper = Kernels(flash=False, hidden_dropout=True, attention_dropout=True)
     assert layer_bytes(gpt, 0, s, s, p, Recompute(), paper) == pytest.approx(
@@ -204,7 +204,8 @@ def test_term_by_term_formula_reduces_to_the_paper(tp, sp):
 
 def test_attention_output_is_every_query_head_wide_under_gqa():
     """The proj input (attention output) is heads·head_dim wide, not kv_heads·head_dim (issue 13, item 2)."""
-    arch = arch_of("Qwen3-8B")  # 32 query heads, 8 KV heads, head_dim 128
+    # 32 query heads, 8 KV heads, head_dim 128; without the Q/K norms (whose inputs are counted apart)
+    arch = dataclasses.replace(arch_of("Qwen3-8B"), qk_layernorm=False)
     mha = dataclasses.replace(arch, kv_heads=arch.heads)
     p = Parallel()
     gqa_bytes, mha_bytes = attention_bytes(arch, 1, 1, p), attention_bytes(mha, 1, 1, p)
@@ -504,3 +505,23 @@ def test_a_colocated_critic_keeps_its_state_on_the_device(tmp_path):
     assert "critic_state" not in other.train.stages[0].bytes and any("critic" in p for p in other.problems)
     grpo = estimate(_job(tmp_path, script(f"{FITS} algorithm.adv_estimator=grpo", nodes=4)), "h200")
     assert "critic_state" not in grpo.train.stages[0].bytes and not any("critic" in p for p in grpo.problems)
+
+
+def test_moe_combine_input_is_kept_only_before_core_0_12(tmp_path):
+    """megatron-core < 0.12 weights the experts' outputs in the unpermutation and keeps them for backward; from
+    0.12 the activation applies the probabilities (memory/activations.py): 2h bytes a routed token, per layer and
+    micro batch in flight, on the older versions only."""
+    path = tmp_path / "moe.sh"
+    path.write_text(
+        "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 --ffn-hidden-size 4096 "
+        "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+        "--global-batch-size 8 --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 8 "
+        "--disable-bias-linear --swiglu --vocab-size 32000 --bf16 --hidden-dropout 0 --attention-dropout 0 "
+        "--train-iters 10 --lr 1e-4\n"
+    )
+    acts = {
+        v: estimate(resolve_script(path, megatron_core_version=v)).train.stages[0].bytes["activations"]
+        for v in ("0.11", "0.12", "0.16")
+    }
+    assert acts["0.12"] == acts["0.16"]
+    assert acts["0.11"] - acts["0.16"] == pytest.approx(4 * 2048 * 2 * 2 * 1024, abs=4)  # layers · tokens · k · 2h

@@ -30,10 +30,14 @@ RANK_BUDGET = 50  # candidates judged past the top to rank the published layout 
 
 # Megatron-LM flags of each model's architecture (the Hugging Face config.json of the released checkpoint:
 # layers, hidden, FFN, heads, KV groups, head dim, vocab; Llama 3.1 and Qwen3 use RMSNorm, SwiGLU, RoPE, no
-# linear biases and untied embeddings; Qwen3 adds the QK layer norm)
+# linear biases and untied embeddings; Qwen3 adds the QK layer norm). Both families train without dropout in
+# Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge c3e43e6aa, src/megatron/bridge/models/llama/llama_provider.py
+# Llama3ModelProvider and models/qwen/qwen_provider.py Qwen3MoEModelProvider: hidden_dropout = attention_dropout
+# = 0.0), where Megatron-LM's flags default to 0.1 (masks the estimate would count)
 COMMON = (
     "--normalization RMSNorm --swiglu --position-embedding-type rope --disable-bias-linear "
-    "--untie-embeddings-and-output-weights --group-query-attention --kv-channels 128"
+    "--untie-embeddings-and-output-weights --group-query-attention --kv-channels 128 "
+    "--hidden-dropout 0.0 --attention-dropout 0.0"
 )
 MODELS = {
     "Llama-3.1-8B": "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "

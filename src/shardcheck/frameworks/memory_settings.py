@@ -91,6 +91,9 @@ class Kernels:
     flash: bool = True
     hidden_dropout: bool = False  # a 1-byte mask after attention and after the MLP
     attention_dropout: bool = False  # a 1-byte mask and the 2-byte dropped softmax (unfused attention only)
+    # megatron-core < 0.12 weights the experts' outputs by the routing probabilities in the token unpermutation,
+    # which keeps those outputs (the combine input) for backward; from 0.12 the experts' activation applies them
+    moe_probs_at_combine: bool = False
 
 
 @dataclass(frozen=True, slots=True)

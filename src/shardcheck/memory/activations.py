@@ -26,8 +26,16 @@ keeps a 1-byte mask and its 2-byte output, megatron/core/transformer/dot_product
 bridged by verl train without dropout (mbridge / Megatron-Bridge set both to the config's 0.0).
 MoE (shardcheck's extension, not in the paper): router input shares the LN output; each token is
 dispatched to top-k experts, so a device holds ``k · tokens · ETP`` routed tokens on average (tokens
-balanced over EP; ETP gathers its group's tokens): their permuted input 2h and combine input 2h, fc1
-output 2·2f/ETP and activation output 2·f/ETP; shared experts as a dense MLP of their size.
+balanced over EP; ETP gathers its group's tokens): their permuted input 2h (the experts' fc1 input), fc1
+output 2·2f/ETP (the activation's input) and activation output 2·f/ETP (fc2's input); shared experts as a dense
+MLP of their size. The experts' output (the combine input, 2h per routed token) is kept only by megatron-core
+< 0.12, whose token unpermutation multiplies it by the routing probabilities (``unpermute(..., probs=...)`` in
+megatron/core/transformer/moe/token_dispatcher.py, core_v0.11); from core_v0.12 the experts' activation applies
+the probabilities (``activation_func_with_probs`` in moe/experts.py) and the all-to-all, the chunk sort and the
+unpermutation keep only indices (tested against megatron-core's MoELayer on CPU:
+tests/test_activations_differential.py).
+Q/K layer norm (``qk_layernorm``): the norms keep their inputs (the QKV projection's Q and K) beside the
+normed, rotated Q and K the attention core keeps: 2·(a+kv)·d more (measured in the same test).
 """
 
 from __future__ import annotations
@@ -80,6 +88,8 @@ def attention_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, k: K
     sharded = 2 * q_dim + 2 * k_dim + 2 * v_dim + 2 * out_dim  # Q, K, V, proj input (attention output)
     if arch.attention_gate:  # attention_output_gate: the gate the core output is multiplied by (attention.py)
         sharded += 2 * q_dim
+    if arch.qk_layernorm and arch.mla is None:  # the Q and K norms keep their inputs (megatron/core/transformer/
+        sharded += 2 * q_dim + 2 * k_dim  # attention.py get_query_key_value_tensors: q_layernorm, k_layernorm)
     if k.flash:
         sharded += 4 * a  # fp32 softmax log-sum-exp per head
     else:
@@ -133,7 +143,7 @@ def moe_bytes(arch: Architecture, tokens: int, p: Parallel, k: Kernels = Kernels
     routed = arch.topk * local_tokens * p.etp
     out = local_tokens * (2 * h + 2 * h + (h if k.hidden_dropout else 0))  # LN input, router input, dropout mask
     out += local_tokens * 4 * arch.experts  # fp32 router logits
-    out += routed * (2 * h + 2 * h)  # permuted input, combine input
+    out += routed * (2 * h + (2 * h if k.moe_probs_at_combine else 0))  # permuted input (+ combine input, < 0.12)
     out += routed * (2 * (2 if arch.gated else 1) * arch.moe_ffn + 2 * arch.moe_ffn) / p.etp
     if arch.shared_ffn:
         out += mlp_bytes(h, arch.shared_ffn, tokens, p, gated=arch.gated, with_ln=False) - tokens * per_device(

@@ -30,7 +30,7 @@ update it is back on the device, so they change the rollout phase and the host, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shardcheck.frameworks.interface import MEMORY_FRAMEWORKS, framework_module
 from shardcheck.frameworks.megatron.layout_string import LayoutStringError, RankLayout, parse_layout
@@ -522,6 +522,7 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
         raise UnknownValue("the layout does not tile the world (see the MCORE-PS findings); fix the layout first")
     cp = known(layout.cp, "CP")
     settings = adapter.train_settings(job, layout, dp)
+    settings = replace(settings, kernels=replace(settings.kernels, moe_probs_at_combine=_probs_at_combine(job)))
     if settings.vocab_divisible_by:
         sharding = Sharding(sharding.tp, sharding.ep, sharding.etp, sharding.pp, settings.vocab_divisible_by)
     _check_shards(arch, sharding, "training")
@@ -569,6 +570,13 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
             merged.append(row)
     static = max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in rows)
     return TrainMemory(merged, tokens, seq, static, settings.batch_bound), settings
+
+
+def _probs_at_combine(job: Job) -> bool:
+    """Whether the job's megatron-core weights the experts' outputs in the token unpermutation (before
+    core_v0.12; memory/activations.py), keeping them for backward."""
+    minor = tuple(int(p) for p in str(job.megatron_core_version).split(".")[:2])
+    return minor < (0, 12)
 
 
 def _trained(arch: Architecture, layers, params: StageParams, sharding: Sharding, settings: TrainSettings):
@@ -640,7 +648,10 @@ def _train_fsdp(job: Job, arch: Architecture, layout, adapter) -> tuple[TrainMem
     sp = known(layout.sp, "Ulysses SP")
     p = Parallel(tp=1, cp=sp)
     tokens, seq = settings.tokens_per_micro_batch, settings.sequence_length
-    per_layer = [layer_bytes(arch, i, tokens, seq, p, Recompute(), settings.kernels) for i in layers]
+    # a Hugging Face MoE block multiplies each expert's output by its routing weight, keeping the output for
+    # backward (transformers' *SparseMoeBlock.forward): the combine input is kept
+    hf = replace(settings.kernels, moe_probs_at_combine=True)
+    per_layer = [layer_bytes(arch, i, tokens, seq, p, Recompute(), hf) for i in layers]
     if settings.checkpointing:
         acts = tokens / sp * 2 * arch.hidden * len(layers) + max(per_layer)  # inputs + one layer recomputed
     else:
