@@ -91,6 +91,14 @@ class Kernels:
     flash: bool = True
     hidden_dropout: bool = False  # a 1-byte mask after attention and after the MLP
     attention_dropout: bool = False  # a 1-byte mask and the 2-byte dropped softmax (unfused attention only)
+    # Transformer Engine FP8 GEMMs (set by memory/estimate.py from TrainSettings.fp8 / fp8_recipe; see
+    # memory/activations.py ``fp8_layer_delta``): bytes per element of a linear layer's input saved for backward
+    # as FP8 (data and scales; None: bf16 GEMMs), whether the recipe is delayed scaling (Megatron-Core then does
+    # not set ``save_original_input`` on linear_proj and the shared experts' fc1), and whether the routed experts'
+    # fc1 input leaves the device (fine-grained offload of ``expert_fc1``).
+    fp8_bytes: float | None = None
+    fp8_delayed: bool = False
+    fp8_fc1_offloaded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
