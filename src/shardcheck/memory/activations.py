@@ -281,9 +281,14 @@ def offloaded_bytes(
         out_dim = a * arch.head_dim
     if "mla_up_proj" in selective and arch.mla is not None:
         qkv = 0
-    replicated = {"attn_norm": 2 * h, "qkv_linear": 0 if "layernorm" in selective else 2 * h, "mlp_norm": 2 * h}
+    # under FP8 GEMMs the linear layers' saved inputs are what fp8_layer_delta says: the QKV layer's FP8 norm
+    # output (MLA: each down-projection's FP8 copy), linear_proj's FP8 copy with delayed scaling (else its bf16 input)
+    fp8 = k.fp8_bytes
+    qkv_in = 2 * h if fp8 is None else (2 * fp8 * h if arch.mla is not None else fp8 * h)
+    proj_in = 2 * out_dim if fp8 is None or not k.fp8_delayed else fp8 * out_dim
+    replicated = {"attn_norm": 2 * h, "qkv_linear": 0 if "layernorm" in selective else qkv_in, "mlp_norm": 2 * h}
     core = 4 * a if k.flash else (2 + (3 if k.attention_dropout else 0)) * a * seq  # as attention_bytes
-    sharded = {"core_attn": qkv + core, "attn_proj": 2 * out_dim}
+    sharded = {"core_attn": qkv + core, "attn_proj": proj_in}
     if arch.is_linear_layer(index):  # the offload hooks sit in attention.py and the layer's norms, not in GDN
         replicated = {"mlp_norm": 2 * h}
         sharded = {}

@@ -39,9 +39,7 @@ def names() -> list[str]:
 
 def _device(name: str, note: str | None = None) -> Device:
     row = _table()[name]
-    return Device(
-        name, row["kind"], int(row["memory_gib"] * GIB), row["source"], note, row.get("compute_capability")
-    )
+    return Device(name, row["kind"], int(row["memory_gib"] * GIB), row["source"], note, row.get("compute_capability"))
 
 
 def _token_match(fragment: str, token: str) -> bool:

@@ -190,7 +190,6 @@ def estimate(job: Job, device_choice: str | None = None) -> MemoryEstimate:
     except UnknownValue as exc:
         out.problems.append(f"train: {exc}")
     if out.train is not None and out.train.batch_bound and job.sample_tokens is not None:
-
         bound_job = replace(job, sample_tokens=None)
         try:
             out.train_at_budget = (
