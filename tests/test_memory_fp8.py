@@ -63,3 +63,21 @@ def test_unknown_fp8_recipe_is_reported(tmp_path):
     est = estimate(resolve_script(path, megatron_core_version="0.19"), "h100")
     assert est.train is None
     assert any("fp8 recipe 'custom'" in p and "not modelled" in p for p in est.problems), est.problems
+
+
+def test_verl_reads_fp8_and_fp8_param_from_the_transformer_config(tmp_path):
+    from test_rules import FITS, M, script
+
+    def weights(extra: str) -> tuple[int, object]:
+        path = tmp_path / "verl.sh"
+        path.write_text(script(f"{FITS} {extra}", nodes=4))
+        s = estimate(resolve_script(path), "h200").train.stages[0]
+        return s.bytes["weights"], s.params
+
+    otc = f"+{M}.override_transformer_config"
+    bf16, p = weights("")
+    fp8, _ = weights(f"{otc}.fp8=hybrid {otc}.fp8_recipe=tensorwise")
+    fp8_param, _ = weights(f"{otc}.fp8=hybrid {otc}.fp8_recipe=tensorwise {otc}.fp8_param=True")
+    linear = p.dense + p.expert
+    assert fp8 - bf16 == int(linear * 2)  # the cached FP8 weight and its transpose (H200)
+    assert fp8_param == p.total + int(linear)  # FP8 parameters and their transposes
