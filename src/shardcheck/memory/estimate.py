@@ -632,7 +632,9 @@ def fp8_kernels(settings: TrainSettings, device: Device | None) -> tuple[Kernels
     copy: megatron-core's ``post_all_gather_processing`` (TE tensor/utils.py) creates the transpose of a
     Float8Tensor where the GPU needs it and the column-wise data of a Float8BlockwiseQTensor; an MXFP8Tensor keeps
     both usages. The amax / scale buffers (a few fp32 per GEMM) are not counted.
-    Recipes other than these four ("custom") are reported unknown."""
+    Recipes other than these four ("custom") are reported unknown. Not modelled: ``first_last_layers_bf16`` (its
+    few bf16 layers are sized as FP8 ones; Megatron-Bridge's performance configs turn it off,
+    scripts/performance/utils/precision.py), and Megatron-FSDP's handling of the weight caches (counted whole)."""
     k = settings.kernels
     if settings.fp8 is None:
         return k, 0.0
