@@ -150,10 +150,17 @@ def test_megatron_fsdp_shards_weights_and_grads_over_dp(tmp_path):
 
 
 def test_fp8_param_gather_keeps_one_byte_weights(tmp_path):
-    base, _ = est(MLM)
-    fp8, _ = est(variant(tmp_path, MLM, "--bf16", "--bf16 --fp8-format hybrid --fp8-param-gather"))
+    path = variant(tmp_path, MLM, "--bf16", "--bf16 --fp8-format hybrid --fp8-param-gather")
+    # Blackwell: FP8 GEMMs take any layout, so the 1-byte parameter is all (TE is_non_tn_fp8_gemm_supported)
+    base, _ = est(MLM, "b200")
+    fp8, _ = est(path, "b200")
     assert stage(fp8, 0).bytes["weights"] * 2 == stage(base, 0).bytes["weights"]
     assert stage(fp8, 0).bytes["optimizer"] == stage(base, 0).bytes["optimizer"]  # the fp32 main copy stays
+    # Hopper: each linear weight also keeps its FP8 transpose (TE post_all_gather_processing), 1 byte more
+    base, _ = est(MLM)
+    fp8, _ = est(path)
+    p = stage(base, 0).params
+    assert stage(fp8, 0).bytes["weights"] == p.total + p.dense + p.expert
 
 
 # ---- allocated and total (item 3 of the build list) ----

@@ -94,6 +94,14 @@ class Kernels:
     # megatron-core < 0.12 weights the experts' outputs by the routing probabilities in the token unpermutation,
     # which keeps those outputs (the combine input) for backward; from 0.12 the experts' activation applies them
     moe_probs_at_combine: bool = False
+    # Transformer Engine FP8 GEMMs (set by memory/estimate.py from TrainSettings.fp8 / fp8_recipe; see
+    # memory/activations.py ``fp8_layer_delta``): bytes per element of a linear layer's input saved for backward
+    # as FP8 (data and scales; None: bf16 GEMMs), whether the recipe is delayed scaling (Megatron-Core then does
+    # not set ``save_original_input`` on linear_proj and the shared experts' fc1), and whether the routed experts'
+    # fc1 input leaves the device (fine-grained offload of ``expert_fc1``).
+    fp8_bytes: float | None = None
+    fp8_delayed: bool = False
+    fp8_fc1_offloaded: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -188,7 +188,75 @@ def layer_bytes(
         attention -= hidden_in  # the input norm's output is recomputed
         if not ({"mlp", "moe"} & selective):
             mlp -= hidden_in  # and the pre-MLP norm's
+    if k.fp8_bytes is not None:
+        return attention + mlp + fp8_layer_delta(arch, index, tokens, p, selective, k)
     return attention + mlp
+
+
+def fp8_layer_delta(arch: Architecture, index: int, tokens: float, p: Parallel, selective, k: Kernels) -> float:
+    """What Transformer Engine's FP8 GEMMs change in the bytes ``layer_bytes`` counts for one layer (negative:
+    saved).
+
+    Transformer Engine 2.17.1 (NVIDIA/TransformerEngine@4329ff84, the pin of Megatron-LM d98e8a64dd's uv.lock),
+    transformer_engine/pytorch/module/linear.py, layernorm_linear.py and grouped_linear.py: under FP8 a linear
+    layer saves for its weight-gradient GEMM its *quantized* input, not the bf16 one — one usage only (the
+    column-wise copy, or the row-wise one where FP8 column-wise data cannot be all-gathered: a column-parallel
+    layer with sequence parallelism under delayed / per-tensor scaling), ``k.fp8_bytes`` per element. The
+    bf16 tensor it came from is then kept only where another module saves it. Unless the module was told
+    ``save_original_input`` (it then keeps the bf16 input): megatron-core (Megatron-LM d98e8a64dd) sets it for
+    every recipe but delayed on ``linear_proj`` (transformer/attention.py, multi_latent_attention.py: the fused
+    attention already saves that output) and on the shared experts' ``linear_fc1`` (moe/shared_experts.py: the
+    router saves the pre-MLP norm's output), on the experts' ``linear_fc2`` with ``moe_act`` recompute and on
+    their ``linear_fc1`` with ``expert_fc1`` offload (moe/experts.py), and on the layers after a recomputed norm
+    (``set_for_recompute_input_layernorm`` / ``..._pre_mlp_layernorm``).
+
+    Per token, before the TP / CP split, with ``d = fp8_bytes − 2``:
+    - attention: the QKV LayerNormLinear's norm output ``d·h`` (Gated DeltaNet's ``in_proj`` alike); MLA's two
+      down-projections (plain linear layers on the input norm's output) each keep their own FP8 copy, ``2·fp8·h``
+      for the norm output's ``2h``; with delayed scaling ``linear_proj``'s input: ``d`` per element of the
+      attention output with the unfused core attention (nothing else keeps it), ``+fp8`` with a fused kernel
+      (which keeps its bf16 output); Gated DeltaNet's ``out_proj`` ``d·v`` (no ``save_original_input`` there);
+    - dense MLP: fc1's norm output ``d·h``, fc2's input (the activation's output) ``d·ffn``;
+    - MoE: each routed token's grouped fc1 input ``d·h`` and fc2 input ``d·ffn/ETP``; the shared experts' fc2
+      input ``d·shared_ffn``, and with delayed scaling their fc1's FP8 copy ``+fp8·h``.
+    The tensors the GEMMs do not save (the fc1 output the activation keeps, the attention core, the router, the
+    output layer's input: megatron-core runs the output layer as a bf16 ColumnParallelLinear) do not change."""
+    q = float(k.fp8_bytes or 0.0)
+    d = q - 2
+    h = arch.hidden
+    norm_recomputed = "layernorm" in selective
+    replicated = sharded = 0.0
+    if arch.is_linear_layer(index):
+        g = arch.linear
+        assert g is not None
+        replicated += 0 if norm_recomputed else d * h
+        sharded += d * g.value_heads * g.value_dim
+    else:
+        out_dim = arch.heads * (arch.mla.v_head_dim if arch.mla is not None else arch.head_dim)
+        if not norm_recomputed:
+            replicated += (2 * q - 2) * h if arch.mla is not None else d * h
+        if k.fp8_delayed:
+            sharded += (q if k.flash else d) * out_dim
+    out = tokens * (per_device(replicated, p, sharded_by_tp=False) + per_device(sharded, p, sharded_by_tp=True))
+    if arch.is_moe_layer(index):
+        if "moe" in selective:
+            return out
+        local = tokens / p.cp / (p.tp if p.sequence_parallel else 1)
+        routed = arch.topk * local * p.etp
+        if not k.fp8_fc1_offloaded:
+            out += routed * d * h
+        if "moe_act" not in selective:
+            out += routed * d * arch.moe_ffn / p.etp
+        if arch.shared_ffn:
+            out += tokens * per_device(d * arch.shared_ffn, p, sharded_by_tp=True)
+            if k.fp8_delayed:
+                out += tokens * per_device(q * h, p, sharded_by_tp=False)
+    elif "mlp" not in selective:
+        out += tokens * (
+            per_device(0 if norm_recomputed else d * h, p, sharded_by_tp=False)
+            + per_device(d * (arch.ffn or 0), p, sharded_by_tp=True)
+        )
+    return out
 
 
 # Fine-grained activation offload (megatron/core/transformer/transformer_config.py ``offload_modules``;
@@ -223,9 +291,14 @@ def offloaded_bytes(
         out_dim = a * arch.head_dim
     if "mla_up_proj" in selective and arch.mla is not None:
         qkv = 0
-    replicated = {"attn_norm": 2 * h, "qkv_linear": 0 if "layernorm" in selective else 2 * h, "mlp_norm": 2 * h}
+    # under FP8 GEMMs the linear layers' saved inputs are what fp8_layer_delta says: the QKV layer's FP8 norm
+    # output (MLA: each down-projection's FP8 copy), linear_proj's FP8 copy with delayed scaling (else its bf16 input)
+    fp8 = k.fp8_bytes
+    qkv_in = 2 * h if fp8 is None else (2 * fp8 * h if arch.mla is not None else fp8 * h)
+    proj_in = 2 * out_dim if fp8 is None or not k.fp8_delayed else fp8 * out_dim
+    replicated = {"attn_norm": 2 * h, "qkv_linear": 0 if "layernorm" in selective else qkv_in, "mlp_norm": 2 * h}
     core = 4 * a if k.flash else (2 + (3 if k.attention_dropout else 0)) * a * seq  # as attention_bytes
-    sharded = {"core_attn": qkv + core, "attn_proj": 2 * out_dim}
+    sharded = {"core_attn": qkv + core, "attn_proj": proj_in}
     if arch.is_linear_layer(index):  # the offload hooks sit in attention.py and the layer's norms, not in GDN
         replicated = {"mlp_norm": 2 * h}
         sharded = {}
@@ -247,5 +320,8 @@ def mtp_bytes(arch: Architecture, tokens: int, seq: int, p: Parallel, recompute:
     2h-wide concatenation eh_proj reads, one transformer layer of the last decoder layer's kind, the final
     norm's input."""
     h = arch.hidden
-    own = tokens * per_device(2 * h + 2 * h + 2 * 2 * h + 2 * h, p, sharded_by_tp=False)
+    # eh_proj (a Transformer Engine column-parallel linear, run in the FP8 context: multi_token_prediction.py)
+    # keeps its 2h-wide input as FP8 under FP8 GEMMs (fp8_layer_delta)
+    concat = 2 * h * (2 if k.fp8_bytes is None else k.fp8_bytes)
+    own = tokens * per_device(2 * h + 2 * h + concat + 2 * h, p, sharded_by_tp=False)
     return own + layer_bytes(arch, arch.num_layers - 1, tokens, seq, p, recompute, k)

@@ -21,6 +21,7 @@ class Device:
     memory_bytes: int
     source: str
     note: str | None = None  # why this device was chosen when it was not named
+    compute_capability: str | None = None  # NVIDIA's CUDA compute capability ("9.0"); None: not NVIDIA / unknown
 
     @property
     def memory_gib(self) -> float:
@@ -38,7 +39,7 @@ def names() -> list[str]:
 
 def _device(name: str, note: str | None = None) -> Device:
     row = _table()[name]
-    return Device(name, row["kind"], int(row["memory_gib"] * GIB), row["source"], note)
+    return Device(name, row["kind"], int(row["memory_gib"] * GIB), row["source"], note, row.get("compute_capability"))
 
 
 def _token_match(fragment: str, token: str) -> bool:

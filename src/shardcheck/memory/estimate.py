@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from shardcheck.frameworks.interface import MEMORY_FRAMEWORKS, framework_module
 from shardcheck.frameworks.megatron.layout_string import LayoutStringError, RankLayout, parse_layout
 from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_chunk_layer_indices
-from shardcheck.frameworks.memory_settings import RolloutSettings, TrainSettings, known
+from shardcheck.frameworks.memory_settings import Kernels, RolloutSettings, TrainSettings, known
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
@@ -46,6 +46,13 @@ from shardcheck.origin import UnknownValue
 
 ROLLOUT_RESERVE_BYTES = 1 * GIB  # vLLM's CUDA graphs and NCCL, outside its profiled activations
 FP8_WEIGHT_BYTES = 1  # Transformer Engine Float8Tensor data
+# Transformer Engine FP8 recipes (megatron-core 0.16.1 transformer_config.py ``fp8_recipe``, default "delayed";
+# Megatron-LM's --fp8-recipe is generated from it): the bytes per element of a linear layer's input saved for
+# backward (``Kernels.fp8_bytes``, memory/activations.py ``fp8_layer_delta``). TE 2.17.1
+# (NVIDIA/TransformerEngine@4329ff84) transformer_engine/pytorch/tensor/: delayed and per-tensor current scaling
+# ("tensorwise") keep 1-byte data and one fp32 scale per tensor (Float8Tensor); MXFP8 one E8M0 byte per 32
+# elements (MXFP8Tensor); "blockwise" one fp32 scale per 1×128 block of an activation (Float8BlockwiseQTensor).
+FP8_SAVED_BYTES = {"delayed": 1.0, "tensorwise": 1.0, "mxfp8": 1 + 1 / 32, "blockwise": 1 + 4 / 128}
 FUSED_CHUNK_TOKENS = 4096  # tokens per chunk shardcheck allows a fused linear + cross-entropy
 
 
@@ -184,7 +191,7 @@ def estimate(job: Job, device_choice: str | None = None, *, train_of: MemoryEsti
             out.train, settings = train_of.train, train_of.train_settings
             out.train_at_budget = train_of.train_at_budget
         elif layout is not None:
-            out.train, settings = _train(job, arch, layout, adapter)
+            out.train, settings = _train(job, arch, layout, adapter, device)
         elif fsdp is not None and hasattr(adapter, "fsdp_train_settings"):
             out.train, settings = _train_fsdp(job, arch, fsdp, adapter)
         else:
@@ -193,12 +200,10 @@ def estimate(job: Job, device_choice: str | None = None, *, train_of: MemoryEsti
         out.problems.append(f"train: {exc}")
     out.train_settings = settings
     if out.train is not None and out.train.batch_bound and job.sample_tokens is not None and not reused:
-        from dataclasses import replace
-
         bound_job = replace(job, sample_tokens=None)
         try:
             out.train_at_budget = (
-                _train(bound_job, arch, layout, adapter)
+                _train(bound_job, arch, layout, adapter, device)
                 if layout is not None
                 else _train_fsdp(bound_job, arch, fsdp, adapter)
             )[0]
@@ -514,7 +519,9 @@ def _logits(arch: Architecture, tokens: int, tp: int, cp: int, settings: TrainSe
     return int(out)
 
 
-def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tuple[TrainMemory, TrainSettings]:
+def _train(
+    job: Job, arch: Architecture, layout: MegatronLayout, adapter, device: Device | None = None
+) -> tuple[TrainMemory, TrainSettings]:
     sharding = _sharding(layout)
     dp = known(layout.dp(job.cluster.world), "DP")
     edp = known(layout.edp(job.cluster.world), "EDP")
@@ -523,6 +530,9 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
     cp = known(layout.cp, "CP")
     settings = adapter.train_settings(job, layout, dp)
     settings = replace(settings, kernels=replace(settings.kernels, moe_probs_at_combine=_probs_at_combine(job)))
+    kernels, fp8_weight_extra = fp8_kernels(settings, device)
+    if kernels is not settings.kernels:
+        settings = replace(settings, kernels=kernels)
     if settings.vocab_divisible_by:
         sharding = Sharding(sharding.tp, sharding.ep, sharding.etp, sharding.pp, settings.vocab_divisible_by)
     _check_shards(arch, sharding, "training")
@@ -545,6 +555,9 @@ def _train(job: Job, arch: Architecture, layout: MegatronLayout, adapter) -> tup
             stage, sharding.pp, rank.chunks, settings.micro_batches, settings.microbatch_group, per_chunk
         )
         weights, grads = _weights_and_grads(arch, layers, params, sharding, settings, shards)
+        # Transformer Engine's FP8 weight copies (fp8_kernels): the layers' linear weights, whole on every device
+        # (the embedding and the bf16 output layer have none; norms and the router are counted with them)
+        weights += int((params.dense + params.expert) * fp8_weight_extra)
         if trained is not params:  # LoRA: the base keeps its weights; only the adapters have gradient buffers
             adapter_weights, grads = _weights_and_grads(arch, layers, trained, sharding, settings, shards)
             weights += adapter_weights
@@ -601,7 +614,7 @@ def _weights_and_grads(
     gradients (optim_grads) and the parameters too (optim_grads_params) over DP·CP (experts over EDP);
     ``--fp8-param-gather`` keeps the compute weights as Transformer Engine's Float8Tensor, 1 byte per parameter
     instead of the 16-bit copy (megatron/core/fp8_utils.py; the fp32 main copy stays in the distributed
-    optimizer). The fp8 transposes Transformer Engine makes for the backward GEMMs are not counted."""
+    optimizer). Transformer Engine's FP8 weight copies and transposes are added by the caller (``fp8_kernels``)."""
     weight_bytes = FP8_WEIGHT_BYTES if settings.fp8_params else settings.weight_bytes
     dense = params.embedding + params.dense + params.output
     whole = (dense, params.expert)
@@ -609,6 +622,61 @@ def _weights_and_grads(
     w = split if settings.fsdp_sharding == "optim_grads_params" else whole
     g = split if settings.fsdp_sharding in ("optim_grads", "optim_grads_params") else whole
     return int(sum(w) * weight_bytes), int(sum(g) * settings.grad_bytes)
+
+
+def _non_tn_fp8_gemm(device: Device | None) -> bool:
+    """Whether cuBLAS takes FP8 operands in other layouts than TN on ``device``: TE 2.17.1
+    transformer_engine/pytorch/utils.py ``is_non_tn_fp8_gemm_supported`` (compute capability 10.x, 11.x, ≥ 13).
+    Elsewhere (Hopper, Ada) a delayed / per-tensor FP8 tensor used column-wise carries a second, transposed copy.
+    Unknown devices are sized with the transposes (the larger figure)."""
+    cc = device.compute_capability if device is not None else None
+    if not cc:
+        return False
+    major = int(cc.split(".")[0])
+    return 10 <= major < 12 or major >= 13
+
+
+def fp8_kernels(settings: TrainSettings, device: Device | None) -> tuple[Kernels, float]:
+    """The layer kernels with Transformer Engine's FP8 GEMMs applied, and the bytes per linear-layer parameter
+    of the FP8 weight copies beyond the ``weights`` term's (``--fp8-param-gather`` counts 1 byte already).
+
+    Weights (TE 2.17.1 module/base.py ``quantize_weight``, linear.py / layernorm_linear.py / grouped_linear.py):
+    with bf16 parameters each linear layer quantizes its weight into a workspace cached in the module across
+    micro batches and steps (megatron-core passes ``is_first_microbatch``, extensions/transformer_engine.py, so
+    ``cache_weight`` is on), for the forward GEMM (row-wise) and the backward's data-gradient GEMM (column-wise):
+    delayed / per-tensor scaling 1 byte plus the transposed byte where the GPU needs TN layouts (above), MXFP8
+    both usages with their scales (2·(1 + 1/32)), blockwise both usages (2; 128×128-block scales). With FP8
+    parameters (``--fp8-param-gather``) the parameter is the quantized tensor; what is added is its column-wise
+    copy: megatron-core's ``post_all_gather_processing`` (TE tensor/utils.py) creates the transpose of a
+    Float8Tensor where the GPU needs it and the column-wise data of a Float8BlockwiseQTensor; an MXFP8Tensor keeps
+    both usages. The amax / scale buffers (a few fp32 per GEMM) are not counted.
+    Recipes other than these four ("custom") are reported unknown. Not modelled: ``first_last_layers_bf16`` (its
+    few bf16 layers are sized as FP8 ones; Megatron-Bridge's performance configs turn it off,
+    scripts/performance/utils/precision.py), and Megatron-FSDP's handling of the weight caches (counted whole)."""
+    k = settings.kernels
+    if settings.fp8 is None:
+        return k, 0.0
+    recipe = str(settings.fp8_recipe or "delayed").lower()
+    if recipe not in FP8_SAVED_BYTES:
+        raise UnknownValue(
+            f"fp8 recipe {settings.fp8_recipe!r}: what Transformer Engine saves for backward under it is not "
+            f"modelled (known: {', '.join(FP8_SAVED_BYTES)})"
+        )
+    transpose = 0.0 if _non_tn_fp8_gemm(device) else 1.0
+    if recipe == "mxfp8":
+        columnwise, rowwise = 1 + 1 / 32, 1 + 1 / 32
+    elif recipe == "blockwise":
+        columnwise, rowwise = 1.0, 1.0
+    else:
+        columnwise, rowwise = transpose, 1.0
+    weight_extra = columnwise if settings.fp8_params else rowwise + columnwise
+    kernels = replace(
+        k,
+        fp8_bytes=FP8_SAVED_BYTES[recipe],
+        fp8_delayed=recipe == "delayed",
+        fp8_fc1_offloaded="expert_fc1" in settings.offload_modules,
+    )
+    return kernels, weight_extra
 
 
 def _fsdp_gathered(arch: Architecture, layers, sharding: Sharding, settings: TrainSettings) -> int:

@@ -22,7 +22,8 @@ TRAIN_TERMS = (
 EXPLAIN = {
     "params": "exact counts of megatron-core's GPTModel modules per device (shardcheck/memory/params.py; "
     "tested equal to GPTModel built on the meta device)",
-    "weights": "parameters × megatron.dtype bytes (bf16: 2)",
+    "weights": "parameters × megatron.dtype bytes (bf16: 2; --fp8-param-gather: 1), plus Transformer Engine's FP8 "
+    "weight copies under FP8 compute (row-wise and column-wise, memory/estimate.py fp8_kernels)",
     "grads": "Megatron DDP main_grad buffer over all local parameters: fp32 (verl sets grad_reduce_in_fp32 unless the "
     "precision-aware optimizer uses 16-bit main_grads_dtype)",
     "optimizer": "Adam: fp32 master + exp_avg + exp_avg_sq; the distributed optimizer shards dense state over DP·CP "

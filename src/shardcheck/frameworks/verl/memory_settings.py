@@ -187,6 +187,9 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         # examples/grpo_trainer/run_nemotron_nano_v3_30b_a3b_megatron.sh: fp8="e4m3" or "hybrid", fp8_recipe)
         fp8=fp8_format(optional(job, f"{OTC}.fp8")),
         fp8_recipe=optional(job, f"{OTC}.fp8_recipe"),
+        # TransformerConfig.fp8_param: FP8 primary weights (megatron/core/fp8_utils.py builds the modules in the
+        # FP8 init context; Megatron-LM's --fp8-param-gather sets the same field, megatron/training/arguments.py)
+        fp8_params=bool(optional(job, f"{OTC}.fp8_param")),
         overlap_moe_a2a=bool(optional(job, f"{OTC}.overlap_moe_expert_parallel_comm")),
     )
 

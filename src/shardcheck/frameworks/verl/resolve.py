@@ -147,6 +147,7 @@ MEMORY_KEYS = tuple(
                 "recompute_modules",
                 "fp8",
                 "fp8_recipe",
+                "fp8_param",
                 "overlap_moe_expert_parallel_comm",
             ),
         ),
@@ -391,6 +392,7 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_OTC_KEY}.recompute_modules": ValueKind("texts", none=True),
     f"{_OTC_KEY}.fp8": ANY,  # "e4m3" | "hybrid" | False / None (bf16)
     f"{_OTC_KEY}.fp8_recipe": NAME_OR_NULL,
+    f"{_OTC_KEY}.fp8_param": FLAG_OR_NULL,
     f"{_OTC_KEY}.overlap_moe_expert_parallel_comm": FLAG_OR_NULL,
     f"{_A}.calculate_entropy": FLAG,
     f"{_A}.entropy_coeff": NUMBER,
