@@ -65,7 +65,7 @@ def main() -> None:
         print(
             f"world {world:>6}: {seconds:6.2f} s CPU  layouts {counts['layouts']:>6}"
             f"  options {counts['memory_options']:>7}"
-            f"  families {counts.get('families', 0):>4} opened  shapes {counts['bounded']:>6} bounded"
+            f"  families opened {counts.get('families_opened', 0):>4}  shapes bounded {counts['bounded']:>6}"
             f"  refined {counts.get('refined', 0):>6}  timed {counts['timed']:>5}  judged {counts['judged']:>4}"
         )
 

@@ -1,4 +1,4 @@
-"""Launch scripts several test modules build on."""
+"""Launch scripts and model facts several test modules build on."""
 
 from __future__ import annotations
 
@@ -22,3 +22,24 @@ python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \\
 def verl_qwen3_moe(*, tp: int = 2, ep: int = 4, rtp: int = 2) -> str:
     """The launch with the actor's TP / EP and the rollout's TP given."""
     return _VERL_QWEN3_MOE.format(tp=tp, ep=ep, rtp=rtp)
+
+
+def length_facts(model_type: str, max_position_embeddings: int, rope, model_max_length, **more):
+    """Model facts holding only what vLLM's max-length check reads (one layer, one head): the vLLM max-length
+    rule tests build them from a config (``more``: e.g. the whole ``config``)."""
+    from shardcheck.job import ModelFacts
+    from shardcheck.origin import Origin
+
+    return ModelFacts(
+        name="m",
+        source="test",
+        origin=Origin(kind="model"),
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        model_type=model_type,
+        max_position_embeddings=max_position_embeddings,
+        rope_scaling=rope,
+        model_max_length=model_max_length,
+        **more,
+    )

@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from launches import length_facts
 
 from shardcheck.api import check
 from shardcheck.cli import main
@@ -141,22 +142,7 @@ def test_vllm_0_12_0_words_eplb_as_0_11_0(tmp_path):
 
 
 def _facts(rope, config, mml_cap=65536):
-    from shardcheck.job import ModelFacts
-    from shardcheck.origin import Origin
-
-    return ModelFacts(
-        name="m",
-        source="test",
-        origin=Origin(kind="model"),
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        model_type="llama",
-        max_position_embeddings=131072,
-        rope_scaling=rope,
-        model_max_length=mml_cap,
-        config=config,
-    )
+    return length_facts("llama", 131072, rope, mml_cap, config=config)
 
 
 @pytest.mark.parametrize(

@@ -17,10 +17,9 @@ import zipfile
 from types import SimpleNamespace
 
 import pytest
+from launches import length_facts
 
-from shardcheck.job import ModelFacts
 from shardcheck.models.facts import _rope
-from shardcheck.origin import Origin
 from shardcheck.rules.vllm_engine import max_len_error
 
 WHEEL = os.environ.get("VLLM_WHEEL")
@@ -77,20 +76,11 @@ def _random_config(rng: random.Random) -> dict:
     return config
 
 
-def _facts(config: dict, rope, *, full: bool = False) -> ModelFacts:
+def _facts(config: dict, rope, *, full: bool = False):
     """The model facts shardcheck would read from ``config`` (``full``: with the whole config kept)."""
-    return ModelFacts(
-        name="m",
-        source="test",
-        origin=Origin(kind="model"),
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        model_type=config["model_type"],
-        max_position_embeddings=config["max_position_embeddings"],
-        rope_scaling=rope,
-        model_max_length=config.get("model_max_length"),
-        **({"config": config} if full else {}),
+    more = {"config": config} if full else {}
+    return length_facts(
+        config["model_type"], config["max_position_embeddings"], rope, config.get("model_max_length"), **more
     )
 
 

@@ -334,7 +334,8 @@ class Job:
     fsdp_layouts: tuple[FsdpLayout, ...] = ()  # FSDP engines built: actor, ref, critic (empty for Megatron)
     # Values the rules compute once per job and share (the memory estimate). Not an __init__ argument, so
     # every Job, dataclasses.replace's copies included, starts with its own empty dict: a changed job (a
-    # planner candidate, run_rules' judged copy) never reads the estimate of the job it was made from.
+    # planner candidate) never reads the estimate of the job it was made from. run_rules' judged copy, which
+    # only adds notes, shares its job's dict (rules/registry.py).
     run_cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
     servers: tuple[ServerLayout, ...] = ()  # inference servers built besides the rollout: reward model, teachers
 

@@ -588,8 +588,9 @@ def _train(
 def _probs_at_combine(job: Job) -> bool:
     """Whether the job's megatron-core weights the experts' outputs in the token unpermutation (before
     core_v0.12; memory/activations.py), keeping them for backward."""
-    minor = tuple(int(p) for p in str(job.megatron_core_version).split(".")[:2])
-    return minor < (0, 12)
+    from shardcheck.frameworks.megatron.versions import as_tuple
+
+    return as_tuple(job.megatron_core_version) < (0, 12)
 
 
 def _trained(arch: Architecture, layers, params: StageParams, sharding: Sharding, settings: TrainSettings):

@@ -783,7 +783,7 @@ def _best(
                 search.counts["exhausted"] = 1  # every layout faster than the script's own was visited
             break
         if stage == -2:  # a family (TP, CP, PP): its shapes, each with its own bound per recompute
-            search.counts["families"] = search.counts.get("families", 0) + 1
+            search.counts["families_opened"] = search.counts.get("families_opened", 0) + 1
             for layouts in item.values():
                 t = layouts[0]
                 for rc in recompute_options(search.space, search._chunk(t)):
@@ -793,7 +793,7 @@ def _best(
                         heapq.heappush(heap, (max(key, lb + first), -1, next(order), 0, (layouts, rc)))
             continue
         if stage == -1:  # a bound shape: its layouts' memory options, through the memory floor
-            search.counts["opened"] = search.counts.get("opened", 0) + 1
+            search.counts["shapes_opened"] = search.counts.get("shapes_opened", 0) + 1
             layouts, rc = item
             for t in layouts:
                 for m in search.options(t, rc, floor):
