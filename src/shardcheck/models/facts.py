@@ -25,8 +25,9 @@ def presets() -> dict[str, dict]:
 
 
 def facts_from_config(config: dict, name: str, source: str, origin: Origin) -> ModelFacts:
-    """Read the fields the rules need from an HF config dict (text_config for multimodal models)."""
-    cfg = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    """Read the fields the rules need from an HF config dict (text_config / llm_config for multimodal models)."""
+    cfg = _text_part(config)
+    cfg = cfg if isinstance(cfg, dict) else config
     experts = next((cfg[k] for k in _EXPERT_KEYS if isinstance(cfg.get(k), int) and cfg.get(k)), None)
     heads = cfg.get("num_attention_heads")
     kv = cfg.get("num_key_value_heads", heads)
@@ -87,13 +88,7 @@ def read_config_json(path: Path) -> ModelFacts:
     except (ValueError, RecursionError) as exc:  # a number past 4,300 digits; arrays nested thousands deep
         why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
         raise InputError(f"{path}:1: not a usable config.json ({why}); give an HF config.json") from None
-    if (
-        not isinstance(config, dict)
-        or not isinstance(config.get("text_config") or config, dict)
-        or ("num_attention_heads" not in (config.get("text_config") or config))
-    ):
-        raise InputError(f"{path}:1: not an HF model config (no num_attention_heads); give the model's config.json")
-    _check_types(config, text, path)
+    check_config(config, text, path)
     name = config.get("_name_or_path") or path.parent.name
     origin = Origin(kind="model", path=str(path), line=1, text=f"config.json of {name}")
     return facts_from_config(config, str(name), f"config.json at {path}", origin)
@@ -143,11 +138,30 @@ _SHAPES = {
 }
 
 
-def _check_types(config: dict, text: str, path: Path) -> None:
+def check_config(config: object, text: str, where: str | Path) -> None:
+    """An HF model config (its text part names the attention heads) whose every field shardcheck reads has the
+    JSON type it needs; InputError at ``where``:line otherwise (``text``: the JSON as written, for the line)."""
+    if not isinstance(config, dict) or not isinstance(_text_part(config), dict) or (
+        "num_attention_heads" not in _text_part(config)
+    ):
+        raise InputError(f"{where}:1: not an HF model config (no num_attention_heads); give the model's config.json")
+    _check_types(config, text, where)
+
+
+def _text_part(config: dict) -> object:
+    """The text model's config: ``text_config`` (Qwen-VL, Gemma 3, Llama 4), ``llm_config`` (InternVL), or the
+    config itself."""
+    for key in ("text_config", "llm_config"):
+        if config.get(key):
+            return config[key]
+    return config
+
+
+def _check_types(config: dict, text: str, path: str | Path) -> None:
     """Every field shardcheck reads has the JSON type it needs: a whole number in range, a list, a dict."""
     import re
 
-    for section in (config, config.get("text_config")):
+    for section in (config, config.get("text_config"), config.get("llm_config")):
         if not isinstance(section, dict):
             continue
         for key, value in section.items():
@@ -209,13 +223,29 @@ def load_model(
     component = text.rstrip("/").rsplit("/", 1)[-1]
     preset = match_preset(component)
     if preset is None:
-        near = nearest_preset(component)
-        hint = f" ({near} is a different model: its config may differ)" if near else ""
-        return None, (
-            f"no config.json at {text} and no built-in preset named {component!r}{hint}; "
-            "pass --model-config config.json"
-        )
+        return _from_catalogue(text, component)
     entry = presets()[preset]
     how = "named" if preset.lower() == component.lower() else f"the declared alias {component!r}"
     origin = Origin(kind="model", text=f"built-in preset {preset} ({how}; source {entry.get('source', '?')})")
     return facts_from_config(entry, preset, f"built-in preset {preset}", origin), None
+
+
+def _from_catalogue(text: str, component: str) -> tuple[ModelFacts | None, str | None]:
+    """The bundled catalogue's facts for a model that is neither on disk nor a preset (models/catalogue.py:
+    loaded only here), or the one line saying where shardcheck looked."""
+    from shardcheck.models import catalogue
+
+    try:
+        found = catalogue.lookup(text)
+    except catalogue.Ambiguous as exc:
+        return None, f"no config.json at {text} and no built-in preset; {exc}: pass --model-config config.json"
+    except catalogue.CorruptEntry as exc:
+        return None, f"no config.json at {text}; {exc}"
+    if found is not None:
+        return found, None
+    near = nearest_preset(component)
+    hint = f" ({near} is a different model: its config may differ)" if near else ""
+    return None, (
+        f"no config.json at {text}, no built-in preset and no catalogued model named {component!r}{hint}; "
+        "pass --model-config config.json"
+    )
