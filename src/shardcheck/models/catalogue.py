@@ -46,7 +46,8 @@ class _Index:
 _LOADED: dict[Path, _Index] = {}
 
 
-def _index(path: Path = DATA) -> _Index:
+def _index(path: Path | None = None) -> _Index:
+    path = path or DATA
     if path not in _LOADED:
         try:
             data = json.loads(gzip.decompress(path.read_bytes()))
@@ -62,7 +63,7 @@ def _index(path: Path = DATA) -> _Index:
     return _LOADED[path]
 
 
-def resolve(name: str, path: Path = DATA) -> str | None:
+def resolve(name: str, path: Path | None = None) -> str | None:
     """The HF id of the catalogue entry ``name`` names; None when none; Ambiguous when several."""
     parts = [p for p in name.strip().split("/") if p]
     if not parts:
@@ -78,7 +79,7 @@ def resolve(name: str, path: Path = DATA) -> str | None:
     return hits[0] if hits else None
 
 
-def lookup(name: str, path: Path = DATA) -> ModelFacts | None:
+def lookup(name: str, path: Path | None = None) -> ModelFacts | None:
     """The catalogued facts of the model ``name`` names (an HF id or a path), or None when it is not catalogued.
 
     Raises Ambiguous (the candidates named) and CorruptEntry (the entry named)."""
@@ -108,12 +109,14 @@ def facts(hf_id: str, entry: object) -> ModelFacts:
     try:
         check_config(config, json.dumps(config, indent=1), where)
     except InputError as exc:
-        raise CorruptEntry(f"{exc}".replace("; give the model's config.json", "; pass --model-config config.json"))
+        raise CorruptEntry(
+            str(exc).replace("; give the model's config.json", "; pass --model-config config.json")
+        ) from None
     source = f"catalogue: {hf_id}, from {source_text(entry.get('source'))}"
     origin = Origin(kind="model", text=source)
     return facts_from_config(config, hf_id, source, origin)
 
 
-def names(path: Path = DATA) -> list[str]:
+def names(path: Path | None = None) -> list[str]:
     """Every catalogued HF id."""
     return list(_index(path).models)

@@ -141,8 +141,10 @@ _SHAPES = {
 def check_config(config: object, text: str, where: str | Path) -> None:
     """An HF model config (its text part names the attention heads) whose every field shardcheck reads has the
     JSON type it needs; InputError at ``where``:line otherwise (``text``: the JSON as written, for the line)."""
-    if not isinstance(config, dict) or not isinstance(_text_part(config), dict) or (
-        "num_attention_heads" not in _text_part(config)
+    if (
+        not isinstance(config, dict)
+        or not isinstance(_text_part(config), dict)
+        or ("num_attention_heads" not in _text_part(config))
     ):
         raise InputError(f"{where}:1: not an HF model config (no num_attention_heads); give the model's config.json")
     _check_types(config, text, where)
