@@ -14,6 +14,8 @@ Sources, in the order they are read (a later source never replaces an earlier en
 2. Git repositories that carry HF configs under ``<Org>--<Name>_config.json`` (GITS below), read with
    ``git show COMMIT:PATH`` from a bare mirror ``<mirrors>/<owner>+<name>/repo`` (what the search tool's
    ``fetch`` leaves): every such file in the repository's history, each at the last commit that wrote it.
+3. Markdown notes holding config.json copies under a heading naming the model (NOTES below), at a pinned
+   commit; only the headings listed there, each mapped to its HF id.
 
 Written to ``src/shardcheck/models/data/model_catalogue.json.gz``: ``{"about", "models": {hf_id: {"config",
 "source"}}}``, each config cut down to the fields shardcheck's model reader uses (KEEP), the
@@ -45,6 +47,21 @@ GITS = (
             r"^(?:src/aiconfigurator|aic-core/src/aiconfigurator_core)/model_configs/"
             r"(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)--(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)_config\.json$"
         ),
+    ),
+)
+
+# (repository, path, commit, {heading: HF id}): Markdown files holding config.json copies, each under a heading
+# line naming the model (the heading's HF organisation is the model's own: Qwen, meta-llama).
+NOTES = (
+    (
+        "citsjtu2020/LLM-Prof",
+        "sglang/Model_Config.md",
+        "8434c8d19c396b2f95d92a67845a7c0a0e0dd512",
+        {
+            "Llama-3.1-8B": "meta-llama/Llama-3.1-8B",
+            "Llama-3.2-3B": "meta-llama/Llama-3.2-3B",
+            **{n: f"Qwen/{n}" for n in ("Qwen2.5-3B", "Qwen2.5-14B", "Qwen3-4B", "Qwen3-14B")},
+        },
     ),
 )
 
@@ -156,6 +173,25 @@ def from_git(repo: str, folders: tuple[str, ...], pattern: re.Pattern, mirrors: 
     return {k: v for k, (_, v) in found.items()}
 
 
+def from_notes(repo: str, path: str, commit: str, headings: dict[str, str], mirrors: Path) -> dict[str, dict]:
+    """The config.json copies in a Markdown file, each a JSON object right after its heading line."""
+    mirror = mirrors / repo.replace("/", "+") / "repo"
+    text = git(mirror, "show", f"{commit}:{path}")
+    out = {}
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"^(?P<name>[A-Za-z0-9._-]+)\n(?=\{)", text, re.M):
+        if m["name"] not in headings:
+            continue
+        config, _ = decoder.raw_decode(text, m.end())
+        if usable(config):
+            source = {"repo": repo, "path": f"{path} ({m['name']})", "commit": commit}
+            out[headings[m["name"]]] = {"config": compact(config), "source": source}
+    missing = set(headings.values()) - set(out)
+    if missing:
+        sys.exit(f"{repo}:{path}: no config under {sorted(missing)}")
+    return out
+
+
 def from_saved() -> dict[str, dict]:
     """The config.json copies read from huggingface.co pages, saved as ``Org--Name.json``."""
     out = {}
@@ -171,7 +207,12 @@ def from_saved() -> dict[str, dict]:
 
 def build(mirrors: Path) -> dict:
     models: dict[str, dict] = {}
-    for found in (from_saved(), *(from_git(*source, mirrors) for source in GITS)):
+    sources = (
+        from_saved(),
+        *(from_git(*source, mirrors) for source in GITS),
+        *(from_notes(*source, mirrors) for source in NOTES),
+    )
+    for found in sources:
         for hf_id, entry in found.items():
             models.setdefault(hf_id, entry)
     return {
