@@ -167,3 +167,23 @@ def test_the_build_keeps_what_the_reader_reads_and_the_nested_configs():
         "llm_config": {"hidden_size": 64},
         "vision_config": {"depth": 2},
     }
+
+
+@pytest.mark.parametrize(("cp", "fires"), [(4, True), (1, False)])
+def test_a_catalogued_hybrid_model_decides_a_layout_rule(tmp_path, cp, fires):
+    """Qwen3.5-35B-A3B named by a path tail only: its Gated DeltaNet layers come from the catalogue, so CP 4
+    is the error megatron-core raises (without the facts the launch read as valid) and CP 1 stays silent."""
+    from shardcheck.api import check
+    from shardcheck.rules.examples import verl_launch
+
+    script = tmp_path / "run.sh"
+    parallel = (
+        f"actor_rollout_ref.actor.megatron.context_parallel_size={cp} "
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 "
+        "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8"
+    )
+    script.write_text(verl_launch(parallel, model="/data/models/Qwen3.5-35B-A3B", nodes=2))
+    result = check(script, env={})
+    assert result.job.model.name == "Qwen/Qwen3.5-35B-A3B"
+    assert [f.rule for f in result.findings if f.severity == "error"] == (["MCORE-TC-GDN-TP"] if fires else [])
+    assert result.valid is (not fires)
