@@ -1,0 +1,226 @@
+"""What a repository, a settings file or a path someone else wrote can make shardcheck do with the caller's files
+(issue 27, items 1-4 and 8): write outside a temporary tree, run a repository's configured programs, take settings
+from a tree the caller does not own, read and print a private file."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from review_fixtures import BEFORE, GIT_ENV, commit_all, git, have_git, init_repo
+
+from shardcheck.cli import main
+
+needs_git = pytest.mark.skipif(not have_git(), reason="git is not installed")
+SRC = Path(__file__).resolve().parents[1] / "src" / "shardcheck"
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str]:
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+# ---- 1. a revision's tree is written inside its temporary root, or not at all ----
+
+
+def _mktree(repo: Path, entries: list[tuple[str, str, str, str]]) -> str:
+    """A tree object of (mode, kind, id, name) entries, made with git's plumbing (mktree takes any name)."""
+    text = "".join(f"{mode} {kind} {sha}\t{name}\n" for mode, kind, sha, name in entries)
+    done = subprocess.run(
+        ["git", "-C", str(repo), "mktree"], input=text, capture_output=True, text=True, check=True, env=os.environ
+    )
+    return done.stdout.strip()
+
+
+def _blob(repo: Path, text: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input=text, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def _commit(repo: Path, tree: str, parent: str | None = None) -> str:
+    args = ["commit-tree", tree, "-m", "planted"] + (["-p", parent] if parent else [])
+    return git(repo, *args)
+
+
+def _escaping_repo(tmp_path: Path, name: str) -> tuple[Path, str, str]:
+    """A repository whose second commit's tree holds ``NAME/x.sh``-like entries that climb out of any checkout."""
+    repo = init_repo(tmp_path / "repo")
+    (repo / "run.sh").write_text(BEFORE.read_text())
+    first = commit_all(repo, "first")
+    script = _blob(repo, BEFORE.read_text())
+    inner = _mktree(repo, [("100644", "blob", script, "x.sh")])
+    tree = inner
+    for _ in range(7):  # seven levels: from /tmp/shardcheck-git-…/ well past /
+        tree = _mktree(repo, [("040000", "tree", tree, name)])
+    top = _mktree(repo, [("040000", "tree", tree, "sub"), ("100644", "blob", script, "run.sh")])
+    return repo, first, _commit(repo, top, first)
+
+
+@needs_git
+@pytest.mark.parametrize("name", ["..", ".git", ".GIT", "."])
+def test_tree_entry_climbing_out_is_refused_and_nothing_is_written(name, tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    repo, first, second = _escaping_repo(tmp_path, name)
+    listed = git(repo, "ls-tree", "-r", "--name-only", second)
+    assert "x.sh" in listed  # git lists the planted entry
+    scratch = tmp_path.joinpath("tmp", *"abcdefgh")  # deep enough that even a regression writes below tmp_path
+    scratch.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.chdir(repo)
+    code, out = _run(["diff", "--git", f"{first}..{second}"], capsys)
+    assert code == 2 and len(out.strip().splitlines()) == 1 and "Traceback" not in out
+    assert "refuses to check it out" in out and repr("sub/" + "/".join([name] * 7) + "/x.sh") in out
+    written = [p for p in tmp_path.rglob("x.sh") if ".git" not in p.relative_to(tmp_path).parts[:2]]
+    assert written == [] and list(scratch.iterdir()) == []  # nothing outside, and the temporary tree is gone
+
+
+@needs_git
+def test_top_level_dotdot_entry_never_reaches_the_parent(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    repo = init_repo(tmp_path / "repo")
+    (repo / "run.sh").write_text(BEFORE.read_text())
+    first = commit_all(repo, "first")
+    blob = _blob(repo, BEFORE.read_text())
+    top = _mktree(repo, [("040000", "tree", _mktree(repo, [("100644", "blob", blob, "x.sh")]), "..")])
+    second = _commit(repo, top, first)
+    scratch = tmp_path / "tmp" / "inner"
+    scratch.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.chdir(repo)
+    code, out = _run(["diff", "--git", f"{first}..{second}", "--format", "github"], capsys)
+    assert code == 2 and "'../x.sh'" in out
+    assert not (scratch / "x.sh").exists() and not (tmp_path / "tmp" / "x.sh").exists()
+
+
+def test_unsafe_entry_names():
+    from shardcheck.review.git_source import unsafe_entry
+
+    for bad in ("../x.sh", "a/../../x.sh", "/etc/x.sh", "a//x.sh", "./x.sh", ".git/hooks/x.sh", "a/.Git/x", ""):
+        assert unsafe_entry(bad) is not None, bad
+    for good in ("x.sh", "a/b/x.sh", "..x.sh", "a/...", ".github/x.sh", "a/.gitx/x.sh"):
+        assert unsafe_entry(good) is None, good
+
+
+def test_revision_tree_writes_only_new_files_below_its_root(tmp_path):
+    from shardcheck.errors import InputError
+    from shardcheck.review.git_source import RevisionTree
+
+    with RevisionTree(tmp_path, "0" * 40) as tree:
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (tree.root / "link").symlink_to(outside)  # a link planted in the tree is never written through
+        with pytest.raises(InputError, match="not a directory"):
+            tree._write("link/x.sh", b"x", 0o644)
+        assert list(outside.iterdir()) == []
+        tree._write("a/b.sh", b"ok", 0o644)
+        assert (tree.root / "a" / "b.sh").read_bytes() == b"ok"
+        (tree.root / "c.sh").symlink_to(outside / "target")
+        with pytest.raises(OSError):
+            tree._write("c.sh", b"x", 0o644)
+        assert not (outside / "target").exists()
+
+
+# ---- 2. git never runs what a repository configures ----
+
+
+def _canary_repo(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A repository whose configuration names a program at every place git could run one; each touches
+    ``canary``. Its scripts are committed twice, and the work tree's copy is touched (same content, new mtime),
+    so that comparing it with HEAD makes git hash it (a clean filter) and consult the fsmonitor."""
+    canary = tmp_path / "canary"
+    program = tmp_path / "prog.sh"
+    program.write_text(f'#!/bin/sh\necho "$0 $*" >> {canary}\ncat >/dev/null 2>&1 || true\nexit 0\n')
+    os.chmod(program, 0o755)
+    repo = init_repo(tmp_path / "repo")
+    (repo / ".gitattributes").write_text("*.sh diff=evil filter=evil\n")
+    (repo / "run.sh").write_text(BEFORE.read_text())
+    first = commit_all(repo, "first")
+    (repo / "run.sh").write_text(BEFORE.read_text().replace("\n", "\n# changed\n", 1))
+    commit_all(repo, "second")
+    for key, value in [
+        ("core.fsmonitor", str(program)),
+        ("diff.external", str(program)),
+        ("diff.evil.command", str(program)),
+        ("diff.evil.textconv", str(program)),
+        ("filter.evil.clean", str(program)),
+        ("filter.evil.smudge", str(program)),
+        ("filter.evil.required", "true"),
+        ("core.pager", str(program)),
+        ("pager.diff", str(program)),
+        ("core.hooksPath", str(tmp_path / "hooks")),
+    ]:
+        git(repo, "config", key, value)
+    (tmp_path / "hooks").mkdir()
+    for hook in ("post-index-change", "reference-transaction", "post-checkout"):
+        (tmp_path / "hooks" / hook).write_text(program.read_text())
+        os.chmod(tmp_path / "hooks" / hook, 0o755)
+    later = os.stat(repo / "run.sh").st_mtime + 5
+    os.utime(repo / "run.sh", (later, later))
+    return repo, canary, first
+
+
+@needs_git
+def test_the_planted_programs_do_run_under_plain_git(tmp_path):
+    """The fixture's own check: plain git, as shardcheck ran it before, does run them."""
+    repo, canary, first = _canary_repo(tmp_path)
+    subprocess.run(["git", "-C", str(repo), "diff", "--name-only", "HEAD"], capture_output=True, env=os.environ)
+    assert canary.exists()
+
+
+@needs_git
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["diff", "--git"],
+        ["diff", "--git", "HEAD"],
+        ["diff", "--git", "HEAD~1"],
+        ["diff", "--git", "HEAD~1..HEAD"],
+        ["diff", "--git", "HEAD~1..", "--format", "github"],
+        ["diff", "--git", "HEAD~1", "run.sh", "--format", "json"],
+    ],
+)
+def test_repository_programs_never_run(argv, tmp_path, monkeypatch, capsys):
+    repo, canary, _ = _canary_repo(tmp_path)
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("GIT_EXTERNAL_DIFF", str(tmp_path / "prog.sh"))
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    code, out = _run(argv, capsys)
+    assert code in (0, 1) and "Traceback" not in out, out
+    assert not canary.exists(), canary.read_text()
+
+
+@needs_git
+def test_filter_driver_with_an_equals_sign_is_emptied_too(tmp_path, monkeypatch):
+    from shardcheck.review.git_command import run_git
+
+    repo, canary, _ = _canary_repo(tmp_path)
+    (repo / ".gitattributes").write_text("*.sh filter=a=b\n")
+    git(repo, "config", "filter.a=b.clean", str(tmp_path / "prog.sh"))
+    git(repo, "config", "--unset", "core.fsmonitor")
+    subprocess.run(["git", "-C", str(repo), "diff", "--name-only", "HEAD"], capture_output=True, env=os.environ)
+    assert canary.exists()  # the driver does run under plain git
+    canary.unlink()
+    os.utime(repo / "run.sh", (os.stat(repo / "run.sh").st_mtime + 9,) * 2)
+    run_git(repo, "diff", "--name-only", "HEAD")
+    assert not canary.exists()
+
+
+def test_git_runs_through_one_function():
+    """No other module starts git: every call has the repository's programs off."""
+    starts = re.compile(r"""\[\s*["']git["']""")
+    found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if starts.search(p.read_text()))
+    assert found == ["review/git_command.py"]
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
