@@ -224,3 +224,66 @@ def test_git_runs_through_one_function():
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
+
+
+# ---- 3. settings come from a work tree and a file the caller owns, found from the path as given ----
+
+BAD_WORLD = (
+    "python3 -m verl.trainer.main_ppo model_engine=megatron "
+    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3\n"
+)
+SILENCING = '[tool.shardcheck]\nignore = ["MCORE-", "VERL-"]\n'
+OTHER_UID = 12345
+
+
+def _give_away(*paths: Path) -> None:
+    for path in paths:
+        try:
+            os.chown(path, OTHER_UID, OTHER_UID, follow_symlinks=False)
+        except PermissionError:
+            pytest.skip("chown to another uid is not permitted here (tests need root for it)")
+
+
+def test_a_shared_parent_with_someone_elses_work_tree_is_not_obeyed(tmp_path, capsys):
+    shared = tmp_path / "shared"
+    (shared / ".git").mkdir(parents=True)
+    (shared / "pyproject.toml").write_text(SILENCING)
+    os.chmod(shared, 0o1777)
+    script = shared / "me" / "run.sh"
+    script.parent.mkdir()
+    script.write_text(BAD_WORLD)
+    code, out = _run(["check", str(script)], capsys)
+    assert code == 0  # owned by the caller: the parent is a work tree and its settings apply
+    _give_away(shared / ".git", shared / "pyproject.toml")
+    code, out = _run(["check", str(script)], capsys)
+    assert code == 1 and "MCORE-PS-WORLD" in out and "suppressed" not in out
+
+
+def test_someone_elses_settings_file_in_the_scripts_folder_is_not_obeyed(tmp_path, capsys):
+    script = tmp_path / "repo" / "run.sh"
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    script.write_text(BAD_WORLD)
+    toml = tmp_path / "repo" / "pyproject.toml"
+    toml.write_text(SILENCING)
+    assert _run(["check", str(script)], capsys)[0] == 0
+    _give_away(toml)
+    code, out = _run(["check", str(script), "--verbose"], capsys)
+    assert code == 1 and "MCORE-PS-WORLD" in out
+    assert f"{toml} is owned by uid {OTHER_UID}, not by you" in out
+
+
+def test_settings_follow_the_path_as_given_not_a_symlinks_target(tmp_path, capsys):
+    real = tmp_path / "project" / "scripts" / "run.sh"
+    real.parent.mkdir(parents=True)
+    (tmp_path / "project" / ".git").mkdir()
+    (tmp_path / "project" / "pyproject.toml").write_text(SILENCING)
+    real.write_text(BAD_WORLD)
+    assert _run(["check", str(real)], capsys)[0] == 0
+    link = tmp_path / "elsewhere" / "run.sh"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    code, out = _run(["check", str(link)], capsys)
+    assert code == 1 and "MCORE-PS-WORLD" in out
+    from shardcheck.settings import script_folder
+
+    assert script_folder(link) == link.parent

@@ -11,7 +11,7 @@ from shardcheck.errors import InputError, NoLaunchError
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Traced
 from shardcheck.problems import Kind, Problem
-from shardcheck.settings import SEVERITY_RANK, Settings, load_settings
+from shardcheck.settings import SEVERITY_RANK, Settings, load_settings, script_folder
 
 if TYPE_CHECKING:
     from shardcheck.rules.registry import Finding
@@ -200,7 +200,7 @@ def check(
 
     shown = display or str(path)
     try:
-        settings = settings or load_settings(Path(path).resolve().parent)
+        settings = settings or load_settings(script_folder(path))
     except SettingsError as exc:
         return unusable_result(shown, str(exc), "usage", Settings())
     versions = version_options(

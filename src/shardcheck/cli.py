@@ -619,9 +619,10 @@ def _settings_for(where: Path, load, overrides: dict):
     """The settings of the script's project with the command line's values in their place; a broken
     settings file is left to ``check`` to report."""
     from shardcheck.errors import SettingsError
+    from shardcheck.settings import script_folder
 
     try:
-        settings = load(where.resolve().parent)
+        settings = load(script_folder(where))
     except SettingsError:
         return None
     return settings.overridden(**overrides)
