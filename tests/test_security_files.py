@@ -287,3 +287,232 @@ def test_settings_follow_the_path_as_given_not_a_symlinks_target(tmp_path, capsy
     from shardcheck.settings import script_folder
 
     assert script_folder(link) == link.parent
+
+
+# ---- 4. every file a script names is read under the source policy ----
+
+SECRET = "SECRET_x7Q"
+HF_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": SECRET,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 36,
+    "intermediate_size": 12288,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "head_dim": 128,
+}
+FORMATS = [
+    ["check"],
+    ["check", "--format", "json"],
+    ["check", "--format", "sarif"],
+    ["check", "--format", "github"],
+    ["check", "--format", "junit"],
+    ["check", "--quiet"],
+    ["memory"],
+    ["memory", "--format", "json"],
+    ["mesh"],
+    ["report"],
+]
+
+
+def _private_model(tmp_path: Path, mode: int = 0o600) -> Path:
+    import json
+
+    model = tmp_path / "private" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(HF_CONFIG, indent=1))
+    os.chmod(model / "config.json", mode)
+    return model
+
+
+def _all_output(argv: list[str], script: Path, tmp_path: Path, capsys, *extra: str) -> tuple[int, str]:
+    if argv == ["report"]:
+        html = tmp_path / "out.html"
+        code, out = _run(["report", str(script), "-o", str(html), *extra], capsys)
+        return code, out + (html.read_text() if html.exists() else "")
+    return _run([*argv, str(script), *extra], capsys)
+
+
+def _launch(tmp_path: Path, *words: str, name: str = "verl.trainer.main_ppo") -> Path:
+    script = tmp_path / "job" / "run.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(f"python3 -m {name} trainer.n_gpus_per_node=8 {' '.join(words)}\n")
+    return script
+
+
+@pytest.mark.parametrize("argv", FORMATS)
+def test_private_model_config_outside_the_tree_is_never_printed(argv, tmp_path, capsys):
+    model = _private_model(tmp_path)
+    script = _launch(tmp_path, f"actor_rollout_ref.model.path={model}")
+    code, out = _all_output(argv, script, tmp_path, capsys)
+    assert SECRET not in out and "Traceback" not in out
+    if argv == ["check"]:
+        assert f"{model / 'config.json'} lies outside the script's directory" in out
+        assert f"--allow-source {model}" in out and "MODEL-NOT-FOUND" in out
+
+
+def test_allowing_the_folder_reads_the_model_config(tmp_path, capsys):
+    """The test above can fail: with the folder allowed the file is read, and its bad value is quoted."""
+    model = _private_model(tmp_path)
+    script = _launch(tmp_path, f"actor_rollout_ref.model.path={model}")
+    code, out = _run(["check", str(script), "--allow-source", str(model)], capsys)
+    assert SECRET in out and "is not a whole number" in out
+
+
+@pytest.mark.parametrize("where", ["inside-private", "outside-readable", "symlink-out"])
+def test_model_config_policy_is_the_source_policy(where, tmp_path, capsys):
+    import shardcheck
+
+    if where == "inside-private":
+        model = tmp_path / "job" / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text('{"num_attention_heads": 32, "hidden_size": "' + SECRET + '"}')
+        os.chmod(model / "config.json", 0o600)
+        why = "is not readable by everyone (mode 0600)"
+    elif where == "outside-readable":
+        model = _private_model(tmp_path, 0o644)
+        why = "lies outside the script's directory"
+    else:
+        target = _private_model(tmp_path, 0o644)
+        model = tmp_path / "job" / "model"
+        model.parent.mkdir(parents=True)
+        model.symlink_to(target)
+        why = "lies outside the script's directory"
+    script = _launch(tmp_path, f"actor_rollout_ref.model.path={model}")
+    result = shardcheck.check(script)
+    assert result.job.model is None and why in result.job.model_problem
+    assert SECRET not in result.job.model_problem
+
+
+def test_model_config_inside_the_tree_is_read(tmp_path):
+    import json
+
+    import shardcheck
+
+    model = tmp_path / "job" / "Qwen3-8B"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps({**HF_CONFIG, "hidden_size": 4096}))
+    os.chmod(model / "config.json", 0o644)
+    script = _launch(tmp_path, "actor_rollout_ref.model.path=./Qwen3-8B")
+    monkey = os.getcwd()
+    try:
+        os.chdir(script.parent)
+        result = shardcheck.check(script)
+    finally:
+        os.chdir(monkey)
+    assert result.job.model is not None and result.job.model.hidden_size == 4096
+
+
+def test_megatron_lm_checkpoint_config_is_vetted(tmp_path, capsys):
+    model = _private_model(tmp_path)
+    script = tmp_path / "job" / "pretrain.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        "torchrun --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 "
+        f"--global-batch-size 16 --seq-length 4096 --tokenizer-model {model}\n"
+    )
+    for argv in (["check"], ["check", "--format", "json"], ["memory"]):
+        code, out = _run([*argv, str(script)], capsys)
+        assert SECRET not in out and "Traceback" not in out
+    code, out = _run(["check", str(script), "--allow-source", str(model)], capsys)
+    assert SECRET in out  # the flag does reach the file
+
+
+HYDRA_CONFIG = f"""hydra:
+  searchpath: [pkg://verl.trainer.config]
+defaults: [ppo_trainer, _self_]
+data:
+  train_batch_size: {SECRET}
+actor_rollout_ref:
+  rollout:
+    name: {SECRET}
+"""
+
+
+@pytest.mark.parametrize("argv", FORMATS)
+def test_private_hydra_config_dir_is_never_printed(argv, tmp_path, capsys):
+    folder = tmp_path / "private" / "config"
+    folder.mkdir(parents=True)
+    (folder / "mine.yaml").write_text(HYDRA_CONFIG)
+    os.chmod(folder / "mine.yaml", 0o600)
+    script = _launch(tmp_path, f"--config-path={folder}", "--config-name=mine")
+    code, out = _all_output(argv, script, tmp_path, capsys)
+    assert SECRET not in out and "Traceback" not in out
+    if argv == ["check"]:
+        assert f"{folder / 'mine.yaml'} is not read" in out and f"--allow-source {folder}" in out
+    code, out = _all_output(argv, script, tmp_path, capsys, "--allow-source", str(folder))
+    if argv[0] == "check":
+        assert SECRET in out  # allowed, the file is read: its bad value is quoted
+
+
+# ---- 8. a directory walk does not follow symlinks out; `source link/../f.sh` resolves the link first ----
+
+
+def test_directory_walk_leaves_out_symlinks_to_private_or_outside_files(tmp_path, capsys):
+    walk = tmp_path / "walk"
+    (walk / "sub").mkdir(parents=True)
+    (walk / "a.sh").write_text(BAD_WORLD)
+    os.chmod(walk / "a.sh", 0o644)
+    private = tmp_path / "private" / "x.sh"
+    private.parent.mkdir()
+    private.write_text(BAD_WORLD.replace("main_ppo", f"main_ppo trainer.project_name={SECRET}"))
+    os.chmod(private, 0o600)
+    (walk / "b.sh").symlink_to(private)
+    (walk / "sub" / "c.sh").symlink_to(walk / "a.sh")  # inside the tree, readable by everyone: read
+    inside_private = walk / "d.txt"
+    inside_private.write_text(BAD_WORLD)
+    os.chmod(inside_private, 0o600)
+    (walk / "e.sh").symlink_to(inside_private)
+    code, out = _run(["check", str(walk), "--format", "json"], capsys)
+    assert SECRET not in out
+    import json
+
+    doc = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    assert sorted(Path(r["path"]).name for r in doc["results"]) == ["a.sh", "c.sh"]
+    assert f"{walk / 'b.sh'}: a symlink, not read: {private} lies outside" in out
+    assert f"{walk / 'e.sh'}: a symlink, not read: {inside_private} is not readable by everyone" in out
+    code, out = _run(["check", str(walk), "--allow-source", str(private.parent), "--format", "json"], capsys)
+    assert "b.sh" in out  # the same walk with the folder allowed reads it
+
+
+def _link_dotdot(tmp_path: Path, target: str = "sub/deep") -> Path:
+    job = tmp_path / "job"
+    (job / "sub" / "deep").mkdir(parents=True)
+    (job / "f.sh").write_text("PROJECT=text\n")  # what text normalisation of link/../f.sh names
+    (job / "sub" / "f.sh").write_text("PROJECT=kernel\n")  # what bash opens: the link's target, then ..
+    for f in (job / "f.sh", job / "sub" / "f.sh"):
+        os.chmod(f, 0o644)
+    (job / "link").symlink_to(job / target)
+    script = job / "run.sh"
+    script.write_text("source link/../f.sh\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=$PROJECT\n")
+    return script
+
+
+def test_source_through_a_symlink_then_dotdot_reads_what_bash_reads(tmp_path):
+    import shardcheck
+
+    script = _link_dotdot(tmp_path)
+    bash = subprocess.run(
+        ["bash", "-c", 'cd "$1" && source link/../f.sh && printf %s "$PROJECT"', "_", str(script.parent)],
+        capture_output=True,
+        text=True,
+    )
+    assert bash.stdout == "kernel"  # the oracle: bash itself, on this fixture
+    assert shardcheck.check(script).job.value("actor_rollout_ref.rollout.name").value == "kernel"
+
+
+def test_source_through_a_symlink_out_of_the_tree_is_refused(tmp_path):
+    import shardcheck
+
+    outside = tmp_path / "outside" / "deep"
+    outside.mkdir(parents=True)
+    (outside.parent / "f.sh").write_text(f"PROJECT={SECRET}\n")
+    os.chmod(outside.parent / "f.sh", 0o644)
+    script = _link_dotdot(tmp_path, str(outside))
+    result = shardcheck.check(script)
+    assert not result.job.value("actor_rollout_ref.rollout.name").known
+    notes = [f.message for f in result.findings if f.rule == "SHELL-SOURCE"]
+    assert notes and "lies outside the script's directory" in notes[0] and SECRET not in notes[0]

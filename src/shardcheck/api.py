@@ -566,6 +566,38 @@ def _resolve_script(
     memo: dict,
     allow_source: tuple[str | Path, ...],
 ) -> Job:
+    from shardcheck.inputs.read_policy import policy_for
+
+    with policy_for(path, allow_source):  # every file the script names is read under the source policy
+        return _resolve_under_policy(
+            path,
+            env,
+            model_config=model_config,
+            display=display,
+            text=text,
+            args=args,
+            extra_args=extra_args,
+            verl_version=verl_version,
+            megatron_core_version=megatron_core_version,
+            memo=memo,
+            allow_source=allow_source,
+        )
+
+
+def _resolve_under_policy(
+    path: str | Path,
+    env: dict[str, str] | None,
+    *,
+    model_config: str | None,
+    display: str | None,
+    text: bytes | None,
+    args: tuple[str, ...],
+    extra_args: tuple[str, ...],
+    verl_version: tuple[str, str] | None,
+    megatron_core_version: str | None,
+    memo: dict,
+    allow_source: tuple[str | Path, ...],
+) -> Job:
     from shardcheck.frameworks.interface import detect, resolve
     from shardcheck.frameworks.megatron.versions import choose
     from shardcheck.frameworks.verl.resolve import unmodelled_reason, unmodelled_verl_entry
