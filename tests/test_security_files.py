@@ -516,3 +516,24 @@ def test_source_through_a_symlink_out_of_the_tree_is_refused(tmp_path):
     assert not result.job.value("actor_rollout_ref.rollout.name").known
     notes = [f.message for f in result.findings if f.rule == "SHELL-SOURCE"]
     assert notes and "lies outside the script's directory" in notes[0] and SECRET not in notes[0]
+
+
+@pytest.mark.parametrize("where", ["outside", "private"])
+def test_slime_role_file_is_read_under_the_policy(where, tmp_path):
+    from shardcheck import check
+
+    roles = "megatron:\n  - role: critic\n    overrides:\n      tensor_model_parallel_size: 4\n"
+    folder = tmp_path / ("elsewhere" if where == "outside" else "job")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "roles.yaml").write_text(roles)
+    os.chmod(folder / "roles.yaml", 0o644 if where == "outside" else 0o600)
+    script = tmp_path / "job" / "run.sh"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(
+        "ray job submit -- python3 train.py --actor-num-nodes 1 --actor-num-gpus-per-node 8 --colocate "
+        "--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --seq-length 4096 "
+        f"--advantage-estimator ppo --megatron-config-path {folder / 'roles.yaml'}\n"
+    )
+    tp = check(script).job.layout("critic").tp
+    assert not tp.known and "is not read" in tp.unknown and "--allow-source" in tp.unknown
+    assert check(script, allow_source=(str(folder),)).job.layout("critic").tp.value == 4
