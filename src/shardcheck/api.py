@@ -494,21 +494,24 @@ def resolve_script(
     lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment;
-    ``allow_source``: directories ``source`` may read besides the script's own tree; ``engine_versions``: the
+    ``allow_source``: folders the files a script names may lie in besides its own tree; ``engine_versions``: the
     requested vLLM and SGLang versions (else those the verl version pins)."""
-    job = _resolve_script(
-        path,
-        env,
-        model_config=model_config,
-        display=display,
-        text=text,
-        args=args,
-        extra_args=extra_args,
-        verl_version=verl_version,
-        megatron_core_version=megatron_core_version,
-        memo={} if memo is None else memo,
-        allow_source=allow_source,
-    )
+    from shardcheck.inputs.read_policy import policy_for
+
+    with policy_for(path, allow_source):  # every file the script names is read under the source policy
+        job = _resolve_script(
+            path,
+            env,
+            model_config=model_config,
+            display=display,
+            text=text,
+            args=args,
+            extra_args=extra_args,
+            verl_version=verl_version,
+            megatron_core_version=megatron_core_version,
+            memo={} if memo is None else memo,
+            allow_source=allow_source,
+        )
     from dataclasses import replace
 
     from shardcheck.frameworks.megatron.versions import choose
@@ -563,38 +566,6 @@ def _resolve_script(
     extra_args: tuple[str, ...],
     verl_version: tuple[str, str] | None,
     megatron_core_version: str | None = None,
-    memo: dict,
-    allow_source: tuple[str | Path, ...],
-) -> Job:
-    from shardcheck.inputs.read_policy import policy_for
-
-    with policy_for(path, allow_source):  # every file the script names is read under the source policy
-        return _resolve_under_policy(
-            path,
-            env,
-            model_config=model_config,
-            display=display,
-            text=text,
-            args=args,
-            extra_args=extra_args,
-            verl_version=verl_version,
-            megatron_core_version=megatron_core_version,
-            memo=memo,
-            allow_source=allow_source,
-        )
-
-
-def _resolve_under_policy(
-    path: str | Path,
-    env: dict[str, str] | None,
-    *,
-    model_config: str | None,
-    display: str | None,
-    text: bytes | None,
-    args: tuple[str, ...],
-    extra_args: tuple[str, ...],
-    verl_version: tuple[str, str] | None,
-    megatron_core_version: str | None,
     memo: dict,
     allow_source: tuple[str | Path, ...],
 ) -> Job:
