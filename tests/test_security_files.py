@@ -172,7 +172,9 @@ def _canary_repo(tmp_path: Path) -> tuple[Path, Path, str]:
 def test_the_planted_programs_do_run_under_plain_git(tmp_path):
     """The fixture's own check: plain git, as shardcheck ran it before, does run them."""
     repo, canary, first = _canary_repo(tmp_path)
-    subprocess.run(["git", "-C", str(repo), "diff", "--name-only", "HEAD"], capture_output=True, env=os.environ)
+    subprocess.run(
+        ["git", "-C", str(repo), "diff", "--name-only", "HEAD"], capture_output=True, env=os.environ, timeout=60
+    )
     assert canary.exists()
 
 
@@ -200,6 +202,25 @@ def test_repository_programs_never_run(argv, tmp_path, monkeypatch, capsys):
 
 
 @needs_git
+@pytest.mark.parametrize("key", ["core.fsmonitor", "filter.evil.clean"])
+def test_each_program_that_plain_git_runs_is_off(key, tmp_path, monkeypatch, capsys):
+    """One configured program at a time: plain git runs it on `diff --name-only HEAD`; shardcheck's git does not."""
+    repo, canary, _ = _canary_repo(tmp_path)
+    for other in ("core.fsmonitor", "filter.evil.clean", "filter.evil.smudge"):
+        git(repo, "config", "--unset", other)
+    git(repo, "config", key, str(tmp_path / "prog.sh"))
+    subprocess.run(
+        ["git", "-C", str(repo), "diff", "--name-only", "HEAD"], capture_output=True, env=os.environ, timeout=60
+    )
+    assert canary.exists()
+    canary.unlink()
+    os.utime(repo / "run.sh", (os.stat(repo / "run.sh").st_mtime + 9,) * 2)
+    monkeypatch.chdir(repo)
+    code, out = _run(["diff", "--git"], capsys)
+    assert code in (0, 1) and not canary.exists()
+
+
+@needs_git
 def test_filter_driver_with_an_equals_sign_is_emptied_too(tmp_path, monkeypatch):
     from shardcheck.review.git_command import run_git
 
@@ -207,7 +228,9 @@ def test_filter_driver_with_an_equals_sign_is_emptied_too(tmp_path, monkeypatch)
     (repo / ".gitattributes").write_text("*.sh filter=a=b\n")
     git(repo, "config", "filter.a=b.clean", str(tmp_path / "prog.sh"))
     git(repo, "config", "--unset", "core.fsmonitor")
-    subprocess.run(["git", "-C", str(repo), "diff", "--name-only", "HEAD"], capture_output=True, env=os.environ)
+    subprocess.run(
+        ["git", "-C", str(repo), "diff", "--name-only", "HEAD"], capture_output=True, env=os.environ, timeout=60
+    )
     assert canary.exists()  # the driver does run under plain git
     canary.unlink()
     os.utime(repo / "run.sh", (os.stat(repo / "run.sh").st_mtime + 9,) * 2)
