@@ -1,6 +1,8 @@
 """Project settings: ``[tool.shardcheck]`` in the nearest ``pyproject.toml`` at or above a script, inside
 its git work tree (never above it: a file in a shared parent directory must not silence the checks), or
-the file given with ``--config``.
+the file given with ``--config``. Only what the caller owns is trusted (git's ``safe.directory`` rule): a
+``.git`` someone else owns makes no work tree, and a ``pyproject.toml`` someone else owns is not obeyed. The
+search starts from the script's folder as its path is given (a symlink's, not its target's).
 
     [tool.shardcheck]
     select = ["MCORE-", "VERL-"]   # rule ids or prefixes to report (default: all)
