@@ -11,7 +11,7 @@ from shardcheck.errors import InputError, NoLaunchError
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Traced
 from shardcheck.problems import Kind, Problem
-from shardcheck.settings import SEVERITY_RANK, Settings, load_settings
+from shardcheck.settings import SEVERITY_RANK, Settings, load_settings, script_folder
 
 if TYPE_CHECKING:
     from shardcheck.rules.registry import Finding
@@ -200,7 +200,7 @@ def check(
 
     shown = display or str(path)
     try:
-        settings = settings or load_settings(Path(path).resolve().parent)
+        settings = settings or load_settings(script_folder(path))
     except SettingsError as exc:
         return unusable_result(shown, str(exc), "usage", Settings())
     versions = version_options(
@@ -494,21 +494,24 @@ def resolve_script(
     lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment;
-    ``allow_source``: directories ``source`` may read besides the script's own tree; ``engine_versions``: the
+    ``allow_source``: folders the files a script names may lie in besides its own tree; ``engine_versions``: the
     requested vLLM and SGLang versions (else those the verl version pins)."""
-    job = _resolve_script(
-        path,
-        env,
-        model_config=model_config,
-        display=display,
-        text=text,
-        args=args,
-        extra_args=extra_args,
-        verl_version=verl_version,
-        megatron_core_version=megatron_core_version,
-        memo={} if memo is None else memo,
-        allow_source=allow_source,
-    )
+    from shardcheck.inputs.read_policy import policy_for
+
+    with policy_for(path, allow_source):  # every file the script names is read under the source policy
+        job = _resolve_script(
+            path,
+            env,
+            model_config=model_config,
+            display=display,
+            text=text,
+            args=args,
+            extra_args=extra_args,
+            verl_version=verl_version,
+            megatron_core_version=megatron_core_version,
+            memo={} if memo is None else memo,
+            allow_source=allow_source,
+        )
     from dataclasses import replace
 
     from shardcheck.frameworks.megatron.versions import choose

@@ -46,8 +46,8 @@ def _input_options(p: argparse.ArgumentParser, *, settings: bool = True) -> None
         action="append",
         default=[],
         metavar="DIR",
-        help="let `source FILE` read files in DIR (default: only world-readable files in the script's "
-        "own directory tree)",
+        help="let the files a script names (`source FILE`, a model path's config.json, --config-path's YAML) "
+        "be read in DIR (default: only world-readable files in the script's own directory tree)",
     )
     if settings:
         p.add_argument(
@@ -478,19 +478,28 @@ def _example_display() -> str:
         return str(EXAMPLE)
 
 
-def expand_paths(paths: list[str]) -> list[str]:
+def expand_paths(paths: list[str], allow: tuple[str, ...] = ()) -> list[str]:
     """Command-line paths to inputs: a directory becomes its ``*.sh`` / ``*.bash`` files (recursively,
-    sorted, hidden folders left out); a file, ``-`` or a missing path stays as given."""
+    sorted, hidden folders left out, symlinked folders not entered); a file, ``-`` or a missing path stays as
+    given. A symlinked script found in a directory is read under the ``source`` policy with the directory as
+    the tree (inputs/read_policy.py): one to a file outside it, or to a private one, is left out with one line
+    on standard error (name it on the command line to check it)."""
+    from shardcheck.inputs.read_policy import ReadPolicy
+
     out: list[str] = []
     for p in paths:
         path = Path(p)
         if p != "-" and path.is_dir():
-            found = sorted(
-                f
-                for ext in ("*.sh", "*.bash")
-                for f in path.rglob(ext)
-                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(path).parts)
-            )
+            policy = ReadPolicy(path, tuple(Path(d) for d in allow))
+            found = []
+            for f in sorted(f for ext in ("*.sh", "*.bash") for f in path.rglob(ext)):
+                if any(part.startswith(".") for part in f.relative_to(path).parts) or not f.is_file():
+                    continue
+                why = policy.refusal(f) if f.is_symlink() else None
+                if why is not None:
+                    print(f"shardcheck: {f}: a symlink, not read: {why}, or name it to check it", file=sys.stderr)
+                    continue
+                found.append(f)
             out.extend(str(f) for f in found) if found else out.append(p)
         else:
             out.append(p)
@@ -514,7 +523,7 @@ def _check(args) -> int:
     env = _env_pairs(args.env)
     given = _config_settings(args)
     builtin = not args.paths
-    paths = expand_paths(args.paths) if args.paths else [str(EXAMPLE)]
+    paths = expand_paths(args.paths, tuple(args.allow_source)) if args.paths else [str(EXAMPLE)]
     if paths.count("-") > 1:
         print("shardcheck: - (standard input) can be given once", file=sys.stderr)
         return 2
@@ -619,9 +628,10 @@ def _settings_for(where: Path, load, overrides: dict):
     """The settings of the script's project with the command line's values in their place; a broken
     settings file is left to ``check`` to report."""
     from shardcheck.errors import SettingsError
+    from shardcheck.settings import script_folder
 
     try:
-        settings = load(where.resolve().parent)
+        settings = load(script_folder(where))
     except SettingsError:
         return None
     return settings.overridden(**overrides)

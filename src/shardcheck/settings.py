@@ -1,6 +1,8 @@
 """Project settings: ``[tool.shardcheck]`` in the nearest ``pyproject.toml`` at or above a script, inside
 its git work tree (never above it: a file in a shared parent directory must not silence the checks), or
-the file given with ``--config``.
+the file given with ``--config``. Only what the caller owns is trusted (git's ``safe.directory`` rule): a
+``.git`` someone else owns makes no work tree, and a ``pyproject.toml`` someone else owns is not obeyed. The
+search starts from the script's folder as its path is given (a symlink's, not its target's).
 
     [tool.shardcheck]
     select = ["MCORE-", "VERL-"]   # rule ids or prefixes to report (default: all)
@@ -19,6 +21,7 @@ The command line's ``--select`` / ``--ignore`` / ``--fail-on`` replace the file'
 from __future__ import annotations
 
 import fnmatch
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -38,6 +41,7 @@ class Settings:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, ids)
 
     source: str | None = None  # the pyproject.toml they came from
+    refused: str | None = None  # why the nearest pyproject.toml was not obeyed (someone else owns it)
     lines: tuple[tuple[str, int], ...] = ()  # (id as written, line in source), to anchor warnings about ids
 
     def reports(self, rule_id: str, path: str | Path | None = None) -> bool:
@@ -53,11 +57,11 @@ class Settings:
         file's folder, or the file name alone."""
         if not self.per_file_ignores:
             return ()
-        p = Path(path).resolve()
+        p = Path(os.path.abspath(path))  # the path as given (a symlinked script is matched where the link lies)
         rel = p.as_posix()
         if self.source is not None:
             try:
-                rel = p.relative_to(Path(self.source).resolve().parent).as_posix()
+                rel = p.relative_to(Path(os.path.abspath(self.source)).parent).as_posix()
             except ValueError:
                 pass
         out: list[str] = []
@@ -119,11 +123,37 @@ def _lines(text: str, ids: list[str]) -> tuple[tuple[str, int], ...]:
 MAX_SETTINGS_BYTES = 1 << 20
 
 
+def script_folder(script: str | Path) -> Path:
+    """The folder settings are looked for from: the script's folder as its path is given, made absolute but with
+    no symlink followed (a link to a script elsewhere takes the settings of where the link lies, as bash's ``$0``
+    names the link, never those of its target's folder)."""
+    return Path(os.path.abspath(script)).parent
+
+
+def owned_by_caller(path: Path) -> bool:
+    """Whether ``path`` (and, when it is a symlink, what it points at) belongs to the user running shardcheck: git's
+    ``safe.directory`` rule (git-config(1) ``safe.directory``: a repository owned by someone else is not trusted)."""
+    try:
+        uid = os.geteuid()
+        return os.lstat(path).st_uid == uid and os.stat(path).st_uid == uid
+    except (OSError, ValueError):
+        return False
+
+
+def _untrusted(path: Path) -> str:
+    try:
+        owner = f"uid {os.lstat(path).st_uid}"
+    except (OSError, ValueError):
+        owner = "someone else"
+    return f"{path} is owned by {owner}, not by you (uid {os.geteuid()}): not obeyed"
+
+
 def work_tree_root(start: Path) -> Path | None:
-    """The top of the git work tree holding ``start`` (the directory with ``.git``), or None."""
+    """The top of the git work tree holding ``start`` (the directory with ``.git``), or None. A ``.git`` that
+    someone else owns (a shared, world-writable parent folder holding another user's) makes no work tree."""
     for directory in [start, *start.parents]:
-        if (directory / ".git").exists():
-            return directory
+        if os.path.lexists(directory / ".git"):
+            return directory if owned_by_caller(directory / ".git") else None
     return None
 
 
@@ -240,7 +270,10 @@ def load_settings(start: Path, config: Path | None = None) -> Settings:
     if config is not None:
         return read_settings(config, required=True)  # type: ignore[return-value]
     for directory in settings_candidates(start):
-        found = read_settings(directory / "pyproject.toml")
+        candidate = directory / "pyproject.toml"
+        if os.path.lexists(candidate) and not owned_by_caller(candidate):
+            return Settings(refused=_untrusted(candidate))  # the nearest file decides, as when it is read
+        found = read_settings(candidate)
         if found is not None:
             return found
     return Settings()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shardcheck.errors import InputError, ShardcheckError
-from shardcheck.inputs import bounds, files, shell_arith, shell_source, shell_words
+from shardcheck.inputs import bounds, files, read_policy, shell_arith, shell_source, shell_words
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
 from shardcheck.origin import Origin
@@ -911,14 +911,14 @@ class _Interpreter:
             why = f"its path is unknown ({fields[1].unknowns[0].unknown})" if len(fields) > 1 else "it names no file"
         else:
             real = shell_source.resolve_source(target, self.real_path)
-            if real in self.sourcing:
+            if os.path.realpath(real) in {os.path.realpath(p) for p in self.sourcing}:
                 why = "it is already being read (a file that sources itself)"
             elif len(self.sourcing) > bounds.SOURCE_DEPTH:
                 why = f"sources are nested more than {bounds.SOURCE_DEPTH} deep"
             elif self.budget.sources >= bounds.SOURCE_FILES:
                 why = f"more than {bounds.SOURCE_FILES} files were sourced already"
             elif files.is_regular(real):  # anything else: read_regular below says what it is
-                why = shell_source.source_refusal(real, self.main.real_path, self.allow_source)
+                why = read_policy.ReadPolicy(self.main.real_path.parent, self.allow_source).refusal(real)
         raw = None
         if why is None:
             try:

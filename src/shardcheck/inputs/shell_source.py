@@ -38,44 +38,22 @@ def script_dir_substitution(text: str) -> str | None:
 def resolve_source(target: str, current_file: Path) -> Path:
     """The file ``source TARGET`` reads: an absolute path as given, a relative one from the
     directory of the file that sources it (how these launch scripts are run: ``bash scripts/x.sh``
-    from the directory the paths are written for is not knowable, so the script's own is used)."""
+    from the directory the paths are written for is not knowable, so the script's own is used).
+
+    The directory part is resolved as the kernel resolves it when bash opens the file: each symlink first, then
+    the ``..`` after it (``link/../f.sh`` is ``f.sh`` beside the link's target, not beside the link), so
+    ``os.path.realpath`` of the directory, never text normalisation; the last component is kept as written
+    (a symlinked file is resolved by the read policy)."""
     path = Path(target)
     if not path.is_absolute():
         path = current_file.parent / path
-    return Path(os.path.normpath(path))
-
-
-def source_refusal(real: Path, main_script: Path, allowed: tuple[Path, ...] = ()) -> str | None:
-    """Why ``source`` must not read ``real`` (None: it may). A launch reads what its own tree holds for
-    everyone; anything else (a file outside the main script's directory tree, reached by path or symlink,
-    or one not readable by everyone, such as a mode-0600 credentials file) is read only inside a
-    directory the user names with ``--allow-source DIR``: a script someone else wrote must not make
-    shardcheck print the contents of the caller's private files."""
-    try:
-        resolved = Path(os.path.realpath(real))
-        if any(resolved.is_relative_to(os.path.realpath(d)) for d in allowed):
-            return None
-        tree = Path(os.path.realpath(main_script.parent))
-        if not resolved.is_relative_to(tree):
-            return (
-                f"{resolved} lies outside the script's directory {tree}; pass --allow-source "
-                f"{resolved.parent} to read it"
-            )
-        mode = os.stat(resolved).st_mode
-    except (OSError, ValueError) as exc:
-        return f"it cannot be checked ({exc})"
-    if not mode & 0o004:
-        return (
-            f"{resolved} is not readable by everyone (mode {mode & 0o777:04o}); pass --allow-source "
-            f"{resolved.parent} to read it"
-        )
-    return None
+    return Path(os.path.realpath(path.parent)) / path.name
 
 
 def shown_path(real: Path, main_real: Path, main_shown: str) -> str:
     """How to name a sourced file in findings: relative to the main script as the user named it."""
     try:
-        rel = os.path.relpath(real, main_real.parent)
+        rel = os.path.relpath(real, os.path.realpath(main_real.parent))  # both with their folders resolved
     except ValueError:
         return str(real)
     return os.path.normpath(os.path.join(os.path.dirname(main_shown), rel))

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from shardcheck.errors import InputError
-from shardcheck.inputs import files
+from shardcheck.inputs import files, read_policy
 from shardcheck.job import ModelFacts
 from shardcheck.origin import Origin
 
@@ -221,6 +221,9 @@ def load_model(
     if local is not None and path_known:
         candidate = local / "config.json" if files.is_directory(local) else local
         if files.is_regular(candidate) and candidate.name.endswith(".json"):
+            refused = read_policy.refusal(candidate)  # a path the script names: the source policy
+            if refused is not None:
+                return None, f"the model's config.json is not read: {refused}, or pass --model-config"
             return read_config_json(candidate), None
     component = text.rstrip("/").rsplit("/", 1)[-1]
     preset = match_preset(component)

@@ -47,10 +47,10 @@ def plan_script(
     ``check``'s ``verl_version``, ``verl_path``, ``megatron_core_version``, ``vllm_version``, ``sglang_version``
     (else the settings', else chosen as ``check`` chooses)."""
     from shardcheck.api import resolve_script, version_options
-    from shardcheck.settings import load_settings
+    from shardcheck.settings import load_settings, script_folder
 
     shown = display or str(path)
-    options = version_options(load_settings(Path(path).resolve().parent), **versions)
+    options = version_options(load_settings(script_folder(path)), **versions)
     memo: dict = {}
     job = resolve_script(
         path, env, model_config=model_config, display=shown, allow_source=allow_source, memo=memo, **options

@@ -338,7 +338,9 @@ def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     out: list = []
     out.append(r.path + (" (built-in example)" if builtin else ""))
     if verbose:
-        out.append(f"  settings   {r.settings.source or 'none (no [tool.shardcheck] in the work tree)'}")
+        out.append(
+            f"  settings   {r.settings.source or r.settings.refused or 'none (no [tool.shardcheck] in the work tree)'}"
+        )
     job = r.job
     out.append(
         f"  framework  {job.framework} {job.framework_version} ({job.entry}, config {job.config_name}; "

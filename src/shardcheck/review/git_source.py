@@ -6,34 +6,25 @@ the nearest ``pyproject.toml`` above it ([tool.shardcheck]), a ``config.json`` b
 script the files of its own directory (recursively) and the files directly in each directory above it
 are written, as the revision holds them, into one temporary tree per revision; the script is read
 there and named by its path in the repository. Only regular files are written (no symlinks, no
-submodules) and each is capped in size; nothing is executed.
+submodules), each is capped in size and created new strictly inside the temporary tree (an entry git would
+refuse to check out, such as ``../x.sh``, refuses the revision); nothing is executed. git runs through
+``git_command.run_git``, with the repository's configured programs off.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Self
 
 from shardcheck.errors import InputError
+from shardcheck.review.git_command import run_git as _git
 
 MAX_BLOB_BYTES = 4 << 20  # a larger file is left out of the temporary tree (a launch script is a few KiB)
 MAX_TREE_FILES = 20_000  # files written per revision; a directory tree beyond this is not walked further
 SCRIPT_SUFFIXES = (".sh", ".bash")
-
-
-def _git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
-    try:
-        done = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True, check=False)
-    except FileNotFoundError:
-        raise InputError("git: not found on PATH; install git to compare revisions") from None
-    if done.returncode != 0:
-        message = done.stderr.decode(errors="replace").strip().splitlines()
-        raise InputError(f"git {' '.join(args[:3])}: {message[-1] if message else 'failed'}")
-    return done.stdout
 
 
 def repo_root(start: Path) -> Path:
@@ -98,6 +89,12 @@ class RevisionTree:
                     continue
                 meta, _, path = entry.partition("\t")
                 mode, kind, sha, size = meta.split()
+                refused = unsafe_entry(path)
+                if refused is not None:
+                    raise InputError(
+                        f"git ls-tree {self.commit[:12]}: the entry {path!r} {refused}; git refuses to check it "
+                        "out and so does shardcheck (repair the revision, e.g. with git fsck)"
+                    )
                 if kind == "blob" and mode in ("100644", "100755"):  # regular files only: no symlinks
                     files[path] = (mode, sha, int(size) if size.isdigit() else 0)
             self._listing = files
@@ -107,8 +104,35 @@ class RevisionTree:
         return path in self.listing()
 
     def local(self, path: str) -> Path:
-        """Where ``path`` (repository-relative) lies in the temporary tree."""
+        """Where ``path`` (repository-relative, checked by ``unsafe_entry``) lies in the temporary tree."""
+        if unsafe_entry(path) is not None:
+            raise InputError(f"{path!r}: not a path inside a revision's tree")
         return self.root.joinpath(*PurePosixPath(path).parts)
+
+    def _write(self, path: str, data: bytes, mode: int) -> None:
+        """Write one file strictly inside the temporary tree: every directory on the way is a real directory
+        below the root (no link is followed), and the file is created new (``O_EXCL | O_NOFOLLOW``)."""
+        target = self.local(path)
+        root = Path(os.path.realpath(self.root))
+        folder = self.root
+        for part in PurePosixPath(path).parts[:-1]:
+            folder = folder / part
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                pass
+            if folder.is_symlink() or not folder.is_dir():
+                raise InputError(f"{path!r}: {folder.name} in the revision's tree is not a directory; refused")
+        if not Path(os.path.realpath(target.parent)).is_relative_to(root):
+            raise InputError(f"{path!r}: would be written outside the revision's temporary tree; refused")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(target, flags, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
 
     def materialise(self, scripts: list[str]) -> None:
         """Write each script with the files its reading can reach (see the module's docstring)."""
@@ -129,12 +153,21 @@ class RevisionTree:
             return
         blobs = _read_blobs(self.repo, [files[p][1] for p in todo])
         for path in todo:
-            target = self.local(path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(blobs[files[path][1]])
-            if files[path][0] == "100755":
-                os.chmod(target, 0o755)
+            self._write(path, blobs[files[path][1]], 0o755 if files[path][0] == "100755" else 0o644)
             self._written.add(path)
+
+
+def unsafe_entry(path: str) -> str | None:
+    """Why a path from ``git ls-tree`` cannot be a file of a checkout (None: it can). As git's ``verify_path``
+    (read-cache.c) refuses: an absolute path, an empty component, ``.``, ``..``, ``.git`` in any case."""
+    if not path or path.startswith("/"):
+        return "is absolute"
+    for part in path.split("/"):
+        if part in ("", ".", ".."):
+            return f"has the component {part!r}, which would lead outside its folder"
+        if part.lower() == ".git":
+            return "lies inside a .git folder"
+    return None
 
 
 def _read_blobs(repo: Path, shas: list[str]) -> dict[str, bytes]:

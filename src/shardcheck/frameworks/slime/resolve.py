@@ -182,13 +182,18 @@ def _role_entries(name: str, script: str) -> tuple[dict[str, dict], str | None]:
     file = Path(name)
     if not file.is_absolute():
         file = Path(script).resolve().parent / file
-    try:
-        if not file.is_file() or file.stat().st_size > _ROLE_FILE_CAP:
-            return {}, f"--megatron-config-path {name} is not a readable file here"
-        import yaml
+    from shardcheck.inputs import files, read_policy
 
-        doc = yaml.safe_load(file.read_text()) or {}
-    except (OSError, ValueError, yaml.YAMLError) as exc:
+    if not files.is_regular(file):
+        return {}, f"--megatron-config-path {name} is not a readable file here"
+    refused = read_policy.refusal(file)  # a file the script names: the source policy
+    if refused is not None:
+        return {}, f"--megatron-config-path {name} is not read: {refused}"
+    import yaml
+
+    try:
+        doc = yaml.safe_load(files.read_regular_text(file, limit=_ROLE_FILE_CAP, what="")) or {}
+    except (files.UnreadableFile, ValueError, yaml.YAMLError, RecursionError) as exc:
         return {}, f"--megatron-config-path {name} cannot be read ({type(exc).__name__})"
     entries = doc.get("megatron") if isinstance(doc, dict) else None
     if not isinstance(entries, list):

@@ -106,9 +106,11 @@ def _flat(tree: dict, prefix: str, out: set[str]) -> None:
             out.add(full)
 
 
-def read_config_dir(directory: Path) -> ConfigFiles:
+def read_config_dir(directory: Path, vet=None) -> ConfigFiles:
     """Every ``*.yaml`` under ``directory`` (at most MAX_DEPTH deep, MAX_FILES files), parsed with OmegaConf's
-    YAML loader as Hydra's FileConfigSource does; a file that cannot be parsed is a CustomConfigUnread."""
+    YAML loader as Hydra's FileConfigSource does; a file that cannot be parsed is a CustomConfigUnread.
+    ``vet``: why a file may not be read (inputs/read_policy.py's ``refusal``), for a folder a script names: a
+    refused file is a CustomConfigUnread that names it, its contents never read."""
     from omegaconf import OmegaConf
 
     found: dict[str, tuple[dict, object]] = {}
@@ -132,6 +134,9 @@ def read_config_dir(directory: Path) -> ConfigFiles:
             if len(found) >= MAX_FILES:
                 raise CustomConfigUnread(f"{directory}: more than {MAX_FILES} YAML files")
             rel = entry.relative_to(base).as_posix()
+            refused = vet(entry) if vet is not None else None
+            if refused is not None:
+                raise CustomConfigUnread(f"{entry} is not read: {refused}")
             text = files.read_regular_text(entry, limit=files.CONFIG_LIMIT, what="give a YAML config file")
             try:
                 header = _header(text)
@@ -268,13 +273,16 @@ def _known_tail(path_field) -> tuple[str, bool]:
 
 def load(script: Path, module: str | None, path_field, name: str | None) -> CustomConfig:
     """The script's own config, read (not yet composed: that needs verl's version)."""
+    from shardcheck.inputs import read_policy
+
     directory, name, how = locate(script, module, path_field, name)
-    return from_dir(directory, name, how)
+    return from_dir(directory, name, how, vet=read_policy.refusal)  # a folder the script names
 
 
-def from_dir(directory: Path, name: str, how: str) -> CustomConfig:
-    """The config ``name`` of ``directory``, read with its directory's other files (its groups)."""
-    config_files = read_config_dir(directory)
+def from_dir(directory: Path, name: str, how: str, vet=None) -> CustomConfig:
+    """The config ``name`` of ``directory``, read with its directory's other files (its groups); ``vet`` as
+    ``read_config_dir``'s."""
+    config_files = read_config_dir(directory, vet)
     header, primary = config_files.files[f"{name}.yaml"]
     if not isinstance(primary, dict):
         raise CustomConfigUnread(f"{directory / (name + '.yaml')}: not a mapping")

@@ -1,0 +1,75 @@
+"""Which files a launch script may make shardcheck read: one policy for every file a script names.
+
+A script someone else wrote names paths: ``source ../x.sh``, ``actor_rollout_ref.model.path=/abs/dir`` (its
+``config.json``), ``--hf-checkpoint``, ``--config-path=/abs/dir`` (Hydra's YAML files). Whatever shardcheck reads
+can reach its output (a value that is not a whole number is quoted), so a script must not make it read the
+caller's private files. A file is read when it lies inside the main script's directory tree (symlinks resolved)
+and is readable by everyone, or when it lies inside a folder the caller names with ``--allow-source DIR``.
+Files the caller names on the command line (``--model-config``, ``--config``, ``--verl-path``) are theirs to name
+and are not vetted here.
+
+A directory walk (``shardcheck check DIR``) uses the same policy with DIR as the tree for the ``*.sh`` symlinks it
+meets. ``policy_for(script, allowed)`` makes the policy of one script's reading current (a context variable, so that
+worker threads and processes each keep their own); ``refusal(path)`` asks it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+
+ALLOW_OPTION = "--allow-source"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPolicy:
+    tree: Path  # the main script's folder (or the folder a directory walk was given); symlinks resolved here
+    allowed: tuple[Path, ...] = ()  # folders the caller allows besides
+
+    def refusal(self, path: str | os.PathLike) -> str | None:
+        """Why ``path`` must not be read (None: it may): outside the script's tree (by path or symlink) and no
+        allowed folder holds it, or not readable by everyone (a mode-0600 credentials file)."""
+        try:
+            resolved = Path(os.path.realpath(path))
+            if any(resolved.is_relative_to(os.path.realpath(d)) for d in self.allowed):
+                return None
+            tree = Path(os.path.realpath(self.tree))
+            if not resolved.is_relative_to(tree):
+                return (
+                    f"{resolved} lies outside the script's directory {tree}; pass {ALLOW_OPTION} "
+                    f"{resolved.parent} to read it"
+                )
+            mode = os.stat(resolved).st_mode
+        except (OSError, ValueError) as exc:
+            return f"it cannot be checked ({exc})"
+        if not mode & 0o004:
+            return (
+                f"{resolved} is not readable by everyone (mode {mode & 0o777:04o}); pass {ALLOW_OPTION} "
+                f"{resolved.parent} to read it"
+            )
+        return None
+
+
+_CURRENT: ContextVar[ReadPolicy | None] = ContextVar("shardcheck_read_policy", default=None)
+
+
+@contextmanager
+def policy_for(script: str | os.PathLike, allowed: tuple[str | os.PathLike, ...] = ()) -> Iterator[ReadPolicy]:
+    """The policy of ``script``'s reading, current inside the ``with``."""
+    policy = ReadPolicy(Path(script).parent, tuple(Path(d) for d in allowed))
+    token = _CURRENT.set(policy)
+    try:
+        yield policy
+    finally:
+        _CURRENT.reset(token)
+
+
+def refusal(path: str | os.PathLike) -> str | None:
+    """Why the current script may not make shardcheck read ``path``; None when it may, or when no script's
+    reading is under way (a library call that names the file itself)."""
+    policy = _CURRENT.get()
+    return None if policy is None else policy.refusal(path)
