@@ -560,3 +560,22 @@ def test_slime_role_file_is_read_under_the_policy(where, tmp_path):
     tp = check(script).job.layout("critic").tp
     assert not tp.known and "is not read" in tp.unknown and "--allow-source" in tp.unknown
     assert check(script, allow_source=(str(folder),)).job.layout("critic").tp.value == 4
+
+
+def test_a_refused_model_folder_falls_back_to_the_preset_of_its_name(tmp_path):
+    """A world-readable model folder outside the script's tree is not read, but its name still names a preset:
+    the job is judged with the preset's facts and the report says which file was not read."""
+    models = tmp_path / "models" / "Qwen3-8B"
+    models.mkdir(parents=True)
+    (models / "config.json").write_text('{"num_attention_heads": 7, "num_hidden_layers": 3}')
+    project = tmp_path / "project"
+    project.mkdir()
+    script = project / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=" + str(models) + " trainer.n_gpus_per_node=8\n"
+    )
+    from shardcheck.api import check
+
+    job = check(str(script)).job
+    assert job.model is not None and job.model.num_attention_heads == 32  # the preset's, not the file's 7
+    assert "by name" in job.model.source and str(models / "config.json") in job.model.source

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from shardcheck.errors import InputError
@@ -222,9 +223,26 @@ def load_model(
         candidate = local / "config.json" if files.is_directory(local) else local
         if files.is_regular(candidate) and candidate.name.endswith(".json"):
             refused = read_policy.refusal(candidate)  # a path the script names: the source policy
-            if refused is not None:
-                return None, f"the model's config.json is not read: {refused}, or pass --model-config"
-            return read_config_json(candidate), None
+            if refused is None:
+                return read_config_json(candidate), None
+            return _by_name_instead(text, candidate, refused)
+    return _by_name(text)
+
+
+def _by_name_instead(text: str, candidate: Path, refused: str) -> tuple[ModelFacts | None, str | None]:
+    """A config.json the read policy refuses: the preset or catalogued model of the same name, the report saying
+    the file was not read (so a model at /models/Qwen3-8B outside the script's tree is still judged)."""
+    facts, problem = _by_name(text)
+    not_read = f"the model's config.json is not read: {refused}, or pass --model-config"
+    if facts is None:
+        return None, not_read
+    note = f"{facts.source}, by name ({candidate} not read: see {read_policy.ALLOW_OPTION})"
+    origin = replace(facts.origin, text=f"{facts.origin.text}; {candidate} not read ({refused})")
+    return replace(facts, source=note, origin=origin), problem
+
+
+def _by_name(text: str) -> tuple[ModelFacts | None, str | None]:
+    """The built-in preset, else the catalogued model, that the path's last component names."""
     component = text.rstrip("/").rsplit("/", 1)[-1]
     preset = match_preset(component)
     if preset is None:
