@@ -177,6 +177,7 @@ class _Interpreter:
         self.budget: bounds.Budget = parent.budget if parent is not None else bounds.Budget()
         self.allow_source: tuple[Path, ...] = parent.allow_source if parent is not None else ()
         self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
+        self.assoc: set[str] = parent.assoc if parent is not None else set()  # names declared with -A
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
         self.functions: dict[str, object] = {}
@@ -340,6 +341,9 @@ class _Interpreter:
             items, end = self._array_literal(j + 1)
             self.consumed_until = max(self.consumed_until, end)
             old = self.vars.get(name)
+            if name in self.assoc:
+                self.vars[name] = self._assoc_literal(name, items, origin, old if append else None, exported)
+                return name
             if append and old is not None:
                 prev = old.items if old.items is not None else ((old.value,) if old.value else ())
                 items = prev + items
@@ -357,6 +361,9 @@ class _Interpreter:
         self.consumed_until = max(self.consumed_until, end)
         value = self.expand_scalar(parts, origin)
         old = self.vars.get(name)
+        if index is not None and name in self.assoc:  # m[key]=v: the subscript is a string, not arithmetic
+            self.vars[name] = self._assoc_element(name, index, value, origin, old, append, exported)
+            return name
         if index is not None and index.strip() not in ("0",):
             if old is not None and old.items is not None:
                 items = list(old.items)
@@ -381,6 +388,50 @@ class _Interpreter:
             value = Field(prev.segs + value.segs, origin)
         self.vars[name] = Var(name, origin, value=value, exported=exported or bool(old and old.exported))
         return name
+
+    def _subscript(self, index: str, origin: Origin) -> str | None:
+        """The key of an associative array's ``m[KEY]`` / ``${m[KEY]}``: the word expanded as bash does (quotes
+        removed, variables expanded, no arithmetic); None when it is not known."""
+        if not re.search(r"[$`'\"\\]", index):
+            return index
+        try:
+            parts, end = shell_words.lex_word(index, 0)
+        except WordSyntaxError:
+            return None
+        return self.expand_scalar(parts, origin).text if end == len(index) else None
+
+    def _assoc_element(self, name: str, index: str, value: Field, origin: Origin, old, append: bool, exported: bool):
+        """``m[KEY]=value`` (``+=`` appends to the element) on an associative array."""
+        if old is not None and old.keys is None and old.items != ():
+            return old  # the array is unknown already (set differently in two branches, ...): it stays so
+        key = self._subscript(index, origin)
+        if key is None:
+            shown = f"${{{bounds.short(name, 60)}[{bounds.short(index, 60)}]}}"
+            return self._unknown_var(name, origin, f"{shown}: the key is unknown (line {origin.line})")
+        keys = list(old.keys or ()) if old is not None else []
+        items = list(old.items or ()) if old is not None else []
+        if key in keys:
+            k = keys.index(key)
+            items[k] = Field(items[k].segs + value.segs, origin) if append else value
+        else:
+            keys.append(key)
+            items.append(value)
+        was_exported = exported or bool(old and old.exported)
+        return Var(name, origin, items=tuple(items), exported=was_exported, keys=tuple(keys))
+
+    def _assoc_literal(self, name: str, items: tuple[Field, ...], origin: Origin, old, exported: bool) -> Var:
+        """``declare -A m=([a]=1 ["b"]=2)``: each element names its key; anything else leaves the array unknown."""
+        from shardcheck.inputs.launch import suffix_field
+
+        var = old if old is not None and old.keys is not None else Var(name, origin, items=(), keys=())
+        for item in items:
+            m = re.match(r"\[([^\]\0]*)\](\+?)=", item.render("\0"))
+            if m is None:
+                return self._unknown_var(name, origin, f"${name}: an element without [key]= at line {origin.line}")
+            var = self._assoc_element(
+                name, m.group(1), suffix_field(item, m.end()), origin, var, bool(m.group(2)), exported
+            )
+        return replace(var, origin=origin)
 
     def _index(self, index: str, origin: Origin, length: int, offset: int) -> int | str:
         """An array subscript as bash evaluates it (arithmetic; negative counts from the end), or why not."""
@@ -445,14 +496,19 @@ class _Interpreter:
             if child.start_byte < self.consumed_until:
                 continue
             if child.type == "variable_assignment":
+                if "A" in flags:  # declare -A m=(...): its subscripts are strings
+                    self.assoc.add(re.match(r"\w*", self.src[child.start_byte : child.end_byte]).group(0))
                 self._assign_at(child.start_byte, exported=exported or "x" in flags)
             elif child.type == "variable_name":
                 name = self.src[child.start_byte : child.end_byte]
                 var = self.vars.get(name)
+                if "A" in flags:
+                    self.assoc.add(name)
                 if var is not None:
                     self.vars[name] = replace(var, exported=True) if exported else var
-                elif "a" in flags:
-                    self.vars[name] = Var(name, self.origin_at(child.start_byte), items=())
+                elif "a" in flags or "A" in flags:
+                    keys = () if "A" in flags else None
+                    self.vars[name] = Var(name, self.origin_at(child.start_byte), items=(), keys=keys)
             elif child.type == "word":
                 text = self.src[child.start_byte : child.end_byte]
                 if text.startswith("-"):
@@ -676,7 +732,7 @@ class _Interpreter:
                     merged[name] = first
                 continue
             some = next(v for v in versions if v is not None)
-            if all(v is not None and v.is_array for v in versions):
+            if all(v is not None and v.is_array and v.keys is None for v in versions):
                 merged[name] = _merge_arrays(name, versions, f"${name} {reason}")
             else:
                 merged[name] = self._unknown_var(name, some.origin, f"${name} {reason}")
@@ -1264,6 +1320,8 @@ class _Interpreter:
             if env_field is None:
                 raise _Unset
             return "scalar", env_field
+        if name in self.assoc and index not in ("@", "*"):
+            return self._assoc_get(var, index, origin)
         if var.items is not None:
             if index in ("@", "*"):
                 return "array", list(var.items)
@@ -1287,6 +1345,17 @@ class _Interpreter:
             raise _Unset
         return "scalar", var.value
 
+    def _assoc_get(self, var: Var, index: str | None, origin: Origin):
+        """``${m[KEY]}`` (``$m`` is ``${m[0]}``) of an associative array, or raise _Unset."""
+        if var.keys is None:
+            return "scalar", var.as_scalar()  # unknown as a whole: the reason is the array's
+        key = "0" if index is None else self._subscript(index, origin)
+        if key is None:
+            return "scalar", Field((Seg(None, origin, f"${{{var.name}[{index}]}}: the key is unknown"),), origin)
+        if key not in var.keys:
+            raise _Unset
+        return "scalar", var.items[var.keys.index(key)]
+
     def _param(self, part: Param, origin: Origin, *, assignment: bool):
         name, op = part.name, part.op
         splittable = not part.quoted and not assignment
@@ -1295,6 +1364,15 @@ class _Interpreter:
             is_set = True
         except _Unset:
             kind, value, is_set = "scalar", None, False
+        var = self.vars.get(name)
+        if var is not None and var.keys is not None and part.index in ("@", "*") and op in (None, "indirect"):
+            if len(var.keys) > 1:  # bash lists an associative array in its hash table's order
+                why = f"the order of ${{{'!' if op else ''}{name}[@]}} is bash's hash order, not evaluated"
+                yield [Seg(None, origin, why)], splittable, part.quoted
+                return
+            if op == "indirect":
+                yield from self._pieces(tuple(Lit(k, True, part.offset) for k in var.keys), origin, assignment=True)
+                return
         if op == "indirect":
             yield [Seg(None, origin, f"${{!{name}}} (indirect expansion) is not evaluated")], splittable, part.quoted
             return
@@ -1563,7 +1641,11 @@ def _same_value(a: Var | None, b: Var | None) -> bool:
     if a is None or b is None or a.is_array != b.is_array:
         return False
     if a.is_array:
-        return len(a.items) == len(b.items) and all(_same_field(x, y) for x, y in zip(a.items, b.items))
+        return (
+            a.keys == b.keys
+            and len(a.items) == len(b.items)
+            and all(_same_field(x, y) for x, y in zip(a.items, b.items))
+        )
     return _same_field(a.as_scalar(), b.as_scalar())
 
 

@@ -1,0 +1,161 @@
+"""What scripts from other repositories write (issue 26): each construct read as bash reads it, a silent twin each.
+
+Every script here is small and of our own; the constructs are those the issue counted on 478 real scripts.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from shardcheck.api import check, resolve_script
+from shardcheck.inputs.bash import read_bash_text
+
+V = "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer"
+TP = "actor_rollout_ref.actor.megatron.tensor_model_parallel_size"
+MLM = (
+    "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
+    "--micro-batch-size 1 --global-batch-size 8 --lr 1e-4 --train-iters 10"
+)
+HAS_BASH = shutil.which("bash") is not None
+
+
+def _read(text: str, args=()):
+    return read_bash_text(text.encode(), "run.sh", args=args)
+
+
+def _value(text: str, name: str, args=()) -> str | None:
+    var = _read(text, args).variables[name]
+    return var.as_scalar().text
+
+
+def _bash(tmp_path, text: str, args=()) -> str:
+    """What bash prints for ``text`` (only scripts of our own, of echo and assignments)."""
+    path = tmp_path / "probe.sh"
+    path.write_text(text)
+    return subprocess.run(["bash", str(path), *args], capture_output=True, text=True, check=True).stdout
+
+
+def _findings(tmp_path, text: str, env=None) -> dict:
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    result = check(path, env)
+    assert result.error is None, result.error
+    return {f.rule: f for f in result.findings}
+
+
+# -- 1. positional parameters past 9 --------------------------------------------------------------------------
+ARGS = tuple(f"a{k}" for k in range(1, 13))
+
+
+def test_braced_positional_past_nine_is_that_parameter():
+    text = "X=${10}\nY=${11:-none}\nZ=${#12}\nW=$10\nU=${13:-d}\n"
+    reading = _read(text, ARGS)
+    assert not reading.diagnostics
+    got = {n: reading.variables[n].as_scalar().text for n in "XYZWU"}
+    assert got == {"X": "a10", "Y": "a11", "Z": "3", "W": "a10", "U": "d"}
+
+
+@pytest.mark.skipif(not HAS_BASH, reason="no bash here")
+def test_braced_positional_agrees_with_bash(tmp_path):
+    text = 'X=${10}\nY=${11:-none}\nZ=${#12}\nW=$10\nU=${13:-d}\necho "$X $Y $Z $W $U"\n'
+    reading = _read(text, ARGS)
+    mine = " ".join(reading.variables[n].as_scalar().text for n in "XYZWU")
+    assert _bash(tmp_path, text, ARGS).strip() == mine
+
+
+def test_braced_positional_not_given_is_unknown_not_bad_substitution():
+    reading = _read("X=${10}\n")
+    assert not reading.diagnostics
+    assert "script argument" in reading.variables["X"].as_scalar().unknowns[0].unknown
+
+
+def test_bad_substitution_still_reported():
+    assert any("bad substitution" in str(d.args) for d in _read("X=${1a}\n").diagnostics)
+
+
+# -- 2. associative arrays ------------------------------------------------------------------------------------
+ASSOC = """declare -A m
+m["aime"]=math
+m[gsm8k]=grade
+m[gsm8k]+=s
+k=aime
+declare -A n=([a]=1 ["b"]=2)
+typeset -A one
+one[only]=x
+A=${m[aime]}
+B=${m[$k]}
+C=${m["gsm8k"]}
+N=${#m[@]}
+K="${!one[@]}"
+O=${one[@]}
+"""
+
+
+def test_associative_array_subscripts_are_strings():
+    reading = _read(ASSOC)
+    assert not reading.diagnostics  # was SHELL-ARITH: `m["aime"]` evaluated as arithmetic
+    got = {n: reading.variables[n].as_scalar().text for n in ("A", "B", "C", "N", "K", "O")}
+    assert got == {"A": "math", "B": "math", "C": "grades", "N": "2", "K": "only", "O": "x"}
+    assert reading.variables["n"].keys == ("a", "b")
+
+
+@pytest.mark.skipif(not HAS_BASH, reason="no bash here")
+def test_associative_array_agrees_with_bash(tmp_path):
+    names = ("A", "B", "C", "N", "K", "O")
+    out = _bash(tmp_path, ASSOC + "echo " + " ".join(f'"${n}"' for n in names) + "\n")
+    reading = _read(ASSOC)
+    assert out.split() == [reading.variables[n].as_scalar().text for n in names]
+
+
+def test_associative_array_in_a_function_with_local():
+    text = 'f() {\n  local -A cfg\n  cfg["tp"]=4\n  TPV=${cfg[tp]}\n}\nf\n' + f"{V} {TP}=$TPV\n"
+    reading = _read(text)
+    assert not reading.diagnostics
+    command = reading.commands[-1]
+    assert not command.fields[-1].known  # set by a function: unknown, with its reason (never guessed)
+
+
+def test_associative_array_order_is_not_guessed():
+    """bash lists ``${m[@]}`` / ``${!m[@]}`` in its hash table's order: not the order of assignment."""
+    reading = _read('declare -A m=([x]=1 [y]=2)\nV="${m[@]}"\nK="${!m[@]}"\n')
+    for name in ("V", "K"):
+        assert "hash order" in reading.variables[name].as_scalar().unknowns[0].unknown
+
+
+def test_unknown_key_is_unknown():
+    reading = _read("declare -A m\nm[$(hostname)]=1\nX=${m[a]}\n")
+    assert not reading.diagnostics and not reading.variables["X"].as_scalar().known
+
+
+def test_indexed_array_subscripts_stay_arithmetic():
+    reading = _read("a=(x y z)\ni=1\na[i+1]=w\nX=${a[2]}\n")
+    assert reading.variables["X"].as_scalar().text == "w"
+
+
+# -- 3. an unknown value is unknown, not empty ----------------------------------------------------------------
+def test_unknown_list_value_is_unknown_not_missing(tmp_path):
+    text = f"DATA_PATH=$4\ntorchrun --nproc-per-node 8 pretrain_gpt.py {MLM} --data-path $DATA_PATH --seed 1\n"
+    rules = _findings(tmp_path, text)
+    assert "VALUE-BAD-TYPE" not in rules  # was: argparse: expected at least one argument
+    assert "argparse stops" in rules["VALUE-UNKNOWN"].message and "$4" in rules["VALUE-UNKNOWN"].message
+
+
+def test_missing_list_value_is_still_an_error(tmp_path):
+    text = f"torchrun --nproc-per-node 8 pretrain_gpt.py {MLM} --data-path --seed 1\n"
+    rules = _findings(tmp_path, text)
+    assert any("argparse stops" in f.message and f.severity == "error" for f in rules.values())
+
+
+def test_given_list_value_is_silent(tmp_path):
+    text = f"DATA_PATH=/data/x\ntorchrun --nproc-per-node 8 pretrain_gpt.py {MLM} --data-path $DATA_PATH --seed 1\n"
+    rules = _findings(tmp_path, text)
+    assert "VALUE-BAD-TYPE" not in rules and "VALUE-UNKNOWN" not in rules
+
+
+def _job(tmp_path, text: str, env=None):
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    return resolve_script(path, env)
