@@ -159,3 +159,92 @@ def _job(tmp_path, text: str, env=None):
     path = tmp_path / "run.sh"
     path.write_text(text)
     return resolve_script(path, env)
+
+
+# -- dead code: what bash never runs is not judged ------------------------------------------------------------
+LAUNCH = f"{V} {TP}=2"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"echo start\nexit 0\n{LAUNCH}\n",
+        f"if false; then\n  {LAUNCH}\nfi\n",
+        f"true || {LAUNCH}\n",
+        f"false && {LAUNCH}\n",
+        f"while false; do\n  {LAUNCH}\ndone\n",
+        f"until true; do {LAUNCH}; done\n",
+        f"f() {{ exit 0; }}\nf\n{LAUNCH}\n",
+        f"train() {{\n  {LAUNCH}\n}}\n",
+        f'if [ -z "$X" ]; then exit 1; else exit 0; fi\n{LAUNCH}\n',
+    ],
+)
+def test_dead_launch_is_not_judged(tmp_path, text):
+    assert not [c for c in _read(text).commands if c.fields[0].text == "python3"]
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    result = check(path)
+    assert result.error is not None and "no launch command" in result.error
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"if true; then\n  {LAUNCH}\nfi\n",
+        f"true && {LAUNCH}\n",
+        f"cd /work || exit 1\n{LAUNCH}\n",
+        f"[ -d /work ] || exit 1\n{LAUNCH}\n",
+        f'if [ -z "$X" ]; then echo usage; exit 1; fi\n{LAUNCH}\n',
+        f"(cd /tmp; exit 0)\n{LAUNCH}\n",
+        f"for i in 1 2; do exit 0; done\n{LAUNCH}\n",
+        f'bash -c "exit 0"\n{LAUNCH}\n',
+        f"train() {{\n  {LAUNCH}\n}}\ntrain\n",
+        f"{LAUNCH}\nexit 0\n",
+    ],
+)
+def test_live_launch_is_judged(tmp_path, text):
+    assert _job(tmp_path, text).layout("actor").tp.value == 2
+
+
+@pytest.mark.skipif(not HAS_BASH, reason="no bash here")
+@pytest.mark.parametrize(
+    ("text", "runs"),
+    [
+        ("exit 0\necho L\n", False),
+        ("if false; then echo L; fi\n", False),
+        ("true || echo L\n", False),
+        ("while false; do echo L; done\n", False),
+        ("f() { echo L; }\n", False),
+        ("cd / || exit 1\necho L\n", True),
+        ("(exit 0)\necho L\n", True),
+        ("for i in 1; do :; done\necho L\n", True),
+    ],
+)
+def test_dead_code_agrees_with_bash(tmp_path, text, runs):
+    assert ("L" in _bash(tmp_path, text)) is runs
+    assert any(c.fields[0].text == "echo" for c in _read(text).commands) is runs
+
+
+def test_no_launch_names_the_exit_and_the_uncalled_function(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text(f"echo start\nexit 0\n{LAUNCH}\n")
+    assert "run.sh:2: `exit` ends the script" in str(check(path).error)
+    path.write_text(f"train() {{\n  {LAUNCH}\n}}\n")
+    assert "function train() holds a launch but is never called" in str(check(path).error)
+    path.write_text("echo start\nexit 0\n")
+    assert "`exit` ends" not in str(check(path).error)  # nothing after it: the plain "no launch command"
+
+
+def test_blank_line_after_backslash_ends_the_launch(tmp_path):
+    text = f"{V} \\\n  trainer.nnodes=1 \\\n\n  {TP}=2 \\\n  trainer.n_gpus_per_node=4\n"
+    rules = _findings(tmp_path, text)
+    assert rules["SHELL-CONTINUATION"].line == 2 and "line 4" in rules["SHELL-CONTINUATION"].message
+    assert _job(tmp_path, text).layout("actor").tp.value == 1  # line 4 is not part of the launch (bash)
+    silent = _findings(tmp_path, f"{V} \\\n  trainer.nnodes=1 \\\n  {TP}=2\n\necho done\n")
+    assert "SHELL-CONTINUATION" not in silent
+
+
+@pytest.mark.skipif(not HAS_BASH, reason="no bash here")
+def test_blank_line_after_backslash_agrees_with_bash(tmp_path):
+    out = _bash(tmp_path, 'echo a \\\n  b \\\n\n  c=1\necho "[$c]"\n')
+    assert out.splitlines() == ["a b", "[1]"]  # `c=1` ran as an assignment of its own

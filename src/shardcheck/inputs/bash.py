@@ -39,6 +39,7 @@ class ShellReading:
     suppression_ids: tuple[tuple[int, str], ...] = ()  # (comment line, id as written), to check the ids
     env_unread: tuple[str, ...] = ()  # --env names the script never reads
     env_wanted: tuple[str, ...] = ()  # environment names the script reads (given or not)
+    unrun: tuple[str, ...] = ()  # "line 3: `exit` ends the script" ...: code bash never runs (for "no launch")
 
 
 def _parser():
@@ -91,8 +92,12 @@ def read_bash_text(
     if args:
         origin = Origin(kind="cli", text="an argument after `--` on shardcheck's command line")
         interp.positional = tuple(Field((Seg(a, origin),), origin) for a in args)
+    unrun: list[str] = []
     try:
         interp.run_block(tree.root_node.children)
+    except _Exit as stop:  # `exit` outside any undecided condition: bash runs nothing after it
+        if stop.skips_launch:
+            unrun.append(f"{stop.where}: `exit` ends the script; the launch after it never runs")
     except RecursionError:  # every nesting has its own bound; this is the last line of defence
         raise InputError(f"{path}:1: nested too deeply for shardcheck to read; simplify the script") from None
     suppressions, written = _suppressions(tree.root_node, src)
@@ -106,6 +111,7 @@ def read_bash_text(
         written,
         tuple(sorted(given - interp.env_read)),
         tuple(sorted(interp.env_read)),
+        tuple(unrun + interp.uncalled_launchers()),
     )
 
 
@@ -163,6 +169,22 @@ class _Unset(ShardcheckError):
     pass
 
 
+class _Exit(ShardcheckError):
+    """``exit`` was reached: the shell (or the subshell, the ``bash -c`` string) runs nothing after it."""
+
+    def __init__(self, where: str, *, skips_launch: bool = False) -> None:
+        super().__init__(where)
+        self.where = where
+        self.skips_launch = skips_launch  # the text after it names a launcher
+
+
+_LAUNCHER_TEXT = re.compile(r"\b(?:python3?|torchrun|deepspeed)\b")
+
+
+# Builtins whose exit status is known without running anything (bash(1), SHELL BUILTIN COMMANDS).
+_FIXED_STATUS = {"true": True, ":": True, "false": False}
+
+
 class _Interpreter:
     def __init__(
         self, src: str, path: str, env: dict[str, str], *, real_path: Path, parent: _Interpreter | None = None
@@ -181,6 +203,7 @@ class _Interpreter:
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
         self.functions: dict[str, object] = {}
+        self.called: set[str] = parent.called if parent is not None else set()  # functions called at least once
         self.commands: list[Command] = []
         self.diagnostics: list[Problem] = []
         self.consumed_until = 0
@@ -298,7 +321,12 @@ class _Interpreter:
             self._run_loop(node)
         elif kind == "list" and self._run_and_or(node):
             pass
-        elif kind in ("compound_statement", "subshell", "do_group", "list", "pipeline", "negated_command"):
+        elif kind == "subshell":
+            try:
+                self.run_block(node.children)
+            except _Exit:
+                pass  # `( ...; exit )` leaves the subshell only
+        elif kind in ("compound_statement", "do_group", "list", "pipeline", "negated_command"):
             self.run_block(node.children)
         elif kind == "redirected_statement":
             self._placeholders(node)
@@ -664,8 +692,10 @@ class _Interpreter:
 
     def _run_and_or(self, node) -> bool:
         """``[ c ] && x=a || x=b``: a list holding a test runs each part only when the status before it lets it
-        (known test results and assignments, which succeed); a part behind an unknown status is merged with
-        not running it. Lists without a test are run whole, as before. Returns whether it handled ``node``."""
+        (known test results, ``true`` / ``false`` / ``:`` and assignments, which succeed); a part behind an
+        unknown status is merged with not running it. Lists without either are run whole, as before, except that
+        an ``exit`` after ``||`` (``cd dir || exit 1``) does not end the reading. Returns whether it handled
+        ``node``."""
         items: list[tuple[str | None, object]] = []
 
         def flatten(n, op):
@@ -679,15 +709,26 @@ class _Interpreter:
             items.append((op, n))
 
         flatten(node, None)
-        if not any(n.type in ("test_command", "negated_command") for _, n in items):
-            return False
+        if not any(
+            n.type in ("test_command", "negated_command") or self._fixed_status(n) is not None for _, n in items
+        ):
+            if not any(op == "||" for op, _ in items):
+                return False
+            for op, part in items:
+                try:
+                    self.run(part)
+                except _Exit:
+                    if op != "||":
+                        raise
+            self.consumed_until = max(self.consumed_until, node.end_byte)
+            return True
         status: bool | None = True
         where = self.origin_at(node.start_byte)
         for op, part in items:
             runs = True if op is None else (status if op == "&&" else (None if status is None else not status))
             if runs is False:
                 continue
-            if part.type in ("test_command", "negated_command"):
+            if part.type in ("test_command", "negated_command") or self._fixed_status(part) is not None:
                 verdict = self.eval_condition(part)
                 status = verdict if runs is True else None
                 continue
@@ -719,10 +760,15 @@ class _Interpreter:
         for body in bodies:
             self.vars = dict(start)
             saved = self.consumed_until
-            self.run_block(body)
+            try:
+                self.run_block(body)
+                outcomes.append(self.vars)
+            except _Exit:
+                pass  # this branch ends the script: what follows runs only after the others
             self.consumed_until = max(saved, self.consumed_until)
-            outcomes.append(self.vars)
         self.condition = saved_condition
+        if not outcomes:
+            raise _Exit(self.origin_at(bodies[0][0].start_byte).location if bodies[0] else self.path)
         merged: dict[str, Var] = {}
         for name in set().union(*outcomes):
             versions = [o.get(name) for o in outcomes]
@@ -750,8 +796,17 @@ class _Interpreter:
             self.vars[name] = self._unknown_var(name, where, f"${name} {reason}")
         saved_condition = self.condition
         self.condition = f"inside the loop at line {where.line}"
-        if body is not None:
-            self.run_block(body.children)
+        cond = node.child_by_field_name("condition")
+        never = (
+            node.type == "while_statement"
+            and cond is not None
+            and self._fixed_status(cond) is (self.src[node.start_byte : node.start_byte + 5] == "until")
+        )  # `while false` / `until true`: bash never runs the body
+        if body is not None and not never:
+            try:
+                self.run_block(body.children)
+            except _Exit:
+                pass  # the loop may run no time: an `exit` in it does not end the reading
         self.condition = saved_condition
         after = self.vars
         self.vars = dict(start)
@@ -775,6 +830,8 @@ class _Interpreter:
             inner = [c for c in node.children if c.is_named]
             verdict = self.eval_condition(inner[0]) if len(inner) == 1 else None
             return None if verdict is None else not verdict
+        if node.type == "command":
+            return self._fixed_status(node)
         if node.type != "test_command":
             return None
         text = self.src[node.start_byte : node.end_byte].strip()
@@ -802,6 +859,15 @@ class _Interpreter:
             words.append(fields[0].text if fields else "")
             i = end
         return _test(words)
+
+    def _fixed_status(self, node) -> bool | None:
+        """The exit status of ``true`` / ``false`` / ``:`` (no arguments that could matter); None otherwise."""
+        if node.type != "command" or node.child_by_field_name("name") is None:
+            return None
+        words = [c for c in node.children if c.is_named]
+        if len(words) != 1 or any(c.type == "variable_assignment" for c in node.children):
+            return None
+        return _FIXED_STATUS.get(self.src[node.start_byte : node.end_byte].strip())
 
     # simple commands -----------------------------------------------------------------------
     def _run_command(self, node) -> None:
@@ -851,6 +917,7 @@ class _Interpreter:
             i = max(i, self.consumed_until)
         self.consumed_until = max(self.consumed_until, node.end_byte, i)
         fields.extend(self._escaped_space(node))
+        self._blank_after_continuation(node)
         self._placeholders(node)
         if fields:
             self._dispatch(fields, words[0], tuple(env_prefix))
@@ -868,6 +935,14 @@ class _Interpreter:
         origin = self.origin_at(at, "\\ ")
         self.diag(Kind.SHELL_CONTINUATION, at)
         return [Field((Seg(" ", origin),), origin)]
+
+    def _blank_after_continuation(self, node) -> None:
+        """``cmd a \\`` then a blank line: the backslash joins the blank line, which ends the command; the
+        continuation-looking line after it (indented, an option, ``key=value``) runs as a command of its own."""
+        m = re.compile(r"[ \t]*\\\n[ \t]*\n(?:[ \t]*\n)*([ \t]+\S|-|[\w.+~/]+=)").match(self.src, node.end_byte)
+        if m is not None:
+            after = self.origin_at(m.start(1)).line
+            self.diag(Kind.SHELL_CONTINUATION, self.src.index("\\", node.end_byte), blank=True, next_line=after)
 
     def _placeholders(self, node) -> None:
         """``key=<your path>``: bash reads ``<`` and ``>`` as redirections. Before the end of the command that
@@ -912,6 +987,8 @@ class _Interpreter:
         if name == "eval":
             self.diag(Kind.SHELL_EVAL, node.start_byte)
             return
+        if name == "exit":
+            raise _Exit(origin.location, skips_launch=bool(_LAUNCHER_TEXT.search(self.src, node.end_byte)))
         if name in ("read", "mapfile", "readarray", "getopts", "printf", "let"):
             self._unknown_targets(name, fields, origin)
             return
@@ -953,7 +1030,10 @@ class _Interpreter:
                 child.vars, child.functions = dict(self.vars), self.functions
                 child.positional = tuple(fields[k + 4 :])  # bash -c STRING NAME ARGS...: $0 = NAME
                 child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
-                child.run_block(tree.root_node.children)
+                try:
+                    child.run_block(tree.root_node.children)
+                except _Exit:
+                    pass  # the `bash -c` string ends; the script goes on
                 return True
         return False
 
@@ -1047,7 +1127,17 @@ class _Interpreter:
                     target, origin, f"${target} is set by `{name}` at line {origin.line}, which is not run"
                 )
 
+    def uncalled_launchers(self) -> list[str]:
+        """Functions whose body names a Python launcher and that are never called (bash never runs them)."""
+        out = []
+        for name, (body, owner) in self.functions.items():
+            if name not in self.called and _LAUNCHER_TEXT.search(owner.src[body.start_byte : body.end_byte]):
+                where = owner.origin_at(body.start_byte).location
+                out.append(f"{where}: function {bounds.short(name, 60)}() holds a launch but is never called")
+        return out
+
     def _call_function(self, name: str, fields: list[Field], origin: Origin) -> None:
+        self.called.add(name)
         body, owner = self.functions[name]
         if owner is not self:  # defined in another file: its body's offsets are that file's
             owner.vars, owner.functions, owner.condition = self.vars, self.functions, self.condition
@@ -1104,8 +1194,11 @@ class _Interpreter:
         start = dict(self.vars)
         saved_condition = self.condition
         self.condition = self.condition or f"inside function {name}() called at line {origin.line}"
-        self.run_block(body.children)
-        self.condition = saved_condition
+        try:
+            self.run_block(body.children)
+        finally:
+            self.condition = saved_condition
+            self.positional = saved_positional
         after = self.vars
         self.vars = dict(start)
         reason = f"is assigned by function {name}() called at line {origin.line}, which is not run"

@@ -81,17 +81,26 @@ def shell_continuation(p: Problem) -> Message:
     """
     `\\ ` followed by a comment (`  key=v \\ # note`) escapes the space: bash passes the word `' '` to
     the command and the command ends at the comment, so the lines below it become commands of their own.
+    A blank line after a line-ending `\\` ends the command the same way: the line below the blank one
+    runs as a command of its own.
 
     Why:
     Hydra rejects the `' '` word (`LexerNoViableAltException`) and every override on the lines below
     is lost (bash runs them as commands that do not exist).
 
     Fix:
-    Move the comment off the continued line; nothing may follow the backslash.
+    Move the comment off the continued line; nothing may follow the backslash. Remove the blank line
+    (or the backslash before it).
 
     Source:
     bash(1), QUOTING (a backslash preserves the literal value of the next character) and COMMENTS.
     """
+    if p.args.get("blank"):
+        return (
+            f"a blank line follows this `\\`: it ends the command here, and bash runs line {p['next_line']} "
+            "as a command of its own; the lines below are not part of it",
+            "remove the blank line",
+        )
     return (
         "`\\ ` escapes a space, not the line end: bash passes the word ' ' and ends the command here; the lines "
         "below are not part of it",
