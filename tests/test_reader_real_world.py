@@ -248,3 +248,230 @@ def test_blank_line_after_backslash_ends_the_launch(tmp_path):
 def test_blank_line_after_backslash_agrees_with_bash(tmp_path):
     out = _bash(tmp_path, 'echo a \\\n  b \\\n\n  c=1\necho "[$c]"\n')
     assert out.splitlines() == ["a b", "[1]"]  # `c=1` ran as an assignment of its own
+
+
+# -- 7. eval ----------------------------------------------------------------------------------------------------
+MLM_LAUNCH = f"torchrun --nproc-per-node 8 pretrain_gpt.py {MLM} --tensor-model-parallel-size 2"
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (f'run_cmd="{MLM_LAUNCH}"\neval ${{run_cmd}}\n', 1),
+        (f'CMD="{MLM_LAUNCH}"\neval "$CMD"\n', 1),
+        (f"eval {MLM_LAUNCH}\n", 1),
+        (
+            f'OPTS="--tensor-model-parallel-size 2"\nCMD="torchrun --nproc-per-node 8 pretrain_gpt.py {MLM} $OPTS"\n'
+            'eval "$CMD" 2>&1 | tee log.txt\n',
+            3,  # a string written on two lines: its positions are the eval's
+        ),
+    ],
+)
+def test_eval_of_a_known_string_is_read(tmp_path, text, line):
+    job = _job(tmp_path, text)
+    assert job.framework == "megatron-lm" and job.layout("actor").tp.value == 2
+    assert job.layout("actor").tp.origin.line == line  # traced to where the string was written
+    assert "SHELL-EVAL" not in _findings(tmp_path, text)
+
+
+def test_eval_sets_variables_in_this_shell():
+    assert _value('eval "TP=4"\nX=$TP\n', "X") == "4"
+    assert _value("eval 'A=1; B=$A$A'\n", "B") == "11"
+
+
+def test_eval_of_an_unknown_string_is_unknown_with_its_line(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text('echo setup\nCMD=$(cat cmd.txt)\neval "$CMD"\n')
+    result = check(path)
+    assert "run.sh:3: `eval` of a string that is not known" in str(result.error)
+    rules = _findings(tmp_path, f'eval "$(cat extra.sh)"\n{MLM_LAUNCH}\n')
+    assert rules["SHELL-EVAL"].line == 1 and "not known" in rules["SHELL-EVAL"].message
+
+
+@pytest.mark.skipif(not HAS_BASH, reason="no bash here")
+def test_eval_agrees_with_bash(tmp_path):
+    text = 'CMD="echo \'a  b\' c"\neval $CMD\neval "$CMD"\n'
+    out = _bash(tmp_path, text).splitlines()
+    mine = [" ".join(f.text for f in c.fields[1:]) for c in _read(text).commands]
+    assert out == mine == ["a b c", "a  b c"]  # unquoted: split, then joined with one space
+
+
+# -- 9, 10. launchers ------------------------------------------------------------------------------------------
+def test_environment_after_ray_job_submit(tmp_path):
+    text = (
+        "ray job submit --address=http://head:8265 --runtime-env-json='{}' -- PYTHONUNBUFFERED=1 HYDRA_FULL_ERROR=1 "
+        f"{V} {TP}=2\n"
+    )
+    job = _job(tmp_path, text)
+    assert job.framework == "verl" and job.layout("actor").tp.value == 2
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        "srun -N $NODES --gres=gpu:8 apptainer exec --nv -B /data:/data --env A=1 /images/mlm.sif",
+        "singularity exec --bind=/data /images/mlm.sif",
+        "apptainer exec --nv --cleanenv docker://nvcr.io/nvidia/pytorch:25.01-py3",
+    ],
+)
+def test_container_exec(tmp_path, runner):
+    job = _job(tmp_path, f"{runner} {MLM_LAUNCH}\n")
+    assert job.framework == "megatron-lm" and job.cluster.devices_per_node.value == 8
+
+
+def test_container_run_is_no_launch(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text(f"apptainer run /images/mlm.sif {MLM_LAUNCH}\n")  # runs the image's runscript, not a command
+    assert check(path).error is not None
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_srun_shell_string_with_unknown_options(tmp_path, shell):
+    text = f'CMD="{MLM_LAUNCH}"\nsrun -N $NODES --ntasks-per-node=1 {shell} -c "$CMD"\n'
+    assert _job(tmp_path, text).layout("actor").tp.value == 2
+
+
+def test_deepspeed_launcher(tmp_path):
+    job = _job(tmp_path, f"deepspeed --num_gpus 8 --num_nodes=2 --master_port 29500 pretrain_gpt.py {MLM}\n")
+    assert job.framework == "megatron-lm" and job.cluster.nnodes.value == 2 and job.cluster.devices_per_node.value == 8
+    bare = _job(tmp_path, f"deepspeed --hostfile hosts pretrain_gpt.py {MLM}\n").cluster
+    assert not bare.nnodes.known and "hostfile" in bare.nnodes.unknown  # every host of it: not guessed
+    path = tmp_path / "run.sh"
+    path.write_text(f"deepspeed --no_python ./pretrain_gpt.py {MLM}\n")
+    assert check(path).error is not None
+
+
+# -- 8. entry scripts of other names with Megatron-LM's flags ---------------------------------------------------
+@pytest.mark.parametrize(
+    "script", ["pretrain_qwen.py", "examples/qwen3/pretrain_mcore_qwen.py", "pretrain_deepseek4.py"]
+)
+def test_other_entry_with_megatron_flags_is_megatron_lm(tmp_path, script):
+    job = _job(tmp_path, f"torchrun --nproc-per-node 8 {script} {MLM} --tensor-model-parallel-size 2 --fork-own 1\n")
+    assert job.framework == "megatron-lm" and job.layout("actor").tp.value == 2
+    assert "judged as Megatron-LM because it takes Megatron-LM's flags" in job.config_source
+    rules = _findings(
+        tmp_path, f"torchrun --nproc-per-node 8 {script} {MLM} --tensor-model-parallel-size 2 --fork-own 1\n"
+    )
+    assert "MLM-FLAG-UNKNOWN" not in rules  # a fork's own flag is not judged
+
+
+def test_other_entry_without_megatron_flags_is_no_launch(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("torchrun --nproc-per-node 8 train_tokenizer.py --vocab 3 --tensor-model-parallel-size 2\n")
+    assert check(path).error is not None
+    own = _job(tmp_path, f"torchrun --nproc-per-node 8 pretrain_gpt.py {MLM}\n").config_source
+    assert "judged as Megatron-LM because" not in own  # Megatron-LM's own script: nothing to explain
+
+
+# -- 10, 11. verl forks' entry modules; --config-path beside the module -----------------------------------------
+def _repo(tmp_path):
+    """A repository with a fork's trainer (verl_tool.trainer.main_ppo) and a recipe (recipe.dapo.main_dapo), each
+    with its config directory beside its module, and scripts two folders down."""
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    for module, name, base in (
+        ("verl_tool/trainer/main_ppo", "agent_trainer", "ppo_trainer"),
+        ("recipe/dapo/main_dapo", "dapo_trainer", "ppo_megatron_trainer"),
+    ):
+        folder = (root / module).parent
+        (folder / "config").mkdir(parents=True)
+        (root / f"{module}.py").write_text(
+            f'import hydra\n@hydra.main(config_path="config", config_name="{name}", version_base=None)\n'
+            "def main(config):\n    pass\n"
+        )
+        (folder / "config" / f"{name}.yaml").write_text(
+            f"hydra:\n  searchpath:\n    - pkg://verl.trainer.config\ndefaults:\n  - {base}\n  - _self_\n"
+            "extra:\n  turns: 3\n"
+        )
+    (root / "examples" / "x").mkdir(parents=True)
+    return root
+
+
+def test_fork_entry_module_is_judged_as_verl(tmp_path):
+    root = _repo(tmp_path)
+    script = root / "examples" / "x" / "run.sh"
+    script.write_text(
+        f"python3 -m verl_tool.trainer.main_ppo actor_rollout_ref.rollout.tensor_model_parallel_size=2 extra.turns=4\n"
+    )
+    job = resolve_script(script)
+    assert job.framework == "verl" and job.config_name == "agent_trainer"
+    assert "verl_tool/trainer/config/agent_trainer.yaml" in job.config_source
+
+
+@pytest.mark.parametrize("module", ["verl.trainer.main_eval", "mypkg.tools.main_ppo", "verl_tool.main_ppo"])
+def test_other_modules_are_not_fork_entries(module):
+    from shardcheck.frameworks.verl.resolve import is_fork_entry
+
+    assert not is_fork_entry(module)
+    assert is_fork_entry("verl_tool.trainer.main_ppo") and is_fork_entry("mypkg.recipe.dapo.main_dapo")
+
+
+def test_config_path_is_beside_the_module(tmp_path):
+    root = _repo(tmp_path)
+    script = root / "examples" / "x" / "run.sh"
+    script.write_text(f"python3 -m recipe.dapo.main_dapo --config-path=config --config-name=dapo_trainer {TP}=2\n")
+    job = resolve_script(script)
+    assert "recipe/dapo/config/dapo_trainer.yaml" in job.config_source and "beside main_dapo.py" in job.config_source
+    assert job.layout("actor").tp.value == 2
+
+
+# -- 12. script-directory idioms; files sourced from the repository root -----------------------------------------
+IDIOMS = """SCRIPT_DIR=$( cd -- "$( dirname -- "${BASH_SOURCE[0]}" )" &> /dev/null && pwd )
+D2="$( cd "$( dirname "${BASH_SOURCE[0]}" )" && pwd )"
+REPO_ROOT=$(cd -- "${SCRIPT_DIR}/../.." && pwd)
+UP=$(dirname "$SCRIPT_DIR")
+TOP=$(git rev-parse --show-toplevel)
+REL=$(cd ../.. && pwd)
+source "${REPO_ROOT}/scripts/models/m.sh"
+source scripts/models/m2.sh
+"""
+
+
+def test_script_directory_idioms(tmp_path):
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (root / "scripts" / "models").mkdir(parents=True)
+    (root / "scripts" / "models" / "m.sh").write_text("TPA=4\n")
+    (root / "scripts" / "models" / "m2.sh").write_text("TPB=8\n")
+    script = root / "examples" / "a" / "run.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text(IDIOMS)
+    from shardcheck.inputs.bash import read_bash
+
+    reading = read_bash(script)
+    got = {
+        n: reading.variables[n].as_scalar().text for n in ("SCRIPT_DIR", "D2", "REPO_ROOT", "UP", "TOP", "TPA", "TPB")
+    }
+    here = str(script.parent.resolve())
+    assert got == {
+        "SCRIPT_DIR": here,
+        "D2": here,
+        "REPO_ROOT": str(root.resolve()),
+        "UP": str(script.parent.parent.resolve()),
+        "TOP": str(root.resolve()),
+        "TPA": "4",
+        "TPB": "8",
+    }
+    assert not reading.variables["REL"].as_scalar().known  # relative to a working directory not shown
+    assert not reading.diagnostics
+
+
+def test_source_outside_the_repository_is_still_refused(tmp_path):
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (tmp_path / "creds.sh").write_text("TPA=secret\n")
+    script = root / "run.sh"
+    script.write_text("source ../creds.sh\n")
+    from shardcheck.inputs.bash import read_bash
+
+    reading = read_bash(script)
+    assert "TPA" not in reading.variables and "lies outside the script's repository" in str(reading.diagnostics[0].args)
+
+
+@pytest.mark.skipif(not HAS_BASH, reason="no bash here")
+def test_dirname_agrees_with_coreutils():
+    from shardcheck.inputs.shell_source import dirname
+
+    for text in ("/a/b/c", "/a/b/", "a", "/", "a/b", "//a", "", "a//b//"):
+        out = subprocess.run(["dirname", "--", text], capture_output=True, text=True, check=True).stdout.strip()
+        assert dirname(text) == out, text

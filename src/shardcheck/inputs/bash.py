@@ -3,7 +3,8 @@
 tree-sitter-bash (chosen by measurement: 278/285 real verl scripts
 error-free, ~0.6 ms a script, local error recovery) gives the statements; every word is re-lexed
 from its raw text by :mod:`shell_words` and expanded here. Nothing from the script is executed:
-command substitution, ``eval``, loops and the like yield values marked *unknown*. ``source FILE``
+command substitution, loops, an ``eval`` of a string not known and the like yield values marked *unknown*
+(an ``eval`` or ``bash -c`` of a known string is read as the commands it holds). ``source FILE``
 is followed when FILE is known and exists (the file is read the same way, its lines are its own
 origins); ``$(dirname "$0")``-style words are the script's directory, never run.
 """
@@ -92,12 +93,12 @@ def read_bash_text(
     if args:
         origin = Origin(kind="cli", text="an argument after `--` on shardcheck's command line")
         interp.positional = tuple(Field((Seg(a, origin),), origin) for a in args)
-    unrun: list[str] = []
+    unrun = interp.unrun
     try:
         interp.run_block(tree.root_node.children)
     except _Exit as stop:  # `exit` outside any undecided condition: bash runs nothing after it
         if stop.skips_launch:
-            unrun.append(f"{stop.where}: `exit` ends the script; the launch after it never runs")
+            unrun.insert(0, f"{stop.where}: `exit` ends the script; the launch after it never runs")
     except RecursionError:  # every nesting has its own bound; this is the last line of defence
         raise InputError(f"{path}:1: nested too deeply for shardcheck to read; simplify the script") from None
     suppressions, written = _suppressions(tree.root_node, src)
@@ -196,6 +197,7 @@ class _Interpreter:
         self.main = parent.main if parent is not None else self  # the script given, for $0
         self.sourcing: tuple[Path, ...] = (parent.sourcing if parent is not None else ()) + (real_path,)
         self.unfollowed: list[str] = parent.unfollowed if parent is not None else []
+        self.unrun: list[str] = parent.unrun if parent is not None else []  # for "no launch": what was not read
         self.budget: bounds.Budget = parent.budget if parent is not None else bounds.Budget()
         self.allow_source: tuple[Path, ...] = parent.allow_source if parent is not None else ()
         self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
@@ -985,7 +987,7 @@ class _Interpreter:
             self._source(name, fields, node, env_prefix, origin)
             return
         if name == "eval":
-            self.diag(Kind.SHELL_EVAL, node.start_byte)
+            self._eval(fields, node, origin)
             return
         if name == "exit":
             raise _Exit(origin.location, skips_launch=bool(_LAUNCHER_TEXT.search(self.src, node.end_byte)))
@@ -1019,23 +1021,47 @@ class _Interpreter:
         for k in range(len(fields) - 2):
             text = fields[k].text
             if text is None:
-                return False
+                continue  # `srun -N $NODES sh -c "$CMD"`: an unknown option value is no shell
             if text.rsplit("/", 1)[-1] in ("bash", "sh") and fields[k + 1].text == "-c":
                 body = fields[k + 2]
                 if body.text is None or len(self.sourcing) > 16:
                     return False
-                at = body.value_origin(0)
-                src, tree = _tree(body.text.encode(), self.path)
-                child = _StringInterpreter(src, at, self)
-                child.vars, child.functions = dict(self.vars), self.functions
+                child = self._string_shell(body.text, body.value_origin(0))
+                child.vars = dict(self.vars)  # a shell of its own: what it sets stays there
                 child.positional = tuple(fields[k + 4 :])  # bash -c STRING NAME ARGS...: $0 = NAME
-                child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
                 try:
-                    child.run_block(tree.root_node.children)
+                    child.run_block(child.tree.root_node.children)
                 except _Exit:
                     pass  # the `bash -c` string ends; the script goes on
                 return True
         return False
+
+    def _string_shell(self, text: str, at: Origin) -> _StringInterpreter:
+        """An interpreter for a command string (``bash -c``, ``eval``) sharing this one's functions and findings."""
+        src, tree = _tree(text.encode(), self.path)
+        child = _StringInterpreter(src, at, self)
+        child.tree = tree
+        child.vars, child.functions, child.positional = self.vars, self.functions, self.positional
+        child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
+        return child
+
+    def _eval(self, fields: list[Field], node, origin: Origin) -> None:
+        """``eval ARGS``: bash joins the arguments with spaces and runs the result in this shell. A string known
+        statically is read as the commands it holds (never run); one that is not makes what it runs unknown."""
+        words = fields[1:]
+        if not words:
+            return
+        if not all(f.known for f in words) or len(self.sourcing) > 16:
+            self.diag(Kind.SHELL_EVAL, node.start_byte)
+            self.unrun.append(
+                f"{origin.location}: `eval` of a string that is not known: the command it runs is unknown"
+            )
+            return
+        child = self._string_shell(" ".join(f.text for f in words), words[0].value_origin(0))
+        try:
+            child.run_block(child.tree.root_node.children)
+        finally:
+            self.vars, self.functions = child.vars, child.functions
 
     def _source(self, name: str, fields: list[Field], node, env_prefix, origin: Origin) -> None:
         """Read the sourced file in this shell: its assignments and commands count as the script's."""
@@ -1329,6 +1355,8 @@ class _Interpreter:
                     text=f"{_utf8(part.text)[:40]}: the directory of {real.name}, not run",
                 )
                 yield [Seg(str(real.parent), note)], not part.quoted, part.quoted
+            elif isinstance(part, Opaque) and (path := self._path_substitution(part.text, origin)) is not None:
+                yield [path], not part.quoted, part.quoted
             elif isinstance(part, Opaque):
                 yield (
                     [Seg(None, origin, f"{_utf8(part.text)[:40]} at line {origin.line} is not run")],
@@ -1339,6 +1367,35 @@ class _Interpreter:
                 yield [self._arith(part, origin)], not part.quoted, part.quoted
             elif isinstance(part, Param):
                 yield from self._param(part, origin, assignment=assignment)
+
+    def _path_substitution(self, text: str, origin: Origin) -> Seg | None:
+        """``$(cd "${SCRIPT_DIR}/../.." && pwd)``, ``$(dirname "$X")``, ``$(git rev-parse --show-toplevel)``: the
+        path they print, computed from the word (never run); None when the word is not known or, for ``cd``, not
+        absolute (relative to a working directory the script does not show)."""
+        found = shell_source.path_substitution(text)
+        if found is None:
+            return None
+        kind, word = found
+        if kind == "git-top":
+            top = shell_source.git_top(self.main.real_path.parent)
+            value = str(top) if top is not None else None
+            what = f"the repository root of {self.main.real_path.name}"
+        else:
+            try:
+                parts, end = shell_words.lex_word(word, 0)
+            except WordSyntaxError:
+                return None
+            if end != len(word):
+                return None
+            arg = self.expand_scalar(parts, origin).text
+            if arg is None or (kind == "cd" and not arg.startswith("/")):
+                return None
+            value = os.path.normpath(arg) if kind == "cd" else shell_source.dirname(arg)
+            what = f"{bounds.short(value, 60)}"
+        if value is None:
+            return None
+        note = replace(origin, text=f"{_utf8(text)[:40]}: {what}, not run")
+        return Seg(value, note)
 
     def _arith(self, part: Arith, origin: Origin) -> Seg:
         body = self.expand_scalar(part.parts, origin)
@@ -1690,11 +1747,13 @@ class _Item:
 
 
 class _StringInterpreter(_Interpreter):
-    """A command string run by ``bash -c``: read like a script; every position is where the string was written."""
+    """A command string run by ``bash -c`` or ``eval``: read like a script; every position is where the string was
+    written."""
 
     def __init__(self, src: str, at: Origin, parent: _Interpreter) -> None:
         super().__init__(src, parent.path, parent.env, real_path=parent.real_path, parent=parent)
         self.at = at
+        self.tree = None
 
     def origin_at(self, offset: int, text: str | None = None) -> Origin:
         return Origin(kind="script", path=self.at.path, line=self.at.line, column=self.at.column, text=text)

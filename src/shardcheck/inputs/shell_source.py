@@ -26,13 +26,58 @@ _FORMS = re.compile(
 _NOISE = re.compile(r"""["']|(?<=\s)--(?=\s)|\s*(?:&>|>|2>&1|2>)\s*/dev/null|\s+2>&1""")
 
 
+def _flat(text: str) -> str:
+    """``text`` without quotes, ``--`` and redirections to /dev/null, one space apart, ``$( x )`` as ``$(x)``."""
+    flat = " ".join(_NOISE.sub("", text).split())
+    return re.sub(r"\s+\)", ")", re.sub(r"\$\(\s+", "$(", flat))
+
+
 def script_dir_substitution(text: str) -> str | None:
     """``"main"`` when ``text`` is a ``$(...)`` that prints the main script's directory (``$0``),
     ``"self"`` when it prints the directory of the file being read (``BASH_SOURCE``), else None."""
-    flat = " ".join(_NOISE.sub("", text).split())
+    flat = _flat(text)
     if not _FORMS.match(flat):
         return None
     return "main" if re.search(r"\$0|\$\{0\}", flat) else "self"
+
+
+# `$(cd DIR && pwd)` / `$(cd -P -- DIR &>/dev/null; pwd -P)`: DIR, normalised, when it is absolute;
+# `$(dirname WORD)`: WORD's directory, as dirname(1) cuts it; `$(git rev-parse --show-toplevel)`: the repository root.
+_CD_PWD = re.compile(
+    r"^\$\(\s*cd\s+(?:-P\s+)?(?:--\s+)?(?P<dir>\S.*?)\s*(?:(?:&>|>|2>)\s*/dev/null(?:\s*2>&1)?\s*)?(?:&&|;)\s*"
+    r"pwd(?:\s+-P)?\s*\)$",
+    re.S,
+)
+_DIRNAME_OF = re.compile(r"^\$\(\s*dirname\s+(?:--\s+)?(?P<dir>\S.*?)\s*\)$", re.S)
+_GIT_TOP = re.compile(r"^\$\(\s*git\s+rev-parse\s+--show-toplevel\s*(?:2>\s*/dev/null\s*)?\)$")
+
+
+def path_substitution(text: str) -> tuple[str, str] | None:
+    """(``"cd"`` | ``"dirname"`` | ``"git-top"``, the word it reads as written) for a ``$(...)`` whose output
+    is a path computed from a word alone (nothing run); None for any other command substitution."""
+    for kind, pattern in (("cd", _CD_PWD), ("dirname", _DIRNAME_OF), ("git-top", _GIT_TOP)):
+        m = pattern.match(text)
+        if m is not None:
+            return kind, m.groupdict().get("dir") or ""
+    return None
+
+
+def dirname(text: str) -> str:
+    """What dirname(1) prints for ``text`` (trailing slashes dropped, then the last component)."""
+    stripped = text.rstrip("/")
+    if not stripped:
+        return "/" if text else "."
+    if "/" not in stripped:
+        return "."
+    return stripped.rsplit("/", 1)[0].rstrip("/") or "/"
+
+
+def git_top(path: Path) -> Path | None:
+    """The repository root above ``path`` (the first folder holding ``.git``), or None."""
+    for folder in (path, *path.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
 
 
 def resolve_source(target: str, current_file: Path) -> Path:
@@ -41,13 +86,19 @@ def resolve_source(target: str, current_file: Path) -> Path:
     from the directory the paths are written for is not knowable, so the script's own is used)."""
     path = Path(target)
     if not path.is_absolute():
-        path = current_file.parent / path
+        beside = Path(os.path.normpath(current_file.parent / path))
+        top = git_top(current_file.parent)
+        # not beside the file: scripts of a repository are run from its root (`bash scripts/x.sh`), so a path
+        # written for that directory is read from there
+        if not beside.exists() and top is not None and (top / path).exists():
+            return Path(os.path.normpath(top / path))
+        return beside
     return Path(os.path.normpath(path))
 
 
 def source_refusal(real: Path, main_script: Path, allowed: tuple[Path, ...] = ()) -> str | None:
-    """Why ``source`` must not read ``real`` (None: it may). A launch reads what its own tree holds for
-    everyone; anything else (a file outside the main script's directory tree, reached by path or symlink,
+    """Why ``source`` must not read ``real`` (None: it may). A launch reads what its own tree (its directory, or
+    the git repository holding it, unless that is the home directory or ``/``) holds for everyone; anything else (a file outside the main script's directory tree, reached by path or symlink,
     or one not readable by everyone, such as a mode-0600 credentials file) is read only inside a
     directory the user names with ``--allow-source DIR``: a script someone else wrote must not make
     shardcheck print the contents of the caller's private files."""
@@ -56,10 +107,13 @@ def source_refusal(real: Path, main_script: Path, allowed: tuple[Path, ...] = ()
         if any(resolved.is_relative_to(os.path.realpath(d)) for d in allowed):
             return None
         tree = Path(os.path.realpath(main_script.parent))
+        top = git_top(tree)
+        if top is not None and top not in (Path(os.path.realpath(Path.home())), Path("/")):
+            tree = top
         if not resolved.is_relative_to(tree):
+            what = "repository" if tree == top else "directory"
             return (
-                f"{resolved} lies outside the script's directory {tree}; pass --allow-source "
-                f"{resolved.parent} to read it"
+                f"{resolved} lies outside the script's {what} {tree}; pass --allow-source {resolved.parent} to read it"
             )
         mode = os.stat(resolved).st_mode
     except (OSError, ValueError) as exc:

@@ -48,10 +48,60 @@ HYBRID_SCRIPTS = frozenset({"pretrain_mamba.py", "pretrain_hybrid.py"})
 KEY_PREFIX = "args"  # Megatron-LM's namespace: args.tensor_model_parallel_size, ...
 
 
+# Flags only Megatron-LM's argument parser (megatron/training/arguments.py) and its forks take: an entry script of
+# another name (pretrain_qwen.py, pretrain_mcore_*.py in Pai-Megatron-Patch, MindSpeed-LLM, ...) given at least
+# LIKE_MEGATRON of them, one a parallel size, is judged as Megatron-LM (and says so).
+_PARALLEL_FLAGS = frozenset(
+    {
+        "--tensor-model-parallel-size",
+        "--pipeline-model-parallel-size",
+        "--expert-model-parallel-size",
+        "--context-parallel-size",
+    }
+)
+_MEGATRON_FLAGS = _PARALLEL_FLAGS | {
+    "--num-layers",
+    "--hidden-size",
+    "--num-attention-heads",
+    "--ffn-hidden-size",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--seq-length",
+    "--max-position-embeddings",
+    "--sequence-parallel",
+    "--use-distributed-optimizer",
+    "--expert-tensor-parallel-size",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--tokenizer-type",
+}
+LIKE_MEGATRON = 3
+
+
+def megatron_like_flags(launch: Launch) -> list[str]:
+    """The Megatron-LM flags a script of another name is given (empty when too few to judge it as Megatron-LM)."""
+    if launch.script is None or not launch.script.endswith(".py"):
+        return []
+    seen = list(dict.fromkeys(w.text.split("=", 1)[0] for w in launch.args if w.text and w.text.startswith("--")))
+    found = [f for f in seen if f in _MEGATRON_FLAGS]
+    return found if len(found) >= LIKE_MEGATRON and any(f in _PARALLEL_FLAGS for f in found) else []
+
+
 def is_megatron_lm_entry(launch: Launch) -> bool:
     if launch.script is not None:
-        return launch.script.rsplit("/", 1)[-1] in MEGATRON_LM_SCRIPTS
+        return launch.script.rsplit("/", 1)[-1] in MEGATRON_LM_SCRIPTS or bool(megatron_like_flags(launch))
     return bool(launch.module) and launch.module.split(".")[0] == "megatron"
+
+
+def _like(launch: Launch) -> str:
+    """For an entry script that is not Megatron-LM's own: why it is judged as Megatron-LM."""
+    script = (launch.script or "").rsplit("/", 1)[-1]
+    if not launch.script or script in MEGATRON_LM_SCRIPTS:
+        return ""
+    flags = megatron_like_flags(launch)
+    return (
+        f"; {script} is not a script of Megatron-LM's: judged as Megatron-LM because it takes Megatron-LM's flags "
+        f"({', '.join(flags[:4])}{', …' if len(flags) > 4 else ''}); flags of its own are not judged"
+    )
 
 
 def _positive(t: Traced, name: str, notes: list[Problem], *, allow_none: bool = False) -> Traced:
@@ -254,7 +304,8 @@ def resolve_megatron_lm(
         framework_version=megatron_lm_source(minor),
         entry=launch.entry,
         config_name="-",
-        config_source=f"Megatron-LM flags (megatron/training/arguments.py, {megatron_lm_source(minor)})",
+        config_source=f"Megatron-LM flags (megatron/training/arguments.py, {megatron_lm_source(minor)})"
+        + _like(launch),
         cluster=torchrun_cluster(launch, exported, notes),
         strategy=_default("megatron", "Megatron-LM"),
         layouts=(layout,),
