@@ -391,7 +391,7 @@ def test_fork_entry_module_is_judged_as_verl(tmp_path):
     root = _repo(tmp_path)
     script = root / "examples" / "x" / "run.sh"
     script.write_text(
-        f"python3 -m verl_tool.trainer.main_ppo actor_rollout_ref.rollout.tensor_model_parallel_size=2 extra.turns=4\n"
+        "python3 -m verl_tool.trainer.main_ppo actor_rollout_ref.rollout.tensor_model_parallel_size=2 extra.turns=4\n"
     )
     job = resolve_script(script)
     assert job.framework == "verl" and job.config_name == "agent_trainer"

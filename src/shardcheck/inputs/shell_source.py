@@ -97,11 +97,11 @@ def resolve_source(target: str, current_file: Path) -> Path:
 
 
 def source_refusal(real: Path, main_script: Path, allowed: tuple[Path, ...] = ()) -> str | None:
-    """Why ``source`` must not read ``real`` (None: it may). A launch reads what its own tree (its directory, or
-    the git repository holding it, unless that is the home directory or ``/``) holds for everyone; anything else (a file outside the main script's directory tree, reached by path or symlink,
-    or one not readable by everyone, such as a mode-0600 credentials file) is read only inside a
-    directory the user names with ``--allow-source DIR``: a script someone else wrote must not make
-    shardcheck print the contents of the caller's private files."""
+    """Why ``source`` must not read ``real`` (None: it may). A launch reads what its own tree (its directory, or the
+    git repository holding it, unless that is the home directory or ``/``) holds for everyone; anything else (a file
+    outside that tree, reached by path or symlink, or one not readable by everyone, such as a mode-0600 credentials
+    file) is read only inside a directory the user names with ``--allow-source DIR``: a script someone else wrote
+    must not make shardcheck print the contents of the caller's private files."""
     try:
         resolved = Path(os.path.realpath(real))
         if any(resolved.is_relative_to(os.path.realpath(d)) for d in allowed):
