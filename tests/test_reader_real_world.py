@@ -9,6 +9,8 @@ import shutil
 import subprocess
 
 import pytest
+from test_reader_gaps import _job
+from test_reader_gaps import _rules as _findings
 
 from shardcheck.api import check, resolve_script
 from shardcheck.inputs.bash import read_bash_text
@@ -36,14 +38,6 @@ def _bash(tmp_path, text: str, args=()) -> str:
     path = tmp_path / "probe.sh"
     path.write_text(text)
     return subprocess.run(["bash", str(path), *args], capture_output=True, text=True, check=True).stdout
-
-
-def _findings(tmp_path, text: str, env=None) -> dict:
-    path = tmp_path / "run.sh"
-    path.write_text(text)
-    result = check(path, env)
-    assert result.error is None, result.error
-    return {f.rule: f for f in result.findings}
 
 
 # -- 1. positional parameters past 9 --------------------------------------------------------------------------
@@ -153,12 +147,6 @@ def test_given_list_value_is_silent(tmp_path):
     text = f"DATA_PATH=/data/x\ntorchrun --nproc-per-node 8 pretrain_gpt.py {MLM} --data-path $DATA_PATH --seed 1\n"
     rules = _findings(tmp_path, text)
     assert "VALUE-BAD-TYPE" not in rules and "VALUE-UNKNOWN" not in rules
-
-
-def _job(tmp_path, text: str, env=None):
-    path = tmp_path / "run.sh"
-    path.write_text(text)
-    return resolve_script(path, env)
 
 
 # -- dead code: what bash never runs is not judged ------------------------------------------------------------

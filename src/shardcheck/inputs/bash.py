@@ -1111,8 +1111,10 @@ class _Interpreter:
         temporary = {k: self.vars.get(k) for k, _ in env_prefix}  # `A=1 source f`: A holds while f runs
         for k, value in env_prefix:
             child.vars[k] = Var(k, value.origin, value=value)
-        child.run_block(tree.root_node.children)
-        self.vars, self.functions = child.vars, child.functions
+        try:
+            child.run_block(tree.root_node.children)
+        finally:  # an `exit` in the file ends the script: what it set before stays read
+            self.vars, self.functions = child.vars, child.functions
         for k, old in temporary.items():
             if old is None:
                 self.vars.pop(k, None)
