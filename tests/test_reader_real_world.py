@@ -276,6 +276,24 @@ def test_eval_of_an_unknown_string_is_unknown_with_its_line(tmp_path):
     assert rules["SHELL-EVAL"].line == 1 and "not known" in rules["SHELL-EVAL"].message
 
 
+def test_eval_with_unknown_parts_reads_the_known_words(tmp_path):
+    """Pai-Megatron-Patch's form: the distributed options hold values not given; each is one unknown word."""
+    text = (
+        'DISTRIBUTED_ARGS="--nproc_per_node 8 --nnodes 1 --master_addr $MASTER_ADDR"\n'
+        f'run_cmd="torchrun $DISTRIBUTED_ARGS pretrain_qwen.py {MLM} --tensor-model-parallel-size 2 --load $1"\n'
+        "eval ${run_cmd}\n"
+    )
+    job = _job(tmp_path, text)
+    assert job.framework == "megatron-lm" and job.layout("actor").tp.value == 2
+    assert job.cluster.devices_per_node.value == 8
+    assert "SHELL-EVAL" not in _findings(tmp_path, text)
+
+
+def test_eval_unknown_part_inside_single_quotes_is_unknown():
+    command = _read("X=$(hostname)\neval \"echo 'a $X' b\"\n").commands[0]
+    assert [f.text for f in command.fields] == ["echo", None, "b"]  # never the placeholder's name as text
+
+
 @pytest.mark.skipif(not HAS_BASH, reason="no bash here")
 def test_eval_agrees_with_bash(tmp_path):
     text = 'CMD="echo \'a  b\' c"\neval $CMD\neval "$CMD"\n'

@@ -179,6 +179,7 @@ class _Exit(ShardcheckError):
         self.skips_launch = skips_launch  # the text after it names a launcher
 
 
+_HOLE = "__shardcheck_eval_unknown_"  # the name an unknown part of an eval'd string stands under
 _LAUNCHER_TEXT = re.compile(r"\b(?:python3?|torchrun|deepspeed)\b")
 
 
@@ -432,7 +433,8 @@ class _Interpreter:
 
     def _assoc_element(self, name: str, index: str, value: Field, origin: Origin, old, append: bool, exported: bool):
         """``m[KEY]=value`` (``+=`` appends to the element) on an associative array."""
-        if old is not None and old.keys is None and old.items != ():
+        old = _as_assoc(old)
+        if old is not None and old.keys is None:
             return old  # the array is unknown already (set differently in two branches, ...): it stays so
         key = self._subscript(index, origin)
         if key is None:
@@ -1046,22 +1048,61 @@ class _Interpreter:
         return child
 
     def _eval(self, fields: list[Field], node, origin: Origin) -> None:
-        """``eval ARGS``: bash joins the arguments with spaces and runs the result in this shell. A string known
-        statically is read as the commands it holds (never run); one that is not makes what it runs unknown."""
+        """``eval ARGS``: bash joins the arguments with spaces and runs the result in this shell. The string is read
+        as the commands it holds (never run). A part of it that is not known (``--master_addr $MASTER_ADDR`` with
+        MASTER_ADDR not given) stands in it as an unquoted variable of unknown value, read as bash would read such
+        a word: one word of unknown content (inside single quotes, the word it lands in is unknown). When the
+        command's own name is not known, what it runs is unknown, with the line."""
         words = fields[1:]
         if not words:
             return
-        if not all(f.known for f in words) or len(self.sourcing) > 16:
+        holes: dict[str, Seg] = {}
+        pieces: list[str] = []
+        for seg in (s for k, f in enumerate(words) for s in ((Seg(" ", origin),) if k else ()) + f.segs):
+            if seg.text is None:
+                hole = f"{_HOLE}{len(holes)}"
+                holes[hole] = seg
+                pieces.append("${" + hole + "}")
+            else:
+                pieces.append(seg.text)
+        before = len(self.commands)
+        if len(self.sourcing) <= 16:
+            child = self._string_shell("".join(pieces), words[0].value_origin(0))
+            for hole, seg in holes.items():
+                child.vars[hole] = Var(hole, seg.origin, value=Field((seg,), seg.origin))
+            try:
+                child.run_block(child.tree.root_node.children)
+            finally:
+                self.vars, self.functions = child.vars, child.functions
+                for hole in holes:
+                    self.vars.pop(hole, None)
+                self._fill_holes(before, holes)
+        named = any(c.fields and c.fields[0].known for c in self.commands[before:])
+        if len(self.sourcing) > 16 or (holes and not named):
             self.diag(Kind.SHELL_EVAL, node.start_byte)
             self.unrun.append(
                 f"{origin.location}: `eval` of a string that is not known: the command it runs is unknown"
             )
+
+    def _fill_holes(self, start: int, holes: dict[str, Seg]) -> None:
+        """A hole that landed inside single quotes of an eval'd string is text there: the word is unknown."""
+        if not holes:
             return
-        child = self._string_shell(" ".join(f.text for f in words), words[0].value_origin(0))
-        try:
-            child.run_block(child.tree.root_node.children)
-        finally:
-            self.vars, self.functions = child.vars, child.functions
+        for k in range(start, len(self.commands)):
+            command = self.commands[k]
+            if any(_HOLE in (s.text or "") for f in command.fields for s in f.segs):
+                fields = tuple(
+                    Field((Seg(None, f.origin, "a part of an eval'd string that is not known"),), f.origin)
+                    if any(_HOLE in (s.text or "") for s in f.segs)
+                    else f
+                    for f in command.fields
+                )
+                self.commands[k] = replace(command, fields=fields)
+        for name, var in list(self.vars.items()):
+            if any(_HOLE in (s.text or "") for f in (var.items or (var.value,)) if f is not None for s in f.segs):
+                self.vars[name] = self._unknown_var(
+                    name, var.origin, f"${name}: a part of an eval'd string is not known"
+                )
 
     def _source(self, name: str, fields: list[Field], node, env_prefix, origin: Origin) -> None:
         """Read the sourced file in this shell: its assignments and commands count as the script's."""
@@ -1499,6 +1540,7 @@ class _Interpreter:
 
     def _assoc_get(self, var: Var, index: str | None, origin: Origin):
         """``${m[KEY]}`` (``$m`` is ``${m[0]}``) of an associative array, or raise _Unset."""
+        var = _as_assoc(var)
         if var.keys is None:
             return "scalar", var.as_scalar()  # unknown as a whole: the reason is the array's
         key = "0" if index is None else self._subscript(index, origin)
@@ -1786,6 +1828,22 @@ def _merge_arrays(name: str, versions: list[Var], reason: str) -> Var:
     origin = next((v.origin for v in versions if len(v.items) > len(prefix)), first.origin)
     tail = Field((Seg(None, origin, reason),), origin)
     return Var(name, origin, items=tuple(prefix) + (tail,), exported=first.exported)
+
+
+def _as_assoc(var: Var | None) -> Var | None:
+    """``var`` as an associative array: a known scalar is its element ``0`` (bash converts it so on ``declare
+    -A``); an empty indexed array has no elements; anything else (unknown, indexed with elements) is unknown."""
+    if var is None or var.keys is not None:
+        return var
+    if var.items == ():
+        return replace(var, keys=())
+    scalar = var.as_scalar()
+    if var.items is None and scalar is not None and scalar.known:
+        return replace(var, value=None, items=(scalar,), keys=("0",))
+    why = f"${var.name} was not an associative array before `declare -A`"
+    return (
+        var if var.items is None else Var(var.name, var.origin, value=Field((Seg(None, var.origin, why),), var.origin))
+    )
 
 
 def _same_value(a: Var | None, b: Var | None) -> bool:

@@ -90,8 +90,11 @@ def resolve_source(target: str, current_file: Path) -> Path:
         top = git_top(current_file.parent)
         # not beside the file: scripts of a repository are run from its root (`bash scripts/x.sh`), so a path
         # written for that directory is read from there
-        if not beside.exists() and top is not None and (top / path).exists():
-            return Path(os.path.normpath(top / path))
+        try:
+            if top is not None and not beside.exists() and (top / path).exists():
+                return Path(os.path.normpath(top / path))
+        except OSError:  # a name too long for the file system: the caller says why it is not read
+            pass
         return beside
     return Path(os.path.normpath(path))
 
