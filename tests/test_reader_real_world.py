@@ -361,10 +361,21 @@ def test_other_entry_with_megatron_flags_is_megatron_lm(tmp_path, script):
     assert "MLM-FLAG-UNKNOWN" not in rules  # a fork's own flag is not judged
 
 
-def test_other_entry_without_megatron_flags_is_no_launch(tmp_path):
+@pytest.mark.parametrize(
+    "command",
+    [
+        "train_tokenizer.py --vocab 3 --tensor-model-parallel-size 2",  # too few of Megatron-LM's flags
+        f"evaluate_megatron_llama.py {MLM} --tensor-model-parallel-size 2",  # takes them, but does not train
+        f"pretrain_x.py {MLM}",  # no parallel size
+    ],
+)
+def test_other_entry_not_judged_as_megatron_lm(tmp_path, command):
     path = tmp_path / "run.sh"
-    path.write_text("torchrun --nproc-per-node 8 train_tokenizer.py --vocab 3 --tensor-model-parallel-size 2\n")
+    path.write_text(f"torchrun --nproc-per-node 8 {command}\n")
     assert check(path).error is not None
+
+
+def test_megatron_lm_own_script_needs_no_explanation(tmp_path):
     own = _job(tmp_path, f"torchrun --nproc-per-node 8 pretrain_gpt.py {MLM}\n").config_source
     assert "judged as Megatron-LM because" not in own  # Megatron-LM's own script: nothing to explain
 

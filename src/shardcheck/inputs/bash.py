@@ -719,6 +719,8 @@ class _Interpreter:
             if not any(op == "||" for op, _ in items):
                 return False
             for op, part in items:
+                if part.start_byte < self.consumed_until:
+                    continue  # part of a word tree-sitter split in two (as run_block skips it)
                 try:
                     self.run(part)
                 except _Exit:

@@ -48,9 +48,9 @@ HYBRID_SCRIPTS = frozenset({"pretrain_mamba.py", "pretrain_hybrid.py"})
 KEY_PREFIX = "args"  # Megatron-LM's namespace: args.tensor_model_parallel_size, ...
 
 
-# Flags only Megatron-LM's argument parser (megatron/training/arguments.py) and its forks take: an entry script of
-# another name (pretrain_qwen.py, pretrain_mcore_*.py in Pai-Megatron-Patch, MindSpeed-LLM, ...) given at least
-# LIKE_MEGATRON of them, one a parallel size, is judged as Megatron-LM (and says so).
+# Flags only Megatron-LM's argument parser (megatron/training/arguments.py) and its forks take: a pretrain*.py
+# entry script of another name (pretrain_qwen.py, pretrain_mcore_*.py in Pai-Megatron-Patch, MindSpeed-LLM, ...)
+# given at least LIKE_MEGATRON of them, one a parallel size, is judged as Megatron-LM (and says so).
 _PARALLEL_FLAGS = frozenset(
     {
         "--tensor-model-parallel-size",
@@ -79,8 +79,9 @@ LIKE_MEGATRON = 3
 
 def megatron_like_flags(launch: Launch) -> list[str]:
     """The Megatron-LM flags a script of another name is given (empty when too few to judge it as Megatron-LM)."""
-    if launch.script is None or not launch.script.endswith(".py"):
-        return []
+    name = (launch.script or "").rsplit("/", 1)[-1]
+    if not (name.startswith("pretrain") and name.endswith(".py")):
+        return []  # evaluate_*.py, generate_text_*.py ... take the flags too but do not train: not judged
     seen = list(dict.fromkeys(w.text.split("=", 1)[0] for w in launch.args if w.text and w.text.startswith("--")))
     found = [f for f in seen if f in _MEGATRON_FLAGS]
     return found if len(found) >= LIKE_MEGATRON and any(f in _PARALLEL_FLAGS for f in found) else []
