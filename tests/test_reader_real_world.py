@@ -361,6 +361,18 @@ def test_other_entry_with_megatron_flags_is_megatron_lm(tmp_path, script):
     assert "MLM-FLAG-UNKNOWN" not in rules  # a fork's own flag is not judged
 
 
+def test_fork_entry_may_set_what_megatron_lm_requires(tmp_path):
+    """Pai-Megatron-Patch's pretrain_mcore_qwen.py derives --train-iters from its own --epochs: not an error."""
+    fork = MLM.replace(" --lr 1e-4 --train-iters 10", "")
+    rules = _findings(
+        tmp_path, f"torchrun --nproc-per-node 8 pretrain_mcore_qwen.py {fork} --tensor-model-parallel-size 2\n"
+    )
+    assert "MLM-TRAIN-LENGTH" not in rules and "MLM-LR-NEEDED" not in rules
+    assert "may set" in rules["VALUE-UNKNOWN"].message
+    own = _findings(tmp_path, f"torchrun --nproc-per-node 8 pretrain_gpt.py {fork} --tensor-model-parallel-size 2\n")
+    assert "MLM-TRAIN-LENGTH" in own and "MLM-LR-NEEDED" in own  # Megatron-LM's own script: still errors
+
+
 @pytest.mark.parametrize(
     "command",
     [

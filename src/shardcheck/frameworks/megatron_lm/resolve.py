@@ -75,6 +75,8 @@ _MEGATRON_FLAGS = _PARALLEL_FLAGS | {
     "--tokenizer-type",
 }
 LIKE_MEGATRON = 3
+# Flags without a default that Megatron-LM needs (MLM-TRAIN-LENGTH, MLM-LR-NEEDED): a fork's script may derive them.
+_FORK_MAY_SET = ("--train-iters", "--train-samples", "--lr")
 
 
 def megatron_like_flags(launch: Launch) -> list[str]:
@@ -292,6 +294,13 @@ def resolve_megatron_lm(
     # A module entry (python -m megatron...) may add flags of its own: only near-misses are reported there.
     complete = f"Megatron-LM core_v{minor}" if script in MEGATRON_LM_SCRIPTS else None
     flags = read_flags(launch.args, megatron_lm_flags(minor, script), {}, complete=complete)
+    if script not in MEGATRON_LM_SCRIPTS and launch.script is not None:
+        # a fork's entry (Pai-Megatron-Patch's pretrain_mcore_qwen.py derives --train-iters from its own --epochs):
+        # what Megatron-LM requires and the script leaves out, the fork's code may set; unknown, never an error
+        for name in _FORK_MAY_SET:
+            if name not in flags.given and name in flags.values:
+                why = f"{script} is not Megatron-LM's own script and may set {name} itself (flags of its own)"
+                flags.values[name] = Traced(None, launch.origin, why)
     notes = flag_notes(flags)
     layout = megatron_layout(flags, notes)
     model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
