@@ -637,6 +637,8 @@ def _resolve_script(
                 f"{modules[0].origin.location}: not modelled: {names} (python -m); skipped (shardcheck "
                 "reads verl.trainer.main_ppo, Megatron-LM's pretrain_*.py and slime's train.py launches)"
             )
+        if reading.unrun:  # the launch is there, but bash never runs it (after `exit`, in an uncalled function)
+            raise NoLaunchError(f"{reading.unrun[0]}; no launch command runs; skipped")
         raise NoLaunchError(
             f"{shown}:1: no launch command; skipped (shardcheck reads verl's python3 -m verl.trainer.main_ppo, "
             "Megatron-LM's torchrun pretrain_gpt.py and slime's python3 train.py launches)"

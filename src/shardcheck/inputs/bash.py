@@ -3,7 +3,8 @@
 tree-sitter-bash (chosen by measurement: 278/285 real verl scripts
 error-free, ~0.6 ms a script, local error recovery) gives the statements; every word is re-lexed
 from its raw text by :mod:`shell_words` and expanded here. Nothing from the script is executed:
-command substitution, ``eval``, loops and the like yield values marked *unknown*. ``source FILE``
+command substitution, loops, an ``eval`` of a string not known and the like yield values marked *unknown*
+(an ``eval`` or ``bash -c`` of a known string is read as the commands it holds). ``source FILE``
 is followed when FILE is known and exists (the file is read the same way, its lines are its own
 origins); ``$(dirname "$0")``-style words are the script's directory, never run.
 """
@@ -39,6 +40,7 @@ class ShellReading:
     suppression_ids: tuple[tuple[int, str], ...] = ()  # (comment line, id as written), to check the ids
     env_unread: tuple[str, ...] = ()  # --env names the script never reads
     env_wanted: tuple[str, ...] = ()  # environment names the script reads (given or not)
+    unrun: tuple[str, ...] = ()  # "line 3: `exit` ends the script" ...: code bash never runs (for "no launch")
 
 
 def _parser():
@@ -91,8 +93,12 @@ def read_bash_text(
     if args:
         origin = Origin(kind="cli", text="an argument after `--` on shardcheck's command line")
         interp.positional = tuple(Field((Seg(a, origin),), origin) for a in args)
+    unrun = interp.unrun
     try:
         interp.run_block(tree.root_node.children)
+    except _Exit as stop:  # `exit` outside any undecided condition: bash runs nothing after it
+        if stop.skips_launch:
+            unrun.insert(0, f"{stop.where}: `exit` ends the script; the launch after it never runs")
     except RecursionError:  # every nesting has its own bound; this is the last line of defence
         raise InputError(f"{path}:1: nested too deeply for shardcheck to read; simplify the script") from None
     suppressions, written = _suppressions(tree.root_node, src)
@@ -106,6 +112,7 @@ def read_bash_text(
         written,
         tuple(sorted(given - interp.env_read)),
         tuple(sorted(interp.env_read)),
+        tuple(unrun + interp.uncalled_launchers()),
     )
 
 
@@ -163,6 +170,23 @@ class _Unset(ShardcheckError):
     pass
 
 
+class _Exit(ShardcheckError):
+    """``exit`` was reached: the shell (or the subshell, the ``bash -c`` string) runs nothing after it."""
+
+    def __init__(self, where: str, *, skips_launch: bool = False) -> None:
+        super().__init__(where)
+        self.where = where
+        self.skips_launch = skips_launch  # the text after it names a launcher
+
+
+_HOLE = "__shardcheck_eval_unknown_"  # the name an unknown part of an eval'd string stands under
+_LAUNCHER_TEXT = re.compile(r"\b(?:python3?|torchrun|deepspeed)\b")
+
+
+# Builtins whose exit status is known without running anything (bash(1), SHELL BUILTIN COMMANDS).
+_FIXED_STATUS = {"true": True, ":": True, "false": False}
+
+
 class _Interpreter:
     def __init__(
         self, src: str, path: str, env: dict[str, str], *, real_path: Path, parent: _Interpreter | None = None
@@ -174,12 +198,15 @@ class _Interpreter:
         self.main = parent.main if parent is not None else self  # the script given, for $0
         self.sourcing: tuple[Path, ...] = (parent.sourcing if parent is not None else ()) + (real_path,)
         self.unfollowed: list[str] = parent.unfollowed if parent is not None else []
+        self.unrun: list[str] = parent.unrun if parent is not None else []  # for "no launch": what was not read
         self.budget: bounds.Budget = parent.budget if parent is not None else bounds.Budget()
         self.allow_source: tuple[Path, ...] = parent.allow_source if parent is not None else ()
         self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
+        self.assoc: set[str] = parent.assoc if parent is not None else set()  # names declared with -A
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
         self.functions: dict[str, object] = {}
+        self.called: set[str] = parent.called if parent is not None else set()  # functions called at least once
         self.commands: list[Command] = []
         self.diagnostics: list[Problem] = []
         self.consumed_until = 0
@@ -297,7 +324,12 @@ class _Interpreter:
             self._run_loop(node)
         elif kind == "list" and self._run_and_or(node):
             pass
-        elif kind in ("compound_statement", "subshell", "do_group", "list", "pipeline", "negated_command"):
+        elif kind == "subshell":
+            try:
+                self.run_block(node.children)
+            except _Exit:
+                pass  # `( ...; exit )` leaves the subshell only
+        elif kind in ("compound_statement", "do_group", "list", "pipeline", "negated_command"):
             self.run_block(node.children)
         elif kind == "redirected_statement":
             self._placeholders(node)
@@ -340,6 +372,9 @@ class _Interpreter:
             items, end = self._array_literal(j + 1)
             self.consumed_until = max(self.consumed_until, end)
             old = self.vars.get(name)
+            if name in self.assoc:
+                self.vars[name] = self._assoc_literal(name, items, origin, old if append else None, exported)
+                return name
             if append and old is not None:
                 prev = old.items if old.items is not None else ((old.value,) if old.value else ())
                 items = prev + items
@@ -357,6 +392,9 @@ class _Interpreter:
         self.consumed_until = max(self.consumed_until, end)
         value = self.expand_scalar(parts, origin)
         old = self.vars.get(name)
+        if index is not None and name in self.assoc:  # m[key]=v: the subscript is a string, not arithmetic
+            self.vars[name] = self._assoc_element(name, index, value, origin, old, append, exported)
+            return name
         if index is not None and index.strip() not in ("0",):
             if old is not None and old.items is not None:
                 items = list(old.items)
@@ -381,6 +419,51 @@ class _Interpreter:
             value = Field(prev.segs + value.segs, origin)
         self.vars[name] = Var(name, origin, value=value, exported=exported or bool(old and old.exported))
         return name
+
+    def _subscript(self, index: str, origin: Origin) -> str | None:
+        """The key of an associative array's ``m[KEY]`` / ``${m[KEY]}``: the word expanded as bash does (quotes
+        removed, variables expanded, no arithmetic); None when it is not known."""
+        if not re.search(r"[$`'\"\\]", index):
+            return index
+        try:
+            parts, end = shell_words.lex_word(index, 0)
+        except WordSyntaxError:
+            return None
+        return self.expand_scalar(parts, origin).text if end == len(index) else None
+
+    def _assoc_element(self, name: str, index: str, value: Field, origin: Origin, old, append: bool, exported: bool):
+        """``m[KEY]=value`` (``+=`` appends to the element) on an associative array."""
+        old = _as_assoc(old)
+        if old is not None and old.keys is None:
+            return old  # the array is unknown already (set differently in two branches, ...): it stays so
+        key = self._subscript(index, origin)
+        if key is None:
+            shown = f"${{{bounds.short(name, 60)}[{bounds.short(index, 60)}]}}"
+            return self._unknown_var(name, origin, f"{shown}: the key is unknown (line {origin.line})")
+        keys = list(old.keys or ()) if old is not None else []
+        items = list(old.items or ()) if old is not None else []
+        if key in keys:
+            k = keys.index(key)
+            items[k] = Field(items[k].segs + value.segs, origin) if append else value
+        else:
+            keys.append(key)
+            items.append(value)
+        was_exported = exported or bool(old and old.exported)
+        return Var(name, origin, items=tuple(items), exported=was_exported, keys=tuple(keys))
+
+    def _assoc_literal(self, name: str, items: tuple[Field, ...], origin: Origin, old, exported: bool) -> Var:
+        """``declare -A m=([a]=1 ["b"]=2)``: each element names its key; anything else leaves the array unknown."""
+        from shardcheck.inputs.launch import suffix_field
+
+        var = old if old is not None and old.keys is not None else Var(name, origin, items=(), keys=())
+        for item in items:
+            m = re.match(r"\[([^\]\0]*)\](\+?)=", item.render("\0"))
+            if m is None:
+                return self._unknown_var(name, origin, f"${name}: an element without [key]= at line {origin.line}")
+            var = self._assoc_element(
+                name, m.group(1), suffix_field(item, m.end()), origin, var, bool(m.group(2)), exported
+            )
+        return replace(var, origin=origin)
 
     def _index(self, index: str, origin: Origin, length: int, offset: int) -> int | str:
         """An array subscript as bash evaluates it (arithmetic; negative counts from the end), or why not."""
@@ -445,14 +528,19 @@ class _Interpreter:
             if child.start_byte < self.consumed_until:
                 continue
             if child.type == "variable_assignment":
+                if "A" in flags:  # declare -A m=(...): its subscripts are strings
+                    self.assoc.add(re.match(r"\w*", self.src[child.start_byte : child.end_byte]).group(0))
                 self._assign_at(child.start_byte, exported=exported or "x" in flags)
             elif child.type == "variable_name":
                 name = self.src[child.start_byte : child.end_byte]
                 var = self.vars.get(name)
+                if "A" in flags:
+                    self.assoc.add(name)
                 if var is not None:
                     self.vars[name] = replace(var, exported=True) if exported else var
-                elif "a" in flags:
-                    self.vars[name] = Var(name, self.origin_at(child.start_byte), items=())
+                elif "a" in flags or "A" in flags:
+                    keys = () if "A" in flags else None
+                    self.vars[name] = Var(name, self.origin_at(child.start_byte), items=(), keys=keys)
             elif child.type == "word":
                 text = self.src[child.start_byte : child.end_byte]
                 if text.startswith("-"):
@@ -608,8 +696,10 @@ class _Interpreter:
 
     def _run_and_or(self, node) -> bool:
         """``[ c ] && x=a || x=b``: a list holding a test runs each part only when the status before it lets it
-        (known test results and assignments, which succeed); a part behind an unknown status is merged with
-        not running it. Lists without a test are run whole, as before. Returns whether it handled ``node``."""
+        (known test results, ``true`` / ``false`` / ``:`` and assignments, which succeed); a part behind an
+        unknown status is merged with not running it. Lists without either are run whole, as before, except that
+        an ``exit`` after ``||`` (``cd dir || exit 1``) does not end the reading. Returns whether it handled
+        ``node``."""
         items: list[tuple[str | None, object]] = []
 
         def flatten(n, op):
@@ -623,15 +713,28 @@ class _Interpreter:
             items.append((op, n))
 
         flatten(node, None)
-        if not any(n.type in ("test_command", "negated_command") for _, n in items):
-            return False
+        if not any(
+            n.type in ("test_command", "negated_command") or self._fixed_status(n) is not None for _, n in items
+        ):
+            if not any(op == "||" for op, _ in items):
+                return False
+            for op, part in items:
+                if part.start_byte < self.consumed_until:
+                    continue  # part of a word tree-sitter split in two (as run_block skips it)
+                try:
+                    self.run(part)
+                except _Exit:
+                    if op != "||":
+                        raise
+            self.consumed_until = max(self.consumed_until, node.end_byte)
+            return True
         status: bool | None = True
         where = self.origin_at(node.start_byte)
         for op, part in items:
             runs = True if op is None else (status if op == "&&" else (None if status is None else not status))
             if runs is False:
                 continue
-            if part.type in ("test_command", "negated_command"):
+            if part.type in ("test_command", "negated_command") or self._fixed_status(part) is not None:
                 verdict = self.eval_condition(part)
                 status = verdict if runs is True else None
                 continue
@@ -663,10 +766,15 @@ class _Interpreter:
         for body in bodies:
             self.vars = dict(start)
             saved = self.consumed_until
-            self.run_block(body)
+            try:
+                self.run_block(body)
+                outcomes.append(self.vars)
+            except _Exit:
+                pass  # this branch ends the script: what follows runs only after the others
             self.consumed_until = max(saved, self.consumed_until)
-            outcomes.append(self.vars)
         self.condition = saved_condition
+        if not outcomes:
+            raise _Exit(self.origin_at(bodies[0][0].start_byte).location if bodies[0] else self.path)
         merged: dict[str, Var] = {}
         for name in set().union(*outcomes):
             versions = [o.get(name) for o in outcomes]
@@ -676,7 +784,7 @@ class _Interpreter:
                     merged[name] = first
                 continue
             some = next(v for v in versions if v is not None)
-            if all(v is not None and v.is_array for v in versions):
+            if all(v is not None and v.is_array and v.keys is None for v in versions):
                 merged[name] = _merge_arrays(name, versions, f"${name} {reason}")
             else:
                 merged[name] = self._unknown_var(name, some.origin, f"${name} {reason}")
@@ -694,8 +802,17 @@ class _Interpreter:
             self.vars[name] = self._unknown_var(name, where, f"${name} {reason}")
         saved_condition = self.condition
         self.condition = f"inside the loop at line {where.line}"
-        if body is not None:
-            self.run_block(body.children)
+        cond = node.child_by_field_name("condition")
+        never = (
+            node.type == "while_statement"
+            and cond is not None
+            and self._fixed_status(cond) is (self.src[node.start_byte : node.start_byte + 5] == "until")
+        )  # `while false` / `until true`: bash never runs the body
+        if body is not None and not never:
+            try:
+                self.run_block(body.children)
+            except _Exit:
+                pass  # the loop may run no time: an `exit` in it does not end the reading
         self.condition = saved_condition
         after = self.vars
         self.vars = dict(start)
@@ -719,6 +836,8 @@ class _Interpreter:
             inner = [c for c in node.children if c.is_named]
             verdict = self.eval_condition(inner[0]) if len(inner) == 1 else None
             return None if verdict is None else not verdict
+        if node.type == "command":
+            return self._fixed_status(node)
         if node.type != "test_command":
             return None
         text = self.src[node.start_byte : node.end_byte].strip()
@@ -746,6 +865,15 @@ class _Interpreter:
             words.append(fields[0].text if fields else "")
             i = end
         return _test(words)
+
+    def _fixed_status(self, node) -> bool | None:
+        """The exit status of ``true`` / ``false`` / ``:`` (no arguments that could matter); None otherwise."""
+        if node.type != "command" or node.child_by_field_name("name") is None:
+            return None
+        words = [c for c in node.children if c.is_named]
+        if len(words) != 1 or any(c.type == "variable_assignment" for c in node.children):
+            return None
+        return _FIXED_STATUS.get(self.src[node.start_byte : node.end_byte].strip())
 
     # simple commands -----------------------------------------------------------------------
     def _run_command(self, node) -> None:
@@ -795,6 +923,7 @@ class _Interpreter:
             i = max(i, self.consumed_until)
         self.consumed_until = max(self.consumed_until, node.end_byte, i)
         fields.extend(self._escaped_space(node))
+        self._blank_after_continuation(node)
         self._placeholders(node)
         if fields:
             self._dispatch(fields, words[0], tuple(env_prefix))
@@ -812,6 +941,14 @@ class _Interpreter:
         origin = self.origin_at(at, "\\ ")
         self.diag(Kind.SHELL_CONTINUATION, at)
         return [Field((Seg(" ", origin),), origin)]
+
+    def _blank_after_continuation(self, node) -> None:
+        """``cmd a \\`` then a blank line: the backslash joins the blank line, which ends the command; the
+        continuation-looking line after it (indented, an option, ``key=value``) runs as a command of its own."""
+        m = re.compile(r"[ \t]*\\\n[ \t]*\n(?:[ \t]*\n)*([ \t]+\S|-|[\w.+~/]+=)").match(self.src, node.end_byte)
+        if m is not None:
+            after = self.origin_at(m.start(1)).line
+            self.diag(Kind.SHELL_CONTINUATION, self.src.index("\\", node.end_byte), blank=True, next_line=after)
 
     def _placeholders(self, node) -> None:
         """``key=<your path>``: bash reads ``<`` and ``>`` as redirections. Before the end of the command that
@@ -854,8 +991,10 @@ class _Interpreter:
             self._source(name, fields, node, env_prefix, origin)
             return
         if name == "eval":
-            self.diag(Kind.SHELL_EVAL, node.start_byte)
+            self._eval(fields, node, origin)
             return
+        if name == "exit":
+            raise _Exit(origin.location, skips_launch=bool(_LAUNCHER_TEXT.search(self.src, node.end_byte)))
         if name in ("read", "mapfile", "readarray", "getopts", "printf", "let"):
             self._unknown_targets(name, fields, origin)
             return
@@ -886,20 +1025,86 @@ class _Interpreter:
         for k in range(len(fields) - 2):
             text = fields[k].text
             if text is None:
-                return False
+                continue  # `srun -N $NODES sh -c "$CMD"`: an unknown option value is no shell
             if text.rsplit("/", 1)[-1] in ("bash", "sh") and fields[k + 1].text == "-c":
                 body = fields[k + 2]
                 if body.text is None or len(self.sourcing) > 16:
                     return False
-                at = body.value_origin(0)
-                src, tree = _tree(body.text.encode(), self.path)
-                child = _StringInterpreter(src, at, self)
-                child.vars, child.functions = dict(self.vars), self.functions
+                child = self._string_shell(body.text, body.value_origin(0))
+                child.vars = dict(self.vars)  # a shell of its own: what it sets stays there
                 child.positional = tuple(fields[k + 4 :])  # bash -c STRING NAME ARGS...: $0 = NAME
-                child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
-                child.run_block(tree.root_node.children)
+                try:
+                    child.run_block(child.tree.root_node.children)
+                except _Exit:
+                    pass  # the `bash -c` string ends; the script goes on
                 return True
         return False
+
+    def _string_shell(self, text: str, at: Origin) -> _StringInterpreter:
+        """An interpreter for a command string (``bash -c``, ``eval``) sharing this one's functions and findings."""
+        src, tree = _tree(text.encode(), self.path)
+        child = _StringInterpreter(src, at, self)
+        child.tree = tree
+        child.vars, child.functions, child.positional = self.vars, self.functions, self.positional
+        child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
+        return child
+
+    def _eval(self, fields: list[Field], node, origin: Origin) -> None:
+        """``eval ARGS``: bash joins the arguments with spaces and runs the result in this shell. The string is read
+        as the commands it holds (never run). A part of it that is not known (``--master_addr $MASTER_ADDR`` with
+        MASTER_ADDR not given) stands in it as an unquoted variable of unknown value, read as bash would read such
+        a word: one word of unknown content (inside single quotes, the word it lands in is unknown). When the
+        command's own name is not known, what it runs is unknown, with the line."""
+        words = fields[1:]
+        if not words:
+            return
+        holes: dict[str, Seg] = {}
+        pieces: list[str] = []
+        for seg in (s for k, f in enumerate(words) for s in ((Seg(" ", origin),) if k else ()) + f.segs):
+            if seg.text is None:
+                hole = f"{_HOLE}{len(holes)}"
+                holes[hole] = seg
+                pieces.append("${" + hole + "}")
+            else:
+                pieces.append(seg.text)
+        before = len(self.commands)
+        if len(self.sourcing) <= 16:
+            child = self._string_shell("".join(pieces), words[0].value_origin(0))
+            for hole, seg in holes.items():
+                child.vars[hole] = Var(hole, seg.origin, value=Field((seg,), seg.origin))
+            try:
+                child.run_block(child.tree.root_node.children)
+            finally:
+                self.vars, self.functions = child.vars, child.functions
+                for hole in holes:
+                    self.vars.pop(hole, None)
+                self._fill_holes(before, holes)
+        named = any(c.fields and c.fields[0].known for c in self.commands[before:])
+        if len(self.sourcing) > 16 or (holes and not named):
+            self.diag(Kind.SHELL_EVAL, node.start_byte)
+            self.unrun.append(
+                f"{origin.location}: `eval` of a string that is not known: the command it runs is unknown"
+            )
+
+    def _fill_holes(self, start: int, holes: dict[str, Seg]) -> None:
+        """A hole that landed inside single quotes of an eval'd string is text there: the word is unknown."""
+        if not holes:
+            return
+        for k in range(start, len(self.commands)):
+            command = self.commands[k]
+            if any(_HOLE in (s.text or "") for f in command.fields for s in f.segs):
+                fields = tuple(
+                    Field((Seg(None, f.origin, "a part of an eval'd string that is not known"),), f.origin)
+                    if any(_HOLE in (s.text or "") for s in f.segs)
+                    else f
+                    for f in command.fields
+                )
+                self.commands[k] = replace(command, fields=fields)
+        for name, var in list(self.vars.items()):
+            if any(_HOLE in (s.text or "") for f in (var.items or (var.value,)) if f is not None for s in f.segs):
+                self.vars[name] = self._unknown_var(
+                    name, var.origin, f"${name}: a part of an eval'd string is not known"
+                )
 
     def _source(self, name: str, fields: list[Field], node, env_prefix, origin: Origin) -> None:
         """Read the sourced file in this shell: its assignments and commands count as the script's."""
@@ -949,8 +1154,10 @@ class _Interpreter:
         temporary = {k: self.vars.get(k) for k, _ in env_prefix}  # `A=1 source f`: A holds while f runs
         for k, value in env_prefix:
             child.vars[k] = Var(k, value.origin, value=value)
-        child.run_block(tree.root_node.children)
-        self.vars, self.functions = child.vars, child.functions
+        try:
+            child.run_block(tree.root_node.children)
+        finally:  # an `exit` in the file ends the script: what it set before stays read
+            self.vars, self.functions = child.vars, child.functions
         for k, old in temporary.items():
             if old is None:
                 self.vars.pop(k, None)
@@ -991,7 +1198,17 @@ class _Interpreter:
                     target, origin, f"${target} is set by `{name}` at line {origin.line}, which is not run"
                 )
 
+    def uncalled_launchers(self) -> list[str]:
+        """Functions whose body names a Python launcher and that are never called (bash never runs them)."""
+        out = []
+        for name, (body, owner) in self.functions.items():
+            if name not in self.called and _LAUNCHER_TEXT.search(owner.src[body.start_byte : body.end_byte]):
+                where = owner.origin_at(body.start_byte).location
+                out.append(f"{where}: function {bounds.short(name, 60)}() holds a launch but is never called")
+        return out
+
     def _call_function(self, name: str, fields: list[Field], origin: Origin) -> None:
+        self.called.add(name)
         body, owner = self.functions[name]
         if owner is not self:  # defined in another file: its body's offsets are that file's
             owner.vars, owner.functions, owner.condition = self.vars, self.functions, self.condition
@@ -1048,8 +1265,11 @@ class _Interpreter:
         start = dict(self.vars)
         saved_condition = self.condition
         self.condition = self.condition or f"inside function {name}() called at line {origin.line}"
-        self.run_block(body.children)
-        self.condition = saved_condition
+        try:
+            self.run_block(body.children)
+        finally:
+            self.condition = saved_condition
+            self.positional = saved_positional
         after = self.vars
         self.vars = dict(start)
         reason = f"is assigned by function {name}() called at line {origin.line}, which is not run"
@@ -1180,6 +1400,8 @@ class _Interpreter:
                     text=f"{_utf8(part.text)[:40]}: the directory of {real.name}, not run",
                 )
                 yield [Seg(str(real.parent), note)], not part.quoted, part.quoted
+            elif isinstance(part, Opaque) and (path := self._path_substitution(part.text, origin)) is not None:
+                yield [path], not part.quoted, part.quoted
             elif isinstance(part, Opaque):
                 yield (
                     [Seg(None, origin, f"{_utf8(part.text)[:40]} at line {origin.line} is not run")],
@@ -1190,6 +1412,35 @@ class _Interpreter:
                 yield [self._arith(part, origin)], not part.quoted, part.quoted
             elif isinstance(part, Param):
                 yield from self._param(part, origin, assignment=assignment)
+
+    def _path_substitution(self, text: str, origin: Origin) -> Seg | None:
+        """``$(cd "${SCRIPT_DIR}/../.." && pwd)``, ``$(dirname "$X")``, ``$(git rev-parse --show-toplevel)``: the
+        path they print, computed from the word (never run); None when the word is not known or, for ``cd``, not
+        absolute (relative to a working directory the script does not show)."""
+        found = shell_source.path_substitution(text)
+        if found is None:
+            return None
+        kind, word = found
+        if kind == "git-top":
+            top = read_policy.repository_root(self.main.real_path.parent)
+            value = str(top) if top is not None else None
+            what = f"the repository root of {self.main.real_path.name}"
+        else:
+            try:
+                parts, end = shell_words.lex_word(word, 0)
+            except WordSyntaxError:
+                return None
+            if end != len(word):
+                return None
+            arg = self.expand_scalar(parts, origin).text
+            if arg is None or (kind == "cd" and not arg.startswith("/")):
+                return None
+            value = os.path.normpath(arg) if kind == "cd" else shell_source.dirname(arg)
+            what = f"{bounds.short(value, 60)}"
+        if value is None:
+            return None
+        note = replace(origin, text=f"{_utf8(text)[:40]}: {what}, not run")
+        return Seg(value, note)
 
     def _arith(self, part: Arith, origin: Origin) -> Seg:
         body = self.expand_scalar(part.parts, origin)
@@ -1264,6 +1515,8 @@ class _Interpreter:
             if env_field is None:
                 raise _Unset
             return "scalar", env_field
+        if name in self.assoc and index not in ("@", "*"):
+            return self._assoc_get(var, index, origin)
         if var.items is not None:
             if index in ("@", "*"):
                 return "array", list(var.items)
@@ -1287,6 +1540,18 @@ class _Interpreter:
             raise _Unset
         return "scalar", var.value
 
+    def _assoc_get(self, var: Var, index: str | None, origin: Origin):
+        """``${m[KEY]}`` (``$m`` is ``${m[0]}``) of an associative array, or raise _Unset."""
+        var = _as_assoc(var)
+        if var.keys is None:
+            return "scalar", var.as_scalar()  # unknown as a whole: the reason is the array's
+        key = "0" if index is None else self._subscript(index, origin)
+        if key is None:
+            return "scalar", Field((Seg(None, origin, f"${{{var.name}[{index}]}}: the key is unknown"),), origin)
+        if key not in var.keys:
+            raise _Unset
+        return "scalar", var.items[var.keys.index(key)]
+
     def _param(self, part: Param, origin: Origin, *, assignment: bool):
         name, op = part.name, part.op
         splittable = not part.quoted and not assignment
@@ -1295,6 +1560,15 @@ class _Interpreter:
             is_set = True
         except _Unset:
             kind, value, is_set = "scalar", None, False
+        var = self.vars.get(name)
+        if var is not None and var.keys is not None and part.index in ("@", "*") and op in (None, "indirect"):
+            if len(var.keys) > 1:  # bash lists an associative array in its hash table's order
+                why = f"the order of ${{{'!' if op else ''}{name}[@]}} is bash's hash order, not evaluated"
+                yield [Seg(None, origin, why)], splittable, part.quoted
+                return
+            if op == "indirect":
+                yield from self._pieces(tuple(Lit(k, True, part.offset) for k in var.keys), origin, assignment=True)
+                return
         if op == "indirect":
             yield [Seg(None, origin, f"${{!{name}}} (indirect expansion) is not evaluated")], splittable, part.quoted
             return
@@ -1519,11 +1793,13 @@ class _Item:
 
 
 class _StringInterpreter(_Interpreter):
-    """A command string run by ``bash -c``: read like a script; every position is where the string was written."""
+    """A command string run by ``bash -c`` or ``eval``: read like a script; every position is where the string was
+    written."""
 
     def __init__(self, src: str, at: Origin, parent: _Interpreter) -> None:
         super().__init__(src, parent.path, parent.env, real_path=parent.real_path, parent=parent)
         self.at = at
+        self.tree = None
 
     def origin_at(self, offset: int, text: str | None = None) -> Origin:
         return Origin(kind="script", path=self.at.path, line=self.at.line, column=self.at.column, text=text)
@@ -1556,6 +1832,22 @@ def _merge_arrays(name: str, versions: list[Var], reason: str) -> Var:
     return Var(name, origin, items=tuple(prefix) + (tail,), exported=first.exported)
 
 
+def _as_assoc(var: Var | None) -> Var | None:
+    """``var`` as an associative array: a known scalar is its element ``0`` (bash converts it so on ``declare
+    -A``); an empty indexed array has no elements; anything else (unknown, indexed with elements) is unknown."""
+    if var is None or var.keys is not None:
+        return var
+    if var.items == ():
+        return replace(var, keys=())
+    scalar = var.as_scalar()
+    if var.items is None and scalar is not None and scalar.known:
+        return replace(var, value=None, items=(scalar,), keys=("0",))
+    why = f"${var.name} was not an associative array before `declare -A`"
+    return (
+        var if var.items is None else Var(var.name, var.origin, value=Field((Seg(None, var.origin, why),), var.origin))
+    )
+
+
 def _same_value(a: Var | None, b: Var | None) -> bool:
     """Whether two versions of a variable hold the same value (unknown parts included)."""
     if a is b:
@@ -1563,7 +1855,11 @@ def _same_value(a: Var | None, b: Var | None) -> bool:
     if a is None or b is None or a.is_array != b.is_array:
         return False
     if a.is_array:
-        return len(a.items) == len(b.items) and all(_same_field(x, y) for x, y in zip(a.items, b.items))
+        return (
+            a.keys == b.keys
+            and len(a.items) == len(b.items)
+            and all(_same_field(x, y) for x, y in zip(a.items, b.items))
+        )
     return _same_field(a.as_scalar(), b.as_scalar())
 
 

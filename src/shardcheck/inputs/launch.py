@@ -1,14 +1,15 @@
 """Find the training launch among a script's commands: ``python3 -m verl.trainer.main_ppo ...``.
 
 Launchers recognised in front of the Python entry point: ``torchrun`` / ``python -m
-torch.distributed.run``, ``ray job submit ... --``, ``uv run``, ``nohup``, ``env``, ``timeout``,
-``time``, ``exec``, ``srun``, ``numactl``, ``stdbuf``.
+torch.distributed.run``, ``ray job submit ... --`` (and the ``NAME=value`` words its entrypoint starts with),
+``uv run``, ``nohup``, ``env``, ``timeout``, ``time``, ``exec``, ``srun``, ``numactl``, ``stdbuf``,
+``apptainer`` / ``singularity exec [options] IMAGE`` and ``deepspeed [options] SCRIPT``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shardcheck.inputs.shell_values import Command, Field
 from shardcheck.origin import Origin
@@ -93,6 +94,80 @@ _WRAPPER_OPTS_WITH_ARG = {
     "env": {"-u", "--unset", "-C", "--chdir"},
     "uv": {"--python", "--with", "--project", "--directory", "--extra", "--group", "--env-file", "-p"},
 }
+# `apptainer exec` / `singularity exec` options that take a value (apptainer-exec(1), apptainer 1.4: the options
+# shown with `=""` or `=[]`; those shown `[=false]` are switches). The word after the options is the image.
+_CONTAINER_OPTS_WITH_ARG = frozenset(
+    {
+        "--add-caps",
+        "--app",
+        "--apply-cgroups",
+        "--authfile",
+        "-B",
+        "--bind",
+        "--blkio-weight",
+        "--blkio-weight-device",
+        "--cdi",
+        "--cpu-shares",
+        "--cpus",
+        "--cpuset-cpus",
+        "--cpuset-mems",
+        "--dns",
+        "--docker-host",
+        "--drop-caps",
+        "--env",
+        "--env-file",
+        "--fusemount",
+        "-H",
+        "--home",
+        "--hostname",
+        "--memory",
+        "--memory-reservation",
+        "--memory-swap",
+        "--mount",
+        "--network",
+        "--network-args",
+        "--no-mount",
+        "-o",
+        "--overlay",
+        "--pem-path",
+        "--pids-limit",
+        "--pwd",
+        "-S",
+        "--scratch",
+        "--security",
+        "-W",
+        "--workdir",
+    }
+)
+# deepspeed's launcher options that take a value (deepspeed/launcher/runner.py parse_args, DeepSpeed
+# 2d991ba35); the first other word is the training script, the words after it its arguments.
+_DEEPSPEED_OPTS_WITH_ARG = frozenset(
+    {
+        "-H",
+        "--hostfile",
+        "-i",
+        "--include",
+        "-e",
+        "--exclude",
+        "--num_nodes",
+        "--min_elastic_nodes",
+        "--max_elastic_nodes",
+        "--num_gpus",
+        "--num_accelerators",
+        "--master_port",
+        "--master_addr",
+        "--node_rank",
+        "--launcher",
+        "--launcher_args",
+        "--enable_each_rank_log",
+        "--autotuning",
+        "--comment",
+        "--account",
+        "--bind_core_list",
+        "--ssh_port",
+    }
+)
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _TORCHRUN_OPTS_WITH_ARG = frozenset(
     {
         "--nnodes",
@@ -192,7 +267,22 @@ def _launch_of(command: Command) -> Launch | None:
                 return None
             launcher.append("ray job submit")
             i = i + 3 + rest.index("--") + 1
+            # the entrypoint is a shell command: `-- PYTHONUNBUFFERED=1 python3 -m ...` sets the job's environment
+            env = []
+            while i < len(words) and _ASSIGNMENT.match(words[i].render("?")):
+                name = words[i].render("?").split("=", 1)[0]
+                env.append((name, suffix_field(words[i], len(name) + 1)))
+                i += 1
+            if env:
+                command = replace(command, env=command.env + tuple(env))
             continue
+        if base in ("apptainer", "singularity") and i + 1 < len(words) and words[i + 1].text == "exec":
+            launcher.append(f"{base} exec")
+            i = _skip_options(words, i + 2, _CONTAINER_OPTS_WITH_ARG) + 1  # the options, then the image
+            continue
+        if base == "deepspeed":
+            launcher.append("deepspeed")
+            return _deepspeed(words, i + 1, command, launcher, launcher_args)
         if base == "torchrun":
             launcher.append("torchrun")
             i = _torchrun_options(words, i + 1, launcher_args)
@@ -201,6 +291,36 @@ def _launch_of(command: Command) -> Launch | None:
             return _entry(words, i + 1, command, launcher, launcher_args)
         return None
     return None
+
+
+def _deepspeed(words, i, command, launcher, launcher_args) -> Launch | None:
+    """``deepspeed [options] SCRIPT ARGS``: its ``--num_nodes`` / ``--num_gpus`` kept as launcher arguments;
+    ``--module`` runs SCRIPT as ``python -m``; ``--no_python`` runs it directly (not a Python entry point)."""
+    module = False
+    while i < len(words):
+        text = words[i].render("?")
+        if not text.startswith("-"):
+            break
+        key, eq, _ = text.partition("=")
+        if key == "--no_python":
+            return None
+        module = module or key == "--module"
+        if key in _DEEPSPEED_OPTS_WITH_ARG:
+            value = suffix_field(words[i], len(key) + 1) if eq else (words[i + 1] if i + 1 < len(words) else None)
+            if value is not None:
+                launcher_args[key] = value
+            i += 1 if eq else 2
+        else:
+            i += 1
+    if i >= len(words):
+        return None
+    if module:
+        if words[i].text is None:
+            return None
+        return Launch(
+            words[i].text, None, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher), launcher_args or None
+        )
+    return _entry(words, i, command, launcher, launcher_args, script_only=True)
 
 
 def _module_after_unknown(words, i, command, launcher, launcher_args) -> Launch | None:
@@ -283,7 +403,9 @@ def _known_file_name(word: Field) -> str | None:
     return name if name.endswith(".py") else None
 
 
-def _entry(words, i, command, launcher, launcher_args, *, torchrun: bool = False) -> Launch | None:
+def _entry(words, i, command, launcher, launcher_args, *, torchrun: bool = False, script_only: bool = False):
+    """The entry point from word ``i`` on: ``-m MODULE`` or a script (``script_only``: the first word is the script,
+    as deepspeed takes it)."""
     while i < len(words):
         text = words[i].text
         if text is None:
@@ -293,6 +415,10 @@ def _entry(words, i, command, launcher, launcher_args, *, torchrun: bool = False
                     None, name, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher), launcher_args or None
                 )
             return None
+        if script_only:
+            return Launch(
+                None, text, tuple(words[i + 1 :]), words[i].origin, command, tuple(launcher), launcher_args or None
+            )
         if text in ("-m", "--module") or (torchrun and text == "-m"):
             if i + 1 >= len(words) or words[i + 1].text is None:
                 return None

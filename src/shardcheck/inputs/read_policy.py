@@ -38,9 +38,13 @@ class ReadPolicy:
             if any(resolved.is_relative_to(os.path.realpath(d)) for d in self.allowed):
                 return None
             tree = Path(os.path.realpath(self.tree))
+            top = repository_root(tree)
+            if top is not None:
+                tree = top
             if not resolved.is_relative_to(tree):
+                what = "repository" if tree == top else "directory"
                 return (
-                    f"{resolved} lies outside the script's directory {tree}; pass {ALLOW_OPTION} "
+                    f"{resolved} lies outside the script's {what} {tree}; pass {ALLOW_OPTION} "
                     f"{resolved.parent} to read it"
                 )
             mode = os.stat(resolved).st_mode
@@ -52,6 +56,24 @@ class ReadPolicy:
                 f"{resolved.parent} to read it"
             )
         return None
+
+
+def repository_root(path: Path) -> Path | None:
+    """The git repository holding ``path`` (the first folder above it with a ``.git``), when the caller owns that
+    ``.git`` (git's ``safe.directory`` rule: git-config(1)) and the repository is not the home directory or ``/``;
+    else None. Its scripts are run from its root, and its files are the script's tree."""
+    for folder in (path, *path.parents):
+        marker = folder / ".git"
+        try:
+            if not os.path.lexists(marker):
+                continue
+            owned = os.lstat(marker).st_uid == os.geteuid() == os.stat(marker).st_uid
+        except OSError:
+            return None
+        if not owned or folder in (Path(os.path.realpath(Path.home())), Path("/")):
+            return None
+        return Path(os.path.realpath(folder))
+    return None
 
 
 _CURRENT: ContextVar[ReadPolicy | None] = ContextVar("shardcheck_read_policy", default=None)

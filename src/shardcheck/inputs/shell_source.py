@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from shardcheck.errors import ShardcheckError
+from shardcheck.inputs.read_policy import repository_root
 
 # `$(dirname "$0")`, `$(dirname -- "${BASH_SOURCE[0]}")`, `$(cd -- "$(dirname ...)" &>/dev/null && pwd)`,
 # `$(cd $(dirname $0); pwd -P)`, `$(realpath "$(dirname "$0")")`, `$(dirname "$(realpath "$0")")` and
@@ -26,13 +27,50 @@ _FORMS = re.compile(
 _NOISE = re.compile(r"""["']|(?<=\s)--(?=\s)|\s*(?:&>|>|2>&1|2>)\s*/dev/null|\s+2>&1""")
 
 
+def _flat(text: str) -> str:
+    """``text`` without quotes, ``--`` and redirections to /dev/null, one space apart, ``$( x )`` as ``$(x)``."""
+    flat = " ".join(_NOISE.sub("", text).split())
+    return re.sub(r"\s+\)", ")", re.sub(r"\$\(\s+", "$(", flat))
+
+
 def script_dir_substitution(text: str) -> str | None:
     """``"main"`` when ``text`` is a ``$(...)`` that prints the main script's directory (``$0``),
     ``"self"`` when it prints the directory of the file being read (``BASH_SOURCE``), else None."""
-    flat = " ".join(_NOISE.sub("", text).split())
+    flat = _flat(text)
     if not _FORMS.match(flat):
         return None
     return "main" if re.search(r"\$0|\$\{0\}", flat) else "self"
+
+
+# `$(cd DIR && pwd)` / `$(cd -P -- DIR &>/dev/null; pwd -P)`: DIR, normalised, when it is absolute;
+# `$(dirname WORD)`: WORD's directory, as dirname(1) cuts it; `$(git rev-parse --show-toplevel)`: the repository root.
+_CD_PWD = re.compile(
+    r"^\$\(\s*cd\s+(?:-P\s+)?(?:--\s+)?(?P<dir>\S.*?)\s*(?:(?:&>|>|2>)\s*/dev/null(?:\s*2>&1)?\s*)?(?:&&|;)\s*"
+    r"pwd(?:\s+-P)?\s*\)$",
+    re.S,
+)
+_DIRNAME_OF = re.compile(r"^\$\(\s*dirname\s+(?:--\s+)?(?P<dir>\S.*?)\s*\)$", re.S)
+_GIT_TOP = re.compile(r"^\$\(\s*git\s+rev-parse\s+--show-toplevel\s*(?:2>\s*/dev/null\s*)?\)$")
+
+
+def path_substitution(text: str) -> tuple[str, str] | None:
+    """(``"cd"`` | ``"dirname"`` | ``"git-top"``, the word it reads as written) for a ``$(...)`` whose output
+    is a path computed from a word alone (nothing run); None for any other command substitution."""
+    for kind, pattern in (("cd", _CD_PWD), ("dirname", _DIRNAME_OF), ("git-top", _GIT_TOP)):
+        m = pattern.match(text)
+        if m is not None:
+            return kind, m.groupdict().get("dir") or ""
+    return None
+
+
+def dirname(text: str) -> str:
+    """What dirname(1) prints for ``text`` (trailing slashes dropped, then the last component)."""
+    stripped = text.rstrip("/")
+    if not stripped:
+        return "/" if text else "."
+    if "/" not in stripped:
+        return "."
+    return stripped.rsplit("/", 1)[0].rstrip("/") or "/"
 
 
 def resolve_source(target: str, current_file: Path) -> Path:
@@ -46,7 +84,16 @@ def resolve_source(target: str, current_file: Path) -> Path:
     (a symlinked file is resolved by the read policy)."""
     path = Path(target)
     if not path.is_absolute():
-        path = current_file.parent / path
+        beside = current_file.parent / path
+        top = repository_root(current_file.parent)
+        # not beside the file: scripts of a repository are run from its root (`bash scripts/x.sh`), so a path
+        # written for that directory is read from there
+        try:
+            if top is not None and not beside.exists() and (top / path).exists():
+                beside = top / path
+        except OSError:  # a name too long for the file system: the caller says why it is not read
+            pass
+        path = beside
     return Path(os.path.realpath(path.parent)) / path.name
 
 

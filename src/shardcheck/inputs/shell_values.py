@@ -68,13 +68,15 @@ class Field:
 
 @dataclass(frozen=True, slots=True)
 class Var:
-    """A shell variable: a scalar (``value``) or an indexed array (``items``)."""
+    """A shell variable: a scalar (``value``), an indexed array (``items``) or an associative array
+    (``declare -A``: ``items`` with their string ``keys``, in the order they were set)."""
 
     name: str
     origin: Origin
     value: Field | None = None
     items: tuple[Field, ...] | None = None
     exported: bool = False
+    keys: tuple[str, ...] | None = None
 
     @property
     def is_array(self) -> bool:

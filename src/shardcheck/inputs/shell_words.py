@@ -457,6 +457,11 @@ def _parse_brace(src: str, start: int, end: int, quoted: bool, offset: int) -> P
 
 
 def _split_name(body: str) -> tuple[str, str | None, str]:
+    if body[:1].isascii() and body[:1].isdigit():  # ${10}: inside braces every digit belongs to the number
+        j = 1
+        while j < len(body) and body[j].isascii() and body[j].isdigit():
+            j += 1
+        return body[:j], None, body[j:]
     if body and body[0] in _SPECIAL_PARAMS:
         return body[0], None, body[1:]
     j = 0

@@ -81,17 +81,26 @@ def shell_continuation(p: Problem) -> Message:
     """
     `\\ ` followed by a comment (`  key=v \\ # note`) escapes the space: bash passes the word `' '` to
     the command and the command ends at the comment, so the lines below it become commands of their own.
+    A blank line after a line-ending `\\` ends the command the same way: the line below the blank one
+    runs as a command of its own.
 
     Why:
     Hydra rejects the `' '` word (`LexerNoViableAltException`) and every override on the lines below
     is lost (bash runs them as commands that do not exist).
 
     Fix:
-    Move the comment off the continued line; nothing may follow the backslash.
+    Move the comment off the continued line; nothing may follow the backslash. Remove the blank line
+    (or the backslash before it).
 
     Source:
     bash(1), QUOTING (a backslash preserves the literal value of the next character) and COMMENTS.
     """
+    if p.args.get("blank"):
+        return (
+            f"a blank line follows this `\\`: it ends the command here, and bash runs line {p['next_line']} "
+            "as a command of its own; the lines below are not part of it",
+            "remove the blank line",
+        )
     return (
         "`\\ ` escapes a space, not the line end: bash passes the word ' ' and ends the command here; the lines "
         "below are not part of it",
@@ -119,21 +128,24 @@ def shell_source(p: Problem) -> Message:
     return f"`{p['command']} {p['target']}` is not followed: {p['why']}; variables it would set are unknown", None
 
 
-@rule("SHELL-EVAL", "info", "`eval` is never run", notes=(Kind.SHELL_EVAL,), certain=True)
+@rule("SHELL-EVAL", "info", "An `eval` of a string not known statically", notes=(Kind.SHELL_EVAL,), certain=True)
 def shell_eval(p: Problem) -> Message:
     """
-    `eval` would run text as code; shardcheck never executes anything from its input.
+    `eval` runs text as code. shardcheck never executes anything from its input: a string known
+    statically (`CMD="torchrun ... pretrain_gpt.py ..."; eval $CMD`) is read as the commands it holds, the
+    way bash joins the arguments with spaces; a string built by command substitution, or from a value not
+    given, cannot be read.
 
     Why:
-    Whatever the eval'd text sets is unknown.
+    Whatever such an eval'd text sets or runs is unknown; a launch inside it is not judged.
 
     Fix:
-    Replace `eval` with assignments, or give values with `--env`.
+    Give the values the string is built from with `--env`, or run the command without `eval`.
 
     Source:
     bash(1), `eval`.
     """
-    return "`eval` is never run; what it would set is unknown", None
+    return "`eval` of a string not known statically: what it would set or run is unknown", None
 
 
 @rule("SHELL-ARITH", "error", "Invalid bash arithmetic", notes=(Kind.SHELL_ARITH,), certain=True)

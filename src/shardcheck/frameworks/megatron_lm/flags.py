@@ -305,16 +305,21 @@ def read_flags(
             continue
         if flag.kind == "list":
             j = i + 1
-            while j < n and not (words[j].text or "-").startswith("-"):
+            # a word of unknown content (`--data-path $DATA_PATH`, DATA_PATH=$4) is a value of unknown content,
+            # not a missing one: only a word known to start with `-` is the next option
+            while j < n and not words[j].render("").startswith("-"):
                 j += 1
             items = words[i + 1 : j]
-            if not items:  # the next word is an option (or of unknown content): argparse's nargs='+' stops
+            if not items:  # the next word is an option: argparse's nargs='+' stops
                 out.notes.append(Problem(Kind.FLAG_WITHOUT_VALUES, _where(word), {"flag": name}))
                 out.values[name] = Traced(None, _where(word), f"{INVALID}{name} has no values")
                 i += 1
                 continue
             unknown = next((s.unknown for w in items for s in w.unknowns), None)
             out.values[name] = Traced(None if unknown else [w.text for w in items], _where(items[0]), unknown)
+            if all(not w.render("") for w in items):  # unknown words that may expand to none: say so, not guess
+                reason = f"{unknown}; if it expands to nothing, argparse stops (expected at least one argument)"
+                out.notes.append(Problem(Kind.UNKNOWN_VALUE, _where(items[0]), {"name": name, "reason": reason}))
             i = j
             continue
         value = words[i + 1]

@@ -48,10 +48,63 @@ HYBRID_SCRIPTS = frozenset({"pretrain_mamba.py", "pretrain_hybrid.py"})
 KEY_PREFIX = "args"  # Megatron-LM's namespace: args.tensor_model_parallel_size, ...
 
 
+# Flags only Megatron-LM's argument parser (megatron/training/arguments.py) and its forks take: a pretrain*.py
+# entry script of another name (pretrain_qwen.py, pretrain_mcore_*.py in Pai-Megatron-Patch, MindSpeed-LLM, ...)
+# given at least LIKE_MEGATRON of them, one a parallel size, is judged as Megatron-LM (and says so).
+_PARALLEL_FLAGS = frozenset(
+    {
+        "--tensor-model-parallel-size",
+        "--pipeline-model-parallel-size",
+        "--expert-model-parallel-size",
+        "--context-parallel-size",
+    }
+)
+_MEGATRON_FLAGS = _PARALLEL_FLAGS | {
+    "--num-layers",
+    "--hidden-size",
+    "--num-attention-heads",
+    "--ffn-hidden-size",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--seq-length",
+    "--max-position-embeddings",
+    "--sequence-parallel",
+    "--use-distributed-optimizer",
+    "--expert-tensor-parallel-size",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--tokenizer-type",
+}
+LIKE_MEGATRON = 3
+# Flags without a default that Megatron-LM needs (MLM-TRAIN-LENGTH, MLM-LR-NEEDED): a fork's script may derive them.
+_FORK_MAY_SET = ("--train-iters", "--train-samples", "--lr")
+
+
+def megatron_like_flags(launch: Launch) -> list[str]:
+    """The Megatron-LM flags a script of another name is given (empty when too few to judge it as Megatron-LM)."""
+    name = (launch.script or "").rsplit("/", 1)[-1]
+    if not (name.startswith("pretrain") and name.endswith(".py")):
+        return []  # evaluate_*.py, generate_text_*.py ... take the flags too but do not train: not judged
+    seen = list(dict.fromkeys(w.text.split("=", 1)[0] for w in launch.args if w.text and w.text.startswith("--")))
+    found = [f for f in seen if f in _MEGATRON_FLAGS]
+    return found if len(found) >= LIKE_MEGATRON and any(f in _PARALLEL_FLAGS for f in found) else []
+
+
 def is_megatron_lm_entry(launch: Launch) -> bool:
     if launch.script is not None:
-        return launch.script.rsplit("/", 1)[-1] in MEGATRON_LM_SCRIPTS
+        return launch.script.rsplit("/", 1)[-1] in MEGATRON_LM_SCRIPTS or bool(megatron_like_flags(launch))
     return bool(launch.module) and launch.module.split(".")[0] == "megatron"
+
+
+def _like(launch: Launch) -> str:
+    """For an entry script that is not Megatron-LM's own: why it is judged as Megatron-LM."""
+    script = (launch.script or "").rsplit("/", 1)[-1]
+    if not launch.script or script in MEGATRON_LM_SCRIPTS:
+        return ""
+    flags = megatron_like_flags(launch)
+    return (
+        f"; {script} is not a script of Megatron-LM's: judged as Megatron-LM because it takes Megatron-LM's flags "
+        f"({', '.join(flags[:4])}{', …' if len(flags) > 4 else ''}); flags of its own are not judged"
+    )
 
 
 def _positive(t: Traced, name: str, notes: list[Problem], *, allow_none: bool = False) -> Traced:
@@ -241,6 +294,13 @@ def resolve_megatron_lm(
     # A module entry (python -m megatron...) may add flags of its own: only near-misses are reported there.
     complete = f"Megatron-LM core_v{minor}" if script in MEGATRON_LM_SCRIPTS else None
     flags = read_flags(launch.args, megatron_lm_flags(minor, script), {}, complete=complete)
+    if script not in MEGATRON_LM_SCRIPTS and launch.script is not None:
+        # a fork's entry (Pai-Megatron-Patch's pretrain_mcore_qwen.py derives --train-iters from its own --epochs):
+        # what Megatron-LM requires and the script leaves out, the fork's code may set; unknown, never an error
+        for name in _FORK_MAY_SET:
+            if name not in flags.given and name in flags.values:
+                why = f"{script} is not Megatron-LM's own script and may set {name} itself (flags of its own)"
+                flags.values[name] = Traced(None, launch.origin, why)
     notes = flag_notes(flags)
     layout = megatron_layout(flags, notes)
     model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
@@ -254,7 +314,8 @@ def resolve_megatron_lm(
         framework_version=megatron_lm_source(minor),
         entry=launch.entry,
         config_name="-",
-        config_source=f"Megatron-LM flags (megatron/training/arguments.py, {megatron_lm_source(minor)})",
+        config_source=f"Megatron-LM flags (megatron/training/arguments.py, {megatron_lm_source(minor)})"
+        + _like(launch),
         cluster=torchrun_cluster(launch, exported, notes),
         strategy=_default("megatron", "Megatron-LM"),
         layouts=(layout,),

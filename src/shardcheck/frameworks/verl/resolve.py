@@ -475,10 +475,21 @@ _OTC = "override_transformer_config"
 
 
 def is_verl_entry(launch: Launch) -> bool:
-    """verl's PPO trainer, or a recipe's Hydra entry point (judged with unknown config defaults)."""
+    """verl's PPO trainer, a recipe's Hydra entry point (judged with unknown config defaults), or a verl fork's own
+    PPO entry (``verl_tool.trainer.main_ppo``, ``<pkg>.recipe.<x>.main_<y>``: a Hydra app over verl's trainer, its
+    config read where Hydra finds it, as a recipe's)."""
     return launch.module in PPO_ENTRIES + EXPERIMENTAL_PPO or (
-        bool(launch.module) and launch.module.split(".")[0] == "recipe"
+        bool(launch.module) and (launch.module.split(".")[0] == "recipe" or is_fork_entry(launch.module))
     )
+
+
+def is_fork_entry(module: str) -> bool:
+    """``verl_tool.trainer.main_ppo`` (a package's ``trainer.main_ppo``) or ``<pkg>.recipe.<x>.main_<y>``; verl's own
+    modules are not forks."""
+    parts = module.split(".")
+    if parts[0] == "verl" or len(parts) < 3:
+        return False
+    return parts[-2:] == ["trainer", "main_ppo"] or ("recipe" in parts[1:-1] and parts[-1].startswith("main_"))
 
 
 def unmodelled_verl_entry(launch: Launch) -> bool:
