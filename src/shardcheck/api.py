@@ -212,6 +212,10 @@ def check(
         sglang_version=sglang_version,
     )
     try:
+        from shardcheck.inputs.shell_probe import machine_for
+
+        machine = machine_for(device, settings)  # answers the script's accelerator probes
+        device = device if device is not None else settings.device
         job = resolve_script(
             path,
             env,
@@ -220,6 +224,7 @@ def check(
             text=text,
             args=args,
             allow_source=allow_source,
+            machine=machine,
             **versions,
         )
         if device is not None:
@@ -246,6 +251,7 @@ def check(
                         megatron_core_version=megatron_core_version,
                         allow_source=allow_source,
                         engine_versions=(vllm_version, sglang_version),
+                        machine=machine,
                     ),
                     device_choice=device,
                     host_memory_bytes=host_memory,
@@ -280,6 +286,7 @@ def check(
             "text": text,
             "args": args,
             "allow_source": allow_source,
+            "machine": machine,
             **versions,
         },
         {"device_choice": device, "host_memory_bytes": host_memory, "sample_tokens": sample_tokens},
@@ -487,6 +494,7 @@ def resolve_script(
     memo: dict | None = None,
     allow_source: tuple[str | Path, ...] = (),
     engine_versions: tuple[str | None, str | None] = (None, None),
+    machine=None,
 ) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none.
 
@@ -495,7 +503,8 @@ def resolve_script(
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment;
     ``allow_source``: directories ``source`` may read besides the script's own tree; ``engine_versions``: the
-    requested vLLM and SGLang versions (else those the verl version pins)."""
+    requested vLLM and SGLang versions (else those the verl version pins); ``machine``: the cluster that answers
+    the script's accelerator probes (inputs/shell_probe.py)."""
     job = _resolve_script(
         path,
         env,
@@ -508,6 +517,7 @@ def resolve_script(
         megatron_core_version=megatron_core_version,
         memo={} if memo is None else memo,
         allow_source=allow_source,
+        machine=machine,
     )
     from dataclasses import replace
 
@@ -565,6 +575,7 @@ def _resolve_script(
     megatron_core_version: str | None = None,
     memo: dict,
     allow_source: tuple[str | Path, ...],
+    machine=None,
 ) -> Job:
     from shardcheck.frameworks.interface import detect, resolve
     from shardcheck.frameworks.megatron.versions import choose
@@ -576,10 +587,12 @@ def _resolve_script(
     if "reading" not in memo:
         if text is not None:
             memo["reading"] = read_bash_text(
-                text, shown, env, real_path=Path(path), args=args, allow_source=allow_source
+                text, shown, env, real_path=Path(path), args=args, allow_source=allow_source, machine=machine
             )
         else:
-            memo["reading"] = read_bash(path, env, display=shown, args=args, allow_source=allow_source)
+            memo["reading"] = read_bash(
+                path, env, display=shown, args=args, allow_source=allow_source, machine=machine
+            )
     reading = memo["reading"]
     found = find_launches(reading.commands)
     if extra_args:

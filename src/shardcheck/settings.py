@@ -25,7 +25,18 @@ from pathlib import Path
 from shardcheck.errors import SettingsError
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-_KEYS = ("select", "ignore", "fail-on", "verl-version", "verl-path", "per-file-ignores")
+_KEYS = (
+    "select",
+    "ignore",
+    "fail-on",
+    "verl-version",
+    "verl-path",
+    "device",
+    "nodes",
+    "devices-per-node",
+    "online",
+    "per-file-ignores",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +47,10 @@ class Settings:
     verl_version: str | None = None  # verl-version: the verl to judge against (frameworks/verl/versions.py)
     verl_path: str | None = None  # verl-path: a verl directory read as data (frameworks/verl/verl_path.py), absolute
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, ids)
+    device: str | None = None  # device: the cluster's device preset; answers accelerator probes (shell_probe.py)
+    nodes: int | None = None  # nodes / devices-per-node: answer $SLURM_NNODES, nvidia-smi -L | wc -l, ...
+    devices_per_node: int | None = None
+    online: bool = False  # online: models may be read from the Hugging Face Hub (models/hub.py)
 
     source: str | None = None  # the pyproject.toml they came from
     lines: tuple[tuple[str, int], ...] = ()  # (id as written, line in source), to anchor warnings about ids
@@ -219,6 +234,7 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
             f"{candidate}:{_line_of(text, 'verl-path')}: [tool.shardcheck] sets both verl-version and verl-path; "
             "keep one"
         )
+    cluster = _cluster_settings(table, text, candidate)
     if verl_path is not None:  # relative to the settings file's folder
         verl_path = str((Path(candidate).resolve().parent / Path(verl_path).expanduser()).resolve())
     every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
@@ -229,9 +245,49 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
         per_file_ignores=pfi,
         verl_version=verl_version,
         verl_path=verl_path,
+        **cluster,
         source=str(candidate),
         lines=_lines(text, every),
     )
+
+
+def _cluster_settings(table: dict, text: str, candidate: Path) -> dict:
+    """``device`` (a preset name), ``nodes`` and ``devices-per-node`` (positive integers), ``online`` (a bool)."""
+    out: dict = {}
+    device = table.get("device")
+    if device is not None:
+        if not isinstance(device, str):
+            raise SettingsError(
+                f"{candidate}:{_line_of(text, 'device')}: [tool.shardcheck] device = {str(device)[:60]}; "
+                'give a device preset as a string such as "h100"'
+            )
+        from shardcheck.errors import UsageError
+        from shardcheck.memory.devices import find_device
+
+        try:
+            find_device(device)
+        except UsageError as exc:
+            raise SettingsError(f"{candidate}:{_line_of(text, 'device')}: {exc}") from None
+        out["device"] = device
+    for key in ("nodes", "devices-per-node"):
+        value = table.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 1 << 20:
+            raise SettingsError(
+                f"{candidate}:{_line_of(text, key)}: [tool.shardcheck] {key} = {str(value)[:60]}; "
+                "give a positive whole number such as 8"
+            )
+        out[key.replace("-", "_")] = value
+    online = table.get("online")
+    if online is not None:
+        if not isinstance(online, bool):
+            raise SettingsError(
+                f"{candidate}:{_line_of(text, 'online')}: [tool.shardcheck] online = {str(online)[:60]}; "
+                "give true or false"
+            )
+        out["online"] = online
+    return out
 
 
 def load_settings(start: Path, config: Path | None = None) -> Settings:

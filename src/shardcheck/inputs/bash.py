@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shardcheck.errors import InputError, ShardcheckError
-from shardcheck.inputs import bounds, files, shell_arith, shell_source, shell_words
+from shardcheck.inputs import bounds, files, shell_arith, shell_probe, shell_source, shell_words
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
 from shardcheck.origin import Origin
@@ -55,13 +55,17 @@ def read_bash(
     display: str | None = None,
     args: tuple[str, ...] = (),
     allow_source: tuple[str | Path, ...] = (),
+    machine: shell_probe.Machine | None = None,
 ) -> ShellReading:
     """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``; ``args`` are its
     positional parameters (``shardcheck check run.sh -- a=b``: ``$1``, ``"$@"``); ``allow_source`` names
-    directories whose files ``source`` may read besides the script's own tree (``--allow-source``)."""
+    directories whose files ``source`` may read besides the script's own tree (``--allow-source``);
+    ``machine``: the cluster that answers the script's accelerator probes (``--device``, shell_probe.py)."""
     p = Path(path)
     raw = files.read_regular(p, limit=files.SCRIPT_LIMIT, what="give the path of a launch script")
-    return read_bash_text(raw, display or str(path), env, real_path=p, args=args, allow_source=allow_source)
+    return read_bash_text(
+        raw, display or str(path), env, real_path=p, args=args, allow_source=allow_source, machine=machine
+    )
 
 
 def _tree(raw: bytes, path: str):
@@ -82,12 +86,14 @@ def read_bash_text(
     real_path: Path | None = None,
     args: tuple[str, ...] = (),
     allow_source: tuple[str | Path, ...] = (),
+    machine: shell_probe.Machine | None = None,
 ) -> ShellReading:
     """Read script text; ``real_path`` is where it lies on disk (for ``source`` and ``$(dirname "$0")``)."""
     src, tree = _tree(raw, path)
     real = Path(os.path.abspath(real_path if real_path is not None else path))
     interp = _Interpreter(src, path, dict(env or {}), real_path=real)
     interp.allow_source = tuple(Path(d) for d in allow_source)
+    interp.machine = machine
     if args:
         origin = Origin(kind="cli", text="an argument after `--` on shardcheck's command line")
         interp.positional = tuple(Field((Seg(a, origin),), origin) for a in args)
@@ -176,6 +182,7 @@ class _Interpreter:
         self.unfollowed: list[str] = parent.unfollowed if parent is not None else []
         self.budget: bounds.Budget = parent.budget if parent is not None else bounds.Budget()
         self.allow_source: tuple[Path, ...] = parent.allow_source if parent is not None else ()
+        self.machine: shell_probe.Machine | None = parent.machine if parent is not None else None
         self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
@@ -540,10 +547,11 @@ class _Interpreter:
             tests = (
                 f"the variables it tests ({', '.join('$' + n for n in names)})" if names else "the variables it tests"
             )
+            settles = max((self._settles(c) for c in undecided), key=lambda o: o == "--device", default="--env")
+            given = f"give {tests} with --env" if settles == "--env" else "give --device (e.g. --device h100)"
             self._merge_runs(
                 candidates,
-                f"depends on the condition at line {where.line}, which is not known "
-                f"statically (give {tests} with --env)",
+                f"depends on the condition at line {where.line}, which is not known statically ({given})",
             )
         self.consumed_until = max(self.consumed_until, node.end_byte)
 
@@ -573,7 +581,7 @@ class _Interpreter:
         if subject is None or fallthrough:
             why = (
                 f"depends on the case at line {where.line}, whose subject is not known"
-                f"{self._deciding(subject_node)}; give it with --env"
+                f"{self._deciding(subject_node)}; give it with {self._settles(subject_node)}"
                 if subject is None
                 else f"depends on the case at line {where.line}, whose ;& / ;;& fall-through is not evaluated"
             )
@@ -639,7 +647,7 @@ class _Interpreter:
                 self._merge_runs(
                     [[part], []],
                     f"depends on the test at line {where.line}, which is not known "
-                    f"statically{self._deciding(node)}; give it with --env",
+                    f"statically{self._deciding(node)}; give it with {self._settles(node)}",
                 )
                 status = None
                 continue
@@ -719,6 +727,8 @@ class _Interpreter:
             inner = [c for c in node.children if c.is_named]
             verdict = self.eval_condition(inner[0]) if len(inner) == 1 else None
             return None if verdict is None else not verdict
+        if node.type in ("command", "redirected_statement", "pipeline"):
+            return self._probe_condition(node)
         if node.type != "test_command":
             return None
         text = self.src[node.start_byte : node.end_byte].strip()
@@ -746,6 +756,24 @@ class _Interpreter:
             words.append(fields[0].text if fields else "")
             i = end
         return _test(words)
+
+    def _probe_condition(self, node) -> bool | None:
+        """``if python3 -c 'import torch_npu' &>/dev/null; then``: a probe's status from the machine named."""
+        words = shell_probe.words_of(self.src[node.start_byte : node.end_byte])
+        verdict = shell_probe.condition(words, self.machine) if words else "no"
+        return None if verdict == "no" else verdict
+
+    def _settles(self, node) -> str:
+        """The option that settles what ``node`` reads: ``--device`` when an accelerator probe left it unknown."""
+        text = self.src[node.start_byte : node.end_byte] if node is not None else ""
+        for name in set(_VAR_REF.findall(text)):
+            value = self.vars[name].as_scalar() if name in self.vars else None
+            if value is not None and any(shell_probe.PROBE_MARK in (s.unknown or "") for s in value.unknowns):
+                return "--device"
+        if shell_probe.answer(text.strip(), None, 0) is not None:
+            return "--device"
+        words = shell_probe.words_of(text)
+        return "--device" if words and shell_probe.condition(words, None) != "no" else "--env"
 
     # simple commands -----------------------------------------------------------------------
     def _run_command(self, node) -> None:
@@ -1180,6 +1208,10 @@ class _Interpreter:
                     text=f"{_utf8(part.text)[:40]}: the directory of {real.name}, not run",
                 )
                 yield [Seg(str(real.parent), note)], not part.quoted, part.quoted
+            elif isinstance(part, Opaque) and (probe := shell_probe.answer(part.text, self.machine, origin.line)):
+                note = replace(origin, text=probe.note)
+                seg = Seg(probe.text, note) if probe.text is not None else Seg(None, note, probe.note)
+                yield [seg], not part.quoted, part.quoted
             elif isinstance(part, Opaque):
                 yield (
                     [Seg(None, origin, f"{_utf8(part.text)[:40]} at line {origin.line} is not run")],
@@ -1239,6 +1271,9 @@ class _Interpreter:
         if name in self.env:
             o = Origin(kind="env", text=f"--env {name}={self.env[name]}")
             return Field((Seg(self.env[name], o),), o)
+        if (value := shell_probe.env_answer(name, self.machine)) is not None:
+            o = Origin(kind="env", text=f"${name}: set by the scheduler, answered by {self.machine.said}")
+            return Field((Seg(value, o),), o)
         return None
 
     def _get(self, name: str, index: str | None, origin: Origin):
@@ -1427,7 +1462,10 @@ class _Interpreter:
 
     def _unset_reason(self, name: str) -> str:
         if name.isascii() and name.isdigit():
-            return f"${name} is a script argument, not given"
+            return f"${name} is a script argument, not given (give the arguments after --: check run.sh -- ARGS)"
+        if name in shell_probe.ENV_PROBES:
+            setting = shell_probe.ENV_PROBES[name].replace("_", "-")
+            return f"${name} is set by the scheduler; set {setting} in [tool.shardcheck] or pass --env {name}=..."
         if self.unfollowed:
             return (
                 f"${name} is not set in the script (it may come from {self.unfollowed[0]}, which was not "
