@@ -727,6 +727,9 @@ class _Interpreter:
             inner = [c for c in node.children if c.is_named]
             verdict = self.eval_condition(inner[0]) if len(inner) == 1 else None
             return None if verdict is None else not verdict
+        if node.type in ("compound_statement", "subshell"):  # `{ [ a ] || [ b ]; }` inside a condition
+            inner = [c for c in node.children if c.is_named and c.type not in _NOT_STATEMENTS]
+            return self.eval_condition(inner[0]) if len(inner) == 1 else None
         if node.type in ("command", "redirected_statement", "pipeline"):
             return self._probe_condition(node)
         if node.type != "test_command":
