@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from shardcheck.origin import Origin, Traced
 from shardcheck.problems import Problem
+
+if TYPE_CHECKING:
+    from shardcheck.models.quantization import Quantization
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -270,6 +274,9 @@ class ModelFacts:
     config: dict = field(default_factory=dict, compare=False, repr=False)  # the HF config (text part) as read
     rope_scaling: dict | None = None  # HF rope_scaling (or transformers-5 rope_parameters); None: none
     model_max_length: int | None = None
+    quantization: Quantization | None = None  # config.json's quantization_config (models/quantization.py)
+    vision_config: dict | None = field(default=None, compare=False, repr=False)  # a VL model's vision tower
+    text_key: str | None = None  # where a VL config keeps its language model: text_config, llm_config, ...
 
     @property
     def is_moe(self) -> bool:

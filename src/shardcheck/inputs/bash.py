@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shardcheck.errors import InputError, ShardcheckError
-from shardcheck.inputs import bounds, files, shell_arith, shell_probe, shell_source, shell_words
+from shardcheck.inputs import bounds, files, shell_args, shell_arith, shell_probe, shell_source, shell_words
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
 from shardcheck.origin import Origin
@@ -183,9 +183,12 @@ class _Interpreter:
         self.budget: bounds.Budget = parent.budget if parent is not None else bounds.Budget()
         self.allow_source: tuple[Path, ...] = parent.allow_source if parent is not None else ()
         self.machine: shell_probe.Machine | None = parent.machine if parent is not None else None
+        self.loop_markers: list[str] = []  # the argument loops being followed (shell_args.py), innermost last
+        self.condition_at_loop: dict[str, str | None] = {}
         self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
+        self.positional_why: str | None = None  # set when the positional parameters are not known (`shift $n`)
         self.functions: dict[str, object] = {}
         self.commands: list[Command] = []
         self.diagnostics: list[Problem] = []
@@ -691,7 +694,10 @@ class _Interpreter:
         self.vars = merged
 
     def _run_loop(self, node) -> None:
-        """Loops are not run: what their bodies assign becomes unknown; commands inside are kept."""
+        """Loops are not run: what their bodies assign becomes unknown; commands inside are kept. Argument
+        loops (``while [[ $# -gt 0 ]]``, ``for a in "$@"``, getopts) are followed round by round (shell_args.py)."""
+        if shell_args.run(self, node):
+            return
         where = self.origin_at(node.start_byte)
         reason = f"is assigned in the loop at line {where.line}, which is not run"
         body = node.child_by_field_name("body")
@@ -727,6 +733,8 @@ class _Interpreter:
             inner = [c for c in node.children if c.is_named]
             verdict = self.eval_condition(inner[0]) if len(inner) == 1 else None
             return None if verdict is None else not verdict
+        if node.type == "compound_statement" and self.src.startswith("((", node.start_byte):
+            return self._arith_condition(node)
         if node.type in ("compound_statement", "subshell"):  # `{ [ a ] || [ b ]; }` inside a condition
             inner = [c for c in node.children if c.is_named and c.type not in _NOT_STATEMENTS]
             return self.eval_condition(inner[0]) if len(inner) == 1 else None
@@ -759,6 +767,15 @@ class _Interpreter:
             words.append(fields[0].text if fields else "")
             i = end
         return _test(words)
+
+    def _arith_condition(self, node) -> bool | None:
+        """``(( EXPR ))``: true when EXPR is known and not 0."""
+        start, end = node.start_byte + 2, node.end_byte - 2
+        if not self.src.startswith("))", end):
+            return None
+        parts, _ = shell_words.lex_arith_body(self.src, start, end)
+        seg = self._arith(Arith(parts, True, start), self.origin_at(start))
+        return None if seg.text is None else seg.text != "0"
 
     def _probe_condition(self, node) -> bool | None:
         """``if python3 -c 'import torch_npu' &>/dev/null; then``: a probe's status from the machine named."""
@@ -887,6 +904,10 @@ class _Interpreter:
         if name == "eval":
             self.diag(Kind.SHELL_EVAL, node.start_byte)
             return
+        if self.loop_markers and name in ("break", "continue"):
+            raise shell_args.LoopExit(name)
+        if self.loop_markers and name == "exit":
+            raise shell_args.GiveUp(name)
         if name in ("read", "mapfile", "readarray", "getopts", "printf", "let"):
             self._unknown_targets(name, fields, origin)
             return
@@ -894,14 +915,15 @@ class _Interpreter:
             args = [f.text for f in fields[1:]]
             if "--" in args:
                 self.positional = tuple(fields[1 + args.index("--") + 1 :])
+                self.positional_why = None
             return
         if name == "shift":
-            k = (
-                int(fields[1].text)
-                if len(fields) > 1 and (fields[1].text or "").isascii() and fields[1].text.isdigit()
-                else 1
-            )
-            self.positional = self.positional[k:]
+            count = fields[1].text if len(fields) > 1 else "1"
+            if count is None or not (count.isascii() and count.isdigit()):
+                shown = fields[1].unknowns[0].unknown if count is None else f"`shift {bounds.short(count, 40)}`"
+                self.positional_why = f"the script's arguments after the shift at line {origin.line} ({shown})"
+                return
+            self.positional = self.positional[int(count) :]
             return
         if name in self.functions:
             self._call_function(name, fields, origin)
@@ -1072,7 +1094,8 @@ class _Interpreter:
             budget.call_depth -= 1
 
     def _run_function(self, name: str, body, fields: list[Field], origin: Origin) -> None:
-        saved_positional = self.positional
+        saved_positional, saved_why = self.positional, self.positional_why
+        self.positional_why = None
         saved_consumed = self.consumed_until
         self.positional = tuple(fields[1:])
         self.consumed_until = 0
@@ -1087,7 +1110,7 @@ class _Interpreter:
         for var_name, var in after.items():
             if not _same_value(start.get(var_name), var):
                 self.vars[var_name] = self._unknown_var(var_name, var.origin, f"${var_name} {reason}")
-        self.positional = saved_positional
+        self.positional, self.positional_why = saved_positional, saved_why
         self.consumed_until = saved_consumed
 
     def _syntax(self, exc: WordSyntaxError) -> None:
@@ -1281,6 +1304,9 @@ class _Interpreter:
 
     def _get(self, name: str, index: str | None, origin: Origin):
         """Return ('scalar', Field) / ('array', [Field]) / raise _Unset."""
+        if self.positional_why is not None and (name in ("@", "*", "#") or (name.isascii() and name.isdigit())):
+            if name != "0":
+                return "scalar", Field((Seg(None, origin, f"${name}: {self.positional_why} are not known"),), origin)
         if name in ("@", "*"):
             return "array", list(self.positional)
         if name.isascii() and name.isdigit():
@@ -1393,6 +1419,8 @@ class _Interpreter:
         if not is_set:
             if name in ("@", "*"):
                 return
+            if self.loop_markers and name.isascii() and name.isdigit():
+                return  # in an argument loop the count of arguments is known: past it, $N is empty
             yield [Seg(None, origin, self._unset_reason(name))], splittable, part.quoted
             return
         if kind == "array":

@@ -177,8 +177,11 @@ def _visible_count(stages: list[list[str]], machine: Machine | None) -> _Run | N
     if not stages[0] or stages[0][0] != "echo" or not any(_VISIBLE.search(w) for w in stages[0][1:]):
         return None
     tail = [tuple(s) for s in stages[1:]]
-    awk = len(tail) == 1 and tail[0][:1] == ("awk",) and tail[0][1] in ("-F,", "-F", "-F',") and bool(
-        _AWK_FIELDS.match(tail[0][-1])
+    awk = (
+        len(tail) == 1
+        and tail[0][:1] == ("awk",)
+        and tail[0][1] in ("-F,", "-F", "-F',")
+        and bool(_AWK_FIELDS.match(tail[0][-1]))
     )
     if not (awk or (len(tail) == 2 and tail[0] in _SPLIT_COMMAS and tail[1] in _COUNT_TAILS)):
         return None

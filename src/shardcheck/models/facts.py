@@ -24,9 +24,24 @@ def presets() -> dict[str, dict]:
     return json.loads(_PRESETS.read_text())["models"]
 
 
+# Where a vision-language config.json keeps its language model: transformers' text_config (Qwen2.5-VL,
+# Gemma 3, Llama 4), InternVL's llm_config (configuration_internvl_chat.py), DeepSeek-VL2's language_config.
+TEXT_KEYS = ("text_config", "llm_config", "language_config")
+
+
+def text_part(config: dict) -> tuple[dict, str | None]:
+    """The language model's part of a config and the key it sits under (None: the config is one)."""
+    for key in TEXT_KEYS:
+        if isinstance(config.get(key), dict):
+            return config[key], key
+    return config, None
+
+
 def facts_from_config(config: dict, name: str, source: str, origin: Origin) -> ModelFacts:
-    """Read the fields the rules need from an HF config dict (text_config for multimodal models)."""
-    cfg = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    """Read the fields the rules need from an HF config dict (the text part of a multimodal model)."""
+    from shardcheck.models.quantization import read_quantization
+
+    cfg, text_key = text_part(config)
     experts = next((cfg[k] for k in _EXPERT_KEYS if isinstance(cfg.get(k), int) and cfg.get(k)), None)
     heads = cfg.get("num_attention_heads")
     kv = cfg.get("num_key_value_heads", heads)
@@ -50,6 +65,9 @@ def facts_from_config(config: dict, name: str, source: str, origin: Origin) -> M
         config=dict(cfg),
         rope_scaling=_rope(cfg),
         model_max_length=cfg.get("model_max_length"),
+        quantization=read_quantization(config) or read_quantization(cfg),
+        vision_config=config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None,
+        text_key=text_key,
     )
 
 
@@ -78,8 +96,17 @@ def model_config_file(given: str | Path) -> Path:
     raise files.UnreadableFile(path, f"is a folder that {why}", "give the model's folder or its HF config.json")
 
 
-def read_config_json(path: Path) -> ModelFacts:
+def read_config_json(path: Path, *, source: str | None = None) -> ModelFacts:
+    """The facts of the config.json at ``path``; ``source`` names where it was found (default: the path)."""
     text = files.read_regular_text(path, limit=files.CONFIG_LIMIT, what="give an HF config.json")
+    config = parse_config(text, path)
+    name = config.get("_name_or_path") or path.parent.name
+    origin = Origin(kind="model", path=str(path), line=1, text=f"config.json of {name}")
+    return facts_from_config(config, str(name), source or f"config.json at {path}", origin)
+
+
+def parse_config(text: str, path: Path | str) -> dict:
+    """An HF config.json's dict, its fields of the types shardcheck reads; InputError (one line) otherwise."""
     try:
         config = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -87,16 +114,10 @@ def read_config_json(path: Path) -> ModelFacts:
     except (ValueError, RecursionError) as exc:  # a number past 4,300 digits; arrays nested thousands deep
         why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
         raise InputError(f"{path}:1: not a usable config.json ({why}); give an HF config.json") from None
-    if (
-        not isinstance(config, dict)
-        or not isinstance(config.get("text_config") or config, dict)
-        or ("num_attention_heads" not in (config.get("text_config") or config))
-    ):
+    if not isinstance(config, dict) or "num_attention_heads" not in text_part(config)[0]:
         raise InputError(f"{path}:1: not an HF model config (no num_attention_heads); give the model's config.json")
     _check_types(config, text, path)
-    name = config.get("_name_or_path") or path.parent.name
-    origin = Origin(kind="model", path=str(path), line=1, text=f"config.json of {name}")
-    return facts_from_config(config, str(name), f"config.json at {path}", origin)
+    return config
 
 
 # The fields shardcheck reads as whole numbers, and whether 0 is a value they may hold (an HF config may
@@ -147,7 +168,7 @@ def _check_types(config: dict, text: str, path: Path) -> None:
     """Every field shardcheck reads has the JSON type it needs: a whole number in range, a list, a dict."""
     import re
 
-    for section in (config, config.get("text_config")):
+    for section in (config, *(config.get(k) for k in TEXT_KEYS)):
         if not isinstance(section, dict):
             continue
         for key, value in section.items():
@@ -207,13 +228,22 @@ def load_model(
         if files.is_regular(candidate) and candidate.name.endswith(".json"):
             return read_config_json(candidate), None
     component = text.rstrip("/").rsplit("/", 1)[-1]
+    from shardcheck.models import sources
+
+    cached = sources.from_cache(text)  # by repository id, or by the last part of a path
+    if cached is not None:
+        return cached
     preset = match_preset(component)
+    if preset is None and path_known:
+        found = sources.from_catalogue(text) or sources.from_hub(text)
+        if found is not None:
+            return found
     if preset is None:
         near = nearest_preset(component)
         hint = f" ({near} is a different model: its config may differ)" if near else ""
         return None, (
-            f"no config.json at {text} and no built-in preset named {component!r}{hint}; "
-            "pass --model-config config.json"
+            f"no config.json at {text}, none in the Hugging Face cache and no built-in preset named "
+            f"{component!r}{hint}{sources.hub_hint(text)}; pass --model-config config.json"
         )
     entry = presets()[preset]
     how = "named" if preset.lower() == component.lower() else f"the declared alias {component!r}"
