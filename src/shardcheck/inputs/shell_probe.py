@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 _COUNT_TAILS = (("wc", "-l"), ("wc", "--lines"))
 _NULL_REDIRECTS = re.compile(r"(?:\d*>>?|&>>?|\d*>&\d+|<)\s*(?:/dev/null|&\d+)?")
-_IMPORTS_NPU = re.compile(r"\b(?:import\s+torch_npu|from\s+torch_npu\b|__import__\(\s*['\"]torch_npu)")
+_IMPORTS_NPU = re.compile(
+    r"\b(?:import\s+(?:[\w.]+\s*,\s*)*torch_npu\b|from\s+torch_npu\b|__import__\(\s*['\"]torch_npu)"
+)
 _COUNT_CALL = re.compile(r"\btorch\.(cuda|npu)\.device_count\s*\(\s*\)")
 _AVAILABLE_CALL = re.compile(r"\btorch\.(cuda|npu)\.is_available\s*\(\s*\)")
 _PRINTS = re.compile(r"\bprint\s*\(")

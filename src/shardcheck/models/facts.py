@@ -96,11 +96,12 @@ def model_config_file(given: str | Path) -> Path:
     raise files.UnreadableFile(path, f"is a folder that {why}", "give the model's folder or its HF config.json")
 
 
-def read_config_json(path: Path, *, source: str | None = None) -> ModelFacts:
-    """The facts of the config.json at ``path``; ``source`` names where it was found (default: the path)."""
+def read_config_json(path: Path, *, source: str | None = None, name: str | None = None) -> ModelFacts:
+    """The facts of the config.json at ``path``; ``source`` names where it was found (default: the path),
+    ``name`` the model when its folder does not (a cache snapshot's folder is a commit)."""
     text = files.read_regular_text(path, limit=files.CONFIG_LIMIT, what="give an HF config.json")
     config = parse_config(text, path)
-    name = config.get("_name_or_path") or path.parent.name
+    name = config.get("_name_or_path") or name or path.parent.name
     origin = Origin(kind="model", path=str(path), line=1, text=f"config.json of {name}")
     return facts_from_config(config, str(name), source or f"config.json at {path}", origin)
 

@@ -1,9 +1,9 @@
 """Models from the Hugging Face cache on this machine: ``models--ORG--NAME/snapshots/REV/config.json``.
 
 The cache's layout is huggingface_hub's (file_download.py, ``repo_folder_name``; constants.py for where it
-lies): ``$HF_HUB_CACHE``, else ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else
-``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub``. ``refs/main`` holds the commit whose
-snapshot ``from_pretrained`` reads. Nothing is downloaded; only files are read.
+lies, ``cache_dir`` below). ``refs/main`` holds the commit whose snapshot ``from_pretrained`` reads. A model
+path that reads as a repository id (``Qwen/Qwen3-8B``) is looked up as that repository; any other path by its
+last part, when exactly one cached repository has that name (the report names it). Only files are read.
 """
 
 from __future__ import annotations
@@ -19,21 +19,19 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
-def cache_dirs(environ=os.environ) -> list[Path]:
-    """The hub caches to look in, the first one set by the environment first (as huggingface_hub chooses)."""
-    out: list[Path] = []
+def cache_dir(environ=os.environ) -> Path | None:
+    """The one hub cache huggingface_hub reads (constants.py: HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else
+    HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub); None without a HOME."""
     for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if environ.get(name):
-            out.append(Path(environ[name]).expanduser())
+            return Path(environ[name]).expanduser()
     if environ.get("HF_HOME"):
-        out.append(Path(environ["HF_HOME"]).expanduser() / "hub")
-    xdg = environ.get("XDG_CACHE_HOME")
-    out.append((Path(xdg) if xdg else Path("~/.cache").expanduser()) / "huggingface" / "hub")
-    seen: list[Path] = []
-    for d in out:
-        if d not in seen:
-            seen.append(d)
-    return seen
+        return Path(environ["HF_HOME"]).expanduser() / "hub"
+    try:
+        xdg = Path(environ["XDG_CACHE_HOME"]) if environ.get("XDG_CACHE_HOME") else Path("~/.cache").expanduser()
+    except RuntimeError:  # no HOME to expand
+        return None
+    return xdg / "huggingface" / "hub"
 
 
 def repo_id(text: str) -> str | None:
@@ -74,20 +72,16 @@ def find(text: str, environ=os.environ) -> Found | None:
     part of a path when exactly one cached repository has that name; None when the cache has none."""
     wanted = repo_id(text)
     name = text.rstrip("/").rsplit("/", 1)[-1]
-    for cache in cache_dirs(environ):
-        if not files.is_directory(cache):
-            continue
-        if wanted is not None:
-            entry = cache / ("models--" + wanted.replace("/", "--"))
-            if files.is_directory(entry):
-                return _snapshot(entry)
-            continue
-        if not name or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-            continue
-        entries = [p for p in cache.glob(f"models--*--{name}") if p.name.count("--") == 2 and files.is_directory(p)]
-        if len(entries) == 1:
-            return _snapshot(entries[0])
-    return None
+    cache = cache_dir(environ)
+    if cache is None or not files.is_directory(cache):
+        return None
+    if wanted is not None:
+        entry = cache / ("models--" + wanted.replace("/", "--"))
+        return _snapshot(entry) if files.is_directory(entry) else None
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        return None
+    entries = [p for p in cache.glob(f"models--*--{name}") if p.name.count("--") == 2 and files.is_directory(p)]
+    return _snapshot(entries[0]) if len(entries) == 1 else None
 
 
 def shown_id(entry: Path) -> str:

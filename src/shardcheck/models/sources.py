@@ -26,9 +26,8 @@ def from_cache(text: str) -> Found | None:
     if found.config is None:
         return None, f"the Hugging Face cache entry {found.entry} ({shown}) is unusable: {found.problem}"
     try:
-        facts = read_config_json(
-            found.config, source=f"the Hugging Face cache ({shown}, {found.config.parent.name[:12]})"
-        )
+        source = f"the Hugging Face cache ({shown}, {found.config.parent.name[:12]})"
+        facts = read_config_json(found.config, source=source, name=shown)
     except (InputError, files.UnreadableFile) as exc:
         return None, f"the Hugging Face cache entry {found.entry} ({shown}) is unusable: {exc}"
     return facts, None
