@@ -13,6 +13,8 @@ import os
 from contextvars import ContextVar
 from pathlib import Path
 
+from shardcheck.errors import ShardcheckError
+
 DEFAULT_ENDPOINT = "https://huggingface.co"
 TIMEOUT_S = 10
 LIMIT = 4 << 20  # a config.json larger than this is not one
@@ -20,7 +22,7 @@ LIMIT = 4 << 20  # a config.json larger than this is not one
 _ONLINE: ContextVar[bool] = ContextVar("shardcheck_online", default=False)
 
 
-class HubError(Exception):
+class HubError(ShardcheckError):
     """A request to the Hub that did not give a config.json: the one line that says why."""
 
 
