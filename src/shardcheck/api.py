@@ -261,8 +261,9 @@ def _check(
 
     try:
         from shardcheck.inputs.shell_probe import machine_for
+        from shardcheck.memory.devices import kind_of
 
-        machine = machine_for(device, settings)  # answers the script's accelerator probes
+        machine = machine_for(device, settings, kind_of)  # answers the script's accelerator probes
         device = device if device is not None else settings.device
         job = resolve_script(
             path,

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from shardcheck.origin import Origin, Traced
 from shardcheck.problems import Problem
-
-if TYPE_CHECKING:
-    from shardcheck.models.quantization import Quantization
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,6 +246,16 @@ class ServerLayout:
         n, g = self.nnodes, self.devices_per_node
         value = n.value * g.value if n.known and g.known else None
         return Traced.derived(value, "pool = nnodes · n_gpus_per_node", n, g)
+
+
+@dataclass(frozen=True, slots=True)
+class Quantization:
+    """A checkpoint's quantization_config as read (models/quantization.py); a field not written is None."""
+
+    method: str | None
+    bits: int | None = None
+    group_size: int | None = None
+    weight_block_size: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

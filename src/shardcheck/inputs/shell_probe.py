@@ -39,16 +39,14 @@ class Machine:
         return self.given or "--device"
 
 
-def machine_for(device: str | None, settings=None) -> Machine | None:
+def machine_for(device: str | None, settings, kind_of) -> Machine | None:
     """The Machine of ``--device`` (else the setting ``device``) and the settings ``nodes`` /
-    ``devices-per-node``; None when none of them is given. ``--device-memory`` names no kind."""
-    from shardcheck.memory.devices import MEMORY_CHOICE, find_device
-
+    ``devices-per-node``; None when none of them is given. ``kind_of(name)``: the preset's kind (cuda | npu),
+    None for a device without one (``--device-memory``)."""
     given: list[str] = []
     kind = None
     choice = device if device is not None else getattr(settings, "device", None)
-    if choice is not None and not choice.startswith(MEMORY_CHOICE):
-        kind = find_device(choice).kind
+    if choice is not None and (kind := kind_of(choice)) is not None:
         given.append(f"--device {choice}" if device is not None else f"device = {choice!r} in {settings.source}")
     per_node = getattr(settings, "devices_per_node", None)
     nodes = getattr(settings, "nodes", None)

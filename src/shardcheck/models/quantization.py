@@ -9,28 +9,10 @@ The keys are those the quantizers write into config.json (transformers' ``quanti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from shardcheck.job import Quantization
 
 # Methods whose name fixes the weight width (fp8 is 8 bits, mxfp4 4), when no bits key is written.
 _WIDTH_OF_METHOD = {"fp8": 8, "fbgemm_fp8": 8, "mxfp4": 4}
-
-
-@dataclass(frozen=True, slots=True)
-class Quantization:
-    method: str | None
-    bits: int | None = None
-    group_size: int | None = None
-    weight_block_size: tuple[int, ...] | None = None
-
-    def describe(self) -> str:
-        parts = [self.method or "quantized (method not named)"]
-        if self.bits is not None:
-            parts.append(f"{self.bits}-bit")
-        if self.group_size is not None:
-            parts.append(f"group size {self.group_size}")
-        if self.weight_block_size is not None:
-            parts.append(f"weight blocks {'×'.join(str(b) for b in self.weight_block_size)}")
-        return ", ".join(parts)
 
 
 def _whole(value) -> int | None:
