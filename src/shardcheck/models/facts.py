@@ -115,7 +115,11 @@ def parse_config(text: str, path: Path | str) -> dict:
     except (ValueError, RecursionError) as exc:  # a number past 4,300 digits; arrays nested thousands deep
         why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
         raise InputError(f"{path}:1: not a usable config.json ({why}); give an HF config.json") from None
-    if not isinstance(config, dict) or "num_attention_heads" not in text_part(config)[0]:
+    if (
+        not isinstance(config, dict)
+        or any(config.get(k) is not None and not isinstance(config[k], dict) for k in TEXT_KEYS)
+        or "num_attention_heads" not in text_part(config)[0]
+    ):
         raise InputError(f"{path}:1: not an HF model config (no num_attention_heads); give the model's config.json")
     _check_types(config, text, path)
     return config
