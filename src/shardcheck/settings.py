@@ -253,14 +253,16 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
 
 def _cluster_settings(table: dict, text: str, candidate: Path) -> dict:
     """``device`` (a preset name), ``nodes`` and ``devices-per-node`` (positive integers), ``online`` (a bool)."""
+
+    def bad(key: str, want: str) -> SettingsError:
+        shown = str(table[key])[:60]
+        return SettingsError(f"{candidate}:{_line_of(text, key)}: [tool.shardcheck] {key} = {shown}; {want}")
+
     out: dict = {}
     device = table.get("device")
     if device is not None:
         if not isinstance(device, str):
-            raise SettingsError(
-                f"{candidate}:{_line_of(text, 'device')}: [tool.shardcheck] device = {str(device)[:60]}; "
-                'give a device preset as a string such as "h100"'
-            )
+            raise bad("device", 'give a device preset as a string such as "h100"')
         from shardcheck.errors import UsageError
         from shardcheck.memory.devices import find_device
 
@@ -271,22 +273,14 @@ def _cluster_settings(table: dict, text: str, candidate: Path) -> dict:
         out["device"] = device
     for key in ("nodes", "devices-per-node"):
         value = table.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 1 << 20:
-            raise SettingsError(
-                f"{candidate}:{_line_of(text, key)}: [tool.shardcheck] {key} = {str(value)[:60]}; "
-                "give a positive whole number such as 8"
-            )
-        out[key.replace("-", "_")] = value
-    online = table.get("online")
-    if online is not None:
-        if not isinstance(online, bool):
-            raise SettingsError(
-                f"{candidate}:{_line_of(text, 'online')}: [tool.shardcheck] online = {str(online)[:60]}; "
-                "give true or false"
-            )
-        out["online"] = online
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 1 << 20):
+            raise bad(key, "give a positive whole number such as 8")
+        if value is not None:
+            out[key.replace("-", "_")] = value
+    if table.get("online") is not None and not isinstance(table["online"], bool):
+        raise bad("online", "give true or false")
+    if table.get("online") is not None:
+        out["online"] = table["online"]
     return out
 
 
