@@ -122,3 +122,8 @@ def test_check_with_arguments_after_the_double_dash(tmp_path, capsys):
     assert main(["check", str(script), "--format", "json", "--exit-zero", "--", "--gpus", "8"]) == 0
     out = capsys.readouterr().out
     assert '"devices_per_node": 8' in out
+
+
+def test_past_the_last_argument_a_quoted_parameter_is_one_empty_word():
+    src = 'N=0\nwhile [ -n "$1" ]; do N=$((N+1)); X="$2"; shift; done\n'
+    assert values(src, ["a", "b"], ["N", "X"]) == {"N": "2", "X": ""}

@@ -104,6 +104,10 @@ def test_scheduler_variables():
     assert unknown.text is None and "set nodes" in unknown.unknowns[0].unknown
 
 
+def test_an_echo_of_a_variable_is_not_guessed():
+    assert answer("$(python3 -c 'import torch_npu' && echo $NPU || echo cuda)", NPU, 1).text is None
+
+
 @pytest.mark.parametrize(
     "text", ["$(date +%s)", "$(hostname)", "$(python3 -c 'print(1)')", "$(echo npu)", "$(nvidia-smi -L | sort)"]
 )

@@ -1420,7 +1420,8 @@ class _Interpreter:
             if name in ("@", "*"):
                 return
             if self.loop_markers and name.isascii() and name.isdigit():
-                return  # in an argument loop the count of arguments is known: past it, $N is empty
+                yield [], splittable, part.quoted  # in an argument loop the count is known: past it, $N is empty
+                return
             yield [Seg(None, origin, self._unset_reason(name))], splittable, part.quoted
             return
         if kind == "array":

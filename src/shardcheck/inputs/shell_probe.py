@@ -112,7 +112,9 @@ def _command(words: list[str], machine: Machine | None) -> _Run | None:
     name = words[0].rsplit("/", 1)[-1]
     kind = machine.kind if machine else None
     if name == "echo":
-        return _Run(True, " ".join(w for w in words[1:] if w not in ("-n", "-e")), False)
+        said = [w for w in words[1:] if w not in ("-n", "-e")]
+        expands = any("$" in w or "`" in w for w in said)  # not expanded here: its output is not known
+        return _Run(True, None if expands else " ".join(said), False)
     if name in ("true", ":"):
         return _Run(True, "", False)
     if name in ("nvidia-smi", "npu-smi"):
