@@ -32,7 +32,8 @@ KIND = "DEVICE=${DEVICE:-$(python3 -c 'import torch_npu' 2>/dev/null && echo npu
 def test_the_torch_npu_probe_is_answered_by_the_device(machine, value):
     field = var(KIND, "DEVICE", machine)
     assert field.text == value
-    assert field.segs[0].origin.text == f"line 1: accelerator probe, answered by {machine.given}"
+    origin = field.segs[0].origin
+    assert (origin.line, origin.text) == (1, f"accelerator probe, answered by {machine.given}")
 
 
 def test_without_a_device_the_probe_stays_unknown_and_names_device():
@@ -125,6 +126,17 @@ def test_check_decides_the_probe_with_device(tmp_path):
     decided = check(script, device="h100")
     assert decided.job.cluster.devices_per_node.value == 8
     assert not any(f.rule == "VALUE-UNKNOWN" for f in decided.findings)
+
+
+def test_the_report_says_where_a_count_came_from(tmp_path, capsys):
+    from shardcheck.cli import main
+
+    (tmp_path / "pyproject.toml").write_text("[tool.shardcheck]\ndevices-per-node = 8\n")
+    script = tmp_path / "run.sh"
+    script.write_text("GPUS=$(nvidia-smi -L | wc -l)\n" + verl_launch(model="Qwen3-8B", gpus="$GPUS"))
+    main(["check", str(script), "--device", "h100", "--exit-zero"])
+    out = capsys.readouterr().out
+    assert "devices   line 1: accelerator probe, answered by --device h100, devices-per-node = 8" in out
 
 
 def test_cluster_settings(tmp_path):

@@ -64,7 +64,7 @@ class Answer:
     """A probe's output (None: not known) and what settles or settled it."""
 
     text: str | None
-    note: str  # "accelerator probe, answered by --device h100" / why it is unknown
+    note: str  # "accelerator probe, answered by --device h100" (the origin's text) / why it is unknown
 
 
 def _body(text: str) -> str | None:
@@ -243,7 +243,7 @@ def answer(text: str, machine: Machine | None, line: int) -> Answer | None:
     if run is None or not run.probe:
         return None
     if run.output is not None and machine is not None:
-        return Answer(run.output.rstrip("\n"), f"line {line}: accelerator probe, answered by {machine.said}")
+        return Answer(run.output.rstrip("\n"), f"accelerator probe, answered by {machine.said}")  # at its line
     return Answer(None, unknown_note(line, machine))
 
 
