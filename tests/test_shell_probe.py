@@ -67,12 +67,20 @@ def test_the_probe_is_recognised_by_what_it_asks_not_its_text(probe):
         ("$(python3 -c 'import torch; print(torch.cuda.device_count())')", "8", "0"),
         ("$(python3 -c 'import torch, torch_npu; print(torch.npu.device_count())')", "", "16"),
         ("$(echo $CUDA_VISIBLE_DEVICES | tr ',' '\\n' | wc -l)", "8", "16"),
+        ("$(echo ${CUDA_VISIBLE_DEVICES} | tr ',' ' ' | wc -w)", "8", "16"),
         ("$(echo $CUDA_VISIBLE_DEVICES | awk -F, '{print NF}')", "8", "16"),
     ],
 )
 def test_device_counts(probe, cuda, npu):
     assert var(f"N={probe}\n", "N", H100).text == cuda
     assert var(f"N={probe}\n", "N", NPU).text == npu
+
+
+def test_a_visible_devices_count_uses_the_value_the_script_or_env_sets():
+    probe = "N=$(echo $CUDA_VISIBLE_DEVICES | tr ',' '\\n' | wc -l)\n"
+    assert var("export CUDA_VISIBLE_DEVICES=0,1,2,3\n" + probe, "N", H100).text == "4"
+    assert var(probe, "N", H100, {"CUDA_VISIBLE_DEVICES": "0,1"}).text == "2"
+    assert var("CUDA_VISIBLE_DEVICES=$(cat f)\n" + probe, "N", H100).text is None
 
 
 def test_a_count_without_devices_per_node_is_unknown_and_says_which_setting():

@@ -777,6 +777,15 @@ class _Interpreter:
         seg = self._arith(Arith(parts, True, start), self.origin_at(start))
         return None if seg.text is None else seg.text != "0"
 
+    def _set_value(self, name: str) -> tuple[bool, str | None]:
+        """Whether the script or --env sets ``name``, and its value (None: not known)."""
+        var = self.vars.get(name)
+        if var is not None:
+            value = var.as_scalar()
+            return True, value.text if value is not None else None
+        given = self._lookup_env(name)
+        return given is not None, given.text if given is not None else None
+
     def _probe_condition(self, node) -> bool | None:
         """``if python3 -c 'import torch_npu' &>/dev/null; then``: a probe's status from the machine named."""
         words = shell_probe.words_of(self.src[node.start_byte : node.end_byte])
@@ -1234,7 +1243,9 @@ class _Interpreter:
                     text=f"{_utf8(part.text)[:40]}: the directory of {real.name}, not run",
                 )
                 yield [Seg(str(real.parent), note)], not part.quoted, part.quoted
-            elif isinstance(part, Opaque) and (probe := shell_probe.answer(part.text, self.machine, origin.line)):
+            elif isinstance(part, Opaque) and (
+                probe := shell_probe.answer(part.text, self.machine, origin.line, self._set_value)
+            ):
                 note = replace(origin, text=probe.note)
                 seg = Seg(probe.text, note) if probe.text is not None else Seg(None, note, probe.note)
                 yield [seg], not part.quoted, part.quoted

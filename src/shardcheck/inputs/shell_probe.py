@@ -173,10 +173,12 @@ _SPLIT_COMMAS = (("tr", ",", "\\n"), ("tr", ",", "\n"), ("tr", ",", " "))
 _AWK_FIELDS = re.compile(r"^\{\s*print\s+NF\s*;?\s*\}$")
 
 
-def _visible_count(stages: list[list[str]], machine: Machine | None) -> _Run | None:
-    """``echo $CUDA_VISIBLE_DEVICES | tr ',' '\\n' | wc -l`` / ``| awk -F, '{print NF}'``: the devices the
-    scheduler makes visible on a node, devices-per-node of the machine named."""
-    if not stages[0] or stages[0][0] != "echo" or not any(_VISIBLE.search(w) for w in stages[0][1:]):
+def _visible_count(stages: list[list[str]], machine: Machine | None, lookup) -> _Run | None:
+    """``echo $CUDA_VISIBLE_DEVICES | tr ',' '\\n' | wc -l`` / ``| awk -F, '{print NF}'``: the devices visible on
+    a node. Set by the script or --env: its items; else the launcher sets it to the node's devices, the
+    devices-per-node of the machine named (said in the value's origin)."""
+    names = [m.group(1) for w in stages[0][1:] for m in [_VISIBLE.search(w)] if m] if stages[0] else []
+    if not stages[0] or stages[0][0] != "echo" or len(names) != 1:
         return None
     tail = [tuple(s) for s in stages[1:]]
     awk = (
@@ -185,15 +187,23 @@ def _visible_count(stages: list[list[str]], machine: Machine | None) -> _Run | N
         and tail[0][1] in ("-F,", "-F", "-F',")
         and bool(_AWK_FIELDS.match(tail[0][-1]))
     )
-    if not (awk or (len(tail) == 2 and tail[0] in _SPLIT_COMMAS and tail[1] in _COUNT_TAILS)):
+    counts = (*_COUNT_TAILS, ("wc", "-w"), ("wc", "--words"))  # lines or words: one per device either way
+    if not (awk or (len(tail) == 2 and tail[0] in _SPLIT_COMMAS and tail[1] in counts)):
         return None
+    is_set, value = lookup(names[0]) if lookup is not None else (False, None)
+    if is_set:  # the script or --env sets it: its own count (unknown when its value is)
+        if value is None:
+            return _Run(True, None, True)
+        # an empty value: echo prints one empty line (wc counts 1 line, 0 words); awk sees no field
+        empty = "0" if awk or tail[-1][1] in ("-w", "--words") else "1"
+        return _Run(True, str(len(value.split(","))) if value else empty, True)
     per_node = machine.devices_per_node if machine else None
     return _Run(True, None if per_node is None else str(per_node), True)
 
 
-def _pipeline(words: list[str], machine: Machine | None) -> _Run | None:
+def _pipeline(words: list[str], machine: Machine | None, lookup=None) -> _Run | None:
     stages = [w for _, w in _split(words, ("|",))]
-    visible = _visible_count(stages, machine)
+    visible = _visible_count(stages, machine, lookup)
     if visible is not None:
         return visible
     first = _command(stages[0], machine)
@@ -208,7 +218,7 @@ def _pipeline(words: list[str], machine: Machine | None) -> _Run | None:
     return _Run(first.status, out, first.probe)
 
 
-def run_status(words: list[str], machine: Machine | None) -> _Run | None:
+def run_status(words: list[str], machine: Machine | None, lookup=None) -> _Run | None:
     """``A && B || C`` lists of probes and echos (bash's left-to-right and-or evaluation); None when any part
     is something else."""
     parts = _split(words, ("&&", "||", ";"))
@@ -219,7 +229,7 @@ def run_status(words: list[str], machine: Machine | None) -> _Run | None:
         runs = True if op in (None, ";") else (status if op == "&&" else (None if status is None else not status))
         if runs is False:
             continue
-        run = _pipeline(part, machine)
+        run = _pipeline(part, machine, lookup)
         if run is None:
             return None
         asked = asked or run.probe
@@ -231,15 +241,16 @@ def run_status(words: list[str], machine: Machine | None) -> _Run | None:
     return _Run(status, output, asked)
 
 
-def answer(text: str, machine: Machine | None, line: int) -> Answer | None:
-    """The output of the command substitution ``text`` when it is an accelerator probe; None when it is not one."""
+def answer(text: str, machine: Machine | None, line: int, lookup=None) -> Answer | None:
+    """The output of the command substitution ``text`` when it is an accelerator probe; None when it is not one.
+    ``lookup(NAME)``: (whether the script or --env sets NAME, its value or None when unknown)."""
     body = _body(text)
     if body is None:
         return None
     words = _tokens(body)
     if not words:
         return None
-    run = run_status(words, machine)
+    run = run_status(words, machine, lookup)
     if run is None or not run.probe:
         return None
     if run.output is not None and machine is not None:
