@@ -237,3 +237,19 @@ def test_no_quantization_config_is_none(tmp_path):
     assert read_quantization(TINY) is None
     (tmp_path / "config.json").write_text(json.dumps({**INTERNVL, "quantization_config": {"quant_method": "awq"}}))
     assert read_config_json(tmp_path / "config.json").quantization.method == "awq"  # the top level of a VL model
+
+
+def test_the_online_flag_and_setting(cache, monkeypatch, tmp_path, capsys, no_hub_library):
+    from shardcheck.cli import main
+
+    script = tmp_path / "run.sh"
+    script.write_text(verl_launch(model="Org/Remote").replace("/models/Org/Remote", "Org/Remote"))
+    with fake_hub(monkeypatch, {"/Org/Remote/resolve/main/config.json": TINY}) as seen:
+        main(["check", str(script), "--exit-zero", "--online"])
+        assert "the Hugging Face Hub (http://127.0.0.1:" in capsys.readouterr().out
+        n = len(seen)
+        main(["check", str(script), "--exit-zero"])
+        assert "the Hub is asked only with --online" in capsys.readouterr().out and len(seen) == n
+        (tmp_path / "pyproject.toml").write_text("[tool.shardcheck]\nonline = true\n")
+        main(["check", str(script), "--exit-zero"])
+        assert "the Hugging Face Hub (http://127.0.0.1:" in capsys.readouterr().out

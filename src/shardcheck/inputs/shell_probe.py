@@ -227,7 +227,7 @@ def run_status(words: list[str], machine: Machine | None, lookup=None) -> _Run |
     asked = False
     for op, part in parts:
         runs = True if op in (None, ";") else (status if op == "&&" else (None if status is None else not status))
-        if runs is False:
+        if runs is False or (not part and op == ";"):  # `a; b;`: nothing after the last `;`
             continue
         run = _pipeline(part, machine, lookup)
         if run is None:
