@@ -106,6 +106,17 @@ def test_a_case_on_an_unanswered_probe_names_device():
     assert "give it with --device" in var(src, "N").unknowns[0].unknown
 
 
+def test_a_case_on_an_uncounted_probe_names_devices_per_node():
+    src = 'N=$(nvidia-smi -L | wc -l)\ncase "$N" in\n  8) TP=8 ;;\n  *) TP=1 ;;\nesac\n'
+    field = var(src, "TP", Machine("cuda", None, None, "--device h100"))
+    assert "give it with devices-per-node in [tool.shardcheck]" in field.unknowns[0].unknown
+
+
+def test_an_output_not_modelled_asks_for_env():
+    field = var("S=$(python3 -c 'import torch_npu'; echo $?)\n", "S", H100)
+    assert field.text is None and "--env" in field.unknowns[0].unknown
+
+
 def test_scheduler_variables():
     assert var("N=$SLURM_NNODES\n", "N", H100).text == "2"
     assert var("G=$SLURM_GPUS_ON_NODE\n", "G", H100).text == "8"

@@ -550,8 +550,8 @@ class _Interpreter:
             tests = (
                 f"the variables it tests ({', '.join('$' + n for n in names)})" if names else "the variables it tests"
             )
-            settles = max((self._settles(c) for c in undecided), key=lambda o: o == "--device", default="--env")
-            given = f"give {tests} with --env" if settles == "--env" else "give --device (e.g. --device h100)"
+            settles = next((o for o in (self._settles(c) for c in undecided) if o != "--env"), "--env")
+            given = f"give {tests} with --env" if settles == "--env" else f"give {settles}"
             self._merge_runs(
                 candidates,
                 f"depends on the condition at line {where.line}, which is not known statically ({given})",
@@ -793,12 +793,14 @@ class _Interpreter:
         return None if verdict == "no" else verdict
 
     def _settles(self, node) -> str:
-        """The option that settles what ``node`` reads: ``--device`` when an accelerator probe left it unknown."""
+        """The option that settles what ``node`` reads: ``--device`` (or devices-per-node) when an accelerator
+        probe left it unknown, else ``--env``."""
         text = self.src[node.start_byte : node.end_byte] if node is not None else ""
-        for name in set(_VAR_REF.findall(text)):
+        for name in sorted(set(_VAR_REF.findall(text))):
             value = self.vars[name].as_scalar() if name in self.vars else None
-            if value is not None and any(shell_probe.PROBE_MARK in (s.unknown or "") for s in value.unknowns):
-                return "--device"
+            for seg in value.unknowns if value is not None else ():
+                if (option := shell_probe.settled_by(seg.unknown)) is not None:
+                    return option
         if shell_probe.answer(text.strip(), None, 0) is not None:
             return "--device"
         words = shell_probe.words_of(text)

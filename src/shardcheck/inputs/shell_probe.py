@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 _COUNT_TAILS = (("wc", "-l"), ("wc", "--lines"))
 _NULL_REDIRECTS = re.compile(r"(?:\d*>>?|&>>?|\d*>&\d+|<)\s*(?:/dev/null|&\d+)?")
@@ -255,21 +255,30 @@ def answer(text: str, machine: Machine | None, line: int, lookup=None) -> Answer
         return None
     if run.output is not None and machine is not None:
         return Answer(run.output.rstrip("\n"), f"accelerator probe, answered by {machine.said}")  # at its line
-    return Answer(None, unknown_note(line, machine))
+    if machine is None or machine.kind is None:
+        why = f"give {_DEVICE} (e.g. --device h100) to answer it"
+    elif machine.devices_per_node is None and run_status(words, replace(machine, devices_per_node=1), lookup).output:
+        why = f"set {_PER_NODE} to answer it"
+    else:
+        why = "its output is more than shardcheck models; give the value it sets with --env"
+    return Answer(None, f"line {line}: an accelerator probe, not run; {why}")
 
 
-PROBE_MARK = "accelerator probe"  # in every note of a probe: what finds the option that settles an unknown
+_DEVICE = "--device"
+_PER_NODE = "devices-per-node in [tool.shardcheck]"
+
+
+def settled_by(reason: str | None) -> str | None:
+    """The option that settles an unknown value whose reason is ``reason``: ``--device`` or the setting
+    devices-per-node when an accelerator probe left it unknown; None otherwise."""
+    if not reason or "accelerator probe, not run" not in reason:
+        return None
+    return _DEVICE if f"give {_DEVICE}" in reason else _PER_NODE if f"set {_PER_NODE}" in reason else None
 
 
 def words_of(text: str) -> list[str] | None:
     """The words of a condition's command text, redirections to /dev/null left out."""
     return _tokens(text)
-
-
-def unknown_note(line: int, machine: Machine | None) -> str:
-    if machine is None or machine.kind is None:
-        return f"line {line}: an accelerator probe, not run; give --device (e.g. --device h100) to answer it"
-    return f"line {line}: an accelerator probe that counts devices, not run; set devices-per-node to answer it"
 
 
 def condition(words: list[str], machine: Machine | None) -> bool | None | str:
