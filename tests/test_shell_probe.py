@@ -100,6 +100,13 @@ def test_a_probe_as_an_if_condition():
     assert unknown.text is None and "--device" in unknown.unknowns[0].unknown
 
 
+def test_a_probe_in_an_and_or_list():
+    src = "python3 -c 'import torch_npu' 2>/dev/null && D=npu || D=cuda\n"
+    assert var(src, "D", H100).text == "cuda"
+    assert var(src, "D", NPU).text == "npu"
+    assert var(src, "D").text is None  # before: both assignments ran and D read "cuda" whatever the machine
+
+
 def test_a_case_on_an_unanswered_probe_names_device():
     src = KIND + 'case "$DEVICE" in\n  npu) N=16 ;;\n  gpu) N=8 ;;\nesac\n'
     assert var(src, "N", H100).text == "8"

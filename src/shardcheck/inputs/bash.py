@@ -634,7 +634,8 @@ class _Interpreter:
             items.append((op, n))
 
         flatten(node, None)
-        if not any(n.type in ("test_command", "negated_command") for _, n in items):
+        tests = {id(n) for _, n in items if n.type in ("test_command", "negated_command") or self._is_probe(n)}
+        if not tests:
             return False
         status: bool | None = True
         where = self.origin_at(node.start_byte)
@@ -642,7 +643,7 @@ class _Interpreter:
             runs = True if op is None else (status if op == "&&" else (None if status is None else not status))
             if runs is False:
                 continue
-            if part.type in ("test_command", "negated_command"):
+            if id(part) in tests:
                 verdict = self.eval_condition(part)
                 status = verdict if runs is True else None
                 continue
@@ -785,6 +786,13 @@ class _Interpreter:
             return True, value.text if value is not None else None
         given = self._lookup_env(name)
         return given is not None, given.text if given is not None else None
+
+    def _is_probe(self, node) -> bool:
+        """Whether a command of an ``&&`` / ``||`` list asks the machine (``python3 -c 'import torch_npu'``)."""
+        if node.type not in ("command", "redirected_statement", "pipeline"):
+            return False
+        words = shell_probe.words_of(self.src[node.start_byte : node.end_byte])
+        return bool(words) and shell_probe.condition(words, None) != "no"
 
     def _probe_condition(self, node) -> bool | None:
         """``if python3 -c 'import torch_npu' &>/dev/null; then``: a probe's status from the machine named."""
