@@ -113,13 +113,16 @@ def _while(interp, node, body, marker: str) -> bool:
     if cond is None:
         return False
     getopts = _getopts_words(interp, cond)
+    until = node.children[0].type == "until"  # tree-sitter-bash reads `until C` as a while_statement
+    if until and getopts is not None:
+        return False
     state = {"index": 0, "char": 0}
     interp.condition_at_loop[marker] = interp.condition
     for _ in range(ITERATIONS):
         verdict = _getopts_step(interp, getopts, state, cond) if getopts is not None else interp.eval_condition(cond)
         if verdict is None:
             return False
-        if verdict is False:
+        if verdict is until:  # while: False ends the loop; until: True does
             return True
         if not _round(interp, body, marker):
             return True
