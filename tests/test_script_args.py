@@ -57,6 +57,7 @@ def test_the_value_of_an_argument_is_traced_to_the_command_line():
         'while (( $# )); do case "$1" in tp=*) TP=${1#tp=} ;; esac; shift; done',
         'while [[ -n "$1" ]]; do case "$1" in tp=*) TP=${1#tp=} ;; esac; shift; done',
         'until [[ $# -eq 0 ]]; do case "$1" in tp=*) TP=${1#tp=} ;; esac; shift; done',
+        "for arg; do case $arg in tp=*) TP=${arg#tp=} ;; esac; done",
     ],
 )
 def test_loop_forms(loop):

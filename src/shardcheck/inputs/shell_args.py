@@ -40,8 +40,10 @@ def run(interp, node) -> bool:
     (the caller then treats it as any loop). The interpreter's state is left as after the last round."""
     text = interp.src[node.start_byte : node.end_byte]
     body = node.child_by_field_name("body")
+    if body is None:
+        return False
     condition = text[: body.start_byte - node.start_byte]
-    if body is None or not (reads_arguments(condition) or re.match(r"while\s+getopts\s", condition)):
+    if not (reads_arguments(condition) or re.match(r"while\s+getopts\s", condition) or _bare_for(node)):
         return False
     start_vars, start_positional = dict(interp.vars), interp.positional
     start_commands, start_diagnostics = len(interp.commands), len(interp.diagnostics)
@@ -87,13 +89,22 @@ def _round(interp, body, marker: str) -> bool:
     return True
 
 
+def _bare_for(node) -> bool:
+    """``for arg; do``: no ``in`` list, so the loop goes over ``"$@"``."""
+    return node.type == "for_statement" and not any(c.type == "in" for c in node.children)
+
+
 def _for(interp, node, body, marker: str) -> bool:
     var_node = node.child_by_field_name("variable")
     values = [c for i, c in enumerate(node.children) if node.field_name_for_child(i) == "value"]
-    if var_node is None or not values:
+    if var_node is None or not (values or _bare_for(node)):
         return False
     name = interp.src[var_node.start_byte : var_node.end_byte]
     fields: list[Field] = []
+    if _bare_for(node):
+        if interp.positional_why is not None:
+            return False
+        fields = list(interp.positional)
     for v in values:
         fields.extend(interp._word_fields(v.start_byte))
     if not all(f.known for f in fields) or len(fields) > ITERATIONS:
