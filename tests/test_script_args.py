@@ -104,6 +104,13 @@ def test_exit_in_the_loop_leaves_it_unfollowed():
     assert values(src, ["8"], ["TP"]) == {"TP": "8"}
 
 
+def test_continue_and_break_of_more_than_one_loop():
+    src = 'TP=2\nfor a in "$@"; do case $a in skip) continue ;; tp=*) TP=${a#tp=} ;; esac; done\n'
+    assert values(src, ["skip", "tp=4"], ["TP"]) == {"TP": "4"}
+    src = 'TP=2\nfor a in "$@"; do TP=$a; break 2; done\n'
+    assert values(src, ["8"], ["TP"]) == {"TP": "?"}
+
+
 def test_a_loop_that_never_ends_is_not_followed():
     src = "TP=2\nwhile [[ $# -gt 0 ]]; do TP=$1; done\n"  # no shift: bash would loop forever
     assert values(src, ["8"], ["TP"]) == {"TP": "?"}

@@ -924,6 +924,8 @@ class _Interpreter:
             self.diag(Kind.SHELL_EVAL, node.start_byte)
             return
         if self.loop_markers and name in ("break", "continue"):
+            if len(fields) > 1 and fields[1].text != "1":  # `break 2`: out of loops this one does not follow
+                raise shell_args.GiveUp(name)
             raise shell_args.LoopExit(name)
         if self.loop_markers and name == "exit":
             raise shell_args.GiveUp(name)

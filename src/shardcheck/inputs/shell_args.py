@@ -45,7 +45,7 @@ def run(interp, node) -> bool:
     condition = text[: body.start_byte - node.start_byte]
     if not (reads_arguments(condition) or re.match(r"while\s+getopts\s", condition) or _bare_for(node)):
         return False
-    start_vars, start_positional = dict(interp.vars), interp.positional
+    start_vars, start_positional, start_why = dict(interp.vars), interp.positional, interp.positional_why
     start_commands, start_diagnostics = len(interp.commands), len(interp.diagnostics)
     saved_consumed = interp.consumed_until
     where = interp.origin_at(node.start_byte)
@@ -53,7 +53,6 @@ def run(interp, node) -> bool:
     saved_condition = interp.condition
     interp.loop_markers.append(marker)
     try:
-        interp.condition = saved_condition
         if node.type == "for_statement":
             done = _for(interp, node, body, marker)
         elif node.type == "while_statement":
@@ -66,7 +65,7 @@ def run(interp, node) -> bool:
         interp.loop_markers.pop()
         interp.condition = saved_condition
     if not done:  # undo every round: the loop is read the usual way
-        interp.vars, interp.positional = start_vars, start_positional
+        interp.vars, interp.positional, interp.positional_why = start_vars, start_positional, start_why
         del interp.commands[start_commands:]
         del interp.diagnostics[start_diagnostics:]
         interp.consumed_until = saved_consumed
