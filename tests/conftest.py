@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("SHARDCHECK_VERL_VERSION", "0.9.1")
+# Models are looked for in the Hugging Face cache (models/hf_cache.py): the tests' own, never this machine's.
+os.environ["HF_HUB_CACHE"] = str(Path(__file__).resolve().parent / "data" / "no-hf-cache")
+os.environ.pop("HF_ENDPOINT", None)
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "schema" / "check-report.schema.json"
 _VALIDATOR = []

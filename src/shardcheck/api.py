@@ -181,6 +181,7 @@ def check(
     verl_path: str | None = None,
     vllm_version: str | None = None,
     sglang_version: str | None = None,
+    online: bool = False,
 ) -> Result:
     """Read the launch script at ``path`` statically and judge it (``device``: the memory rules' device
     preset, default the one for trainer.device; ``host_memory``: RAM per node in bytes, for MEM-HOST;
@@ -192,11 +193,10 @@ def check(
 
     ``settings``: the project settings to use (``--config``); default those of the nearest ``pyproject.toml``
     from the script up to the top of its git work tree. ``allow_source``: directories ``source`` may read
-    besides the script's own tree. A file without a launch command gives a Result with status ``skipped`` and one
+    besides the script's own tree; ``online`` (or the setting): a model found nowhere else is read from the Hugging
+    Face Hub (models/hub.py). A file without a launch command gives a Result with status ``skipped`` and one
     INPUT-NO-LAUNCH finding; an unusable input one INPUT-UNREADABLE or INPUT-UNUSABLE error."""
-    from dataclasses import replace
-
-    from shardcheck.errors import SettingsError, UnreadableInput, UsageError
+    from shardcheck.errors import SettingsError
 
     shown = display or str(path)
     try:
@@ -211,7 +211,60 @@ def check(
         vllm_version=vllm_version,
         sglang_version=sglang_version,
     )
+    from shardcheck.models import hub
+
+    online = online or settings.online
+    with hub.online(online):
+        return _check(
+            path,
+            env,
+            shown=shown,
+            settings=settings,
+            versions=versions,
+            model_config=model_config,
+            device=device,
+            host_memory=host_memory,
+            text=text,
+            args=args,
+            sample_tokens=sample_tokens,
+            megatron_core_version=megatron_core_version,
+            allow_source=allow_source,
+            vllm_version=vllm_version,
+            sglang_version=sglang_version,
+            online=online,
+        )
+
+
+def _check(
+    path,
+    env,
+    *,
+    shown,
+    settings,
+    versions,
+    model_config,
+    device,
+    host_memory,
+    text,
+    args,
+    sample_tokens,
+    megatron_core_version,
+    allow_source,
+    vllm_version,
+    sglang_version,
+    online,
+) -> Result:
+    """check() with its settings and versions chosen, inside the Hub's on/off block."""
+    from dataclasses import replace
+
+    from shardcheck.errors import UnreadableInput, UsageError
+
     try:
+        from shardcheck.inputs.shell_probe import machine_for
+        from shardcheck.memory.devices import kind_of
+
+        machine = machine_for(device, settings, kind_of)  # answers the script's accelerator probes
+        device = device if device is not None else settings.device
         job = resolve_script(
             path,
             env,
@@ -220,6 +273,7 @@ def check(
             text=text,
             args=args,
             allow_source=allow_source,
+            machine=machine,
             **versions,
         )
         if device is not None:
@@ -246,6 +300,7 @@ def check(
                         megatron_core_version=megatron_core_version,
                         allow_source=allow_source,
                         engine_versions=(vllm_version, sglang_version),
+                        machine=machine,
                     ),
                     device_choice=device,
                     host_memory_bytes=host_memory,
@@ -280,9 +335,11 @@ def check(
             "text": text,
             "args": args,
             "allow_source": allow_source,
+            "machine": machine,
             **versions,
         },
         {"device_choice": device, "host_memory_bytes": host_memory, "sample_tokens": sample_tokens},
+        online,
     )
     return Result(shown, job, group_findings(findings), skipped, settings=settings, suppressed=hidden, reread=reread)
 
@@ -296,11 +353,15 @@ class Reread:
     env: dict[str, str] | None
     resolve: dict
     job: dict
+    online: bool = False  # --online: the Hub may be asked again
 
     def __call__(self, words: tuple[str, ...]) -> Job:
         from dataclasses import replace
 
-        again = resolve_script(self.path, self.env, extra_args=words, **self.resolve)
+        from shardcheck.models import hub
+
+        with hub.online(self.online):
+            again = resolve_script(self.path, self.env, extra_args=words, **self.resolve)
         return replace(again, **self.job)
 
 
@@ -487,6 +548,7 @@ def resolve_script(
     memo: dict | None = None,
     allow_source: tuple[str | Path, ...] = (),
     engine_versions: tuple[str | None, str | None] = (None, None),
+    machine=None,
 ) -> Job:
     """The resolved Job of the script's (first) verl launch; InputError when there is none.
 
@@ -495,7 +557,8 @@ def resolve_script(
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment;
     ``allow_source``: folders the files a script names may lie in besides its own tree; ``engine_versions``: the
-    requested vLLM and SGLang versions (else those the verl version pins)."""
+    requested vLLM and SGLang versions (else those the verl version pins); ``machine``: the cluster that answers
+    the script's accelerator probes (inputs/shell_probe.py)."""
     from shardcheck.inputs.read_policy import policy_for
 
     with policy_for(path, allow_source):  # every file the script names is read under the source policy
@@ -511,6 +574,7 @@ def resolve_script(
             megatron_core_version=megatron_core_version,
             memo={} if memo is None else memo,
             allow_source=allow_source,
+            machine=machine,
         )
     from dataclasses import replace
 
@@ -568,6 +632,7 @@ def _resolve_script(
     megatron_core_version: str | None = None,
     memo: dict,
     allow_source: tuple[str | Path, ...],
+    machine=None,
 ) -> Job:
     from shardcheck.frameworks.interface import detect, resolve
     from shardcheck.frameworks.megatron.versions import choose
@@ -579,10 +644,10 @@ def _resolve_script(
     if "reading" not in memo:
         if text is not None:
             memo["reading"] = read_bash_text(
-                text, shown, env, real_path=Path(path), args=args, allow_source=allow_source
+                text, shown, env, real_path=Path(path), args=args, allow_source=allow_source, machine=machine
             )
         else:
-            memo["reading"] = read_bash(path, env, display=shown, args=args, allow_source=allow_source)
+            memo["reading"] = read_bash(path, env, display=shown, args=args, allow_source=allow_source, machine=machine)
     reading = memo["reading"]
     found = find_launches(reading.commands)
     if extra_args:

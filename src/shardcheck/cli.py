@@ -132,7 +132,8 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
         "--device",
         metavar="NAME",
         help="device preset for the memory estimate (h200, a100-80, 910c, ...; "
-        "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu)",
+        "default: H100-SXM-80GB for trainer.device=cuda, Ascend-910B for npu); check also answers the "
+        "script's accelerator probes with it ($(python3 -c 'import torch_npu' ...), nvidia-smi -L | wc -l)",
     )
     p.add_argument(
         "--device-memory",
@@ -265,6 +266,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also run the real megatron-core on the layout and model and compare (needs shardcheck[verify])",
     )
     check.add_argument("--verbose", action="store_true", help="also say which settings file was used")
+    check.add_argument(
+        "--online",
+        action="store_true",
+        help="read a model found nowhere on this machine from the Hugging Face Hub (honours HF_ENDPOINT, "
+        "HF_TOKEN, HF_HUB_OFFLINE; also the setting online = true)",
+    )
     _memory_options(check)
     _input_options(check)
     _limit_options(check)
@@ -546,6 +553,7 @@ def _check(args) -> int:
                 "host_memory": args.host_memory,
                 "sample_tokens": args.sample_tokens,
                 "allow_source": tuple(args.allow_source),
+                "online": args.online,
                 **_version_kwargs(args),
             }
             if p == "-":

@@ -248,6 +248,16 @@ class ServerLayout:
         return Traced.derived(value, "pool = nnodes · n_gpus_per_node", n, g)
 
 
+@dataclass(frozen=True, slots=True)
+class Quantization:
+    """A checkpoint's quantization_config as read (models/quantization.py); a field not written is None."""
+
+    method: str | None
+    bits: int | None = None
+    group_size: int | None = None
+    weight_block_size: tuple[int, ...] | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelFacts:
     """Architecture facts the rules need, named as in HF config.json (Megatron names in comments)."""
@@ -270,6 +280,9 @@ class ModelFacts:
     config: dict = field(default_factory=dict, compare=False, repr=False)  # the HF config (text part) as read
     rope_scaling: dict | None = None  # HF rope_scaling (or transformers-5 rope_parameters); None: none
     model_max_length: int | None = None
+    quantization: Quantization | None = None  # config.json's quantization_config (models/quantization.py)
+    vision_config: dict | None = field(default=None, compare=False, repr=False)  # a VL model's vision tower
+    text_key: str | None = None  # where a VL config keeps its language model: text_config, llm_config, ...
 
     @property
     def is_moe(self) -> bool:

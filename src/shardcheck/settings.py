@@ -28,7 +28,18 @@ from pathlib import Path
 from shardcheck.errors import SettingsError
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-_KEYS = ("select", "ignore", "fail-on", "verl-version", "verl-path", "per-file-ignores")
+_KEYS = (
+    "select",
+    "ignore",
+    "fail-on",
+    "verl-version",
+    "verl-path",
+    "device",
+    "nodes",
+    "devices-per-node",
+    "online",
+    "per-file-ignores",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +50,10 @@ class Settings:
     verl_version: str | None = None  # verl-version: the verl to judge against (frameworks/verl/versions.py)
     verl_path: str | None = None  # verl-path: a verl directory read as data (frameworks/verl/verl_path.py), absolute
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, ids)
+    device: str | None = None  # device: the cluster's device preset; answers accelerator probes (shell_probe.py)
+    nodes: int | None = None  # nodes / devices-per-node: answer $SLURM_NNODES, nvidia-smi -L | wc -l, ...
+    devices_per_node: int | None = None
+    online: bool = False  # online: models may be read from the Hugging Face Hub (models/hub.py)
 
     source: str | None = None  # the pyproject.toml they came from
     refused: str | None = None  # why the nearest pyproject.toml was not obeyed (someone else owns it)
@@ -249,6 +264,7 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
             f"{candidate}:{_line_of(text, 'verl-path')}: [tool.shardcheck] sets both verl-version and verl-path; "
             "keep one"
         )
+    cluster = _cluster_settings(table, text, candidate)
     if verl_path is not None:  # relative to the settings file's folder
         verl_path = str((Path(candidate).resolve().parent / Path(verl_path).expanduser()).resolve())
     every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
@@ -259,9 +275,43 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
         per_file_ignores=pfi,
         verl_version=verl_version,
         verl_path=verl_path,
+        **cluster,
         source=str(candidate),
         lines=_lines(text, every),
     )
+
+
+def _cluster_settings(table: dict, text: str, candidate: Path) -> dict:
+    """``device`` (a preset name), ``nodes`` and ``devices-per-node`` (positive integers), ``online`` (a bool)."""
+
+    def bad(key: str, want: str) -> SettingsError:
+        shown = str(table[key])[:60]
+        return SettingsError(f"{candidate}:{_line_of(text, key)}: [tool.shardcheck] {key} = {shown}; {want}")
+
+    out: dict = {}
+    device = table.get("device")
+    if device is not None:
+        if not isinstance(device, str):
+            raise bad("device", 'give a device preset as a string such as "h100"')
+        from shardcheck.errors import UsageError
+        from shardcheck.memory.devices import find_device
+
+        try:
+            find_device(device)
+        except UsageError as exc:
+            raise SettingsError(f"{candidate}:{_line_of(text, 'device')}: {exc}") from None
+        out["device"] = device
+    for key in ("nodes", "devices-per-node"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 1 << 20):
+            raise bad(key, "give a positive whole number such as 8")
+        if value is not None:
+            out[key.replace("-", "_")] = value
+    if table.get("online") is not None and not isinstance(table["online"], bool):
+        raise bad("online", "give true or false")
+    if table.get("online") is not None:
+        out["online"] = table["online"]
+    return out
 
 
 def load_settings(start: Path, config: Path | None = None) -> Settings:

@@ -18,7 +18,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shardcheck.errors import InputError, ShardcheckError
-from shardcheck.inputs import bounds, files, read_policy, shell_arith, shell_source, shell_words
+from shardcheck.inputs import (
+    bounds,
+    files,
+    read_policy,
+    shell_args,
+    shell_arith,
+    shell_probe,
+    shell_source,
+    shell_words,
+)
 from shardcheck.inputs.shell_values import Command, Field, Seg, Var
 from shardcheck.inputs.shell_words import Arith, Glob, Lit, Opaque, Param, Tilde, WordSyntaxError
 from shardcheck.origin import Origin
@@ -57,13 +66,17 @@ def read_bash(
     display: str | None = None,
     args: tuple[str, ...] = (),
     allow_source: tuple[str | Path, ...] = (),
+    machine: shell_probe.Machine | None = None,
 ) -> ShellReading:
     """Read the script at ``path``; ``env`` holds values given with ``--env NAME=VALUE``; ``args`` are its
     positional parameters (``shardcheck check run.sh -- a=b``: ``$1``, ``"$@"``); ``allow_source`` names
-    directories whose files ``source`` may read besides the script's own tree (``--allow-source``)."""
+    directories whose files ``source`` may read besides the script's own tree (``--allow-source``);
+    ``machine``: the cluster that answers the script's accelerator probes (``--device``, shell_probe.py)."""
     p = Path(path)
     raw = files.read_regular(p, limit=files.SCRIPT_LIMIT, what="give the path of a launch script")
-    return read_bash_text(raw, display or str(path), env, real_path=p, args=args, allow_source=allow_source)
+    return read_bash_text(
+        raw, display or str(path), env, real_path=p, args=args, allow_source=allow_source, machine=machine
+    )
 
 
 def _tree(raw: bytes, path: str):
@@ -84,12 +97,14 @@ def read_bash_text(
     real_path: Path | None = None,
     args: tuple[str, ...] = (),
     allow_source: tuple[str | Path, ...] = (),
+    machine: shell_probe.Machine | None = None,
 ) -> ShellReading:
     """Read script text; ``real_path`` is where it lies on disk (for ``source`` and ``$(dirname "$0")``)."""
     src, tree = _tree(raw, path)
     real = Path(os.path.abspath(real_path if real_path is not None else path))
     interp = _Interpreter(src, path, dict(env or {}), real_path=real)
     interp.allow_source = tuple(Path(d) for d in allow_source)
+    interp.machine = machine
     if args:
         origin = Origin(kind="cli", text="an argument after `--` on shardcheck's command line")
         interp.positional = tuple(Field((Seg(a, origin),), origin) for a in args)
@@ -201,10 +216,14 @@ class _Interpreter:
         self.unrun: list[str] = parent.unrun if parent is not None else []  # for "no launch": what was not read
         self.budget: bounds.Budget = parent.budget if parent is not None else bounds.Budget()
         self.allow_source: tuple[Path, ...] = parent.allow_source if parent is not None else ()
+        self.machine: shell_probe.Machine | None = parent.machine if parent is not None else None
+        self.loop_markers: list[str] = []  # the argument loops being followed (shell_args.py), innermost last
+        self.condition_at_loop: dict[str, str | None] = {}
         self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
         self.assoc: set[str] = parent.assoc if parent is not None else set()  # names declared with -A
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
+        self.positional_why: str | None = None  # set when the positional parameters are not known (`shift $n`)
         self.functions: dict[str, object] = {}
         self.called: set[str] = parent.called if parent is not None else set()  # functions called at least once
         self.commands: list[Command] = []
@@ -628,10 +647,11 @@ class _Interpreter:
             tests = (
                 f"the variables it tests ({', '.join('$' + n for n in names)})" if names else "the variables it tests"
             )
+            settles = next((o for o in (self._settles(c) for c in undecided) if o != "--env"), "--env")
+            given = f"give {tests} with --env" if settles == "--env" else f"give {settles}"
             self._merge_runs(
                 candidates,
-                f"depends on the condition at line {where.line}, which is not known "
-                f"statically (give {tests} with --env)",
+                f"depends on the condition at line {where.line}, which is not known statically ({given})",
             )
         self.consumed_until = max(self.consumed_until, node.end_byte)
 
@@ -661,7 +681,7 @@ class _Interpreter:
         if subject is None or fallthrough:
             why = (
                 f"depends on the case at line {where.line}, whose subject is not known"
-                f"{self._deciding(subject_node)}; give it with --env"
+                f"{self._deciding(subject_node)}; give it with {self._settles(subject_node)}"
                 if subject is None
                 else f"depends on the case at line {where.line}, whose ;& / ;;& fall-through is not evaluated"
             )
@@ -713,9 +733,12 @@ class _Interpreter:
             items.append((op, n))
 
         flatten(node, None)
-        if not any(
-            n.type in ("test_command", "negated_command") or self._fixed_status(n) is not None for _, n in items
-        ):
+        tests = {
+            id(n)
+            for _, n in items
+            if n.type in ("test_command", "negated_command") or self._fixed_status(n) is not None or self._is_probe(n)
+        }
+        if not tests:
             if not any(op == "||" for op, _ in items):
                 return False
             for op, part in items:
@@ -734,7 +757,7 @@ class _Interpreter:
             runs = True if op is None else (status if op == "&&" else (None if status is None else not status))
             if runs is False:
                 continue
-            if part.type in ("test_command", "negated_command") or self._fixed_status(part) is not None:
+            if id(part) in tests:
                 verdict = self.eval_condition(part)
                 status = verdict if runs is True else None
                 continue
@@ -742,7 +765,7 @@ class _Interpreter:
                 self._merge_runs(
                     [[part], []],
                     f"depends on the test at line {where.line}, which is not known "
-                    f"statically{self._deciding(node)}; give it with --env",
+                    f"statically{self._deciding(node)}; give it with {self._settles(node)}",
                 )
                 status = None
                 continue
@@ -791,7 +814,10 @@ class _Interpreter:
         self.vars = merged
 
     def _run_loop(self, node) -> None:
-        """Loops are not run: what their bodies assign becomes unknown; commands inside are kept."""
+        """Loops are not run: what their bodies assign becomes unknown; commands inside are kept. Argument
+        loops (``while [[ $# -gt 0 ]]``, ``for a in "$@"``, getopts) are followed round by round (shell_args.py)."""
+        if shell_args.run(self, node):
+            return
         where = self.origin_at(node.start_byte)
         reason = f"is assigned in the loop at line {where.line}, which is not run"
         body = node.child_by_field_name("body")
@@ -836,8 +862,15 @@ class _Interpreter:
             inner = [c for c in node.children if c.is_named]
             verdict = self.eval_condition(inner[0]) if len(inner) == 1 else None
             return None if verdict is None else not verdict
-        if node.type == "command":
-            return self._fixed_status(node)
+        if node.type == "command" and (fixed := self._fixed_status(node)) is not None:
+            return fixed
+        if node.type == "compound_statement" and self.src.startswith("((", node.start_byte):
+            return self._arith_condition(node)
+        if node.type in ("compound_statement", "subshell"):  # `{ [ a ] || [ b ]; }` inside a condition
+            inner = [c for c in node.children if c.is_named and c.type not in _NOT_STATEMENTS]
+            return self.eval_condition(inner[0]) if len(inner) == 1 else None
+        if node.type in ("command", "redirected_statement", "pipeline"):
+            return self._probe_condition(node)
         if node.type != "test_command":
             return None
         text = self.src[node.start_byte : node.end_byte].strip()
@@ -874,6 +907,51 @@ class _Interpreter:
         if len(words) != 1 or any(c.type == "variable_assignment" for c in node.children):
             return None
         return _FIXED_STATUS.get(self.src[node.start_byte : node.end_byte].strip())
+
+    def _arith_condition(self, node) -> bool | None:
+        """``(( EXPR ))``: true when EXPR is known and not 0."""
+        start, end = node.start_byte + 2, node.end_byte - 2
+        if not self.src.startswith("))", end):
+            return None
+        parts, _ = shell_words.lex_arith_body(self.src, start, end)
+        seg = self._arith(Arith(parts, True, start), self.origin_at(start))
+        return None if seg.text is None else seg.text != "0"
+
+    def _set_value(self, name: str) -> tuple[bool, str | None]:
+        """Whether the script or --env sets ``name``, and its value (None: not known)."""
+        var = self.vars.get(name)
+        if var is not None:
+            value = var.as_scalar()
+            return True, value.text if value is not None else None
+        given = self._lookup_env(name)
+        return given is not None, given.text if given is not None else None
+
+    def _is_probe(self, node) -> bool:
+        """Whether a command of an ``&&`` / ``||`` list asks the machine (``python3 -c 'import torch_npu'``)."""
+        if node.type not in ("command", "redirected_statement", "pipeline"):
+            return False
+        words = shell_probe.words_of(self.src[node.start_byte : node.end_byte])
+        return bool(words) and shell_probe.condition(words, None) != "no"
+
+    def _probe_condition(self, node) -> bool | None:
+        """``if python3 -c 'import torch_npu' &>/dev/null; then``: a probe's status from the machine named."""
+        words = shell_probe.words_of(self.src[node.start_byte : node.end_byte])
+        verdict = shell_probe.condition(words, self.machine) if words else "no"
+        return None if verdict == "no" else verdict
+
+    def _settles(self, node) -> str:
+        """The option that settles what ``node`` reads: ``--device`` (or devices-per-node) when an accelerator
+        probe left it unknown, else ``--env``."""
+        text = self.src[node.start_byte : node.end_byte] if node is not None else ""
+        for name in sorted(set(_VAR_REF.findall(text))):
+            value = self.vars[name].as_scalar() if name in self.vars else None
+            for seg in value.unknowns if value is not None else ():
+                if (option := shell_probe.settled_by(seg.unknown)) is not None:
+                    return option
+        if shell_probe.answer(text.strip(), None, 0) is not None:
+            return "--device"
+        words = shell_probe.words_of(text)
+        return "--device" if words and shell_probe.condition(words, None) != "no" else "--env"
 
     # simple commands -----------------------------------------------------------------------
     def _run_command(self, node) -> None:
@@ -993,6 +1071,12 @@ class _Interpreter:
         if name == "eval":
             self._eval(fields, node, origin)
             return
+        if self.loop_markers and name in ("break", "continue"):
+            if len(fields) > 1 and fields[1].text != "1":  # `break 2`: out of loops this one does not follow
+                raise shell_args.GiveUp(name)
+            raise shell_args.LoopExit(name)
+        if self.loop_markers and name == "exit":
+            raise shell_args.GiveUp(name)
         if name == "exit":
             raise _Exit(origin.location, skips_launch=bool(_LAUNCHER_TEXT.search(self.src, node.end_byte)))
         if name in ("read", "mapfile", "readarray", "getopts", "printf", "let"):
@@ -1002,14 +1086,15 @@ class _Interpreter:
             args = [f.text for f in fields[1:]]
             if "--" in args:
                 self.positional = tuple(fields[1 + args.index("--") + 1 :])
+                self.positional_why = None
             return
         if name == "shift":
-            k = (
-                int(fields[1].text)
-                if len(fields) > 1 and (fields[1].text or "").isascii() and fields[1].text.isdigit()
-                else 1
-            )
-            self.positional = self.positional[k:]
+            count = fields[1].text if len(fields) > 1 else "1"
+            if count is None or not (count.isascii() and count.isdigit()):
+                shown = fields[1].unknowns[0].unknown if count is None else f"`shift {bounds.short(count, 40)}`"
+                self.positional_why = f"the script's arguments after the shift at line {origin.line} ({shown})"
+                return
+            self.positional = self.positional[int(count) :]
             return
         if name in self.functions:
             self._call_function(name, fields, origin)
@@ -1258,7 +1343,8 @@ class _Interpreter:
             budget.call_depth -= 1
 
     def _run_function(self, name: str, body, fields: list[Field], origin: Origin) -> None:
-        saved_positional = self.positional
+        saved_positional, saved_why = self.positional, self.positional_why
+        self.positional_why = None
         saved_consumed = self.consumed_until
         self.positional = tuple(fields[1:])
         self.consumed_until = 0
@@ -1276,7 +1362,7 @@ class _Interpreter:
         for var_name, var in after.items():
             if not _same_value(start.get(var_name), var):
                 self.vars[var_name] = self._unknown_var(var_name, var.origin, f"${var_name} {reason}")
-        self.positional = saved_positional
+        self.positional, self.positional_why = saved_positional, saved_why
         self.consumed_until = saved_consumed
 
     def _syntax(self, exc: WordSyntaxError) -> None:
@@ -1402,6 +1488,12 @@ class _Interpreter:
                 yield [Seg(str(real.parent), note)], not part.quoted, part.quoted
             elif isinstance(part, Opaque) and (path := self._path_substitution(part.text, origin)) is not None:
                 yield [path], not part.quoted, part.quoted
+            elif isinstance(part, Opaque) and (
+                probe := shell_probe.answer(part.text, self.machine, origin.line, self._set_value)
+            ):
+                note = replace(origin, text=probe.note)
+                seg = Seg(probe.text, note) if probe.text is not None else Seg(None, note, probe.note)
+                yield [seg], not part.quoted, part.quoted
             elif isinstance(part, Opaque):
                 yield (
                     [Seg(None, origin, f"{_utf8(part.text)[:40]} at line {origin.line} is not run")],
@@ -1490,10 +1582,16 @@ class _Interpreter:
         if name in self.env:
             o = Origin(kind="env", text=f"--env {name}={self.env[name]}")
             return Field((Seg(self.env[name], o),), o)
+        if (value := shell_probe.env_answer(name, self.machine)) is not None:
+            o = Origin(kind="env", text=f"${name}: set by the scheduler, answered by {self.machine.said}")
+            return Field((Seg(value, o),), o)
         return None
 
     def _get(self, name: str, index: str | None, origin: Origin):
         """Return ('scalar', Field) / ('array', [Field]) / raise _Unset."""
+        if self.positional_why is not None and (name in ("@", "*", "#") or (name.isascii() and name.isdigit())):
+            if name != "0":
+                return "scalar", Field((Seg(None, origin, f"${name}: {self.positional_why} are not known"),), origin)
         if name in ("@", "*"):
             return "array", list(self.positional)
         if name.isascii() and name.isdigit():
@@ -1629,6 +1727,9 @@ class _Interpreter:
         if not is_set:
             if name in ("@", "*"):
                 return
+            if self.loop_markers and name.isascii() and name.isdigit():
+                yield [], splittable, part.quoted  # in an argument loop the count is known: past it, $N is empty
+                return
             yield [Seg(None, origin, self._unset_reason(name))], splittable, part.quoted
             return
         if kind == "array":
@@ -1701,7 +1802,10 @@ class _Interpreter:
 
     def _unset_reason(self, name: str) -> str:
         if name.isascii() and name.isdigit():
-            return f"${name} is a script argument, not given"
+            return f"${name} is a script argument, not given (give the arguments after --: check run.sh -- ARGS)"
+        if name in shell_probe.ENV_PROBES:
+            setting = shell_probe.ENV_PROBES[name].replace("_", "-")
+            return f"${name} is set by the scheduler; set {setting} in [tool.shardcheck] or pass --env {name}=..."
         if self.unfollowed:
             return (
                 f"${name} is not set in the script (it may come from {self.unfollowed[0]}, which was not "

@@ -81,6 +81,11 @@ def find_device(text: str) -> Device:
     raise UsageError(f"--device {text}: ambiguous ({', '.join(hits)}); use one of {shown}")
 
 
+def kind_of(choice: str) -> str | None:
+    """The kind (cuda | npu) of the device a ``--device`` choice names; None for ``--device-memory``."""
+    return None if choice.startswith(MEMORY_CHOICE) else find_device(choice).kind
+
+
 def largest_of_kind(kind: str) -> Device:
     """The preset with the most memory among devices of ``kind`` (cuda | npu)."""
     rows = [(row["memory_gib"], name) for name, row in _table().items() if row["kind"] == kind]

@@ -252,7 +252,7 @@ def _architecture(model: ModelFacts) -> Architecture:
         shared_ffn=shared,
         shared_gate=bool(experts and shared and kind in _SHARED_GATE),
         moe_layers=_moe_layers(cfg, layers, experts),
-        quantized=bool(cfg.get("quantization_config")),
+        quantized=model.quantization is not None or bool(cfg.get("quantization_config")),
         linear_bias=kind in _BIASED_WITH_SINKS,
         attention_sinks=kind in _BIASED_WITH_SINKS,
         linear=linear,

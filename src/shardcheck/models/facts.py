@@ -25,10 +25,24 @@ def presets() -> dict[str, dict]:
     return json.loads(_PRESETS.read_text())["models"]
 
 
+# Where a vision-language config.json keeps its language model: transformers' text_config (Qwen2.5-VL,
+# Gemma 3, Llama 4), InternVL's llm_config (configuration_internvl_chat.py), DeepSeek-VL2's language_config.
+TEXT_KEYS = ("text_config", "llm_config", "language_config")
+
+
+def text_part(config: dict) -> tuple[dict, str | None]:
+    """The language model's part of a config and the key it sits under (None: the config is one)."""
+    for key in TEXT_KEYS:
+        if isinstance(config.get(key), dict):
+            return config[key], key
+    return config, None
+
+
 def facts_from_config(config: dict, name: str, source: str, origin: Origin) -> ModelFacts:
-    """Read the fields the rules need from an HF config dict (text_config / llm_config for multimodal models)."""
-    cfg = _text_part(config)
-    cfg = cfg if isinstance(cfg, dict) else config
+    """Read the fields the rules need from an HF config dict (the text part of a multimodal model)."""
+    from shardcheck.models.quantization import read_quantization
+
+    cfg, text_key = text_part(config)
     experts = next((cfg[k] for k in _EXPERT_KEYS if isinstance(cfg.get(k), int) and cfg.get(k)), None)
     heads = cfg.get("num_attention_heads")
     kv = cfg.get("num_key_value_heads", heads)
@@ -52,6 +66,9 @@ def facts_from_config(config: dict, name: str, source: str, origin: Origin) -> M
         config=dict(cfg),
         rope_scaling=_rope(cfg),
         model_max_length=cfg.get("model_max_length"),
+        quantization=read_quantization(config) or read_quantization(cfg),
+        vision_config=config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None,
+        text_key=text_key,
     )
 
 
@@ -80,8 +97,18 @@ def model_config_file(given: str | Path) -> Path:
     raise files.UnreadableFile(path, f"is a folder that {why}", "give the model's folder or its HF config.json")
 
 
-def read_config_json(path: Path) -> ModelFacts:
+def read_config_json(path: Path, *, source: str | None = None, name: str | None = None) -> ModelFacts:
+    """The facts of the config.json at ``path``; ``source`` names where it was found (default: the path),
+    ``name`` the model when its folder does not (a cache snapshot's folder is a commit)."""
     text = files.read_regular_text(path, limit=files.CONFIG_LIMIT, what="give an HF config.json")
+    config = parse_config(text, path)
+    name = config.get("_name_or_path") or name or path.parent.name
+    origin = Origin(kind="model", path=str(path), line=1, text=f"config.json of {name}")
+    return facts_from_config(config, str(name), source or f"config.json at {path}", origin)
+
+
+def parse_config(text: str, path: Path | str) -> dict:
+    """An HF config.json's dict, its fields of the types shardcheck reads; InputError (one line) otherwise."""
     try:
         config = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -90,9 +117,19 @@ def read_config_json(path: Path) -> ModelFacts:
         why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
         raise InputError(f"{path}:1: not a usable config.json ({why}); give an HF config.json") from None
     check_config(config, text, path)
-    name = config.get("_name_or_path") or path.parent.name
-    origin = Origin(kind="model", path=str(path), line=1, text=f"config.json of {name}")
-    return facts_from_config(config, str(name), f"config.json at {path}", origin)
+    return config
+
+
+def check_config(config: object, text: str, where: str | Path) -> None:
+    """An HF model config (its text part names the attention heads) whose every field shardcheck reads has the
+    JSON type it needs; InputError at ``where``:line otherwise (``text``: the JSON as written, for the line)."""
+    if (
+        not isinstance(config, dict)
+        or any(config.get(k) is not None and not isinstance(config[k], dict) for k in TEXT_KEYS)
+        or "num_attention_heads" not in text_part(config)[0]
+    ):
+        raise InputError(f"{where}:1: not an HF model config (no num_attention_heads); give the model's config.json")
+    _check_types(config, text, where)
 
 
 # The fields shardcheck reads as whole numbers, and whether 0 is a value they may hold (an HF config may
@@ -139,32 +176,11 @@ _SHAPES = {
 }
 
 
-def check_config(config: object, text: str, where: str | Path) -> None:
-    """An HF model config (its text part names the attention heads) whose every field shardcheck reads has the
-    JSON type it needs; InputError at ``where``:line otherwise (``text``: the JSON as written, for the line)."""
-    if (
-        not isinstance(config, dict)
-        or not isinstance(_text_part(config), dict)
-        or ("num_attention_heads" not in _text_part(config))
-    ):
-        raise InputError(f"{where}:1: not an HF model config (no num_attention_heads); give the model's config.json")
-    _check_types(config, text, where)
-
-
-def _text_part(config: dict) -> object:
-    """The text model's config: ``text_config`` (Qwen-VL, Gemma 3, Llama 4), ``llm_config`` (InternVL), or the
-    config itself."""
-    for key in ("text_config", "llm_config"):
-        if config.get(key):
-            return config[key]
-    return config
-
-
 def _check_types(config: dict, text: str, path: str | Path) -> None:
     """Every field shardcheck reads has the JSON type it needs: a whole number in range, a list, a dict."""
     import re
 
-    for section in (config, config.get("text_config"), config.get("llm_config")):
+    for section in (config, *(config.get(k) for k in TEXT_KEYS)):
         if not isinstance(section, dict):
             continue
         for key, value in section.items():
@@ -226,13 +242,13 @@ def load_model(
             if refused is None:
                 return read_config_json(candidate), None
             return _by_name_instead(text, candidate, refused)
-    return _by_name(text)
+    return _by_name(text, path_known)
 
 
 def _by_name_instead(text: str, candidate: Path, refused: str) -> tuple[ModelFacts | None, str | None]:
     """A config.json the read policy refuses: the preset or catalogued model of the same name, the report saying
     the file was not read (so a model at /models/Qwen3-8B outside the script's tree is still judged)."""
-    facts, problem = _by_name(text)
+    facts, problem = _by_name(text, True)
     not_read = f"the model's config.json is not read: {refused}, or pass --model-config"
     if facts is None:
         return None, not_read
@@ -241,34 +257,27 @@ def _by_name_instead(text: str, candidate: Path, refused: str) -> tuple[ModelFac
     return replace(facts, source=note, origin=origin), problem
 
 
-def _by_name(text: str) -> tuple[ModelFacts | None, str | None]:
-    """The built-in preset, else the catalogued model, that the path's last component names."""
+def _by_name(text: str, path_known: bool) -> tuple[ModelFacts | None, str | None]:
+    """The model the path names when no config.json of its own is read: the Hugging Face cache, the built-in
+    preset, the bundled catalogue (models/catalogue.py, loaded only then), then the Hub under ``--online``."""
+    from shardcheck.models import sources
+
     component = text.rstrip("/").rsplit("/", 1)[-1]
+    cached = sources.from_cache(text)  # by repository id, or by the last part of a path
+    if cached is not None:
+        return cached
     preset = match_preset(component)
     if preset is None:
-        return _from_catalogue(text, component)
+        found = sources.from_catalogue(text) or (sources.from_hub(text) if path_known else None)
+        if found is not None:
+            return found
+        near = nearest_preset(component)
+        hint = f" ({near} is a different model: its config may differ)" if near else ""
+        return None, (
+            f"no config.json at {text}, none in the Hugging Face cache, no built-in preset and no catalogued model "
+            f"named {component!r}{hint}{sources.hub_hint(text)}; pass --model-config config.json"
+        )
     entry = presets()[preset]
     how = "named" if preset.lower() == component.lower() else f"the declared alias {component!r}"
     origin = Origin(kind="model", text=f"built-in preset {preset} ({how}; source {entry.get('source', '?')})")
     return facts_from_config(entry, preset, f"built-in preset {preset}", origin), None
-
-
-def _from_catalogue(text: str, component: str) -> tuple[ModelFacts | None, str | None]:
-    """The bundled catalogue's facts for a model that is neither on disk nor a preset (models/catalogue.py:
-    loaded only here), or the one line saying where shardcheck looked."""
-    from shardcheck.models import catalogue
-
-    try:
-        found = catalogue.lookup(text)
-    except catalogue.Ambiguous as exc:
-        return None, f"no config.json at {text} and no built-in preset; {exc}: pass --model-config config.json"
-    except catalogue.CorruptEntry as exc:
-        return None, f"no config.json at {text}; {exc}"
-    if found is not None:
-        return found, None
-    near = nearest_preset(component)
-    hint = f" ({near} is a different model: its config may differ)" if near else ""
-    return None, (
-        f"no config.json at {text}, no built-in preset and no catalogued model named {component!r}{hint}; "
-        "pass --model-config config.json"
-    )

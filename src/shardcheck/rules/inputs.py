@@ -495,11 +495,12 @@ def unknown_sizes(job: Job) -> Iterator[Problem]:
 @rule("MODEL-NOT-FOUND", "info", "No model facts: model rules skipped", certain=True)
 def model_not_found(job: Job) -> Iterator[Finding]:
     """
-    Without the model's architecture (a local `config.json`, `--model-config FILE`, a built-in
-    preset matched by the model path's last component, or the bundled catalogue of open models'
-    config.json facts matched by HF id or by the path's last component) the rules that need layer,
-    head and expert counts cannot run; they are listed as skipped. A last component that names two
-    catalogued models is ambiguous: the candidates are named.
+    Without the model's architecture (a local `config.json`, `--model-config FILE`, the Hugging Face
+    cache of this machine, a built-in preset matched by the model path's last component, the bundled
+    catalogue of open models' config.json facts matched by HF id or by the path's last component, or the
+    Hub with `--online`) the rules that need layer, head and expert counts cannot run; they are listed
+    as skipped. A last component that names two catalogued models is ambiguous: the candidates are named.
+    A corrupt cache or catalogue entry, or a failing Hub request, is said in the message.
 
     Why:
     Heads % TP, experts % EP and the pipeline split depend on the model.
