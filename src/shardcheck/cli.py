@@ -674,14 +674,16 @@ class _Output:
             )
 
     def lines(self, lines) -> None:
+        from shardcheck.report.escape import text
+
         if self.console is None:
             for line in lines:
-                print("".join(text for text, _ in line), file=self.stream, flush=True)
+                print("".join(text(t) for t, _ in line), file=self.stream, flush=True)
             return
         from rich.text import Text
 
         for line in lines:
-            self.console.print(Text.assemble(*((t, self.STYLES.get(style, "")) for t, style in line)))
+            self.console.print(Text.assemble(*((text(t), self.STYLES.get(style, "")) for t, style in line)))
 
 
 def use_colour(stream) -> bool:

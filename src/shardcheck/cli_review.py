@@ -144,7 +144,7 @@ def render_diff(fmt: str, diffs) -> str:
         if fmt == "github":
             from shardcheck.report.github import render_github
 
-            return render_github(items, [f"{d.path}: {d.summary}" for d in diffs if not d.skipped])
+            return render_github(items, [(d.path, d.summary) for d in diffs if not d.skipped])
         from shardcheck.report.junit import render_junit
 
         return render_junit(items, scripts, suite="shardcheck diff", summaries={d.path: d.summary for d in diffs})
