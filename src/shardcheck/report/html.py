@@ -250,7 +250,8 @@ def _layout_table(side: Side) -> str:
                 continue
             text = ", ".join(map(str, v)) if isinstance(v, list) else str(v)
             rows.append(
-                f"<tr><td>{escape.html(role)} {escape.html(LABELS.get(name, name))}</td><td>{escape.html(text)}</td></tr>"
+                f"<tr><td>{escape.html(role)} {escape.html(LABELS.get(name, name))}</td>"
+                f"<td>{escape.html(text)}</td></tr>"
             )
     for name in ROLLOUT_FIELDS:
         v = (side.rollout or {}).get(name)
@@ -274,7 +275,8 @@ def _side_html(side: Side, side_id: str, heading: str) -> str:
     if job is not None:
         model = job.model.name if job.model else f"model not found: {job.model_problem}"
         out.append(
-            f'<p class="note">{escape.html(job.framework)} {escape.html(job.framework_version)}; {escape.html(model)}</p>'
+            f'<p class="note">{escape.html(job.framework)} {escape.html(job.framework_version)}; '
+            f"{escape.html(model)}</p>"
         )
     out.append(f"<h3>findings ({len(r.findings)})</h3>")
     out.extend(_finding_html(f, side.context) for f in r.findings)
