@@ -342,7 +342,14 @@ def _print_error(message: str, as_json: bool, path: str | None = None) -> None:
         import json
 
         print(json.dumps({"version": 1, "path": path, "valid": None, "error": message}, indent=2))
-    print(message, file=sys.stderr)
+    _say(message)
+
+
+def _say(message: str) -> None:
+    """A message on stderr as one line of text (report/escape.py): a value in it cannot start a line."""
+    from shardcheck.report.escape import text
+
+    print(text(message), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -405,7 +412,7 @@ def _dispatch(args) -> int:
         status = check_id(args.rule_id, prefix_ok=False)
         if status.kind == "renamed":
             page = render_rule_page(status.target)
-            print(f"shardcheck: {args.rule_id} was renamed to {status.target}", file=sys.stderr)
+            _say(f"shardcheck: {args.rule_id} was renamed to {status.target}")
         else:
             said = f" ({status.note})" if status.kind == "removed" else ""
             print(f"shardcheck: no rule {args.rule_id!r}{said}; `shardcheck rules` lists them", file=sys.stderr)
@@ -421,7 +428,7 @@ def _plan(args) -> int:
 
     bad = _bad_version(args)
     if bad is not None:
-        print(f"shardcheck: {bad}", file=sys.stderr)
+        _say(f"shardcheck: {bad}")
         return 2
     if args.path is None and any(_version_kwargs(args).values()):
         print(
@@ -462,7 +469,7 @@ def _plan(args) -> int:
             )
             return 2
     except (InputError, PlanError) as exc:
-        print(f"shardcheck plan: {exc}", file=sys.stderr)
+        _say(f"shardcheck plan: {exc}")
         return 2
     print(render_plan_json(result) if args.format == "json" else render_plan_text(result))
     return 0 if result.plans else 1
@@ -520,7 +527,7 @@ def _check(args) -> int:
         return 2
     bad = _bad_version(args)
     if bad is not None:
-        print(f"shardcheck: {bad}", file=sys.stderr)
+        _say(f"shardcheck: {bad}")
         return 2
     if args.versions:
         return _versions(args, env, paths)
@@ -594,7 +601,10 @@ def _check(args) -> int:
         if reports is not None:
             for r in results:
                 if id(r) in reports:
-                    print(f"{r.path}: {reports[id(r)].text()}" if len(results) > 1 else reports[id(r)].text())
+                    from shardcheck.report.escape import file_name
+
+                    said = reports[id(r)].text()
+                    print(f"{file_name(r.path)}: {said}" if len(results) > 1 else said)
         if not args.quiet:
             out.lines([summary_line(results)])
     if reports is not None and not all(rep.agrees for rep in reports.values()):
@@ -734,7 +744,9 @@ class _Progress:
             )
             self.task = self.bar.add_task("", total=self.total, completed=self.done)
         if self.bar is not None:
-            self.bar.update(self.task, completed=self.done, description=name)
+            from shardcheck.report.escape import text
+
+            self.bar.update(self.task, completed=self.done, description=text(name))
             self.bar.start()
 
     def pause(self) -> None:
@@ -806,7 +818,7 @@ def _memory(args) -> int:
 
     bad = _bad_version(args)
     if bad is not None:
-        print(f"shardcheck: {bad}", file=sys.stderr)
+        _say(f"shardcheck: {bad}")
         return 2
     env = _env_pairs(args.env)
     settings = _config_settings(args)
@@ -842,13 +854,13 @@ def _verify(results) -> dict | int:
 
     hint = verify_available()
     if hint is not None:
-        print(f"shardcheck: {hint}", file=sys.stderr)
+        _say(f"shardcheck: {hint}")
         return 2
     judged = [r for r in results if r.job is not None]
     try:
         reports = verify_jobs([r.job for r in judged], [r.findings for r in judged])
     except VerifyError as exc:
-        print(f"shardcheck: --verify: {exc}", file=sys.stderr)
+        _say(f"shardcheck: --verify: {exc}")
         return 2
     return {id(r): rep for r, rep in zip(judged, reports)}
 

@@ -384,9 +384,10 @@ def bad_type(p: Problem) -> Message:
 
 
 def _bad_value(p: Problem) -> Message:
+    why = f"{p.args['why']}; " if p.args.get("why") else ""  # inf, NaN or past 2^40: said, not only the range
     if p.args.get("flag"):  # a Megatron-LM / slime flag
-        return f"{p['key']} {p['value']}: must be {p['what']}", f"give {p['key']} {p['what']}"
-    return f"{p['key']} = {p['value']}: must be {p['what']}", f"set {p['key']} to {p['what']}"
+        return f"{p['key']} {p['value']}: {why}must be {p['what']}", f"give {p['key']} {p['what']}"
+    return f"{p['key']} = {p['value']}: {why}must be {p['what']}", f"set {p['key']} to {p['what']}"
 
 
 @rule(
