@@ -19,8 +19,8 @@ name that is not UTF-8) that no encoder writes, or markup that closes the report
 - ``markdown`` / ``markdown_code``: GitHub-flavoured Markdown text (HTML and Markdown punctuation
   escaped: no raw HTML, link, image or mention) and a code span fenced by more backticks than it holds.
 - ``html``: HTML text and attribute values (``&<>"'``) of the escaped text.
-- ``script_json``: JSON inside ``<script>``: ``<``, ``>``, ``&``, U+2028/2029 as ``\\uXXXX``, so neither
-  ``</script>`` nor ``<!--<script>`` ends or swallows the element, and lone surrogates escaped.
+- ``script_json``: JSON inside ``<script>``: ``<``, ``>``, ``&``, U+2028/2029 (and every control ``text``
+  escapes) as ``\\uXXXX``, so neither ``</script>`` nor ``<!--<script>`` ends or swallows the element.
 - ``json_text``: a JSON document as written (``ensure_ascii=False``) with lone surrogates as ``\\uXXXX``,
   so it can be encoded; JSON itself keeps every value exact.
 """
@@ -91,8 +91,6 @@ def html(value: object) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_SCRIPT = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_SCRIPT_UNSAFE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 
 
 def json_text(document: str) -> str:
@@ -103,6 +101,14 @@ def json_text(document: str) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
 
 
+# What JSON inside <script> writes as \uXXXX besides what json.dumps escapes (C0 controls): markup, and every
+# other character ``text`` escapes. None stands outside a string in JSON, where \uXXXX reads back the same.
+_SCRIPT_UNSAFE = re.compile(
+    "[<>&\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufffe\uffff\ud800-\udfff]"
+)
+
+
 def script_json(document: str) -> str:
-    """A JSON document safe inside ``<script type="application/json">``, reading back the same."""
-    return _SCRIPT_UNSAFE.sub(lambda m: _SCRIPT.get(m.group()) or f"\\u{ord(m.group()):04x}", document)
+    """A JSON document (``json.dumps(..., ensure_ascii=False)``) safe inside ``<script type="application/json">``,
+    reading back the same."""
+    return _SCRIPT_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
