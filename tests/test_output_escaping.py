@@ -22,6 +22,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from launches import SMALL_MODEL_CONFIG
 
 from shardcheck.cli import main
 from shardcheck.report import escape
@@ -98,18 +99,7 @@ def _script(folder, name: str, hostile: str, mini: int = 64):
 def _model_config(folder, hostile: str):
     folder = folder / "model"
     folder.mkdir(exist_ok=True)
-    config = {
-        "_name_or_path": hostile,
-        "model_type": hostile,
-        "architectures": [hostile],
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "num_hidden_layers": 4,
-        "hidden_size": 1024,
-        "intermediate_size": 2048,
-        "vocab_size": 1000,
-        "max_position_embeddings": 4096,
-    }
+    config = {"_name_or_path": hostile, "model_type": hostile, "architectures": [hostile], **SMALL_MODEL_CONFIG}
     path = folder / "config.json"
     path.write_text(json.dumps(config))  # ensure_ascii: lone surrogates as \\ud800, as JSON allows
     return path

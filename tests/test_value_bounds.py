@@ -8,19 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from launches import SMALL_MODEL_CONFIG
 
 from shardcheck.api import check
 from shardcheck.models.facts import real_problem, whole_problem
 
-BASE = {
-    "num_attention_heads": 16,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 4,
-    "hidden_size": 1024,
-    "intermediate_size": 2048,
-    "vocab_size": 1000,
-    "max_position_embeddings": 4096,
-}
+BASE = SMALL_MODEL_CONFIG
 LAUNCH = (
     "python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=8 "
     "actor_rollout_ref.model.path=Qwen/Qwen3-8B {extra}\n"
