@@ -261,6 +261,11 @@ def test_git_diff_summary_of_a_file_named_with_a_newline(tmp_path, capsys, monke
     assert commands and all(COMMAND.fullmatch(c) for c in commands), commands
     assert "forged\n" not in out and not any(c.startswith("::error file=forged") for c in commands)
     assert any(line.startswith("x\\n::error file=forged.sh::forged\\n.sh: ") for line in out.split("\n")), out
+    for fmt in ("text", "markdown"):
+        out = _run(["diff", "--git", "HEAD", "--format", fmt], capsys)[1]
+        assert not [line for line in out.split("\n") if line.startswith("::")] and not _unsafe(out), fmt
+    ET.fromstring(_run(["diff", "--git", "HEAD", "--format", "junit"], capsys)[1])
+    assert_html(_run(["diff", "--git", "HEAD", "--format", "html"], capsys)[1])
 
 
 # -- the escaping functions themselves ------------------------------------------------------------------
