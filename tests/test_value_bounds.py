@@ -141,3 +141,18 @@ def test_megatron_lm_flag_past_2_40_says_so(tmp_path):
     assert messages == ["--hidden-size 4611686018427387904: too large (> 2^40); must be a whole number ≥ 1"]
     script.write_text(script.read_text().replace("4611686018427387904", "1024"))
     assert [f.message for f in check(script).findings if f.rule == "VALUE-BAD-RANGE"] == []
+
+
+@pytest.mark.parametrize(
+    "value, why",
+    [("4611686018427387904", ": too large (> 2^40)"), ("1e400", ": not a finite number"), ("0", ""), ("8", None)],
+)
+def test_parallel_size_out_of_every_range_says_why(tmp_path, value, why):
+    script = tmp_path / "run.sh"
+    script.write_text(LAUNCH.format(extra="").replace("trainer.nnodes=1", f"trainer.nnodes={value}"))
+    messages = [f.message for f in check(script).findings if f.rule == "VALUE-BAD-SIZE"]
+    if why is None:
+        assert messages == []
+    else:
+        shown = "inf" if value == "1e400" else value
+        assert messages == [f"trainer.nnodes must be a positive integer (at most 2^40), got {shown}{why}"]

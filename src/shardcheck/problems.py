@@ -35,7 +35,7 @@ class Kind(Enum):
     ENTRY_ABSENT = "entry-absent"  # module, version, having: verl's entry point is not in the version judged
     CONFIG_CUSTOM = "config-custom"  # config, entry, why: a config other than the entry's own, unread and why
     # values (frameworks/*)
-    NOT_POSITIVE = "not-positive"  # name, value (as shown), at_most (a bound, or None): a whole number >= 1 it must be
+    NOT_POSITIVE = "not-positive"  # name, value (as shown), at_most (a bound, or None), why (inf, NaN, past 2^40)
     FLAG_NOT_A_NUMBER = "flag-not-a-number"  # flag, text, type ("int" | "float")
     FLAG_WITHOUT_VALUE = "flag-without-value"  # flag
     FLAG_WITHOUT_VALUES = "flag-without-values"  # flag: a list flag (nargs="+") given no value

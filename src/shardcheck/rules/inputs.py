@@ -340,8 +340,9 @@ def bad_size(p: Problem) -> Message:
     """
     if p.kind is Kind.NOT_POSITIVE:
         bound = f" (at most {p['at_most']})" if p.args.get("at_most") else ""
+        why = f": {p.args['why']}" if p.args.get("why") else ""
         return (
-            f"{p['name']} must be a positive integer{bound}, got {p['value']}",
+            f"{p['name']} must be a positive integer{bound}, got {p['value']}{why}",
             f"set {p['name']} to a whole number ≥ 1",
         )
     flag = p["flag"]
