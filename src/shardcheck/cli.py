@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
-from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report
+from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report, say
 from shardcheck.cli_review import add_parsers as add_review_parsers
 from shardcheck.errors import UsageError
 
@@ -342,14 +342,7 @@ def _print_error(message: str, as_json: bool, path: str | None = None) -> None:
         import json
 
         print(json.dumps({"version": 1, "path": path, "valid": None, "error": message}, indent=2))
-    _say(message)
-
-
-def _say(message: str) -> None:
-    """A message on stderr as one line of text (report/escape.py): a value in it cannot start a line."""
-    from shardcheck.report.escape import text
-
-    print(text(message), file=sys.stderr)
+    say(message)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,7 +405,7 @@ def _dispatch(args) -> int:
         status = check_id(args.rule_id, prefix_ok=False)
         if status.kind == "renamed":
             page = render_rule_page(status.target)
-            _say(f"shardcheck: {args.rule_id} was renamed to {status.target}")
+            say(f"shardcheck: {args.rule_id} was renamed to {status.target}")
         else:
             said = f" ({status.note})" if status.kind == "removed" else ""
             print(f"shardcheck: no rule {args.rule_id!r}{said}; `shardcheck rules` lists them", file=sys.stderr)
@@ -428,7 +421,7 @@ def _plan(args) -> int:
 
     bad = _bad_version(args)
     if bad is not None:
-        _say(f"shardcheck: {bad}")
+        say(f"shardcheck: {bad}")
         return 2
     if args.path is None and any(_version_kwargs(args).values()):
         print(
@@ -469,7 +462,7 @@ def _plan(args) -> int:
             )
             return 2
     except (InputError, PlanError) as exc:
-        _say(f"shardcheck plan: {exc}")
+        say(f"shardcheck plan: {exc}")
         return 2
     print(render_plan_json(result) if args.format == "json" else render_plan_text(result))
     return 0 if result.plans else 1
@@ -527,7 +520,7 @@ def _check(args) -> int:
         return 2
     bad = _bad_version(args)
     if bad is not None:
-        _say(f"shardcheck: {bad}")
+        say(f"shardcheck: {bad}")
         return 2
     if args.versions:
         return _versions(args, env, paths)
@@ -818,7 +811,7 @@ def _memory(args) -> int:
 
     bad = _bad_version(args)
     if bad is not None:
-        _say(f"shardcheck: {bad}")
+        say(f"shardcheck: {bad}")
         return 2
     env = _env_pairs(args.env)
     settings = _config_settings(args)
@@ -854,13 +847,13 @@ def _verify(results) -> dict | int:
 
     hint = verify_available()
     if hint is not None:
-        _say(f"shardcheck: {hint}")
+        say(f"shardcheck: {hint}")
         return 2
     judged = [r for r in results if r.job is not None]
     try:
         reports = verify_jobs([r.job for r in judged], [r.findings for r in judged])
     except VerifyError as exc:
-        _say(f"shardcheck: --verify: {exc}")
+        say(f"shardcheck: --verify: {exc}")
         return 2
     return {id(r): rep for r, rep in zip(judged, reports)}
 

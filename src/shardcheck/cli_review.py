@@ -61,7 +61,8 @@ def add_parsers(sub, memory_options, env_pairs) -> None:
     report.set_defaults(review_env=env_pairs)
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """A message on stderr as one line of text (report/escape.py): a value in it cannot start a line."""
     print(escape.text(message), file=sys.stderr)
 
 
@@ -118,7 +119,7 @@ def run_diff(args: argparse.Namespace) -> int:
             print("shardcheck diff: give BEFORE AFTER (two scripts), or --git [REV] [PATH ...]", file=sys.stderr)
             return 2
     except InputError as exc:
-        _say(f"shardcheck diff: {exc}")
+        say(f"shardcheck diff: {exc}")
         return 2
     _emit(render_diff(args.format, diffs), args.output)
     code = max((d.exit_code for d in diffs), default=0)
@@ -171,7 +172,7 @@ def run_report(args: argparse.Namespace) -> int:
 
             find_device(args.device)
     except InputError as exc:
-        _say(f"shardcheck report: {exc}")
+        say(f"shardcheck report: {exc}")
         return 2
     sides = [
         judge(p, p, p, env=env, model_config=args.model_config, device=args.device, host_memory=args.host_memory)
