@@ -43,3 +43,15 @@ def length_facts(model_type: str, max_position_embeddings: int, rope, model_max_
         model_max_length=model_max_length,
         **more,
     )
+
+
+# The config.json of a small dense model: the fields shardcheck reads, each in range.
+SMALL_MODEL_CONFIG = {
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 4,
+    "hidden_size": 1024,
+    "intermediate_size": 2048,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}

@@ -116,7 +116,8 @@ def test_github_commands(capsys):
 def test_github_escaping():
     it = Item("a,b.sh", "R-1", "info", "50% done\nnext: line", "dir:x/a,b.sh", 3, fix="do\r\nthis")
     [line] = render_github([it]).splitlines()
-    assert line == ("::notice file=dir%3Ax/a%2Cb.sh,line=3,title=R-1::50%25 done%0Anext: line%0Afix: do%0D%0Athis")
+    # a value's own newline is text (``\\n``); only the line between the message and its fix is the annotation's
+    assert line == ("::notice file=dir%3Ax/a%2Cb.sh,line=3,title=R-1::50%25 done\\nnext: line%0Afix: do\\r\\nthis")
 
 
 def test_junit(capsys, tmp_path):

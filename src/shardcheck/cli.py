@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
-from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report
+from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report, say
 from shardcheck.cli_review import add_parsers as add_review_parsers
 from shardcheck.errors import UsageError
 
@@ -349,7 +349,7 @@ def _print_error(message: str, as_json: bool, path: str | None = None) -> None:
         import json
 
         print(json.dumps({"version": 1, "path": path, "valid": None, "error": message}, indent=2))
-    print(message, file=sys.stderr)
+    say(message)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,7 +412,7 @@ def _dispatch(args) -> int:
         status = check_id(args.rule_id, prefix_ok=False)
         if status.kind == "renamed":
             page = render_rule_page(status.target)
-            print(f"shardcheck: {args.rule_id} was renamed to {status.target}", file=sys.stderr)
+            say(f"shardcheck: {args.rule_id} was renamed to {status.target}")
         else:
             said = f" ({status.note})" if status.kind == "removed" else ""
             print(f"shardcheck: no rule {args.rule_id!r}{said}; `shardcheck rules` lists them", file=sys.stderr)
@@ -428,7 +428,7 @@ def _plan(args) -> int:
 
     bad = _bad_version(args)
     if bad is not None:
-        print(f"shardcheck: {bad}", file=sys.stderr)
+        say(f"shardcheck: {bad}")
         return 2
     if args.path is None and any(_version_kwargs(args).values()):
         print(
@@ -469,7 +469,7 @@ def _plan(args) -> int:
             )
             return 2
     except (InputError, PlanError) as exc:
-        print(f"shardcheck plan: {exc}", file=sys.stderr)
+        say(f"shardcheck plan: {exc}")
         return 2
     print(render_plan_json(result) if args.format == "json" else render_plan_text(result))
     return 0 if result.plans else 1
@@ -536,7 +536,7 @@ def _check(args) -> int:
         return 2
     bad = _bad_version(args)
     if bad is not None:
-        print(f"shardcheck: {bad}", file=sys.stderr)
+        say(f"shardcheck: {bad}")
         return 2
     if args.versions:
         return _versions(args, env, paths)
@@ -611,7 +611,10 @@ def _check(args) -> int:
         if reports is not None:
             for r in results:
                 if id(r) in reports:
-                    print(f"{r.path}: {reports[id(r)].text()}" if len(results) > 1 else reports[id(r)].text())
+                    from shardcheck.report.escape import file_name
+
+                    said = reports[id(r)].text()
+                    print(f"{file_name(r.path)}: {said}" if len(results) > 1 else said)
         if not args.quiet:
             out.lines([summary_line(results)])
     if reports is not None and not all(rep.agrees for rep in reports.values()):
@@ -692,14 +695,16 @@ class _Output:
             )
 
     def lines(self, lines) -> None:
+        from shardcheck.report.escape import text
+
         if self.console is None:
             for line in lines:
-                print("".join(text for text, _ in line), file=self.stream, flush=True)
+                print("".join(text(t) for t, _ in line), file=self.stream, flush=True)
             return
         from rich.text import Text
 
         for line in lines:
-            self.console.print(Text.assemble(*((t, self.STYLES.get(style, "")) for t, style in line)))
+            self.console.print(Text.assemble(*((text(t), self.STYLES.get(style, "")) for t, style in line)))
 
 
 def use_colour(stream) -> bool:
@@ -750,7 +755,9 @@ class _Progress:
             )
             self.task = self.bar.add_task("", total=self.total, completed=self.done)
         if self.bar is not None:
-            self.bar.update(self.task, completed=self.done, description=name)
+            from shardcheck.report.escape import text
+
+            self.bar.update(self.task, completed=self.done, description=text(name))
             self.bar.start()
 
     def pause(self) -> None:
@@ -822,7 +829,7 @@ def _memory(args) -> int:
 
     bad = _bad_version(args)
     if bad is not None:
-        print(f"shardcheck: {bad}", file=sys.stderr)
+        say(f"shardcheck: {bad}")
         return 2
     env = _env_pairs(args.env)
     settings = _config_settings(args)
@@ -858,13 +865,13 @@ def _verify(results) -> dict | int:
 
     hint = verify_available()
     if hint is not None:
-        print(f"shardcheck: {hint}", file=sys.stderr)
+        say(f"shardcheck: {hint}")
         return 2
     judged = [r for r in results if r.job is not None]
     try:
         reports = verify_jobs([r.job for r in judged], [r.findings for r in judged])
     except VerifyError as exc:
-        print(f"shardcheck: --verify: {exc}", file=sys.stderr)
+        say(f"shardcheck: --verify: {exc}")
         return 2
     return {id(r): rep for r, rep in zip(judged, reports)}
 

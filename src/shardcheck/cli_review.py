@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from shardcheck.report import escape
+
 CI_FORMATS = ("sarif", "github", "junit")
 DIFF_FORMATS = ("text", "json", "markdown", *CI_FORMATS, "html")
 
@@ -57,6 +59,11 @@ def add_parsers(sub, memory_options, env_pairs) -> None:
     memory_options(report)
     diff.set_defaults(review_env=env_pairs)
     report.set_defaults(review_env=env_pairs)
+
+
+def say(message: str) -> None:
+    """A message on stderr as one line of text (report/escape.py): a value in it cannot start a line."""
+    print(escape.text(message), file=sys.stderr)
 
 
 def _emit(text: str, output: str | None) -> None:
@@ -112,7 +119,7 @@ def run_diff(args: argparse.Namespace) -> int:
             print("shardcheck diff: give BEFORE AFTER (two scripts), or --git [REV] [PATH ...]", file=sys.stderr)
             return 2
     except InputError as exc:
-        print(f"shardcheck diff: {exc}", file=sys.stderr)
+        say(f"shardcheck diff: {exc}")
         return 2
     _emit(render_diff(args.format, diffs), args.output)
     code = max((d.exit_code for d in diffs), default=0)
@@ -144,7 +151,7 @@ def render_diff(fmt: str, diffs) -> str:
         if fmt == "github":
             from shardcheck.report.github import render_github
 
-            return render_github(items, [f"{d.path}: {d.summary}" for d in diffs if not d.skipped])
+            return render_github(items, [(d.path, d.summary) for d in diffs if not d.skipped])
         from shardcheck.report.junit import render_junit
 
         return render_junit(items, scripts, suite="shardcheck diff", summaries={d.path: d.summary for d in diffs})
@@ -165,12 +172,12 @@ def run_report(args: argparse.Namespace) -> int:
 
             find_device(args.device)
     except InputError as exc:
-        print(f"shardcheck report: {exc}", file=sys.stderr)
+        say(f"shardcheck report: {exc}")
         return 2
     sides = [
         judge(p, p, p, env=env, model_config=args.model_config, device=args.device, host_memory=args.host_memory)
         for p in args.paths
     ]
     Path(args.output).write_text(render_check_html(sides), encoding="utf-8")
-    print(f"wrote {args.output}")
+    print(f"wrote {escape.text(args.output)}")
     return max(s.result.exit_code for s in sides)

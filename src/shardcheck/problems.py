@@ -35,13 +35,13 @@ class Kind(Enum):
     ENTRY_ABSENT = "entry-absent"  # module, version, having: verl's entry point is not in the version judged
     CONFIG_CUSTOM = "config-custom"  # config, entry, why: a config other than the entry's own, unread and why
     # values (frameworks/*)
-    NOT_POSITIVE = "not-positive"  # name, value (as shown), at_most (a bound, or None): a whole number >= 1 it must be
+    NOT_POSITIVE = "not-positive"  # name, value (as shown), at_most (a bound, or None), why (inf, NaN, past 2^40)
     FLAG_NOT_A_NUMBER = "flag-not-a-number"  # flag, text, type ("int" | "float")
     FLAG_WITHOUT_VALUE = "flag-without-value"  # flag
     FLAG_WITHOUT_VALUES = "flag-without-values"  # flag: a list flag (nargs="+") given no value
     FLAG_UNKNOWN = "flag-unknown"  # flag, meant, close (True: a near-miss; False: not a Megatron-LM flag)
     VALUE_BAD_TYPE = "value-bad-type"  # key, value (as shown), what (the type it must have)
-    VALUE_BAD_RANGE = "value-bad-range"  # key, value (as shown), what (the range it must lie in)
+    VALUE_BAD_RANGE = "value-bad-range"  # key, value (as shown), what (its range), why (inf, NaN, past 2^40)
     UNKNOWN_ARGUMENT = "unknown-argument"  # text, reason: a word of unknown content among the overrides
     UNKNOWN_FLAG_ARGUMENT = "unknown-flag-argument"  # a word of unknown content among the flags
     UNKNOWN_MODEL_FLAG = "unknown-model-flag"  # flag, reason: an architecture flag is unknown

@@ -80,6 +80,15 @@ class ValueKind:
             return BAD_RANGE
         return None
 
+    def beyond(self, value: object) -> str | None:
+        """Why a number is out of every range, said plainly (``not a finite number``, ``too large (> 2^40)``),
+        or None: the message then names the range alone."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return "not a finite number"
+        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            return "too large (> 2^40)" if value > 0 else "too small (< -2^40)"
+        return None
+
 
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
@@ -115,7 +124,7 @@ def checked(key: str, traced: Traced, kind: ValueKind, notes: list[Problem]) -> 
         return traced
     where = traced.origin.first_script_line() or traced.origin
     value = shown(traced.value)
-    note = Problem(problem, where, {"key": key, "value": value, "what": kind.what})
+    note = Problem(problem, where, {"key": key, "value": value, "what": kind.what, "why": kind.beyond(traced.value)})
     # a key read in two places is reported once
     if not any(n.kind is problem and n.origin == where and n.args.get("key") == key for n in notes):
         notes.append(note)

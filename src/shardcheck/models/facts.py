@@ -166,6 +166,12 @@ _WHOLE = {
     "mtp_num_hidden_layers": 0,
     **dict.fromkeys(_EXPERT_KEYS, 0),
 }
+# The fields read (or passed on to the framework) as real numbers: the open lower bound each must exceed.
+_REAL = {"rope_theta": 0, "partial_rotary_factor": 0}
+_ROPE_REAL = {"factor": 0, "rope_theta": 0}  # in rope_scaling / rope_parameters (per layer type in transformers 5)
+_ROPE_WHOLE = {"original_max_position_embeddings": 1}
+# Past 2^53 a JSON number is no longer exact in most readers (a double), and no model has such a size.
+_LARGEST = 1 << 53
 _SHAPES = {
     "layer_types": list,
     "mlp_only_layers": list,
@@ -176,27 +182,86 @@ _SHAPES = {
 }
 
 
+def whole_problem(value, low: int) -> str | None:
+    """What is wrong with ``value`` as a whole number ≥ ``low`` (at most 2^53), or None."""
+    import math
+
+    wanted = f"a whole number ≥ {low}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"is not {wanted}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"is not a finite number ({wanted})"
+    if value > _LARGEST:
+        return f"is too large (> 2^53; {wanted})"
+    if value < low:
+        return f"is {'negative' if value < 0 else f'less than {low}'} ({wanted})"
+    if isinstance(value, float):
+        return f"is not {wanted}"
+    return None
+
+
+def real_problem(value, above: float) -> str | None:
+    """What is wrong with ``value`` as a finite number > ``above`` (at most 2^53), or None."""
+    import math
+
+    wanted = f"a number > {above}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"is not {wanted}"
+    if not math.isfinite(value):
+        return f"is not a finite number ({wanted})"
+    if value > _LARGEST:
+        return f"is too large (> 2^53; {wanted})"
+    if value <= above:
+        return f"is {'negative' if value < 0 else 'zero' if value == 0 else 'too small'} ({wanted})"
+    return None
+
+
+def _field_problems(section: dict):
+    """(key, value, what is wrong) for each field of a config section that shardcheck cannot read."""
+    for key, value in section.items():
+        if value is None:
+            continue
+        why = None
+        if key in _WHOLE:
+            why = whole_problem(value, _WHOLE[key])
+        elif key in _REAL:
+            why = real_problem(value, _REAL[key])
+        elif key in _SHAPES and not isinstance(value, _SHAPES[key]):
+            why = f"is not a JSON {_SHAPES[key].__name__.replace('dict', 'object').replace('str', 'string')}"
+        elif key in ("rope_scaling", "rope_parameters"):
+            ropes = value.values() if value and all(isinstance(v, dict) for v in value.values()) else [value]
+            for rope in ropes:
+                for inner, v in rope.items():
+                    if v is None:
+                        continue
+                    if inner in _ROPE_REAL:
+                        why = real_problem(v, _ROPE_REAL[inner])
+                    elif inner in _ROPE_WHOLE:
+                        why = whole_problem(v, _ROPE_WHOLE[inner])
+                    if why:
+                        yield f"{key}.{inner}", v, why
+                        break
+                if why:
+                    break
+            continue
+        if why:
+            yield key, value, why
+
+
 def _check_types(config: dict, text: str, path: str | Path) -> None:
-    """Every field shardcheck reads has the JSON type it needs: a whole number in range, a list, a dict."""
+    """Every field shardcheck reads has the JSON type it needs: a whole or real number in range (finite,
+    at most 2^53), a list, a dict."""
     import re
 
     for section in (config, *(config.get(k) for k in TEXT_KEYS)):
         if not isinstance(section, dict):
             continue
-        for key, value in section.items():
-            why = None
-            if key in _WHOLE and value is not None:
-                low = _WHOLE[key]
-                if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 1 << 53:
-                    why = f"is not a whole number{' ≥ 1' if low else ''}"
-            elif key in _SHAPES and value is not None and not isinstance(value, _SHAPES[key]):
-                why = f"is not a JSON {_SHAPES[key].__name__.replace('dict', 'object').replace('str', 'string')}"
-            if why:
-                m = re.search(rf'"{re.escape(key)}"\s*:', text)
-                line = text.count("\n", 0, m.start()) + 1 if m else 1
-                shown = json.dumps(value)
-                shown = shown if len(shown) <= 40 else shown[:39] + "…"
-                raise InputError(f'{path}:{line}: "{key}": {shown} {why}; give the model\'s config.json')
+        for key, value, why in _field_problems(section):
+            m = re.search(rf'"{re.escape(key.rpartition(".")[2])}"\s*:', text)
+            line = text.count("\n", 0, m.start()) + 1 if m else 1
+            shown = json.dumps(value)
+            shown = shown if len(shown) <= 40 else shown[:39] + "…"
+            raise InputError(f'{path}:{line}: "{key}": {shown} {why}; give the model\'s config.json')
 
 
 def match_preset(component: str) -> str | None:

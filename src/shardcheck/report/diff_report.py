@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from shardcheck.report import escape
 from shardcheck.report.json_report import finding_to_dict, result_to_dict
 from shardcheck.review.diff import LABELS, LAYOUT_FIELDS, ROLLOUT_FIELDS, ScriptDiff, verdict_word
 
@@ -65,10 +66,12 @@ def _device(memory: dict | None) -> dict | None:
 def render_diff_json(diffs: list[ScriptDiff]) -> str:
     from shardcheck.report.json_report import JSON_VERSION
 
-    return json.dumps(
-        {"version": DIFF_JSON_VERSION, "check_version": JSON_VERSION, "diffs": [diff_to_dict(d) for d in diffs]},
-        indent=2,
-        ensure_ascii=False,
+    return escape.json_text(
+        json.dumps(
+            {"version": DIFF_JSON_VERSION, "check_version": JSON_VERSION, "diffs": [diff_to_dict(d) for d in diffs]},
+            indent=2,
+            ensure_ascii=False,
+        )
     )
 
 
@@ -206,7 +209,7 @@ def render_diff_text(diffs: list[ScriptDiff]) -> str:
     if not diffs:
         return "no launch scripts changed"
     for d in diffs:
-        out.append(f"{d.path}  ({d.before.label} → {d.after.label})")
+        out.append(f"{escape.file_name(d.path)}  ({d.before.label} → {d.after.label})")
         if d.skipped:
             out.append("  not a launch script on either side; skipped")
             out.append("")
@@ -252,4 +255,4 @@ def render_diff_text(diffs: list[ScriptDiff]) -> str:
                     out.append(f"             fix: {f.fix}")
         out.append(f"  summary    {d.summary}")
         out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    return escape.text_lines(out).rstrip() + "\n"

@@ -10,13 +10,16 @@ the before and after sides next to each other, under the summary and the table o
 Every bar segment carries ``data-term`` and ``data-bytes``; each chart carries ``data-capacity-bytes`` and
 the pixel height of the capacity (``data-capacity-px``): a segment's height is bytes / capacity ×
 capacity-px (tests measure it in a real browser against ``diff --format json`` / ``memory``).
+
+Every value in text or an attribute goes through ``escape.html`` and the JSON through ``escape.script_json``
+(report/escape.py): no value closes, opens or comments out an element, the report's scripts included.
 """
 
 from __future__ import annotations
 
 import json
-from html import escape
 
+from shardcheck.report import escape
 from shardcheck.report.diff_report import diff_to_dict, layout_rows, placement_rows
 from shardcheck.review.diff import LABELS, LAYOUT_FIELDS, ROLLOUT_FIELDS, ScriptDiff, Side, verdict_word
 
@@ -77,7 +80,7 @@ JS = """
 
 def _verdict_badge(word: str) -> str:
     cls = {"valid": "valid", "will not start": "bad", "unusable input": "bad"}.get(word, "undecided")
-    return f'<span class="verdict {cls}">{escape(word)}</span>'
+    return f'<span class="verdict {cls}">{escape.html(word)}</span>'
 
 
 def _finding_html(f, context: dict) -> str:
@@ -85,8 +88,8 @@ def _finding_html(f, context: dict) -> str:
     loc = f"{f.path}:{f.line}" if f.path and f.line else (f.path or "")
     parts = [
         (
-            f'<div class="finding {escape(f.severity)}"><b>{escape(f.rule)}</b> {escape(f.severity)} '
-            f"<code>{escape(loc)}</code><div>{escape(f.message)}</div>"
+            f'<div class="finding {escape.html(f.severity)}"><b>{escape.html(f.rule)}</b> {escape.html(f.severity)} '
+            f"<code>{escape.html(loc)}</code><div>{escape.html(f.message)}</div>"
         )
     ]
     lines = context.get((f.path, f.line))
@@ -94,15 +97,15 @@ def _finding_html(f, context: dict) -> str:
         parts.append(
             "<pre>"
             + "\n".join(
-                (f"<mark>{n:>5} | {escape(text)}</mark>" if n == f.line else f"{n:>5} | {escape(text)}")
+                (f"<mark>{n:>5} | {escape.html(text)}</mark>" if n == f.line else f"{n:>5} | {escape.html(text)}")
                 for n, text in lines
             )
             + "</pre>"
         )
     elif where is not None and where.text:
-        parts.append(f"<pre>{where.line:>5} | {escape(where.text)}</pre>")
+        parts.append(f"<pre>{where.line:>5} | {escape.html(where.text)}</pre>")
     if f.fix:
-        parts.append(f'<div class="fix">fix: {escape(f.fix)}</div>')
+        parts.append(f'<div class="fix">fix: {escape.html(f.fix)}</div>')
     parts.append("</div>")
     return "".join(parts)
 
@@ -111,7 +114,7 @@ def _legend(terms: list[str]) -> str:
     return (
         '<div class="legend">'
         + "".join(
-            f'<span><i style="background:{TERM_COLOURS.get(t, "#999")}"></i>{escape(t.replace("_", " "))}</span>'
+            f'<span><i style="background:{TERM_COLOURS.get(t, "#999")}"></i>{escape.html(t.replace("_", " "))}</span>'
             for t in terms
         )
         + "</div>"
@@ -123,7 +126,7 @@ def memory_svg(memory: dict | None, side_id: str) -> str:
     if not memory or (not memory["stages"] and not memory["rollout"]):
         return (
             '<p class="note">no memory estimate'
-            + (f": {escape('; '.join(memory['problems']))}" if memory and memory.get("problems") else "")
+            + (f": {escape.html('; '.join(memory['problems']))}" if memory and memory.get("problems") else "")
             + "</p>"
         )
     cap = memory["capacity_bytes"]
@@ -155,7 +158,7 @@ def memory_svg(memory: dict | None, side_id: str) -> str:
     for k, (label, terms, total, phase) in enumerate(bars):
         x = left + GAP + k * (BAR_W + GAP)
         y = float(base)
-        out.append(f'<g class="bar" data-label="{escape(label)}" data-phase="{phase}" data-total-bytes="{total}">')
+        out.append(f'<g class="bar" data-label="{escape.html(label)}" data-phase="{phase}" data-total-bytes="{total}">')
         for term, nbytes in terms.items():
             if not nbytes or nbytes <= 0:
                 continue
@@ -166,10 +169,12 @@ def memory_svg(memory: dict | None, side_id: str) -> str:
             out.append(
                 f'<rect class="seg" data-term="{term}" data-bytes="{nbytes}" x="{x}" y="{y:.3f}" '
                 f'width="{BAR_W}" height="{h:.3f}" fill="{TERM_COLOURS.get(term, "#999")}">'
-                f"<title>{escape(label)}: {escape(term)} {nbytes / (1 << 30):.2f} GiB</title></rect>"
+                f"<title>{escape.html(label)}: {escape.html(term)} {nbytes / (1 << 30):.2f} GiB</title></rect>"
             )
         out.append(f'<text x="{x + BAR_W / 2}" y="{y - 3:.1f}" text-anchor="middle">{100 * total / cap:.0f}%</text>')
-        out.append(f'<text transform="translate({x + BAR_W / 2},{base + 8}) rotate(50)">{escape(label)}</text></g>')
+        out.append(
+            f'<text transform="translate({x + BAR_W / 2},{base + 8}) rotate(50)">{escape.html(label)}</text></g>'
+        )
     out.append("</svg>")
     return _legend(used_terms) + "".join(out)
 
@@ -230,7 +235,7 @@ def ranks_svg(side: Side, side_id: str) -> str:
             crossing.append(f"{g['crossing']} of {g['groups']} {LABELS.get(kind, kind.upper())} groups cross nodes")
     note = "; ".join(crossing) if crossing else "every TP, EP, ETP and TP·CP group stays inside a node"
     return (
-        f'<p class="note">{grid.world} ranks on {nodes} nodes × {n}; PP coloured by stage; {escape(note)}</p>'
+        f'<p class="note">{grid.world} ranks on {nodes} nodes × {n}; PP coloured by stage; {escape.html(note)}</p>'
         + "".join(out)
         + more
     )
@@ -244,27 +249,35 @@ def _layout_table(side: Side) -> str:
             if v is None:
                 continue
             text = ", ".join(map(str, v)) if isinstance(v, list) else str(v)
-            rows.append(f"<tr><td>{escape(role)} {escape(LABELS.get(name, name))}</td><td>{escape(text)}</td></tr>")
+            rows.append(
+                f"<tr><td>{escape.html(role)} {escape.html(LABELS.get(name, name))}</td>"
+                f"<td>{escape.html(text)}</td></tr>"
+            )
     for name in ROLLOUT_FIELDS:
         v = (side.rollout or {}).get(name)
         if v is not None:
-            rows.append(f"<tr><td>rollout {escape(LABELS.get(name, name))}</td><td>{escape(str(v))}</td></tr>")
+            rows.append(
+                f"<tr><td>rollout {escape.html(LABELS.get(name, name))}</td><td>{escape.html(str(v))}</td></tr>"
+            )
     return "<table>" + "".join(rows) + "</table>" if rows else ""
 
 
 def _side_html(side: Side, side_id: str, heading: str) -> str:
     r = side.result
-    out = [f'<div class="side" id="side-{side_id}"><h3>{escape(heading)}</h3>']
+    out = [f'<div class="side" id="side-{side_id}"><h3>{escape.html(heading)}</h3>']
     word = verdict_word(r)
     out.append(f"<p>{_verdict_badge(word)}</p>")
     if r is None:
         return "".join(out) + "<p class='note'>the file does not exist on this side</p></div>"
     if r.error is not None:
-        return "".join(out) + f"<p>{escape(r.error)}</p></div>"
+        return "".join(out) + f"<p>{escape.html(r.error)}</p></div>"
     job = r.job
     if job is not None:
         model = job.model.name if job.model else f"model not found: {job.model_problem}"
-        out.append(f'<p class="note">{escape(job.framework)} {escape(job.framework_version)}; {escape(model)}</p>')
+        out.append(
+            f'<p class="note">{escape.html(job.framework)} {escape.html(job.framework_version)}; '
+            f"{escape.html(model)}</p>"
+        )
     out.append(f"<h3>findings ({len(r.findings)})</h3>")
     out.extend(_finding_html(f, side.context) for f in r.findings)
     if not r.findings:
@@ -272,9 +285,11 @@ def _side_html(side: Side, side_id: str, heading: str) -> str:
     out.append("<h3>layout</h3>" + _layout_table(side))
     m = side.memory
     if m:
-        out.append(f"<h3>memory per device ({escape(m['device'])}, {m['capacity_bytes'] / (1 << 30):.0f} GiB)</h3>")
+        out.append(
+            f"<h3>memory per device ({escape.html(m['device'])}, {m['capacity_bytes'] / (1 << 30):.0f} GiB)</h3>"
+        )
         if m.get("device_note"):
-            out.append(f'<p class="note">{escape(m["device_note"])}</p>')
+            out.append(f'<p class="note">{escape.html(m["device_note"])}</p>')
     out.append(memory_svg(m, side_id))
     out.append("<h3>ranks</h3>" + ranks_svg(side, side_id))
     out.append("</div>")
@@ -282,9 +297,9 @@ def _side_html(side: Side, side_id: str, heading: str) -> str:
 
 
 def _page(title: str, body: str, data: dict) -> str:
-    blob = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    blob = escape.script_json(json.dumps(data, ensure_ascii=False))
     return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape.html(title)}</title>'
         f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head><body>'
         f'{body}<script type="application/json" id="shardcheck-data">{blob}</script><script>{JS}</script>'
         f"</body></html>\n"
@@ -298,7 +313,7 @@ def render_check_html(sides: list[Side]) -> str:
     body = ["<h1>shardcheck report</h1>"]
     data = {"version": 1, "results": []}
     for k, side in enumerate(sides):
-        body.append(f"<h2>{escape(side.result.path)}</h2>")
+        body.append(f"<h2>{escape.html(side.result.path)}</h2>")
         body.append(_side_html(side, f"s{k}", "verdict"))
         doc = result_to_dict(side.result)
         doc["memory"] = side.memory
@@ -314,13 +329,13 @@ def render_diff_html(diffs: list[ScriptDiff]) -> str:
     if not shown:
         body.append("<p>No launch scripts changed.</p>")
     for k, d in enumerate(shown):
-        body.append(f"<h2>{escape(d.path)}</h2><p class='summary'>{escape(d.summary)}</p>")
+        body.append(f"<h2>{escape.html(d.path)}</h2><p class='summary'>{escape.html(d.summary)}</p>")
         rows = layout_rows(d) + placement_rows(d)
         body.append(
             "<table><tr><th></th><th>before</th><th>after</th></tr>"
             + "".join(
-                f'<tr class="{"changed" if changed else ""}"><td>{escape(label)}</td><td>{escape(vb)}</td>'
-                f"<td>{escape(va)}</td></tr>"
+                f'<tr class="{"changed" if changed else ""}"><td>{escape.html(label)}</td><td>{escape.html(vb)}</td>'
+                f"<td>{escape.html(va)}</td></tr>"
                 for label, vb, va, changed in rows
             )
             + "</table>"

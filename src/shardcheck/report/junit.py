@@ -1,19 +1,21 @@
 """JUnit XML (the Ant/Jenkins/GitLab schema): one test case per script; it fails when the script has an
 error finding (for ``diff``: on the after side), errors when the input cannot be used; warnings and
-notes go to ``system-out``."""
+notes go to ``system-out``. Every value is escaped as text (report/escape.py): XML 1.0 forbids most C0
+controls even as character references, and a value's newline would make a line of its own."""
 
 from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
+from shardcheck.report import escape
 from shardcheck.report.findings_source import Item
 
 
 def _line(it: Item) -> str:
-    loc = f"{it.path}:{it.line}" if it.path and it.line else (it.path or it.script)
+    loc = escape.file_name(f"{it.path}:{it.line}" if it.path and it.line else (it.path or it.script))
     mark = " (new)" if it.baseline == "new" else ""
-    fix = f"\n  fix: {it.fix}" if it.fix else ""
-    return f"{loc}: {it.rule or 'input'} {it.severity}{mark}: {it.message}{fix}"
+    fix = f"\n  fix: {escape.text(it.fix)}" if it.fix else ""
+    return f"{loc}: {it.rule or 'input'} {it.severity}{mark}: {escape.text(it.message)}{fix}"
 
 
 def render_junit(
@@ -26,12 +28,12 @@ def render_junit(
     ts = ET.SubElement(root, "testsuite", name=suite)
     failures = errors = 0
     for script, found in by_script.items():
-        case = ET.SubElement(ts, "testcase", classname=suite.replace(" ", "."), name=script)
+        case = ET.SubElement(ts, "testcase", classname=suite.replace(" ", "."), name=escape.text(script))
         bad = [i for i in found if i.unusable]
         failing = [i for i in found if not i.unusable and i.severity == "error"]
         if bad:
             errors += 1
-            el = ET.SubElement(case, "error", message=bad[0].message, type="input")
+            el = ET.SubElement(case, "error", message=escape.text(bad[0].message), type="input")
             el.text = "\n".join(_line(i) for i in bad)
         elif failing:
             failures += 1
@@ -46,7 +48,7 @@ def render_junit(
         rest = [i for i in found if not i.unusable and i.severity != "error"]
         out = [_line(i) for i in rest]
         if summaries and script in summaries:
-            out.insert(0, summaries[script])
+            out.insert(0, escape.text(summaries[script]))
         if out:
             ET.SubElement(case, "system-out").text = "\n".join(out)
     for el in (root, ts):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from shardcheck.memory.devices import GIB
+from shardcheck.report import escape
 
 TRAIN_TERMS = (
     "weights",
@@ -85,7 +86,7 @@ def _stage_table(t, device) -> list[str]:
 def render_memory_text(results, *, explain: bool = False) -> str:
     out: list[str] = []
     for r in results:
-        out.append(r.path)
+        out.append(escape.file_name(r.path))
         if r.error is not None:
             out.append(f"  error: {r.error}")
             continue
@@ -174,7 +175,7 @@ def render_memory_text(results, *, explain: bool = False) -> str:
             out.append("  terms")
             for k, v in EXPLAIN.items():
                 out.append(f"    {k}: {v}")
-    return "\n".join(out)
+    return escape.text_lines(out)
 
 
 def _train_json(t) -> dict | None:

@@ -7,6 +7,7 @@ import json
 from shardcheck.api import MeshResult
 from shardcheck.mesh.grid import LIST_LIMIT
 from shardcheck.mesh.placement import RolloutReplicas, crossings, node_count, nodes
+from shardcheck.report import escape
 
 JSON_VERSION = 1
 SHOWN = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "tp-cp", "dp-cp", "tp-pp")
@@ -115,7 +116,7 @@ def _group_text(grid, name: str, g: int) -> str:
 
 
 def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
-    out = [m.path]
+    out = [escape.file_name(m.path)]
     grid = m.grid
     for f in m.errors:
         loc = f"{f.path}:{f.line}" if f.path and f.line else m.path
@@ -130,7 +131,7 @@ def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
             )
         elif not m.errors:
             out.append("  the layout is not known (see VALUE-UNKNOWN findings of `shardcheck check`)")
-        return "\n".join(out)
+        return escape.text_lines(out)
     per_node = _devices(m)
     role = m.layout.role if m.layout else "actor"
     count = node_count(grid.world, per_node)
@@ -191,4 +192,4 @@ def render_mesh_text(m: MeshResult, rank: int | None = None) -> str:
             out.append(f"    … {ro.count - len(reps)} more")
     elif m.rollout is not None:
         out.append(f"  rollout: {m.rollout}")
-    return "\n".join(out)
+    return escape.text_lines(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from shardcheck.memory.devices import GIB
+from shardcheck.report import escape
 
 
 def _layout(plan) -> dict:
@@ -119,7 +120,8 @@ def _row(label: str, plan) -> list[str]:
 
 def render_plan_text(result) -> str:
     lines = [
-        f"{result.job.path}: {result.job.framework} on {result.job.cluster.world.value} × {result.device.name} "
+        f"{escape.file_name(result.job.path)}: {result.job.framework} on {result.job.cluster.world.value} × "
+        f"{result.device.name} "
         f"(peak ≤ {1 - result.margin:.0%} of {result.device.memory_gib:.0f} GiB)"
     ]
     for f in result.input_errors:
@@ -162,4 +164,4 @@ def render_plan_text(result) -> str:
                 for why, r in list(untimed.items())[:3]
             )
         )
-    return "\n".join(lines)
+    return escape.text_lines(lines)

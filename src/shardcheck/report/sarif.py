@@ -10,6 +10,8 @@ is text (SARIF's ``fixes`` need concrete replacements, which shardcheck does not
 and in ``properties.fix``. For ``diff`` each result has ``baselineState`` new or unchanged. An input that
 cannot be used is its INPUT-* result (a tool execution notification if the settings left that rule out)
 and makes ``executionSuccessful`` false; a file without a launch is skipped, as ``check`` skips it.
+Texts a viewer shows (messages, snippets) are escaped as text (report/escape.py); URIs percent-encode the
+file name's bytes (a name that is not UTF-8 included); the rest is JSON, exact.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import os
 from urllib.parse import quote
 
+from shardcheck.report import escape
 from shardcheck.report.findings_source import Item
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -55,6 +58,10 @@ def _rule_descriptor(rule_id: str) -> dict:
     return doc
 
 
+def _uri(path: str) -> str:
+    return quote(path, errors="surrogateescape")
+
+
 def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check") -> str:
     import shardcheck
 
@@ -63,16 +70,18 @@ def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check
     results = []
     notifications = []
     for it in items:
-        location = {"physicalLocation": {"artifactLocation": {"uri": quote(it.path or it.script)}}}
+        location = {"physicalLocation": {"artifactLocation": {"uri": _uri(it.path or it.script)}}}
         if it.line:
             region: dict = {"startLine": it.line}
             if it.snippet:
-                region["snippet"] = {"text": it.snippet}
+                region["snippet"] = {"text": escape.text(it.snippet)}
             location["physicalLocation"]["region"] = region
         if it.rule is None:
-            notifications.append({"level": "error", "message": {"text": it.message}, "locations": [location]})
+            notifications.append(
+                {"level": "error", "message": {"text": escape.text(it.message)}, "locations": [location]}
+            )
             continue
-        text = it.message + (f"\nfix: {it.fix}" if it.fix else "")
+        text = escape.text(it.message) + (f"\nfix: {escape.text(it.fix)}" if it.fix else "")
         result: dict = {
             "ruleId": it.rule,
             "ruleIndex": index[it.rule],
@@ -103,8 +112,9 @@ def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check
                 "properties": {"command": command, "scripts": scripts},
             }
         ],
-        "artifacts": [{"location": {"uri": quote(s)}} for s in dict.fromkeys(i.path or i.script for i in items)],
+        "artifacts": [{"location": {"uri": _uri(s)}} for s in dict.fromkeys(i.path or i.script for i in items)],
         "results": results,
         "columnKind": "unicodeCodePoints",
     }
-    return json.dumps({"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}, indent=2, ensure_ascii=False)
+    doc = {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+    return escape.json_text(json.dumps(doc, indent=2, ensure_ascii=False))

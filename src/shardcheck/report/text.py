@@ -5,6 +5,7 @@ from __future__ import annotations
 from shardcheck.api import LAYOUT_RULES, Result, summarize_layout
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Origin, Traced
+from shardcheck.report import escape
 
 
 def origin_text(origin: Origin) -> str:
@@ -259,7 +260,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def _finding_lines(f, fallback: str) -> list[Line]:
-    loc = f"{f.path}:{f.line}" if f.path and f.line else (f.path or fallback)
+    loc = escape.file_name(f"{f.path}:{f.line}" if f.path and f.line else (f.path or fallback))
     lines: list[Line] = [
         [(f"{loc}: ", "path"), (f.rule, "rule"), (" ", None), (f.severity, f.severity), (f": {f.message}", None)]
     ]
@@ -316,7 +317,7 @@ def result_lines(r: Result, *, quiet: bool = False, builtin: bool = False, verbo
                 continue  # a skipped file is not worth a line in quiet mode
             out.extend(_finding_lines(f, r.path))
         if r.job is None and not r.findings and r.error:  # the INPUT-* finding was ignored by the settings
-            out.append([(f"{r.path}: ", "path"), (r.status, "dim")])
+            out.append([(f"{escape.file_name(r.path)}: ", "path"), (r.status, "dim")])
         return out
     return [
         [(line, _style_of(line))] if not isinstance(line, list) else line for line in _full_report(r, builtin, verbose)
@@ -336,7 +337,7 @@ def _rollout_engines(job) -> list[str]:
 
 def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     out: list = []
-    out.append(r.path + (" (built-in example)" if builtin else ""))
+    out.append(escape.file_name(r.path) + (" (built-in example)" if builtin else ""))
     if verbose:
         out.append(
             f"  settings   {r.settings.source or r.settings.refused or 'none (no [tool.shardcheck] in the work tree)'}"
@@ -424,7 +425,8 @@ def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
 
 
 def plain(lines: list[Line]) -> str:
-    return "\n".join("".join(text for text, _ in line) for line in lines)
+    """Styled lines as plain text: every segment escaped (report/escape.py), so each stays one line."""
+    return "\n".join("".join(escape.text(t) for t, _ in line) for line in lines)
 
 
 def render_result(r: Result, *, quiet: bool = False, builtin: bool = False) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from shardcheck.report import escape
+
 
 def _verdict(valid: bool | None) -> str:
     return {True: "valid", False: "will not start", None: "undecided"}[valid]
@@ -16,7 +18,7 @@ def _versions_text(versions: tuple[str, ...]) -> str:
 def render_versions_text(matrices) -> str:
     out: list[str] = []
     for m in matrices:
-        out.append(m.path)
+        out.append(escape.file_name(m.path))
         if m.error:
             out.append(f"  error: {m.error}")
             continue
@@ -37,7 +39,7 @@ def render_versions_text(matrices) -> str:
             reason = f"{r.first.rule}: {r.first.message}" if r.first else ""
             verdict = "layout valid" if r.valid else "will not start"
             out.append(f"  {_versions_text(r.versions):<13} {verdict:<16} {reason}".rstrip())
-    return "\n".join(out)
+    return escape.text_lines(out)
 
 
 def _finding(f) -> dict | None:

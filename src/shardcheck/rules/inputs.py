@@ -352,8 +352,9 @@ def bad_size(p: Problem) -> Message:
     """
     if p.kind is Kind.NOT_POSITIVE:
         bound = f" (at most {p['at_most']})" if p.args.get("at_most") else ""
+        why = f": {p.args['why']}" if p.args.get("why") else ""
         return (
-            f"{p['name']} must be a positive integer{bound}, got {p['value']}",
+            f"{p['name']} must be a positive integer{bound}, got {p['value']}{why}",
             f"set {p['name']} to a whole number ≥ 1",
         )
     flag = p["flag"]
@@ -396,9 +397,10 @@ def bad_type(p: Problem) -> Message:
 
 
 def _bad_value(p: Problem) -> Message:
+    why = f"{p.args['why']}; " if p.args.get("why") else ""  # inf, NaN or past 2^40: said, not only the range
     if p.args.get("flag"):  # a Megatron-LM / slime flag
-        return f"{p['key']} {p['value']}: must be {p['what']}", f"give {p['key']} {p['what']}"
-    return f"{p['key']} = {p['value']}: must be {p['what']}", f"set {p['key']} to {p['what']}"
+        return f"{p['key']} {p['value']}: {why}must be {p['what']}", f"give {p['key']} {p['what']}"
+    return f"{p['key']} = {p['value']}: {why}must be {p['what']}", f"set {p['key']} to {p['what']}"
 
 
 @rule(

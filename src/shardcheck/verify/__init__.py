@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardcheck.errors import ShardcheckError
+from shardcheck.report.escape import text_lines
 from shardcheck.verify.compare import ASSUMPTIONS, EnginePlan, Expectation, compare, plan_engine
 
 __all__ = ["Expectation", "VerifyError", "VerifyReport", "compare", "verify_available", "verify_job", "verify_jobs"]
@@ -104,12 +105,12 @@ class VerifyReport:
             lines = [f"{head}: agrees ({ranks}, {self.seconds:.1f} s)"]
             if self.world is not None and n != self.world:
                 lines.append(f"  ranks checked: {self.rank_selection}")
-            return "\n".join(lines)
+            return text_lines(lines)
         lines = [f"{head}: disagrees: {d}" for d in self.disagreements]
         lines += [f"{head}: {u}" for u in self.unverified]
         if not self.engines and not self.unverified:
             lines.append(f"{head}: nothing to verify (no Megatron-Core engine)")
-        return "\n".join(lines)
+        return text_lines(lines)
 
     def to_dict(self) -> dict:
         return {

@@ -234,7 +234,17 @@ def _typed(flag: Flag, text: str | None, word: Field, start: int, unknown: str |
         bad = expected.problem(value)
         if bad is not None:  # argparse takes it; Megatron-LM or slime would divide by it or fail later
             notes.append(
-                Problem(bad, origin, {"key": flag.name, "value": shown(value), "what": expected.what, "flag": True})
+                Problem(
+                    bad,
+                    origin,
+                    {
+                        "key": flag.name,
+                        "value": shown(value),
+                        "what": expected.what,
+                        "why": expected.beyond(value),
+                        "flag": True,
+                    },
+                )
             )
             return Traced(None, origin, f"{INVALID}{flag.name} {shown(value)} is not {expected.what}")
         return Traced(value, origin)

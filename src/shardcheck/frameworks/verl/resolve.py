@@ -565,7 +565,10 @@ def read_size(
         return Traced(None, traced.origin)
     if isinstance(value, bool) or not isinstance(value, int) or (positive and value < 1) or abs(value) > MAX_INT:
         where = traced.origin.first_script_line() or traced.origin
-        notes.append(Problem(Kind.NOT_POSITIVE, where, {"name": key, "value": shown(value), "at_most": "2^40"}))
+        why = COUNT.beyond(value)  # inf, NaN or past 2^40: said, not only the range
+        notes.append(
+            Problem(Kind.NOT_POSITIVE, where, {"name": key, "value": shown(value), "at_most": "2^40", "why": why})
+        )
         return Traced(None, traced.origin, f"{key} is not a positive integer ({shown(value)})")
     return traced
 
