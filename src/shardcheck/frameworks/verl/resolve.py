@@ -221,6 +221,8 @@ VALUE_KEYS += tuple(
 )
 # Keys verl's YAML leaves out: their value when no override sets them (free-form engine kwargs take
 # the engine's own default; dataclass fields the dataclass default).
+# The critic's FSDP engine section before verl 0.8.0 moved it to ``critic.fsdp`` (``_critic_engine``).
+CRITIC_ENGINE_BEFORE_0_8 = "critic.model.fsdp_config"
 ABSENT_DEFAULTS = {
     "actor_rollout_ref.rollout.engine_kwargs.sglang.enable_dp_attention": (
         False,
@@ -282,6 +284,7 @@ ABSENT_DEFAULTS = {
             "actor_rollout_ref.actor.fsdp_config",
             "actor_rollout_ref.ref.fsdp_config",
             "critic.fsdp",
+            CRITIC_ENGINE_BEFORE_0_8,
         )
     },
     **{
@@ -780,6 +783,16 @@ def _critic_used(config: VerlConfig, notes: list[Problem]) -> Traced:
     )
 
 
+def _critic_engine(config: VerlConfig, engine: str) -> str:
+    """The critic's FSDP engine section in this config: ``critic.fsdp`` from verl 0.8.0, where a release (or a
+    carried fork) has none of it, ``critic.model.fsdp_config``: verl 0.4.0 … 0.7.1 build the critic's mesh from
+    ``self.config.model.fsdp_config.fsdp_size`` and read its offload flags and dtype there (fsdp_workers.py
+    CriticWorker.__init__, v0.7.1 bec9ef7 line 1311; v0.4.0 0758489 line 784)."""
+    if config.is_missing(engine) and not config.is_missing(CRITIC_ENGINE_BEFORE_0_8):
+        return CRITIC_ENGINE_BEFORE_0_8
+    return engine
+
+
 def _fsdp_layouts(
     config: VerlConfig, ref_used: Traced, critic_used: Traced, notes: list[Problem]
 ) -> tuple[FsdpLayout, ...]:
@@ -794,6 +807,8 @@ def _fsdp_layouts(
         strategy = read_value(config, f"{section}.strategy", NAME, notes)
         if built[role].value is False or not (strategy.known and strategy.value in FSDP_STRATEGIES):
             continue
+        if role == "critic":
+            engine = _critic_engine(config, engine)
         out.append(_fsdp_layout(config, role, section, engine, propagates, notes))
     return tuple(out)
 
