@@ -607,6 +607,8 @@ def _resolve_script(
             model_config=model_config,
             # Megatron-LM's and slime's flags are those of this megatron-core minor; verl's SFT its verl version
             **(sft_options or {"megatron_core": choose(megatron_core_version).version}),
+            # a Megatron-LM fork's flags are read from its code in the script's repository (megatron_lm/forks.py)
+            **({"script_file": Path(path)} if flag_launch[1] == "megatron-lm" and text is None else {}),
         )
         if not launches and flag_launch is not None
         else None
@@ -685,7 +687,7 @@ def _carried_verl(path: Path, reading, launch):
     older = " (older than every bundled release: release behaviour as the nearest one's)"
     where = f"carried verl {found.version}{older if found.older_than_catalogue else ''}, {found.found_by}"
     try:
-        load(str(found.root)).match
+        _ = load(str(found.root)).match  # reads and matches the tree: a copy that does not load fails here
     except UsageError as exc:
         return None, f"the carried verl at {found.root} does not load ({exc}); the version is chosen as without it"
     return VerlPathRequest(str(found.root), where), None
