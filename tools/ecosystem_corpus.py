@@ -47,6 +47,10 @@ PIN_FILE = re.compile(
     r"|(^|/)verl/version/version$"
 )
 VENDORED_CONFIG = re.compile(r"(^|/)verl/trainer/config/.*\.yaml$")
+# a Megatron-LM fork's argument tables (src/shardcheck/frameworks/megatron_lm/forks.py reads them), and the
+# marker folders it looks for: python files that declare flags
+FORK_CODE = re.compile(r"^((mindspeed_llm|megatron_patch|flagscale)/.*\.py|megatron/(training/)?arguments\.py)$")
+MAX_CODE_BYTES = 1 << 20
 PINNED = {
     "verl": r"\bverl\s*(?:\[[^\]]*\])?\s*(==|>=|~=|<=)\s*([0-9][0-9a-z.]*)",
     "megatron-core": r"megatron[-_]core\s*(?:\[[^\]]*\])?\s*(==|>=|~=|<=)\s*([0-9][0-9a-z.]*)",
@@ -120,7 +124,7 @@ def choose(git_dir: Path, repo: str) -> dict:
             if LAUNCH.search(text):
                 scripts.append({"path": path, "sha256": hashlib.sha256(text.encode()).hexdigest()})
                 extra |= _sourced(text, path, names)
-        elif PIN_FILE.search(path) or VENDORED_CONFIG.search(path):
+        elif PIN_FILE.search(path) or VENDORED_CONFIG.search(path) or FORK_CODE.search(path):
             extra.add(path)
     chosen = {s["path"] for s in scripts}
     support = []
@@ -129,7 +133,8 @@ def choose(git_dir: Path, repo: str) -> dict:
             blob = _git(git_dir, "show", f"{commit}:{path}")
         except subprocess.CalledProcessError:
             continue  # a submodule's gitlink or a symlink to nowhere
-        if len(blob) > MAX_PIN_BYTES:
+        code = FORK_CODE.search(path) is not None
+        if len(blob) > (MAX_CODE_BYTES if code else MAX_PIN_BYTES) or (code and b"add_argument" not in blob):
             continue
         support.append(path)
         if PIN_FILE.search(path):
@@ -167,16 +172,15 @@ def materialize(mirrors: Path | None, out: Path) -> int:
         for entry in load_manifest()["repositories"]:
             repo, commit = entry["repo"], entry["commit"]
             git_dir = (
-                mirrors / repo.replace("/", "+") / "repo"
-                if mirrors
-                else _github_git_dir(repo, commit, Path(scratch))
+                mirrors / repo.replace("/", "+") / "repo" if mirrors else _github_git_dir(repo, commit, Path(scratch))
             )
             base = out / folder(repo)
             for item in entry["scripts"] + [{"path": p} for p in entry["support"]]:
                 blob = _git(git_dir, "show", f"{commit}:{item['path']}")
-                if "sha256" in item and hashlib.sha256(blob.decode("utf-8", "replace").encode()).hexdigest() != item[
-                    "sha256"
-                ]:
+                if (
+                    "sha256" in item
+                    and hashlib.sha256(blob.decode("utf-8", "replace").encode()).hexdigest() != item["sha256"]
+                ):
                     raise SystemExit(f"{repo}:{item['path']}: differs from the manifest's sha256 at {commit}")
                 target = base / item["path"]
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -197,7 +201,8 @@ def script_paths(out: Path | None = None) -> list[tuple[str, Path]]:
 
 def judge(shown: str, path: Path, out: Path) -> list[tuple]:
     """The error and warning findings on one script as ``(file, line, rule, severity)`` rows (file relative to
-    the corpus folder; the run is in-process with the default settings, no fix proofs)."""
+    the corpus folder; the run is in-process with the default settings, no fix proofs; a grouped finding is one
+    row, at its first member's line)."""
     from shardcheck.api import check
     from shardcheck.settings import Settings
 
@@ -206,9 +211,7 @@ def judge(shown: str, path: Path, out: Path) -> list[tuple]:
     for f in result.findings:
         if f.severity in ("error", "warning"):
             rows.add((_relative(f.path or shown, out), f.line or 0, f.rule, f.severity))
-    if result.error and result.error_kind != "no-launch":
-        rows.add((shown, 0, f"INPUT-{result.error_kind}".upper(), "error"))
-    return sorted(rows)
+    return sorted(rows)  # an input that cannot be used has its INPUT-UNREADABLE / INPUT-UNUSABLE finding
 
 
 def _relative(where: str, out: Path) -> str:
@@ -225,6 +228,15 @@ def run_corpus(out: Path | None = None) -> tuple[dict[str, list], float]:
     start = time.process_time()
     results = {shown: [list(r) for r in judge(shown, path, out)] for shown, path in script_paths(out)}
     return results, time.process_time() - start
+
+
+def snapshot_text(results: dict[str, list]) -> str:
+    """The snapshot as JSON with one finding a line, so that its diff names each finding that moved."""
+    lines = []
+    for shown in sorted(results):
+        rows = ",\n".join("  " + json.dumps(list(r)) for r in sorted(map(tuple, results[shown])))
+        lines.append(f"{json.dumps(shown)}: [\n{rows}\n ]" if rows else f"{json.dumps(shown)}: []")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def main(argv: list[str]) -> int:
@@ -245,8 +257,9 @@ def main(argv: list[str]) -> int:
         print(f"{corpus_dir()}: {materialize(mirrors, corpus_dir())} files written")
         return 0
     if verb == "snapshot":
+        os.environ.pop("SHARDCHECK_VERL_VERSION", None)  # judged as a user's run judges them
         results, cpu = run_corpus()
-        SNAPSHOT.write_text(json.dumps(results, indent=0, sort_keys=True) + "\n")
+        SNAPSHOT.write_text(snapshot_text(results))
         found = sum(len(v) for v in results.values())
         print(f"{SNAPSHOT}: {len(results)} scripts, {found} findings, {cpu:.0f} s of CPU")
         return 0

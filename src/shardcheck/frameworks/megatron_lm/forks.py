@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,7 +91,9 @@ def declared_flags(files: tuple[Path, ...]) -> dict[str, Flag]:
         if "add_argument" not in text:
             continue
         try:
-            tree = ast.parse(text)
+            with warnings.catch_warnings():  # the fork's invalid escapes are its own, not the user's to read
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text)
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
