@@ -161,3 +161,20 @@ def test_experimental_trainer_config_is_composed(tmp_path, monkeypatch):
     assert job.cluster.nnodes.value == 1
     assert job.accepted_versions[0] == "0.8.0"  # the first version with fully_async_main
     assert "VERL-CONFIG-CUSTOM" not in _rules(result) and "VERL-CFG-UNKNOWN-KEY" not in _rules(result)
+
+
+@pytest.mark.parametrize(("batch", "bad"), [(0, False), (16, True)])
+def test_fully_async_takes_train_batch_size_zero(tmp_path, monkeypatch, batch, bad):
+    """verl's fully async rollouter asserts data.train_batch_size == 0 (fully_async_rollouter.py): 0 is no bad
+    range, and is not a batch the batch rules judge; any other value stops verl."""
+    monkeypatch.delenv("SHARDCHECK_VERL_VERSION", raising=False)
+    script = tmp_path / "fa.sh"
+    script.write_text(
+        "python3 -m verl.experimental.fully_async_policy.fully_async_main "
+        "--config-name=fully_async_ppo_megatron_trainer trainer.nnodes=1 "
+        f"data.train_batch_size={batch} actor_rollout_ref.actor.ppo_mini_batch_size=32\n"
+    )
+    result = check(script)
+    assert ("VALUE-BAD-RANGE" in _rules(result)) is bad
+    assert "VERL-ACT-TBS-MINI" not in _rules(result)
+    assert result.job.values["data.train_batch_size"].known is False

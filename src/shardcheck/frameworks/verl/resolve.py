@@ -473,6 +473,20 @@ EXPERIMENTAL_PPO = (
     "verl.experimental.fully_async_policy.fully_async_main",
     "verl.experimental.one_step_off_policy.main_ppo",
 )
+# verl's fully async trainer: data.train_batch_size must be 0 (verl/experimental/fully_async_policy/
+# fully_async_rollouter.py FullyAsyncRollouter.__init__: ``assert self.config.data.train_batch_size == 0,
+# "train_batch_size must be zero"``, verl-project/verl 0.8.0; recipe/fully_async_policy/ before it moved)
+FULLY_ASYNC_KINDS = {"data.train_batch_size": ValueKind("int", low=0, high=0)}
+FULLY_ASYNC_BATCH = (
+    "fully_async_main takes data.train_batch_size = 0; its batch is require_batches × ppo_mini_batch_size, "
+    "which shardcheck does not model"
+)
+
+
+def _fully_async(launch: Launch) -> bool:
+    return bool(launch.module) and launch.module.endswith("fully_async_policy.fully_async_main")
+
+
 _PLACEHOLDER = re.compile(r"__shardcheck_unknown_\d+__")
 _OTC = "override_transformer_config"
 
@@ -1279,12 +1293,17 @@ def resolve_verl(
     fsdp_layouts = _fsdp_layouts(config, ref_built, critic_used, notes)
     servers = _servers(config, cluster, notes)
     model_path, model, problem = read_model(config, "actor_rollout_ref.model.path", notes, model_config, path)
+    kinds = {**VALUE_KINDS, **(FULLY_ASYNC_KINDS if _fully_async(launch) else {})}
     values = {
         # a key this release lacks takes its meaning from ABSENT_DEFAULTS, unchecked (it is not the script's)
-        key: traced if _absent_meaning(key, traced) else checked(key, traced, VALUE_KINDS.get(key, ANY), notes)
+        key: traced if _absent_meaning(key, traced) else checked(key, traced, kinds.get(key, ANY), notes)
         for key in dict.fromkeys(VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS)
         for traced in (_value(config, key),)
     }
+    if _fully_async(launch) and values["data.train_batch_size"].known:
+        # the rollouter's 0 is no batch: the trainer's is require_batches × ppo_mini_batch_size, not modelled
+        batch = values["data.train_batch_size"]
+        values["data.train_batch_size"] = Traced(None, batch.origin, FULLY_ASYNC_BATCH)
     return Job(
         path=path,
         framework="verl",
