@@ -73,3 +73,15 @@ def test_a_copy_that_does_not_load_is_named_and_the_version_chosen_without_it(tm
 def test_no_copy_no_vendored(tmp_path):
     (tmp_path / "repo" / "verl").mkdir(parents=True)  # a verl folder without a config tree is no copy
     assert _run(tmp_path / "repo").job.version_source != "vendored"
+
+
+@pytest.mark.parametrize(("written", "judged"), [("0.2.0.dev", False), ("0.3.0", True), ("0.4.0", True)])
+def test_a_check_an_older_copy_does_not_make_is_not_judged(tmp_path, written, judged):
+    """verl's train_batch_size >= ppo_mini_batch_size assert first appears in v0.3.0 (ray_trainer.py:350 at
+    v0.3.0.post1; none at v0.2.0.post2): on an older carried copy VERL-ACT-TBS-MINI is not judged, and said so."""
+    _carry(tmp_path / "repo", "0.4.0", written)
+    text = script("data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=256", config=FSDP)
+    result = _run(tmp_path / "repo" / "examples", text)
+    assert result.job.version_source == "vendored"
+    assert any(f.rule == "VERL-ACT-TBS-MINI" for f in result.findings) is judged
+    assert ("VERL-ACT-TBS-MINI not judged" in result.job.version_reason) is (not judged)

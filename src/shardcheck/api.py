@@ -643,7 +643,9 @@ def _resolve_script(
     from shardcheck.frameworks.verl.versions import find_pin
 
     readable = verl_version is None and text is None and Path(path).is_file()
-    carried, unloadable = _carried_verl(Path(path), reading, launches[0]) if readable else (None, None)
+    carried, carried_version, unloadable = (
+        _carried_verl(Path(path), reading, launches[0]) if readable else (None, None, None)
+    )
     if carried is not None:
         verl_version = carried
     pinned = find_pin(Path(path)) if readable and carried is None else None
@@ -662,7 +664,12 @@ def _resolve_script(
         from shardcheck.frameworks.verl.verl_path import load
 
         match = load(carried.directory).match
-        job = replace(job, version_source="vendored", verl_path=(carried.directory, match.version, match.exact))
+        job = replace(
+            job,
+            version_source="vendored",
+            verl_path=(carried.directory, match.version, match.exact),
+            carried_verl=carried_version,
+        )
     elif unloadable is not None:
         job = replace(job, version_reason=f"{job.version_reason}; {unloadable}")
     return replace(
@@ -674,23 +681,33 @@ def _resolve_script(
 
 
 def _carried_verl(path: Path, reading, launch):
-    """(a VerlPathRequest for the verl the script's repository carries, None), or (None, the one line saying why
-    a carried copy does not load), or (None, None) (frameworks/verl/vendored.py)."""
+    """(a VerlPathRequest for the verl the script's repository carries, its version file's text, None), or
+    (None, None, the one line saying why a carried copy does not load), or (None, None, None)
+    (frameworks/verl/vendored.py)."""
     from shardcheck.errors import UsageError
-    from shardcheck.frameworks.verl.vendored import find_carried
+    from shardcheck.frameworks.verl.vendored import find_carried, not_judged
     from shardcheck.frameworks.verl.verl_path import VerlPathRequest, load
 
     entries = _pythonpath(reading, launch)
     found = find_carried(path, entries)
     if found is None:
-        return None, None
-    older = " (older than every bundled release: release behaviour as the nearest one's)"
+        return None, None, None
+    skipped = not_judged(found.version)
+    older = (
+        " (older than every bundled release: "
+        + (f"{', '.join(skipped)} not judged, a check it does not make; " if skipped else "")
+        + "the other rules follow the nearest release's behaviour)"
+    )
     where = f"carried verl {found.version}{older if found.older_than_catalogue else ''}, {found.found_by}"
     try:
         _ = load(str(found.root)).match  # reads and matches the tree: a copy that does not load fails here
     except UsageError as exc:
-        return None, f"the carried verl at {found.root} does not load ({exc}); the version is chosen as without it"
-    return VerlPathRequest(str(found.root), where), None
+        return (
+            None,
+            None,
+            f"the carried verl at {found.root} does not load ({exc}); the version is chosen as without it",
+        )
+    return VerlPathRequest(str(found.root), where), found.version, None
 
 
 def _pythonpath(reading, launch) -> tuple[str, ...]:
