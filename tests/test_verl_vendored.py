@@ -84,4 +84,4 @@ def test_a_check_an_older_copy_does_not_make_is_not_judged(tmp_path, written, ju
     result = _run(tmp_path / "repo" / "examples", text)
     assert result.job.version_source == "vendored"
     assert any(f.rule == "VERL-ACT-TBS-MINI" for f in result.findings) is judged
-    assert ("VERL-ACT-TBS-MINI not judged" in result.job.version_reason) is (not judged)
+    assert ("train_batch_size >= ppo_mini_batch_size check not judged" in result.job.version_reason) is (not judged)

@@ -695,7 +695,7 @@ def _carried_verl(path: Path, reading, launch):
     skipped = not_judged(found.version)
     older = (
         " (older than every bundled release: "
-        + (f"{', '.join(skipped)} not judged, a check it does not make; " if skipped else "")
+        + (f"{', '.join(skipped)} not judged: it does not make it; " if skipped else "")
         + "the other rules follow the nearest release's behaviour)"
     )
     where = f"carried verl {found.version}{older if found.older_than_catalogue else ''}, {found.found_by}"

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardcheck.frameworks.verl.critic_batches import critic_packing
-from shardcheck.frameworks.verl.vendored import not_judged
+from shardcheck.frameworks.verl.vendored import BATCH_AT_LEAST_MINI, not_judged
 from shardcheck.frameworks.verl.versions import legacy_workers
 from shardcheck.job import Job
 from shardcheck.rules.base import Finding, NotJudged, finding, need, rule, where
@@ -327,7 +327,7 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
     """
     if not _trained(job):
         return
-    if "VERL-ACT-TBS-MINI" in not_judged(job.carried_verl):
+    if BATCH_AT_LEAST_MINI in not_judged(job.carried_verl):
         raise NotJudged  # a carried verl before 0.3 has no such check; the version line says so (vendored.py)
     tbs = need(job.value("data.train_batch_size"), "data.train_batch_size")
     for t in trainees(job):

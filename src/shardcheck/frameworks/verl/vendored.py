@@ -8,7 +8,7 @@ folder above it, up to the top of its git work tree; or one under a folder the s
 
 A copy older than the bundled catalogue (0.1 … 0.3) is named as such in the version line: its keys and defaults
 are its own tree's, but the release behaviour shardcheck records starts at 0.4.0, the nearest it is matched to.
-The rules whose check such a release does not make (``NOT_IN_OLDER``) are not judged, and the line names them.
+The checks such a release does not make (``FIRST_CHECKED``) are not judged, and the line names them.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LEVELS = 6  # folders above the script searched (a repository's examples/<model>/<algo>/run.sh is 3 deep)
-# rule -> (the first release that checks it, the source that shows it): not judged on an older carried copy
-NOT_IN_OLDER = {
+# verl's start-up checks by the first release that makes them: not judged on an older carried copy (the rule
+# that judges one asks ``not_judged``)
+BATCH_AT_LEAST_MINI = "the train_batch_size >= ppo_mini_batch_size check"
+FIRST_CHECKED = {
     # verl/trainer/ppo/ray_trainer.py:350 at v0.3.0.post1 (070ed6a): assert config.data.train_batch_size >=
     # config.actor_rollout_ref.actor.ppo_mini_batch_size; v0.2.0.post2 (fb53278) has no such check
-    "VERL-ACT-TBS-MINI": (0, 3),
+    BATCH_AT_LEAST_MINI: (0, 3),
 }
 
 
@@ -32,9 +34,9 @@ def _minor(version: str | None) -> tuple[int, int] | None:
 
 
 def not_judged(carried: str | None) -> list[str]:
-    """The rules a carried verl of version ``carried`` does not check (empty for a release of the catalogue)."""
+    """The checks a carried verl of version ``carried`` does not make (none for a release of the catalogue)."""
     minor = _minor(carried)
-    return [rule for rule, first in NOT_IN_OLDER.items() if minor is not None and minor < first]
+    return [check for check, first in FIRST_CHECKED.items() if minor is not None and minor < first]
 
 
 @dataclass(frozen=True)
