@@ -81,3 +81,15 @@ def test_a_fork_carrying_its_megatron_is_judged_flag_by_flag(tmp_path):
     found = _rules(result, "MLM-FLAG-UNKNOWN")
     assert [f.severity for f in found] == ["warning"] and "--not-anywhere-flag" in found[0].message
     assert result.job.values["--my-fork-flag"].value == 4
+
+
+def test_a_list_flag_of_unknown_content_is_unknown_not_missing(tmp_path):
+    """``DATA_PATH=$4 … --data-path $DATA_PATH``: the word may expand to any words, so the value is unknown
+    (issue 26 false alarm 3), while a flag followed by another flag still has no values."""
+    path = tmp_path / "train.sh"
+    path.write_text("DATA_PATH=$4\n" + megatron_lm_launch("--data-path $DATA_PATH", model=MODEL))
+    result = check(path)
+    assert not _rules(result, "VALUE-BAD-TYPE")
+    assert result.job.values["--data-path"].known is False
+    path.write_text(megatron_lm_launch("--data-path --lr 1e-4", model=MODEL))
+    assert any(f.rule.startswith("VALUE-BAD-") and "--data-path" in f.message for f in check(path).findings)

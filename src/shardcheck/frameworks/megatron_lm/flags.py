@@ -308,7 +308,14 @@ def read_flags(
             while j < n and not (words[j].text or "-").startswith("-"):
                 j += 1
             items = words[i + 1 : j]
-            if not items:  # the next word is an option (or of unknown content): argparse's nargs='+' stops
+            if not items and i + 1 < n and words[i + 1].text is None and not words[i + 1].render("").startswith("-"):
+                # a word of unknown content (``--data-path $DATA_PATH`` with DATA_PATH=$4): it may expand to any
+                # number of words, so the values are unknown, not missing
+                value = words[i + 1]
+                out.values[name] = Traced(None, _where(value), value.unknowns[0].unknown if value.unknowns else None)
+                i += 2
+                continue
+            if not items:  # the next word is an option: argparse's nargs='+' stops
                 out.notes.append(Problem(Kind.FLAG_WITHOUT_VALUES, _where(word), {"flag": name}))
                 out.values[name] = Traced(None, _where(word), f"{INVALID}{name} has no values")
                 i += 1
