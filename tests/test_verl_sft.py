@@ -178,3 +178,15 @@ def test_fully_async_takes_train_batch_size_zero(tmp_path, monkeypatch, batch, b
     assert ("VALUE-BAD-RANGE" in _rules(result)) is bad
     assert "VERL-ACT-TBS-MINI" not in _rules(result)
     assert result.job.values["data.train_batch_size"].known is False
+
+
+def test_a_recipe_module_with_argparse_options_is_no_trainer_launch(tmp_path):
+    """``python3 -m recipe.r1.data_process --local_dir … --tasks all`` is a data script (argparse), not a Hydra
+    trainer: skipped as no launch, not judged as main_ppo with unparsable overrides; a recipe's Hydra entry with
+    Hydra's own options still is one."""
+    data = tmp_path / "prep.sh"
+    data.write_text("python3 -m recipe.r1.data_process --local_dir /data/r1 --tasks all\n")
+    assert check(data).status == "skipped"
+    train = tmp_path / "train.sh"
+    train.write_text("python3 -m recipe.dapo.main_dapo --config-name=dapo_trainer trainer.nnodes=1\n")
+    assert check(train).job.framework == "verl"

@@ -491,11 +491,48 @@ _PLACEHOLDER = re.compile(r"__shardcheck_unknown_\d+__")
 _OTC = "override_transformer_config"
 
 
+# The options Hydra's own command line takes (hydra/_internal/utils.py get_args_parser, hydra-core 1.3): any
+# other ``--flag`` is no Hydra override, so a recipe module given one parses with argparse (recipe/r1/
+# data_process.py's --local_dir) and is no trainer launch.
+HYDRA_OPTIONS = frozenset(
+    {
+        "--config-path",
+        "-cp",
+        "--config-name",
+        "-cn",
+        "--config-dir",
+        "-cd",
+        "--multirun",
+        "-m",
+        "--cfg",
+        "-c",
+        "--package",
+        "-p",
+        "--resolve",
+        "--info",
+        "-i",
+        "--run",
+        "-r",
+        "--experimental-rerun",
+        "--help",
+        "-h",
+        "--hydra-help",
+        "--version",
+        "--shell-completion",
+        "-sc",
+    }
+)
+
+
 def is_verl_entry(launch: Launch) -> bool:
-    """verl's PPO trainer, or a recipe's Hydra entry point (judged with unknown config defaults)."""
-    return launch.module in PPO_ENTRIES + EXPERIMENTAL_PPO or (
-        bool(launch.module) and launch.module.split(".")[0] == "recipe"
-    )
+    """verl's PPO trainer, or a recipe's Hydra entry point (judged with unknown config defaults); a recipe module
+    given an option Hydra does not take is an argparse program (a data script), not a trainer."""
+    if launch.module in PPO_ENTRIES + EXPERIMENTAL_PPO:
+        return True
+    if not launch.module or launch.module.split(".")[0] != "recipe":
+        return False
+    options = {w.text.split("=", 1)[0] for w in launch.args if w.text and w.text.startswith("-")}
+    return options <= HYDRA_OPTIONS
 
 
 def unmodelled_verl_entry(launch: Launch) -> bool:
