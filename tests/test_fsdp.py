@@ -292,3 +292,30 @@ def test_critic_engine_key_alone_is_not_flagged(tmp_path):
     )
     assert result.job.fsdp_layout("critic").sp.value == 2
     assert not rules(result, "VERL-FSDP-CRITIC-SP")
+
+
+@pytest.mark.parametrize("version", ["0.4.0", "0.5.0", "0.7.1"])
+def test_critic_mesh_before_0_8_is_read_from_critic_model_fsdp_config(tmp_path, version):
+    """verl < 0.8 builds the critic's mesh from critic.model.fsdp_config.fsdp_size (fsdp_workers.py CriticWorker,
+    v0.7.1 line 1311): that key decides, and the critic is judged, not left undecided."""
+    text = script(
+        "algorithm.adv_estimator=gae critic.model.path=/models/Qwen2.5-7B critic.ppo_micro_batch_size_per_gpu=1 "
+        "critic.model.fsdp_config.fsdp_size=3",
+        config=FSDP,
+    )
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    result = check(path, verl_version=version)
+    critic = result.job.fsdp_layout("critic")
+    assert critic.key_prefix == "critic.model.fsdp_config" and critic.fsdp_size.value == 3
+    found = rules(result, "VERL-FSDP-SIZE")
+    assert [f.role for f in found] == ["critic"] and "critic.model.fsdp_config.fsdp_size" in str(found[0].fix or "")
+    assert not rules(result, "VALUE-UNKNOWN")
+    good = tmp_path / "good.sh"
+    good.write_text(text.replace("fsdp_size=3", "fsdp_size=-1"))
+    assert not rules(check(good, verl_version=version), "VERL-FSDP-SIZE")
+
+
+def test_critic_mesh_from_0_8_is_read_from_critic_fsdp(tmp_path):
+    result = run(tmp_path, script("algorithm.adv_estimator=gae critic.fsdp.fsdp_size=3", config=FSDP))
+    assert result.job.fsdp_layout("critic").key_prefix == "critic.fsdp"

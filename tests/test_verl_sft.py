@@ -161,3 +161,32 @@ def test_experimental_trainer_config_is_composed(tmp_path, monkeypatch):
     assert job.cluster.nnodes.value == 1
     assert job.accepted_versions[0] == "0.8.0"  # the first version with fully_async_main
     assert "VERL-CONFIG-CUSTOM" not in _rules(result) and "VERL-CFG-UNKNOWN-KEY" not in _rules(result)
+
+
+@pytest.mark.parametrize(("batch", "bad"), [(0, False), (16, True)])
+def test_fully_async_takes_train_batch_size_zero(tmp_path, monkeypatch, batch, bad):
+    """verl's fully async rollouter asserts data.train_batch_size == 0 (fully_async_rollouter.py): 0 is no bad
+    range, and is not a batch the batch rules judge; any other value stops verl."""
+    monkeypatch.delenv("SHARDCHECK_VERL_VERSION", raising=False)
+    script = tmp_path / "fa.sh"
+    script.write_text(
+        "python3 -m verl.experimental.fully_async_policy.fully_async_main "
+        "--config-name=fully_async_ppo_megatron_trainer trainer.nnodes=1 "
+        f"data.train_batch_size={batch} actor_rollout_ref.actor.ppo_mini_batch_size=32\n"
+    )
+    result = check(script)
+    assert ("VALUE-BAD-RANGE" in _rules(result)) is bad
+    assert "VERL-ACT-TBS-MINI" not in _rules(result)
+    assert result.job.values["data.train_batch_size"].known is False
+
+
+def test_a_recipe_module_with_argparse_options_is_no_trainer_launch(tmp_path):
+    """``python3 -m recipe.r1.data_process --local_dir … --tasks all`` is a data script (argparse), not a Hydra
+    trainer: skipped as no launch, not judged as main_ppo with unparsable overrides; a recipe's Hydra entry with
+    Hydra's own options still is one."""
+    data = tmp_path / "prep.sh"
+    data.write_text("python3 -m recipe.r1.data_process --local_dir /data/r1 --tasks all\n")
+    assert check(data).status == "skipped"
+    train = tmp_path / "train.sh"
+    train.write_text("python3 -m recipe.dapo.main_dapo --config-name=dapo_trainer trainer.nnodes=1\n")
+    assert check(train).job.framework == "verl"

@@ -675,6 +675,8 @@ def _resolve_script(
             model_config=model_config,
             # Megatron-LM's and slime's flags are those of this megatron-core minor; verl's SFT its verl version
             **(sft_options or {"megatron_core": choose(megatron_core_version).version}),
+            # a Megatron-LM fork's flags are read from its code in the script's repository (megatron_lm/forks.py)
+            **({"script_file": Path(path)} if flag_launch[1] == "megatron-lm" and text is None else {}),
         )
         if not launches and flag_launch is not None
         else None
@@ -710,7 +712,13 @@ def _resolve_script(
         )
     from shardcheck.frameworks.verl.versions import find_pin
 
-    pinned = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None
+    readable = verl_version is None and text is None and Path(path).is_file()
+    carried, carried_version, unloadable = (
+        _carried_verl(Path(path), reading, launches[0]) if readable else (None, None, None)
+    )
+    if carried is not None:
+        verl_version = carried
+    pinned = find_pin(Path(path)) if readable and carried is None else None
     job = resolve(
         "verl",
         launches[0],
@@ -722,12 +730,67 @@ def _resolve_script(
         memo=memo,
         env=env,
     )
+    if carried is not None and job.version_source == "path":
+        from shardcheck.frameworks.verl.verl_path import load
+
+        match = load(carried.directory).match
+        job = replace(
+            job,
+            version_source="vendored",
+            verl_path=(carried.directory, match.version, match.exact),
+            carried_verl=carried_version,
+        )
+    elif unloadable is not None:
+        job = replace(job, version_reason=f"{job.version_reason}; {unloadable}")
     return replace(
         job,
         notes=_shell_notes(reading) + job.notes,
         suppressions=reading.suppressions,
         suppression_ids=reading.suppression_ids,
     )
+
+
+def _carried_verl(path: Path, reading, launch):
+    """(a VerlPathRequest for the verl the script's repository carries, its version file's text, None), or
+    (None, None, the one line saying why a carried copy does not load), or (None, None, None)
+    (frameworks/verl/vendored.py)."""
+    from shardcheck.errors import UsageError
+    from shardcheck.frameworks.verl.vendored import find_carried, not_judged
+    from shardcheck.frameworks.verl.verl_path import VerlPathRequest, load
+
+    entries = _pythonpath(reading, launch)
+    found = find_carried(path, entries)
+    if found is None:
+        return None, None, None
+    skipped = not_judged(found.version)
+    older = (
+        " (older than every bundled release: "
+        + (f"{', '.join(skipped)} not judged: it does not make it; " if skipped else "")
+        + "the other rules follow the nearest release's behaviour)"
+    )
+    where = f"carried verl {found.version}{older if found.older_than_catalogue else ''}, {found.found_by}"
+    try:
+        _ = load(str(found.root)).match  # reads and matches the tree: a copy that does not load fails here
+    except UsageError as exc:
+        return (
+            None,
+            None,
+            f"the carried verl at {found.root} does not load ({exc}); the version is chosen as without it",
+        )
+    return VerlPathRequest(str(found.root), where), found.version, None
+
+
+def _pythonpath(reading, launch) -> tuple[str, ...]:
+    """The ``PYTHONPATH`` entries the script writes out (exported, or ``PYTHONPATH=... cmd``); an entry with a part
+    the script does not know (``$PYTHONPATH``, ``$ROOT/x``) is left out."""
+    fields = [value for name, value in launch.command.env if name == "PYTHONPATH"]
+    var = reading.variables.get("PYTHONPATH")
+    if not fields and var is not None and var.exported and var.as_scalar() is not None:
+        fields = [var.as_scalar()]
+    if not fields:
+        return ()
+    text = "".join(seg.text if seg.unknown is None and seg.text is not None else "\x00" for seg in fields[-1].segs)
+    return tuple(e for e in text.split(":") if e and "\x00" not in e)
 
 
 def _shell_notes(reading) -> tuple[Problem, ...]:

@@ -311,6 +311,7 @@ class Job:
     #                                  inferred | default (frameworks/verl/versions.py)
     accepted_versions: tuple[str, ...] = ()  # bundled versions whose config accepts every override
     version_reason: str = ""  # one line: why this version
+    carried_verl: str | None = None  # the version file of the verl the script's repository carries (vendored)
     # --verl-path (version_source "path"): (directory, the bundled version its config tree equals or is nearest
     # to, whether it equals it) (frameworks/verl/verl_path.py)
     verl_path: tuple[str, str, bool] | None = None

@@ -314,6 +314,9 @@ def flag_unknown(p: Problem) -> Message:
     (`pretrain_*.py` launches; the table is generated from that file, with the flags the entry's
     `extra_args_provider` adds), a flag Megatron-LM does not have at all
     (`--virtual-pipeline-model-parallel-size`), or, for slime, a flag one or two letters from one it has.
+    A Megatron-LM fork whose code lies in the script's repository (MindSpeed-LLM, Pai-Megatron-Patch, FlagScale,
+    a repository carrying its own `megatron/training/arguments.py`) adds the flags its `add_argument` calls declare;
+    where its table lies partly outside the repository, its other flags are named once, as not judged (info).
 
     Why:
     `pretrain_gpt.py` parses with argparse and stops with `unrecognized arguments`; slime parses Megatron-LM's
@@ -327,6 +330,14 @@ def flag_unknown(p: Problem) -> Message:
     megatron/training/arguments.py, parse_args (NVIDIA/Megatron-LM, core_v0.9.0 to core_v0.19.0);
     slime/backends/megatron_utils/arguments.py.
     """
+    if p.args.get("fork"):
+        names = p["fork"]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        return (
+            f"flags of {p['program']}, not judged: {shown} (its code is here, but it builds on {p['missing']}, "
+            "which this repository does not hold)",
+            f"judge them against {p['program']}'s own argument table",
+        )
     if p["meant"] is None:
         return (
             f"{p['flag']} is not a flag of {p['program']} (its megatron/training/arguments.py has no such option; "

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shardcheck.frameworks.verl.critic_batches import critic_packing
+from shardcheck.frameworks.verl.vendored import BATCH_AT_LEAST_MINI, not_judged
 from shardcheck.frameworks.verl.versions import legacy_workers
 from shardcheck.job import Job
 from shardcheck.rules.base import Finding, NotJudged, finding, need, rule, where
@@ -318,12 +319,16 @@ def batch_at_least_mini(job: Job) -> Iterator[Finding]:
     Lower ppo_mini_batch_size or raise train_batch_size.
 
     The critic's `ppo_mini_batch_size` likewise, when a critic is used (`CriticConfig.validate`).
+    Not judged on a carried verl older than 0.3, which has no such check.
 
     Source:
-    verl/workers/config/actor.py ActorConfig.validate; verl/workers/config/critic.py CriticConfig.validate (verl 0.9.1).
+    verl/workers/config/actor.py ActorConfig.validate; verl/workers/config/critic.py CriticConfig.validate (verl 0.9.1);
+    first in verl/trainer/ppo/ray_trainer.py at v0.3.0.post1.
     """
     if not _trained(job):
         return
+    if BATCH_AT_LEAST_MINI in not_judged(job.carried_verl):
+        raise NotJudged  # a carried verl before 0.3 has no such check; the version line says so (vendored.py)
     tbs = need(job.value("data.train_batch_size"), "data.train_batch_size")
     for t in trainees(job):
         mini_t = job.value(f"{t.prefix}.ppo_mini_batch_size")

@@ -236,7 +236,7 @@ def generation_sync(job: Job) -> Iterator[Finding]:
     else:
         message = _NO_SYNC.get(str(name), f"no async rollout {name!r} generates synchronously")
         origin = where(name_t, mode_t)
-    strict = job.version_source in ("flag", "config", "path", "installed", "pinned")
+    strict = job.version_source in ("flag", "config", "path", "vendored", "installed", "pinned")
     note = "" if strict else f" [holds for verl {job.framework_version}, not for {span(working)}; give --verl-version]"
     yield finding(
         "VERL-GEN-SYNC",

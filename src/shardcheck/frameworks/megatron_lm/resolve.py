@@ -23,6 +23,7 @@ from shardcheck.frameworks.megatron_lm.flags import (
     megatron_lm_source,
     read_flags,
 )
+from shardcheck.frameworks.megatron_lm.forks import find_fork
 from shardcheck.frameworks.torchrun import exported_values, torchrun_cluster
 from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.inputs.launch import Launch
@@ -150,6 +151,30 @@ def _vpp(flags: FlagReading, pp: Traced, num_layers: Traced, emb: Traced, loss: 
     return Traced(vpp if vpp != 1 else None, total.origin)
 
 
+def _stage_layers(flags: FlagReading, pp: Traced) -> dict[str, Traced]:
+    """The first and last stage's layer counts: ``--decoder-first/last-pipeline-num-layers``, or MindSpeed-LLM's
+    ``--num-layer-list a,b,...`` (one count per pipeline stage; mindspeed_llm/features_manager/pipeline_parallel/
+    num_layer_list.py: its length must be PP, and get_num_layers_to_build builds ``num_layer_list[pp_stage]``
+    layers). A list whose middle stages are equal is that first / middle / last split; any other is unknown."""
+    first, last = flags.get("--decoder-first-pipeline-num-layers"), flags.get("--decoder-last-pipeline-num-layers")
+    listed = flags.values.get("--num-layer-list")
+    if listed is None or "--num-layer-list" not in flags.given or (listed.known and listed.value is None):
+        return {"first_stage_layers": first, "last_stage_layers": last}
+    if not listed.known or not pp.known:
+        unknown = Traced(None, listed.origin, listed.unknown or pp.unknown)
+        return {"first_stage_layers": unknown, "last_stage_layers": unknown}
+    try:
+        counts = [int(x) for x in str(listed.value).split(",")]
+    except ValueError:
+        counts = []
+    if pp.value is not None and len(counts) == pp.value >= 2 and len(set(counts[1:-1])) <= 1:
+        via = Origin(kind="derived", text=f"--num-layer-list {listed.value}", via=(listed.origin,))
+        return {"first_stage_layers": Traced(counts[0], via), "last_stage_layers": Traced(counts[-1], via)}
+    why = f"--num-layer-list {listed.value} with PP {pp.value}: a per-stage split shardcheck does not model"
+    unknown = Traced(None, listed.origin, why)
+    return {"first_stage_layers": unknown, "last_stage_layers": unknown}
+
+
 def megatron_layout(flags: FlagReading, notes: list[Problem]) -> MegatronLayout:
     """The trainer's Megatron-Core layout from Megatron-LM flags."""
     g = flags.get
@@ -184,8 +209,7 @@ def megatron_layout(flags: FlagReading, notes: list[Problem]) -> MegatronLayout:
             g("--expert-tensor-parallel-size"), "--expert-tensor-parallel-size", notes, allow_none=True
         ),
         vpp=_vpp(flags, pp, g("--num-layers"), emb, loss),
-        first_stage_layers=g("--decoder-first-pipeline-num-layers"),
-        last_stage_layers=g("--decoder-last-pipeline-num-layers"),
+        **_stage_layers(flags, pp),
         account_for_embedding=emb,
         account_for_loss=loss,
         layout_string=g("--pipeline-model-parallel-layout"),
@@ -286,14 +310,21 @@ def resolve_megatron_lm(
     *,
     model_config: str | None = None,
     megatron_core: str | None = None,
+    script_file: Path | None = None,
 ) -> Job:
     """``megatron_core``: the megatron-core minor whose Megatron-LM flags the launch is read against
-    (the one chosen by the caller; else DEFAULT_MINOR)."""
+    (the one chosen by the caller; else DEFAULT_MINOR); ``script_file``: the script on disk, whose repository
+    may carry a fork's code and flags (forks.py)."""
     minor = megatron_core or DEFAULT_MINOR
     script = launch.script.rsplit("/", 1)[-1] if launch.script is not None else None
     # A module entry (python -m megatron...) may add flags of its own: only near-misses are reported there.
     complete = f"Megatron-LM core_v{minor}" if script in MEGATRON_LM_SCRIPTS else None
-    flags = read_flags(launch.args, megatron_lm_flags(minor, script), {}, complete=complete)
+    table = megatron_lm_flags(minor, script)
+    fork = find_fork(script_file)
+    if fork is not None:  # the fork's own flags, read from its code in the repository (forks.py)
+        table = {**table, **{n: f for n, f in fork.flags.items() if n not in table or table[n].absent is not None}}
+        complete = None if fork.missing else f"{fork.name} (its code at {fork.root}) with Megatron-LM core_v{minor}"
+    flags = read_flags(launch.args, table, {}, complete=complete)
     if script not in MEGATRON_LM_SCRIPTS and launch.script is not None:
         # a fork's entry (Pai-Megatron-Patch's pretrain_mcore_qwen.py derives --train-iters from its own --epochs):
         # what Megatron-LM requires and the script leaves out, the fork's code may set; unknown, never an error
@@ -302,6 +333,24 @@ def resolve_megatron_lm(
                 why = f"{script} is not Megatron-LM's own script and may set {name} itself (flags of its own)"
                 flags.values[name] = Traced(None, launch.origin, why)
     notes = flag_notes(flags)
+    if fork is not None and fork.missing and flags.unknown_flags:
+        notes = [n for n in notes if n.kind is not Kind.FLAG_UNKNOWN]
+        names = list(dict.fromkeys(name for name, _ in flags.unknown_flags))
+        notes.append(
+            Problem(
+                Kind.FLAG_UNKNOWN,
+                flags.unknown_flags[0][1],
+                {
+                    "flag": names[0],
+                    "meant": None,
+                    "close": False,
+                    "program": fork.name,
+                    "fork": names,
+                    "missing": fork.missing,
+                },
+                severity="info",
+            )
+        )
     layout = megatron_layout(flags, notes)
     model, problem, named = model_from_flags(flags, path, notes, model_config=model_config)
     if model is not None and script in HYBRID_SCRIPTS and MARKER in model.config:
@@ -338,9 +387,20 @@ def detect(launch: Launch) -> bool:
 
 
 def resolve(
-    launch: Launch, reading, path: str, *, model_config: str | None = None, megatron_core: str | None = None
+    launch: Launch,
+    reading,
+    path: str,
+    *,
+    model_config: str | None = None,
+    megatron_core: str | None = None,
+    script_file: Path | None = None,
 ) -> Job:
     """The Job Megatron-LM would build from the launch's flags and the variables the script exports."""
     return resolve_megatron_lm(
-        launch, path, exported_values(reading, launch), model_config=model_config, megatron_core=megatron_core
+        launch,
+        path,
+        exported_values(reading, launch),
+        model_config=model_config,
+        megatron_core=megatron_core,
+        script_file=script_file,
     )

@@ -221,6 +221,8 @@ VALUE_KEYS += tuple(
 )
 # Keys verl's YAML leaves out: their value when no override sets them (free-form engine kwargs take
 # the engine's own default; dataclass fields the dataclass default).
+# The critic's FSDP engine section before verl 0.8.0 moved it to ``critic.fsdp`` (``_critic_engine``).
+CRITIC_ENGINE_BEFORE_0_8 = "critic.model.fsdp_config"
 ABSENT_DEFAULTS = {
     "actor_rollout_ref.rollout.engine_kwargs.sglang.enable_dp_attention": (
         False,
@@ -282,6 +284,7 @@ ABSENT_DEFAULTS = {
             "actor_rollout_ref.actor.fsdp_config",
             "actor_rollout_ref.ref.fsdp_config",
             "critic.fsdp",
+            CRITIC_ENGINE_BEFORE_0_8,
         )
     },
     **{
@@ -470,17 +473,68 @@ EXPERIMENTAL_PPO = (
     "verl.experimental.fully_async_policy.fully_async_main",
     "verl.experimental.one_step_off_policy.main_ppo",
 )
+# verl's fully async trainer: data.train_batch_size must be 0 (verl/experimental/fully_async_policy/
+# fully_async_rollouter.py FullyAsyncRollouter.__init__: ``assert self.config.data.train_batch_size == 0,
+# "train_batch_size must be zero"``, verl-project/verl 0.8.0; recipe/fully_async_policy/ before it moved)
+FULLY_ASYNC_KINDS = {"data.train_batch_size": ValueKind("int", low=0, high=0)}
+FULLY_ASYNC_BATCH = (
+    "fully_async_main takes data.train_batch_size = 0; its batch is require_batches × ppo_mini_batch_size, "
+    "which shardcheck does not model"
+)
+
+
+def _fully_async(launch: Launch) -> bool:
+    return bool(launch.module) and launch.module.endswith("fully_async_policy.fully_async_main")
+
+
 _PLACEHOLDER = re.compile(r"__shardcheck_unknown_\d+__")
 _OTC = "override_transformer_config"
+
+
+# The options Hydra's own command line takes (hydra/_internal/utils.py get_args_parser, hydra-core 1.3): any
+# other ``--flag`` is no Hydra override, so a recipe module given one parses with argparse (recipe/r1/
+# data_process.py's --local_dir) and is no trainer launch.
+HYDRA_OPTIONS = frozenset(
+    {
+        "--config-path",
+        "-cp",
+        "--config-name",
+        "-cn",
+        "--config-dir",
+        "-cd",
+        "--multirun",
+        "-m",
+        "--cfg",
+        "-c",
+        "--package",
+        "-p",
+        "--resolve",
+        "--info",
+        "-i",
+        "--run",
+        "-r",
+        "--experimental-rerun",
+        "--help",
+        "-h",
+        "--hydra-help",
+        "--version",
+        "--shell-completion",
+        "-sc",
+    }
+)
 
 
 def is_verl_entry(launch: Launch) -> bool:
     """verl's PPO trainer, a recipe's Hydra entry point (judged with unknown config defaults), or a verl fork's own
     PPO entry (``verl_tool.trainer.main_ppo``, ``<pkg>.recipe.<x>.main_<y>``: a Hydra app over verl's trainer, its
-    config read where Hydra finds it, as a recipe's)."""
-    return launch.module in PPO_ENTRIES + EXPERIMENTAL_PPO or (
-        bool(launch.module) and (launch.module.split(".")[0] == "recipe" or is_fork_entry(launch.module))
-    )
+    config read where Hydra finds it, as a recipe's); a recipe module given an option Hydra does not take is an
+    argparse program (a data script), not a trainer."""
+    if launch.module in PPO_ENTRIES + EXPERIMENTAL_PPO:
+        return True
+    if not launch.module or not (launch.module.split(".")[0] == "recipe" or is_fork_entry(launch.module)):
+        return False
+    options = {w.text.split("=", 1)[0] for w in launch.args if w.text and w.text.startswith("-")}
+    return options <= HYDRA_OPTIONS
 
 
 def is_fork_entry(module: str) -> bool:
@@ -794,6 +848,16 @@ def _critic_used(config: VerlConfig, notes: list[Problem]) -> Traced:
     )
 
 
+def _critic_engine(config: VerlConfig, engine: str) -> str:
+    """The critic's FSDP engine section in this config: ``critic.fsdp`` from verl 0.8.0, where a release (or a
+    carried fork) has none of it, ``critic.model.fsdp_config``: verl 0.4.0 … 0.7.1 build the critic's mesh from
+    ``self.config.model.fsdp_config.fsdp_size`` and read its offload flags and dtype there (fsdp_workers.py
+    CriticWorker.__init__, v0.7.1 bec9ef7 line 1311; v0.4.0 0758489 line 784)."""
+    if config.is_missing(engine) and not config.is_missing(CRITIC_ENGINE_BEFORE_0_8):
+        return CRITIC_ENGINE_BEFORE_0_8
+    return engine
+
+
 def _fsdp_layouts(
     config: VerlConfig, ref_used: Traced, critic_used: Traced, notes: list[Problem]
 ) -> tuple[FsdpLayout, ...]:
@@ -808,6 +872,8 @@ def _fsdp_layouts(
         strategy = read_value(config, f"{section}.strategy", NAME, notes)
         if built[role].value is False or not (strategy.known and strategy.value in FSDP_STRATEGIES):
             continue
+        if role == "critic":
+            engine = _critic_engine(config, engine)
         out.append(_fsdp_layout(config, role, section, engine, propagates, notes))
     return tuple(out)
 
@@ -1278,12 +1344,17 @@ def resolve_verl(
     fsdp_layouts = _fsdp_layouts(config, ref_built, critic_used, notes)
     servers = _servers(config, cluster, notes)
     model_path, model, problem = read_model(config, "actor_rollout_ref.model.path", notes, model_config, path)
+    kinds = {**VALUE_KINDS, **(FULLY_ASYNC_KINDS if _fully_async(launch) else {})}
     values = {
         # a key this release lacks takes its meaning from ABSENT_DEFAULTS, unchecked (it is not the script's)
-        key: traced if _absent_meaning(key, traced) else checked(key, traced, VALUE_KINDS.get(key, ANY), notes)
+        key: traced if _absent_meaning(key, traced) else checked(key, traced, kinds.get(key, ANY), notes)
         for key in dict.fromkeys(VALUE_KEYS + MEMORY_KEYS + FSDP_VALUE_KEYS)
         for traced in (_value(config, key),)
     }
+    if _fully_async(launch) and values["data.train_batch_size"].known:
+        # the rollouter's 0 is no batch: the trainer's is require_batches × ppo_mini_batch_size, not modelled
+        batch = values["data.train_batch_size"]
+        values["data.train_batch_size"] = Traced(None, batch.origin, FULLY_ASYNC_BATCH)
     return Job(
         path=path,
         framework="verl",

@@ -8,6 +8,8 @@ versions have each key. The choice, in order (the first that applies):
    ``[tool.shardcheck] verl-version`` (``config``);
 2. ``--verl-path DIR`` or ``[tool.shardcheck] verl-path`` (``path``): a checkout, a fork or a site-packages
    folder, its config tree read as data and its version recognised by content (verl_path.py);
+   likewise a verl the script's repository carries (``vendored``, vendored.py: a ``verl/`` package or submodule
+   with ``trainer/config`` and ``version/version`` above the script, or on the ``PYTHONPATH`` it exports);
 3. a verl installed in the environment (``installed``; read as data by ``config_tree.load_defaults``);
 4. a ``verl==X`` pin in a requirements file or pyproject.toml beside the script or above it (``pinned``);
 5. inference (``inferred``): the newest release whose config accepts every override of the script;
@@ -88,7 +90,7 @@ def mtp_keys(version: str) -> tuple[str, ...]:
     return ("num_nextn_predict_layers",)
 
 
-VERSION_SOURCES = ("flag", "config", "path", "installed", "pinned", "inferred", "default")
+VERSION_SOURCES = ("flag", "config", "path", "vendored", "installed", "pinned", "inferred", "default")
 
 
 @dataclass(frozen=True, slots=True)
