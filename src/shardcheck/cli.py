@@ -26,8 +26,12 @@ REPORT_HINT = (
 
 
 class _Parser(argparse.ArgumentParser):
+    argv: ClassVar[list[str]] = []  # the words being parsed, for "did you mean" (cli_suggest.py)
+
     def error(self, message: str):  # argparse would print usage and exit 2 itself, never as JSON
-        raise UsageError(f"{self.prog}: {message}")
+        from shardcheck.cli_suggest import hint
+
+        raise UsageError(f"{self.prog}: {message}{hint(self, message, self.argv)}")
 
 
 def _env_pairs(values: list[str]) -> dict[str, str]:
@@ -293,7 +297,7 @@ def _parser() -> argparse.ArgumentParser:
     _limit_options(memory)
     _version_options(memory)
     mesh = sub.add_parser("mesh", help="show which ranks form each parallel group, and on which node")
-    mesh.add_argument("path", nargs="?", help="a launch script (or give the sizes below)")
+    mesh.add_argument("path", nargs="?", help=f"a launch script, or the sizes below (default: {EXAMPLE.name})")
     mesh.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     mesh.add_argument("--world", type=int)
     mesh.add_argument("--devices-per-node", type=int)
@@ -312,7 +316,7 @@ def _parser() -> argparse.ArgumentParser:
     _input_options(mesh, settings=False)
     _limit_options(mesh)
     plan = sub.add_parser("plan", help="the layouts that start, fit and run fastest, with the lines to paste")
-    plan.add_argument("path", nargs="?", help="a launch script (or give --model and the cluster)")
+    plan.add_argument("path", nargs="?", help=f"a launch script, or --model and the cluster (default: {EXAMPLE.name})")
     plan.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     plan.add_argument("--model-config", metavar="PATH", help=MODEL_CONFIG_HELP)
     plan.add_argument("--model", metavar="NAME|config.json", help="plan a verl GRPO job for this model")
@@ -358,7 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     script_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     as_json = _wants_json(argv)
+    if not argv:  # bare `shardcheck`: its usage, as ruff prints it
+        print(_parser().format_help(), end="", file=sys.stderr)
+        return 2
     try:
+        _Parser.argv = argv
         args = _parser().parse_args(argv)
         args.script_args = tuple(script_args)
         return _dispatch(args)
@@ -388,6 +396,13 @@ def _dispatch(args) -> int:
         from shardcheck.memory.devices import MEMORY_CHOICE
 
         args.device = f"{MEMORY_CHOICE}{args.device_memory}"
+    elif getattr(args, "device", None) is not None:  # a bad --device is a usage error, before any input is read
+        from shardcheck.memory.devices import find_device
+
+        try:
+            find_device(args.device)
+        except UsageError as exc:
+            raise UsageError(f"shardcheck {args.command}: {exc}") from None
     if args.command == "check":
         return _check(args)
     if args.command == "mesh":
@@ -415,6 +430,8 @@ def _dispatch(args) -> int:
             say(f"shardcheck: {args.rule_id} was renamed to {status.target}")
         else:
             said = f" ({status.note})" if status.kind == "removed" else ""
+            if status.kind == "unknown" and status.target:
+                said = f" (did you mean {status.target}?)"
             print(f"shardcheck: no rule {args.rule_id!r}{said}; `shardcheck rules` lists them", file=sys.stderr)
             return 2
     print(page)
@@ -430,6 +447,8 @@ def _plan(args) -> int:
     if bad is not None:
         say(f"shardcheck: {bad}")
         return 2
+    if args.path is None and args.model is None and args.world is None:  # nothing given: the built-in example
+        args.path = _example_display()
     if args.path is None and any(_version_kwargs(args).values()):
         print(
             "shardcheck plan: the version options judge a launch script: give one "
@@ -901,20 +920,19 @@ def _mesh(args) -> int:
     from shardcheck.frameworks.megatron.direct import job_from_sizes
     from shardcheck.report.mesh_report import render_mesh_json, render_mesh_text
 
-    if args.path:
+    if args.path or args.world is None:  # no script and no sizes: the built-in example, as check judges it
         env = _env_pairs(args.env)
+        path = args.path or str(EXAMPLE)
         try:
-            job, why = _guarded(
-                args, args.path, lambda: resolve_script(args.path, env, allow_source=tuple(args.allow_source))
-            )
+            job, why = _guarded(args, path, lambda: resolve_script(path, env, allow_source=tuple(args.allow_source)))
         except InputError as exc:
             _print_error(f"error: {exc}", args.format == "json", args.path)
             return 2
         if why is not None:
             _print_error(f"error: {why}", args.format == "json", args.path)
             return 2
-        shown = args.path
-    elif args.world is not None:
+        shown = args.path or _example_display() + (" (built-in example)" if args.format == "text" else "")
+    else:
         _mesh_sizes(args)
         job = job_from_sizes(
             world=args.world,
@@ -928,8 +946,6 @@ def _mesh(args) -> int:
             order=args.order,
         )
         shown = "<sizes>"
-    else:
-        raise UsageError("shardcheck mesh: give a launch script or --world (and the sizes)")
     result, why = _guarded(args, shown, lambda: mesh(job, shown))
     if why is not None:
         _print_error(f"error: {why}", args.format == "json", shown)

@@ -52,6 +52,19 @@ def _token_match(fragment: str, token: str) -> bool:
     return not (fragment[-1].isdigit() and token[len(fragment)].isdigit())
 
 
+def _did_you_mean(key: str) -> str:
+    """``" (did you mean H200-SXM-141GB?)"``: the presets whose name, or one of its tokens, is close to ``key``."""
+    import difflib
+
+    by_word = {}
+    for name in names():
+        for word in (name.lower(), *name.lower().split("-")):
+            by_word.setdefault(word, set()).add(name)
+    close = difflib.get_close_matches(key, list(by_word), n=3, cutoff=0.7)
+    hits = sorted({name for word in close for name in by_word[word]}, key=names().index)[:3]
+    return f" (did you mean {' or '.join(hits)}?)" if hits else ""
+
+
 MEMORY_CHOICE = "memory="  # a --device-memory SIZE choice, carried as the device choice "memory=<bytes>"
 
 
@@ -75,8 +88,8 @@ def find_device(text: str) -> Device:
     shown = ", ".join(names())
     if not hits:
         raise UsageError(
-            f"--device {text}: not a known device; use one of {shown}, or give --device-memory "
-            "SIZE (e.g. 96GiB) for any other"
+            f"--device {text}: not a known device{_did_you_mean(key)}; use one of {shown}, or give "
+            "--device-memory SIZE (e.g. 96GiB) for any other"
         )
     raise UsageError(f"--device {text}: ambiguous ({', '.join(hits)}); use one of {shown}")
 
