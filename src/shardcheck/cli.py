@@ -411,6 +411,8 @@ def _dispatch(args) -> int:
         return _memory(args)
     if args.command == "plan":
         return _plan(args)
+    if args.command == "report" and not args.paths:  # as check: the built-in example
+        args.paths = [str(EXAMPLE)]
     if args.command in ("diff", "report"):
         return run_diff(args) if args.command == "diff" else run_report(args)
     if args.command == "rules":

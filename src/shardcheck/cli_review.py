@@ -167,10 +167,6 @@ def run_report(args: argparse.Namespace) -> int:
     from shardcheck.review.diff import judge
 
     env = args.review_env(args.env)
-    if not args.paths:  # as check: the built-in example
-        from shardcheck.cli import EXAMPLE
-
-        args.paths = [str(EXAMPLE)]
     try:
         if args.device is not None:
             from shardcheck.memory.devices import find_device
