@@ -149,3 +149,17 @@ def test_commands_parser_reads_blocks_inline_spans_and_redirections(tmp_path):
         ("shardcheck rules", None),
     ]
     assert _words("shardcheck check x.sh   # a comment") == ["check", "x.sh"]
+
+
+def test_readme_settings_and_hook_are_real(tmp_path):
+    """The README's [tool.shardcheck] example is read without an error, and its pre-commit hook id exists."""
+    from shardcheck.settings import read_settings
+
+    found = dict((lang, lines) for lang, lines in blocks(README.read_text()) if lang in ("toml", "yaml"))
+    toml = tmp_path / "pyproject.toml"
+    toml.write_text("\n".join(found["toml"]) + "\n")
+    settings = read_settings(toml, required=True)
+    assert settings.ignore == ("VERL-MC-ETP-MISMATCH",) and settings.verl_version == "0.9.1"
+    assert settings.per_file_ignores == (("recipes/*.sh", ("MEM-",)),)
+    hook_ids = re.findall(r"^- id: (\S+)", (ROOT / ".pre-commit-hooks.yaml").read_text(), re.M)
+    assert [line.split("id: ")[1] for line in found["yaml"] if "id: " in line] == hook_ids[:1]
