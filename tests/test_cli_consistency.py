@@ -95,3 +95,19 @@ def test_a_bad_device_is_a_usage_error_not_a_finding(capsys):
 def test_a_good_device_fragment_still_works(capsys):
     code, out, _ = run(["check", "--device", "h20", "--quiet"], capsys)
     assert code in (0, 1) and "not a known device" not in out
+
+
+def test_env_and_mesh_sizes_have_help_text():
+    import argparse
+
+    from shardcheck.cli import _parser
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    with_env = [name for name, p in sub.choices.items() if any("--env" in a.option_strings for a in p._actions)]
+    assert set(with_env) >= {"check", "memory", "mesh", "plan", "diff", "report"}
+    for name in with_env:
+        env = next(a for a in sub.choices[name]._actions if "--env" in a.option_strings)
+        assert env.help, name
+    mesh = {s: a for a in sub.choices["mesh"]._actions for s in a.option_strings}
+    sizes = ("--world", "--devices-per-node", "--tp", "--pp", "--cp", "--ep", "--etp", "--vpp", "--order")
+    assert [s for s in sizes if not mesh[s].help] == []

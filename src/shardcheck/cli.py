@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
-from shardcheck.cli_review import CI_FORMATS, render_check, run_diff, run_report, say
+from shardcheck.cli_review import CI_FORMATS, ENV_HELP, render_check, run_diff, run_report, say
 from shardcheck.cli_review import add_parsers as add_review_parsers
 from shardcheck.errors import UsageError
 
@@ -228,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a value the script reads from its environment (repeatable)",
+        help=ENV_HELP,
     )
     check.add_argument("--model-config", metavar="PATH", help=MODEL_CONFIG_HELP)
     check.add_argument(
@@ -288,7 +288,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     memory = sub.add_parser("memory", help="what each device holds, per pipeline stage and phase")
     memory.add_argument("paths", nargs="*", help=f"launch scripts (default: the built-in example {EXAMPLE.name})")
-    memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    memory.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help=ENV_HELP)
     memory.add_argument("--model-config", metavar="PATH", help=MODEL_CONFIG_HELP)
     memory.add_argument("--format", choices=("text", "json"), default="text")
     memory.add_argument("--explain", action="store_true", help="say what each term is and where its formula comes from")
@@ -298,14 +298,15 @@ def _parser() -> argparse.ArgumentParser:
     _version_options(memory)
     mesh = sub.add_parser("mesh", help="show which ranks form each parallel group, and on which node")
     mesh.add_argument("path", nargs="?", help=f"a launch script, or the sizes below (default: {EXAMPLE.name})")
-    mesh.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
-    mesh.add_argument("--world", type=int)
-    mesh.add_argument("--devices-per-node", type=int)
-    for size in ("tp", "pp", "cp", "ep"):
-        mesh.add_argument(f"--{size}", type=int, default=1)
+    mesh.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help=ENV_HELP)
+    mesh.add_argument("--world", type=int, metavar="N", help="ranks in all (instead of a script)")
+    mesh.add_argument("--devices-per-node", type=int, metavar="N", help="devices per node (with --world)")
+    sizes = {"tp": "tensor", "pp": "pipeline", "cp": "context", "ep": "expert"}
+    for size, name in sizes.items():
+        mesh.add_argument(f"--{size}", type=int, default=1, metavar="N", help=f"{name} parallel size (default 1)")
     mesh.add_argument("--etp", type=int, default=None, help="expert tensor parallel size (default: = TP)")
-    mesh.add_argument("--vpp", type=int, default=None)
-    mesh.add_argument("--order", default="tp-cp-ep-dp-pp")
+    mesh.add_argument("--vpp", type=int, default=None, metavar="N", help="virtual pipeline stages per rank")
+    mesh.add_argument("--order", default="tp-cp-ep-dp-pp", help="the rank order, first fastest (default %(default)s)")
     mesh.add_argument("--rank", type=int, help="only the groups that hold this rank")
     mesh.add_argument("--format", choices=("text", "json"), default="text")
     mesh.add_argument(
@@ -317,7 +318,7 @@ def _parser() -> argparse.ArgumentParser:
     _limit_options(mesh)
     plan = sub.add_parser("plan", help="the layouts that start, fit and run fastest, with the lines to paste")
     plan.add_argument("path", nargs="?", help=f"a launch script, or --model and the cluster (default: {EXAMPLE.name})")
-    plan.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    plan.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help=ENV_HELP)
     plan.add_argument("--model-config", metavar="PATH", help=MODEL_CONFIG_HELP)
     plan.add_argument("--model", metavar="NAME|config.json", help="plan a verl GRPO job for this model")
     plan.add_argument("--world", type=int)

@@ -11,6 +11,7 @@ from shardcheck.report import escape
 
 CI_FORMATS = ("sarif", "github", "junit")
 DIFF_FORMATS = ("text", "json", "markdown", *CI_FORMATS, "html")
+ENV_HELP = "a value the script reads from its environment (repeatable)"
 
 
 def add_parsers(sub, memory_options, env_pairs) -> None:
@@ -32,7 +33,7 @@ def add_parsers(sub, memory_options, env_pairs) -> None:
         metavar="REV",
         help="read the before side from git (REV, default HEAD; A..B for two revisions)",
     )
-    diff.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    diff.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help=ENV_HELP)
     diff.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
     diff.add_argument("--format", choices=DIFF_FORMATS, default="text")
     diff.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of standard output")
@@ -47,7 +48,7 @@ def add_parsers(sub, memory_options, env_pairs) -> None:
     memory_options(diff)
     report = sub.add_parser("report", help="a self-contained HTML report of launch scripts")
     report.add_argument("paths", nargs="*", help="launch scripts (default: the built-in example)")
-    report.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    report.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help=ENV_HELP)
     report.add_argument("--model-config", metavar="FILE", help="the model's HF config.json (overrides presets)")
     report.add_argument(
         "-o",
