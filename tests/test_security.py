@@ -412,8 +412,7 @@ def test_internal_error_is_exit_4_one_line(monkeypatch, capsys, tmp_path):
         ["--world", "abc"],
         ["--world", "8", "--rank", "-1"],
         ["--world", "8", "--rank", "99"],
-        [],
-        ["/no/such/script.sh"],
+        ["/no/such/script.sh"],  # (no argument at all judges the built-in example: test_cli_consistency.py)
     ],
 )
 def test_mesh_json_is_always_json(argv, capsys):
