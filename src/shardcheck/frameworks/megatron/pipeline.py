@@ -95,7 +95,7 @@ def split_layers(
     stages = tuple(_over_chunks(lambda c, r=r: count(r, c), k) for r in range(pp))
     total = sum(_over_chunks(lambda c, r=r: max(count(r, c), 0), k) for r in range(pp))
     if total != num_layers or any(n < 0 for n in built.values()):
-        return _other_model(v, version, num_layers, pp, first, last, vpp, stages, total)
+        return _other_model(v, num_layers, pp, first, last, vpp, stages, total)
     per_chunk = None
     if vpp is not None:
         per_chunk = tuple(count(r, 0) + int(emb and r == 0) + int(loss and r == pp - 1 and k == 1) for r in range(pp))
@@ -109,13 +109,12 @@ def _over_chunks(count, k: int) -> int:
     return count(0) + (k - 2) * count(1) + count(k - 1)
 
 
-def _other_model(v, version, num_layers, pp, first, last, vpp, stages, total) -> SplitError:
-    """A split megatron-core ``version`` accepts though it builds another model than ``num_layers`` layers."""
+def _other_model(v, num_layers, pp, first, last, vpp, stages, total) -> SplitError:
+    """A split megatron-core minor ``v`` accepts though it builds another model than ``num_layers`` layers."""
     shown = ", ".join(map(str, stages)) if pp <= 16 else f"{', '.join(map(str, stages[:8]))}, …"
-    text = (
-        f"megatron-core {version} does not check this: the {pp} stages build {shown} layers "
-        f"({total} of {num_layers}; a stage with a negative count builds none)"
-    )
+    text = f"the {pp} stages build {shown} layers: {total} of {num_layers}"
+    if any(n < 0 for n in stages):
+        text += " (a negative count builds none)"
     if v < (0, 11) and first is None and last is None:
         kind = Kind.SPLIT_LAYERS_PP if num_layers % pp else Kind.SPLIT_VPP
         return SplitError(kind, text, starts=True, built=stages)
