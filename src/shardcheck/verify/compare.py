@@ -44,7 +44,7 @@ CONFIG_RULE_OF_ERROR: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("MCORE-BUILD-LAYERS-PP", r"^num_layers should be divisible by pipeline_model_parallel_size"),
         ("MCORE-BUILD-LAYERS-PP", r"^num_layers=\d+ should be divisible by config\.pipeline_model_parallel_size="),
         ("MCORE-BUILD-VPP", r"^num_layers_per_pipeline_rank (\d+ )?should be divisible by vp_size"),
-        ("MCORE-TC-ACCOUNT-SPLIT", r"^TransformerConfig\.__init__\(\) got an unexpected keyword argument 'account_for_"),
+        ("MCORE-TC-ACCOUNT-SPLIT", r"^TransformerConfig\.__init__\(\) got an unexpected keyword argument 'account_"),
         ("MCORE-TC-RECOMPUTE", r"^When using recompute_granuarlity: "),
         ("MCORE-TC-RECOMPUTE", r"^recompute_method: .* must be \"block\" or \"uniform\""),
         ("MCORE-TC-RECOMPUTE", r"^Using recompute_granularity: "),
