@@ -6,8 +6,8 @@ embedding / loss) go through tests/oracle/megatron_split_oracle.py — that mino
 ``get_num_layers_to_build`` on every pipeline rank and virtual stage, one subprocess per minor — and through
 shardcheck's ``heads_error`` / ``query_groups_error`` / ``split_layers(..., version=minor)``, taken in
 megatron-core's order (``TransformerConfig.__init__``, the head checks of ``__post_init__``, its split checks,
-then the build). Verdicts, error texts and the layers every stage builds must be equal; a split megatron-core
-accepts though it builds another model (shardcheck's warning) must build the same stages.
+then the build). Verdicts, error texts and the layers every virtual stage of every rank builds must be equal; a
+split megatron-core accepts though it builds another model (shardcheck's warning) must build the same stages.
 
 ``MEGATRON_CORE_SPLIT_CASES`` sets the random layouts per minor (default 500, CI's count; the edge layouts,
 about 300, always run). VPP is drawn only with PP > 1 (shardcheck judges VPP on PP 1 as no VPP).
@@ -127,10 +127,27 @@ def shardcheck_verdict(case: dict, minor: str) -> dict:
         if text:
             return {"ok": False, "error": text}
     if isinstance(split, Split):
-        return {"ok": True, "stages": list(split.stages)}
+        return {"ok": True, "stages": list(split.stages), "counts": _chunk_counts(split, case)}
     if split.starts:
         return {"ok": True, "stages": list(split.built), "warning": split.message}
     return {"ok": False, "error": split.message}
+
+
+def _chunk_counts(split: Split, case: dict) -> list[list[int]]:
+    """The layers each virtual stage of each rank builds, from ``split.per_chunk`` (the embedding / loss slot
+    taken from the first stage's first chunk / the last stage's last chunk)."""
+    if split.per_chunk is None:
+        return [[n] for n in split.stages]
+    pp, vpp = case["pp"], case["vpp"]
+    return [
+        [
+            split.per_chunk[r]
+            - int(case["emb"] and r == 0 and c == 0)
+            - int(case["loss"] and r == pp - 1 and c == vpp - 1)
+            for c in range(vpp)
+        ]
+        for r in range(pp)
+    ]
 
 
 def _oracle(minor: str, cases: list[dict]) -> list[dict]:
@@ -149,7 +166,7 @@ def disagreements(minor: str, cases: list[dict], real: list[dict]) -> list[tuple
         mine = shardcheck_verdict(case, minor)
         if truth["ok"]:
             stages = [sum(row) for row in truth["counts"]]
-            same = mine["ok"] and mine["stages"] == stages
+            same = mine["ok"] and mine["stages"] == stages and mine.get("counts", truth["counts"]) == truth["counts"]
         else:
             same = not mine["ok"] and mine["error"] == truth["error"]
         if not same:

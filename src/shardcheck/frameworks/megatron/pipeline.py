@@ -112,7 +112,8 @@ def _over_chunks(count, k: int) -> int:
 def _other_model(v, num_layers, pp, first, last, vpp, stages, total) -> SplitError:
     """A split megatron-core minor ``v`` accepts though it builds another model than ``num_layers`` layers."""
     shown = ", ".join(map(str, stages)) if pp <= 16 else f"{', '.join(map(str, stages[:8]))}, …"
-    text = f"the {pp} stages build {shown} layers: {total} of {num_layers}"
+    text = f"the {pp} stages build {shown} layers" if pp > 1 else f"the one stage builds {shown} layers"
+    text += f": {total} of {num_layers}"
     if any(n < 0 for n in stages):
         text += " (a negative count builds none)"
     if v < (0, 11) and first is None and last is None:
