@@ -141,7 +141,7 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
     stages = None
     if job.model is not None and job.model.num_hidden_layers:
-        split = layer_split(layout, job.model.num_hidden_layers)
+        split = layer_split(layout, job.model.num_hidden_layers, job.megatron_core_version)
         if isinstance(split, Split):
             stages = list(split.stages)
     return {
