@@ -52,6 +52,8 @@ class Kind(Enum):
     INPUT_UNREADABLE = "input-unreadable"  # message
     INPUT_UNUSABLE = "input-unusable"  # message
     UNKNOWN_RULE_ID = "unknown-rule-id"  # message, fix: an id in a disable comment or setting that names no rule
+    # judged, differs: [(span, "starts" | "fails", why)] (api.py): other accepted verl releases judge otherwise
+    VERSIONS_DIFFER = "versions-differ"
     # Megatron-Core's rank grid (mesh/grid.py); quote: megatron-core's own error text
     GRID_WORLD = "grid-world"
     GRID_VPP_PP = "grid-vpp-pp"
