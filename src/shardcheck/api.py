@@ -230,7 +230,8 @@ def check(
         from shardcheck.rules.registry import run_rules
 
         findings, skipped = run_rules(job)
-        if job.framework in ("verl", "verl-gen") and job.version_source == "inferred" and len(job.accepted_versions) > 1:
+        verl_job = job.framework in ("verl", "verl-gen")
+        if verl_job and job.version_source == "inferred" and len(job.accepted_versions) > 1:
             note = _versions_note(
                 job,
                 findings,
