@@ -42,17 +42,19 @@ class Result:
         return "skipped" if self.error_kind == "no-launch" else "failed"
 
     @property
+    def verdict(self):
+        """The one verdict every report format shows (shardcheck.verdict)."""
+        from shardcheck.verdict import verdict_of
+
+        return verdict_of(self)
+
+    @property
     def valid(self) -> bool | None:
-        """True: no error. False: an error (or an unusable input). None: no error found, but a value
-        some rule needs is unknown (VALUE-UNKNOWN), so the verdict is undecided, never guessed; also
-        None for a file skipped for having no launch command."""
-        if self.status == "skipped":
-            return None
-        if self.error is not None or any(f.severity == "error" and not f.conditional for f in self.findings):
-            return False
-        if any(f.rule == "VALUE-UNKNOWN" or f.severity == "error" for f in self.findings):
-            return None
-        return True
+        """True: no error. False: an error (also one that holds as read, which an unknown argument could
+        change), or an unusable input. None: no error found, but a value some rule needs is unknown
+        (VALUE-UNKNOWN), so the verdict is undecided, never guessed; also None for a file skipped for having no
+        launch command."""
+        return self.verdict.valid
 
     @property
     def layout_valid(self) -> bool | None:
@@ -774,9 +776,7 @@ def version_matrix(
         findings, _ = run_rules(job)
         findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
         errors = [f for f in findings if f.severity == "error"]
-        if errors:
-            return (None if all(f.conditional for f in errors) else False), errors[0]
-        return True, None
+        return (False, errors[0]) if errors else (True, None)  # as verdict.py: an error as read is an error
 
     try:
         base = resolve_script(

@@ -36,3 +36,11 @@ def render_github(items: list[Item], summary: list[str] | None = None) -> str:
         lines.append(f"::{COMMANDS[it.severity]} {','.join(props)}::{_data(message)}")
     lines.extend(summary or [])
     return "\n".join(lines)
+
+
+def verdict_lines(verdicts: dict) -> list[str]:
+    """One ``::notice`` per script with its verdict (verdict.py), as the text report words it."""
+    return [
+        f"::notice file={_prop(script)},title={_prop('shardcheck verdict: ' + v.word)}::{_data(v.sentence)}"
+        for script, v in verdicts.items()
+    ]

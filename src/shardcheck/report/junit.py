@@ -17,8 +17,15 @@ def _line(it: Item) -> str:
 
 
 def render_junit(
-    items: list[Item], scripts: list[str], *, suite: str = "shardcheck check", summaries: dict[str, str] | None = None
+    items: list[Item],
+    scripts: list[str],
+    *,
+    suite: str = "shardcheck check",
+    summaries: dict[str, str] | None = None,
+    verdicts: dict | None = None,
 ) -> str:
+    """``verdicts`` (``check``): script -> its Verdict; its sentence opens ``system-out``, and an undecided
+    script is ``skipped`` (not judged either way), as a failing one fails."""
     by_script: dict[str, list[Item]] = {s: [] for s in scripts}
     for it in items:
         by_script.setdefault(it.script, []).append(it)
@@ -43,10 +50,14 @@ def render_junit(
                 message=f"{len(failing)} error{'s' * (len(failing) != 1)}: {', '.join(rules)}",
             )
             el.text = "\n".join(_line(i) for i in failing)
+        elif verdicts and script in verdicts and verdicts[script].state == "undecided":
+            ET.SubElement(case, "skipped", message=verdicts[script].sentence)
         rest = [i for i in found if not i.unusable and i.severity != "error"]
         out = [_line(i) for i in rest]
         if summaries and script in summaries:
             out.insert(0, summaries[script])
+        if verdicts and script in verdicts:
+            out.insert(0, f"verdict: {verdicts[script].sentence}")
         if out:
             ET.SubElement(case, "system-out").text = "\n".join(out)
     for el in (root, ts):

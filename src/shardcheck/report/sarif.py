@@ -55,7 +55,19 @@ def _rule_descriptor(rule_id: str) -> dict:
     return doc
 
 
-def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check") -> str:
+def _verdicts(verdicts: dict | None) -> dict:
+    if verdicts is None:
+        return {}
+    return {
+        "verdicts": [
+            {"script": script, "verdict": v.word, "valid": v.valid, "text": v.sentence}
+            for script, v in verdicts.items()
+        ]
+    }
+
+
+def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check", verdicts: dict | None = None) -> str:
+    """``verdicts``: script -> its Verdict (``check``), listed in the invocation's properties."""
     import shardcheck
 
     rule_ids = list(dict.fromkeys(i.rule for i in items if i.rule is not None))
@@ -100,7 +112,7 @@ def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check
             {
                 "executionSuccessful": not any(i.unusable for i in items),
                 "toolExecutionNotifications": notifications,
-                "properties": {"command": command, "scripts": scripts},
+                "properties": {"command": command, "scripts": scripts, **_verdicts(verdicts)},
             }
         ],
         "artifacts": [{"location": {"uri": quote(s)}} for s in dict.fromkeys(i.path or i.script for i in items)],
