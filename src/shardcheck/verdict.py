@@ -74,7 +74,7 @@ def verdict_of(r: Result) -> Verdict:
         valid, word = True, "valid"
         sentence = "layout valid" if not_judged else "valid"
     sentence += _layout_clause(r, valid)
-    if not_judged:
+    if not_judged and valid is not False:  # beside an error the job fails anyway: JSON still lists them
         sentence += "; " + "; ".join(n.text(r.path) for n in not_judged)
     if r.suppressed:
         sentence += f"; {_plural(len(r.suppressed), 'finding')} suppressed"
