@@ -528,6 +528,7 @@ def _check(args) -> int:
     progress = _Progress(len(paths))
     results = []
     overrides = {"select": args.select, "ignore": args.ignore, "fail_on": args.fail_on}
+    _refuse_unknown_selectors(args)
     try:
         for p in paths:
             progress.advance(p)
@@ -600,6 +601,18 @@ def _check(args) -> int:
     if reports is not None and not all(rep.agrees for rep in reports.values()):
         return 3
     return _exit_status(results, args.exit_zero)
+
+
+def _refuse_unknown_selectors(args) -> None:
+    """--select / --ignore ids that name no rule or prefix: a usage error (exit 2) with "did you mean"."""
+    from shardcheck.errors import SettingsError
+    from shardcheck.settings import refuse_unknown_ids, split_ids
+
+    for option in ("select", "ignore"):
+        try:
+            refuse_unknown_ids(split_ids(getattr(args, option) or []), f"--{option}")
+        except SettingsError as exc:
+            raise UsageError(f"shardcheck: {exc}") from None
 
 
 def _config_settings(args):

@@ -616,9 +616,11 @@ def unusable(p: Problem) -> Message:
 def unknown_id(p: Problem) -> Message:
     """
     `# shardcheck: disable=ID`, `select`, `ignore` and `per-file-ignores` name rule ids (or, in the
-    settings, id prefixes such as `MCORE-`). An id that names no rule has no effect: the finding it
-    was meant for is still reported, or a `select` silently checks nothing. Renamed ids are applied
-    as their new id and reported; removed ids are reported with what replaced them.
+    settings, id prefixes such as `MCORE-`). An id in a disable comment that names no rule has no
+    effect: the finding it was meant for is still reported. In the settings and in `--select` /
+    `--ignore` such an id is a usage error (exit 2, with "did you mean"), as a `select` that names
+    nothing would silently check nothing. Renamed ids are applied as their new id and reported;
+    removed ids are reported with what replaced them.
 
     Why:
     `ignore = ["MCORE-TC-HEAD-TP"]` (for MCORE-TC-HEADS-TP) would otherwise be accepted without a word.
