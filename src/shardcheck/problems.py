@@ -46,6 +46,9 @@ class Kind(Enum):
     UNKNOWN_FLAG_ARGUMENT = "unknown-flag-argument"  # a word of unknown content among the flags
     UNKNOWN_MODEL_FLAG = "unknown-model-flag"  # flag, reason: an architecture flag is unknown
     UNKNOWN_VALUE = "unknown-value"  # name, reason, rule (the rule it stops, or None): a needed value is unknown
+    # cause, names, rules, through (the variables that pass it on), fix (or None), arguments (bool):
+    # several values unknown for one reason (rules/causes.py)
+    UNKNOWN_CAUSE = "unknown-cause"
     # the command line and the files given (api.py)
     ENV_UNUSED = "env-unused"  # name, path, wanted (the names the script reads), close (the closest, or None)
     INPUT_NO_LAUNCH = "input-no-launch"  # message: the one line that says why the file is skipped

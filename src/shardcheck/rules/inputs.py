@@ -7,12 +7,14 @@ one problem as its message and fix.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.job import Job
 from shardcheck.problems import Kind, Problem
 from shardcheck.rules.base import Finding, Message, finding, rule
+from shardcheck.rules.causes import settling_option
 
 
 def _did_you_mean(p: Problem) -> str | None:
@@ -419,7 +421,13 @@ UNKNOWN_FIX = "give the value with --env NAME=VALUE, or set it literally in the 
     "warning",
     "A value a rule needs is not known statically",
     certain=True,
-    notes=(Kind.UNKNOWN_ARGUMENT, Kind.UNKNOWN_FLAG_ARGUMENT, Kind.UNKNOWN_MODEL_FLAG, Kind.UNKNOWN_VALUE),
+    notes=(
+        Kind.UNKNOWN_ARGUMENT,
+        Kind.UNKNOWN_FLAG_ARGUMENT,
+        Kind.UNKNOWN_MODEL_FLAG,
+        Kind.UNKNOWN_VALUE,
+        Kind.UNKNOWN_CAUSE,
+    ),
 )
 def value_unknown(p: Problem) -> Message:
     """
@@ -439,7 +447,7 @@ def value_unknown(p: Problem) -> Message:
     if p.kind is Kind.UNKNOWN_ARGUMENT:
         return (
             f"argument {p['text']} is unknown ({p['reason']}); it may set any key, so the verdict is undecided",
-            "give the values it is built from with --env NAME=VALUE",
+            settling_option(p["reason"]) or "give the values it is built from with --env NAME=VALUE",
         )
     if p.kind is Kind.UNKNOWN_FLAG_ARGUMENT:
         return (
@@ -452,8 +460,22 @@ def value_unknown(p: Problem) -> Message:
             f"{p['flag']} is unknown ({p['reason']}); the model rules are not checked",
             "give the value with --env NAME=VALUE",
         )
+    if p.kind is Kind.UNKNOWN_CAUSE:
+        through = f"{_and(['$' + v for v in p['through']])} depend on " if p["through"] else ""
+        rules = p["rules"]
+        stops = f"; {_and(rules)} {'is' if len(rules) == 1 else 'are'} not checked" if rules else ""
+        may = "; an argument of unknown content may set any key" if p["arguments"] else ""
+        cause = re.sub(r"; (give it with|pass) --env.*$", "", p["cause"])
+        return (
+            f"{through}{cause}, so {_and(p['names'])} are unknown{stops}{may}",
+            p["fix"] or UNKNOWN_FIX,
+        )
     stops = f"; {p['rule']} is not checked" if p.args.get("rule") else ""
-    return f"{p['name']} is unknown: {p['reason']}{stops}", UNKNOWN_FIX
+    return f"{p['name']} is unknown: {p['reason']}{stops}", settling_option(p["reason"]) or UNKNOWN_FIX
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def unknown_sizes(job: Job) -> Iterator[Problem]:

@@ -132,6 +132,9 @@ def run_rules(job: Job, only: tuple[str, ...] = ()) -> tuple[list[Finding], list
     for (location, reason), problem in stopped.items():
         if (location, reason) not in reported:
             findings.append(render(problem))
+    from shardcheck.rules.causes import one_per_cause
+
+    findings = one_per_cause(findings)
     if job.open_arguments:
         lines = ", ".join(str(o.line) for o in job.open_arguments[:4])
         findings = [
