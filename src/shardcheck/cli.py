@@ -619,6 +619,8 @@ def env_unused_once(results) -> None:
         return f.rule == "SHELL-ENV-UNUSED" and f.data.get("name") is not None
 
     judged = [r for r in results if r.job is not None]
+    for r in judged:  # a file's unused names were grouped into one finding: one each again
+        r.findings[:] = [m for f in r.findings for m in (f.members if unused(f) and f.members else (f,))]
     said: set[str] = set()
     for r in judged:
         kept = []
