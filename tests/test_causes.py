@@ -104,10 +104,13 @@ def test_plan_stops_at_once_on_an_unknown_no_layout_settles(tmp_path):
 
 
 def test_plan_does_not_stop_on_a_size_it_sets_itself(tmp_path):
+    from launches import verl_qwen3_moe
+
     from shardcheck.plan import plan_script
 
     script = tmp_path / "run.sh"
-    script.write_text(verl_launch(f"{M}.tensor_model_parallel_size=$TP"))
-    plan_script(script, proof=False, top=1)  # the planner sets TP itself: no PlanError, it searches
-    script.write_text(verl_launch())
+    launch = verl_qwen3_moe()
+    script.write_text(launch)
     assert plan_script(script, proof=False, top=1).plans
+    script.write_text(RAY_UNKNOWN.replace("$(hostname)", "cpu") + launch.rstrip("\n") + ' "${RAY[@]}"\n')
+    assert plan_script(script, proof=False, top=1).plans  # the condition is known: nothing blocks the search
