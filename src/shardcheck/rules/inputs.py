@@ -433,13 +433,16 @@ def value_unknown(p: Problem) -> Message:
     """
     A value came from something shardcheck does not run (command substitution, a loop, a function,
     an environment variable not given): it is reported as unknown, never guessed, and the rules
-    that need it are not checked.
+    that need it are not checked. Values unknown for one cause (one unset variable, one `case` on an
+    unknown subject) are one finding at the cause's first line, naming each value and the rules it
+    stops; the fix names the one option that settles it (`--env NAME=...`, `-- ARGS`).
 
     Why:
     A verdict built on a guessed value is worse than none.
 
     Fix:
-    Give the value with `--env NAME=VALUE`, or set it literally in the script.
+    Give the value with `--env NAME=VALUE` (or the script's arguments after `--`), or set it
+    literally in the script.
 
     Source:
     shardcheck's reader.

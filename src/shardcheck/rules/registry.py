@@ -20,7 +20,7 @@ from shardcheck.rules.base import RULES, Finding, NotJudged, Rule, UnknownValue,
 from shardcheck.rules.ids import REMOVED, RENAMED  # noqa: F401 (the tables, for callers of the registry)
 
 # Modules of this package that define no rules.
-NOT_RULE_MODULES = frozenset({"base", "registry", "ids", "docs", "grouping", "examples", "divisors"})
+NOT_RULE_MODULES = frozenset({"base", "registry", "ids", "docs", "grouping", "causes", "examples", "divisors"})
 
 
 @cache
