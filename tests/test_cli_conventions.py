@@ -269,7 +269,9 @@ def test_actor_and_ref_share_one_finding(tmp_path, capsys):
     unknown = [f for f in r.findings if f.rule == "VALUE-UNKNOWN" and "tensor_model_parallel_size" in f.message]
     assert len(unknown) == 1 and unknown[0].covers == ("actor", "ref"), [f.message for f in r.findings]
     main(["check", "--quiet", str(path)])
-    assert "covers: actor and ref (2 findings of one cause)" in capsys.readouterr().out
+    # one cause: the actor's and the ref's TP, and the DP they make (issue 28 item 4)
+    assert "covers: actor and ref (3 findings of one cause)" in capsys.readouterr().out
+    assert unknown[0].message.startswith("$(get_tp) at line 25 is not run, so ")
 
 
 def test_group_labels():

@@ -87,4 +87,5 @@ def _merged(cause: str, members: list[Finding]) -> Finding:
         "arguments": any(f.data["kind"] == Kind.UNKNOWN_ARGUMENT.value for f in members),
     }
     one = render(Problem(Kind.UNKNOWN_CAUSE, first.origin, args))
-    return replace(one, members=tuple(members))
+    covers = dict.fromkeys(c for f in members for c in (f.covers or (f.scope or f.role,)) if c is not None)
+    return replace(one, members=tuple(members), covers=tuple(covers))
