@@ -110,3 +110,12 @@ def test_nothing_not_judged_when_the_memory_is_estimated(tmp_path):
     script = _slime(tmp_path, 'MOE_LAYER_FREQ="[1]*48"\n')
     r = check(script, device="h100")
     assert r.verdict.not_judged == () and "not judged" not in r.verdict.sentence
+
+
+def test_the_verdict_names_the_model_rules_it_did_not_judge(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(verl_launch(model="NoSuchModel-7B"))
+    r = check(script)
+    (nj,) = r.verdict.not_judged
+    assert nj.what == "model rules" and f"{len(r.skipped)} rules need the model: " in nj.why
+    assert r.verdict.sentence.startswith("layout valid; model rules not judged: ")

@@ -104,7 +104,8 @@ def not_judged_of(r: Result) -> tuple[NotJudged, ...]:
         return ()
     out: list[NotJudged] = []
     if r.skipped:
-        out.append(NotJudged(f"{_plural(len(r.skipped), 'model rule')}", job.model_problem or "model not found"))
+        why = f"{_plural(len(r.skipped), 'rule')} need the model: {job.model_problem or 'model not found'}"
+        out.append(NotJudged("model rules", why))
     memory = job.run_cache.get("memory")
     if memory is not None and job.model is not None:
         for why in memory.problems:
