@@ -2,7 +2,8 @@
 
 Escaping as the runner parses them (actions/toolkit, packages/core/src/command.ts): in the message
 ``%``, CR and LF become ``%25``, ``%0D``, ``%0A``; in property values also ``:`` and ``,`` (``%3A``,
-``%2C``). Severities map to ``error``, ``warning`` and ``notice``.
+``%2C``). Severities map to ``error``, ``warning`` and ``notice``. ``check`` adds one ``::notice`` per script
+with its verdict (verdict.py).
 """
 
 from __future__ import annotations

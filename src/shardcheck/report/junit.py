@@ -1,6 +1,6 @@
 """JUnit XML (the Ant/Jenkins/GitLab schema): one test case per script; it fails when the script has an
-error finding (for ``diff``: on the after side), errors when the input cannot be used; warnings and
-notes go to ``system-out``."""
+error finding (for ``diff``: on the after side), errors when the input cannot be used, and (``check``) is
+skipped when its verdict is undecided; the verdict (verdict.py), warnings and notes go to ``system-out``."""
 
 from __future__ import annotations
 

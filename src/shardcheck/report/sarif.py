@@ -9,7 +9,8 @@ requires an absolute URI). Results carry the script line as a region with its te
 is text (SARIF's ``fixes`` need concrete replacements, which shardcheck does not make), in the message
 and in ``properties.fix``. For ``diff`` each result has ``baselineState`` new or unchanged. An input that
 cannot be used is its INPUT-* result (a tool execution notification if the settings left that rule out)
-and makes ``executionSuccessful`` false; a file without a launch is skipped, as ``check`` skips it.
+and makes ``executionSuccessful`` false; a file without a launch is skipped, as ``check`` skips it. For
+``check`` the invocation's properties list each script's verdict (verdict.py), as the text and JSON say it.
 """
 
 from __future__ import annotations
