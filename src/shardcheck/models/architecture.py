@@ -144,7 +144,12 @@ class Architecture:
 
 
 class NotModelled(ShardcheckError):
-    """The model's layers are not ones shardcheck can count exactly (its reason is the message)."""
+    """The model's layers are not ones shardcheck can count exactly (its reason is the message; ``origin``: where
+    the value that stops the count was written, when it was)."""
+
+    def __init__(self, message: str, origin=None) -> None:
+        super().__init__(message)
+        self.origin = origin
 
 
 def _int(cfg: dict, key: str) -> int:
@@ -312,7 +317,7 @@ def _from_flags(cfg: dict) -> Architecture:
     try:
         values = architecture_values(cfg[MARKER], cfg.get("vocab_size"), cfg.get("vocab_source", "no --vocab-size"))
     except FlagsNotModelled as exc:
-        raise NotModelled(str(exc)) from None
+        raise NotModelled(str(exc), exc.origin) from None
     if values["mla"] is not None:
         values["mla"] = Mla(**values["mla"])
     return Architecture(**values)
