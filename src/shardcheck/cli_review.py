@@ -87,7 +87,7 @@ def render_check(fmt: str, results) -> str:
     if fmt == "github":
         from shardcheck.report.github import render_github, verdict_lines
 
-        return render_github(items, verdict_lines(verdicts))
+        return "\n".join(line for line in (render_github(items), *verdict_lines(verdicts)) if line)
     from shardcheck.report.junit import render_junit
 
     return render_junit(items, scripts, verdicts=verdicts)
