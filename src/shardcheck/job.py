@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shardcheck.origin import Origin, Traced
+from shardcheck.origin import Origin, Traced, UnknownValue
 from shardcheck.problems import Problem
 
 
@@ -270,10 +270,20 @@ class ModelFacts:
     config: dict = field(default_factory=dict, compare=False, repr=False)  # the HF config (text part) as read
     rope_scaling: dict | None = None  # HF rope_scaling (or transformers-5 rope_parameters); None: none
     model_max_length: int | None = None
+    # config.json fields the model's source does not record (a catalogue entry mapped from litgpt): unknown,
+    # never the transformers default
+    unknown: frozenset[str] = frozenset()
 
     @property
     def is_moe(self) -> bool:
         return bool(self.num_experts)
+
+    def max_positions(self) -> int | None:
+        """max_position_embeddings; UnknownValue when the model's source does not record it."""
+        if self.max_position_embeddings is None and "max_position_embeddings" in self.unknown:
+            why = f"not recorded by {self.source}; give the model's config.json with --model-config"
+            raise UnknownValue(f"{self.name}'s max_position_embeddings", Traced(None, self.origin, why))
+        return self.max_position_embeddings
 
 
 # Where each framework takes the node count, devices per node and device kind from (None: not a setting).
