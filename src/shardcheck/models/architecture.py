@@ -111,7 +111,7 @@ class Architecture:
     kv_heads: int
     head_dim: int
     vocab: int
-    tied: bool
+    tied: bool | None  # None: the model's source does not record tie_word_embeddings
     qk_layernorm: bool
     qkv_bias: bool
     mla: Mla | None = None
@@ -247,7 +247,9 @@ def _architecture(model: ModelFacts) -> Architecture:
         kv_heads=kv,
         head_dim=head_dim,
         vocab=_int(cfg, "vocab_size"),
-        tied=bool(cfg.get("tie_word_embeddings", False)),
+        tied=None
+        if "tie_word_embeddings" in model.unknown and "tie_word_embeddings" not in cfg
+        else bool(cfg.get("tie_word_embeddings", False)),
         qk_layernorm=qk_norm,
         qkv_bias=bias,
         mla=mla,

@@ -526,6 +526,8 @@ class _StaticFloor:
                 dense += kinds[kind][0]
                 expert += kinds[kind][1]
             rows = padded_vocab(a.vocab, sharding) // t.tp
+            # tied unknown (None): the output layer counted, the larger size, so a plan never rests on a guess
+            # that it fits
             dense += (rows + a.position_embeddings) * a.hidden + (rows * a.hidden if not a.tied or t.pp > 1 else 0)
             self.cache[key] = (dense, expert)
         dense, expert = self.cache[key]
