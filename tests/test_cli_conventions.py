@@ -269,7 +269,9 @@ def test_actor_and_ref_share_one_finding(tmp_path, capsys):
     unknown = [f for f in r.findings if f.rule == "VALUE-UNKNOWN" and "tensor_model_parallel_size" in f.message]
     assert len(unknown) == 1 and unknown[0].covers == ("actor", "ref"), [f.message for f in r.findings]
     main(["check", "--quiet", str(path)])
-    assert "covers: actor and ref (2 findings of one cause)" in capsys.readouterr().out
+    # one cause: the actor's and the ref's TP, and the DP they make (issue 28 item 4)
+    assert "covers: actor and ref (3 findings of one cause)" in capsys.readouterr().out
+    assert unknown[0].message.startswith("$(get_tp) at line 25 is not run, so ")
 
 
 def test_group_labels():
@@ -307,20 +309,46 @@ def test_per_file_ignores(tmp_path):
     assert "MCORE-PS-WORLD" in {f.rule for f in check(d / "run.sh").findings}
 
 
-def test_unknown_ids_are_warned_with_did_you_mean(tmp_path):
+def test_unknown_ids_in_comments_are_warned_with_did_you_mean(tmp_path):
     from shardcheck import check
 
     d = folder(tmp_path, **{"run.sh": "# shardcheck: disable=MCORE-TC-HEAD-TP\n" + TP3})
-    (d / "pyproject.toml").write_text('[tool.shardcheck]\nignore = [\n  "VERL-RO-EP",\n  "MCORE-TC-HEAD-TP",\n]\n')
-    found = [f for f in check(d / "run.sh").findings if f.rule == "SUPPRESS-UNKNOWN-ID"]
-    assert len(found) == 2
-    comment, setting = sorted(found, key=lambda f: f.path.endswith("toml"))
+    (comment,) = [f for f in check(d / "run.sh").findings if f.rule == "SUPPRESS-UNKNOWN-ID"]
     assert comment.line == 1 and comment.fix == "did you mean MCORE-TC-HEADS-TP?"
-    assert setting.path.endswith("pyproject.toml") and setting.line == 4
-    assert "[tool.shardcheck] ignore names MCORE-TC-HEAD-TP" in setting.message
-    # prefixes are fine in settings
-    (d / "pyproject.toml").write_text('[tool.shardcheck]\nselect = ["MCORE-", "VERL-"]\n')
-    assert not [f for f in check(d / "run.sh").findings if f.rule == "SUPPRESS-UNKNOWN-ID" and f.path.endswith("toml")]
+    # prefixes are fine in settings, with or without their dash
+    (d / "pyproject.toml").write_text('[tool.shardcheck]\nselect = ["MCORE-", "VERL", "SHELL-ENV-"]\n')
+    r = check(d / "run.sh")
+    assert r.error is None and not [f for f in r.findings if f.path and f.path.endswith("toml")]
+
+
+def test_an_unknown_id_in_the_settings_is_a_usage_error(tmp_path, capsys):
+    """As ruff refuses an unknown selector: exit 2, file:line, did you mean (it silently selected nothing)."""
+    from shardcheck import check
+
+    d = folder(tmp_path, **{"run.sh": TP3})
+    (d / "pyproject.toml").write_text('[tool.shardcheck]\nignore = [\n  "VERL-RO-EP",\n  "MCORE-TC-HEAD-TP",\n]\n')
+    r = check(d / "run.sh")
+    assert r.exit_code == 2 and r.error_kind == "usage"
+    assert r.error == (
+        f"{d / 'pyproject.toml'}:4: [tool.shardcheck] ignore names MCORE-TC-HEAD-TP, which is no rule id or "
+        "prefix; did you mean MCORE-TC-HEADS-TP?"
+    )
+    assert main(["check", str(d / "run.sh")]) == 2
+    (d / "pyproject.toml").write_text('[tool.shardcheck.per-file-ignores]\n"*.sh" = ["NOPE-XYZ"]\n')
+    assert "per-file-ignores '*.sh' names NOPE-XYZ, which is no rule id or prefix" in check(d / "run.sh").error
+
+
+@pytest.mark.parametrize("option", ["--select", "--ignore"])
+def test_an_unknown_id_on_the_command_line_is_a_usage_error(option, tmp_path, capsys):
+    d = folder(tmp_path, **{"run.sh": TP3})
+    assert main(["check", option, "MCORE-PS-WORLD,MCORE-PS-EXPERT-FLD", str(d / "run.sh")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == (
+        f"shardcheck: {option} names MCORE-PS-EXPERT-FLD, which is no rule id or prefix; "
+        "did you mean MCORE-PS-EXPERT-FOLD?"
+    )
+    assert main(["check", option, "MCORE-PS-", "--no-fix-proof", str(d / "run.sh")]) in (0, 1)  # a prefix is fine
 
 
 def test_renamed_and_removed_ids_are_redirected(tmp_path, monkeypatch):

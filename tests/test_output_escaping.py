@@ -150,11 +150,13 @@ def assert_text(out: str, judged: int, fmt: str) -> None:
         assert not verdicts, verdicts
 
 
-def assert_github(out: str, findings: int, summaries: int) -> None:
+def assert_github(out: str, findings: int, summaries: int, verdicts: int = 0) -> None:
+    """``verdicts``: the ``::notice`` lines of the scripts' verdicts ``check`` adds, one per judged script."""
     lines = [line for line in out.split("\n") if line]
     commands = [line for line in lines if line.startswith("::")]
     assert all(COMMAND.fullmatch(line) for line in commands), [c for c in commands if not COMMAND.fullmatch(c)]
-    assert len(commands) == findings
+    notices = [line for line in commands if ",title=shardcheck verdict%3A " in line]
+    assert len(notices) == verdicts and len(commands) - len(notices) == findings
     assert len(lines) - len(commands) == summaries
     assert not _unsafe(out)
 
@@ -197,7 +199,7 @@ def check_every_format(tmp_path, hostile: str, capsys) -> None:
         if fmt in TEXTUAL:
             assert_text(out, judged, fmt)
         elif fmt == "github":
-            assert_github(out, _findings(doc), 0)
+            assert_github(out, _findings(doc), 0, verdicts=len(doc["results"]))
         elif fmt == "junit":
             assert len(ET.fromstring(out).findall(".//testcase")) == 2
             assert not _unsafe(out.replace("\n", ""))

@@ -4,12 +4,13 @@ findings written there (line, message, fix), the good case none of that rule and
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from shardcheck.api import check
-from shardcheck.rules.examples import LAUNCHES, Case, rule_cases
+from shardcheck.rules.examples import INFERRED, LAUNCHES, Case, rule_cases
 from shardcheck.rules.registry import all_rules, run_rules
 
 CASES = rule_cases()
@@ -30,14 +31,19 @@ def run_case(case: Case, tmp_path: Path):
     text = case.text(model_dir)
     if text is not None:
         path.write_text(text)
-    result = check(
-        path,
-        case.env,
-        device=case.device,
-        host_memory=case.host_memory,
-        verl_version=case.verl_version,
-        megatron_core_version=case.megatron_core_version,
-    )
+    pinned = os.environ.pop("SHARDCHECK_VERL_VERSION", None) if case.verl_version == INFERRED else None
+    try:
+        result = check(
+            path,
+            case.env,
+            device=case.device,
+            host_memory=case.host_memory,
+            verl_version=None if case.verl_version == INFERRED else case.verl_version,
+            megatron_core_version=case.megatron_core_version,
+        )
+    finally:
+        if pinned is not None:
+            os.environ["SHARDCHECK_VERL_VERSION"] = pinned
     return [f for f in result.findings if f.rule == case.rule], result.valid
 
 

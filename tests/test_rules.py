@@ -172,7 +172,9 @@ def test_errors_an_unknown_argument_could_change_are_conditional(tmp_path):
     text = script(f'{M}.tensor_model_parallel_size=3 "$(cat more.txt)"')
     found, result = rule_findings(tmp_path, text, "MCORE-PS-WORLD")
     assert found and found[0].conditional and "could change this" in found[0].message
-    assert result.valid is None and result.exit_code == 1
+    # it will not start as read: false in every format, as the text says (issue 26)
+    assert result.valid is False and result.exit_code == 1
+    assert result.verdict.sentence.startswith("will not start as read")
     # an override Hydra rejects is certain whatever the unknown argument holds
     text = script(f'{M}.tensor_parallel_size=3 "$(cat more.txt)"')
     found, result = rule_findings(tmp_path, text, "VERL-CFG-UNKNOWN-KEY")

@@ -169,6 +169,10 @@ def test_batched_tokens_verdict_depends_on_the_version(tmp_path):
         f"{RO}.enable_chunked_prefill=False",
         f"{RO}.max_num_batched_tokens=4096",
         f"{RO}.max_model_len=32768",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+        "critic.ppo_micro_batch_size_per_gpu=1",
+        f"{RO}.log_prob_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
     )
 
     def mnbt(**kw):
@@ -180,23 +184,63 @@ def test_batched_tokens_verdict_depends_on_the_version(tmp_path):
         error.severity == "error"
         and "max_num_batched_tokens (4096) is smaller than max_model_len (32768)" in error.message
     )
-    inferred = mnbt()  # 0.9.1 is judged; the older accepted versions fail: a warning naming them
-    assert all(f.severity == "warning" for f in inferred)
-    assert any(f.message.startswith("under verl ") and "0.9.0" in f.message for f in inferred)
+    inferred = check(script)  # 0.9.1 is judged: its warning stands; the older accepted versions fail there
+    assert [f.severity for f in inferred.findings if f.rule == "VERL-RO-MNBT"] == ["warning"]
+    assert not any(f.message.startswith("under verl ") for f in inferred.findings)
+    (note,) = [f for f in inferred.findings if f.rule == "VERL-VERSIONS-DIFFER"]
+    assert inferred.valid is True and note.severity == "info"
+    assert note.message.startswith("on verl 0.4.0 … 0.9.0, main this does not start: VERL-RO-MNBT there")
 
 
-def test_a_version_dependent_error_is_a_warning_under_an_inferred_version():
-    """verl 0.6.0 alone defaults expert_tensor_parallel_size to 1 (the others to null, i.e. ETP = TP)."""
-    inferred = [f for f in check(CASES / "qwen3_235b_256k_etp_unset.sh").findings if f.rule == "MCORE-PS-EXPERT-FOLD"]
-    assert [f.severity for f in inferred] == ["warning"]
-    assert "holds for verl 0.6.1 … 0.9.0, main, not for 0.6.0" in inferred[0].message
-    given = check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.9.0")
-    assert [f.severity for f in given.findings if f.rule == "MCORE-PS-EXPERT-FOLD"] == ["error"]
-    assert not [
-        f
-        for f in check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.6.0").findings
-        if f.rule == "MCORE-PS-EXPERT-FOLD"
-    ]
+ETP_UNSET = CASES / "qwen3_235b_256k_etp_unset.sh"
+
+
+def _fold(result) -> list[str]:
+    return [f.severity for f in result.findings if f.rule == "MCORE-PS-EXPERT-FOLD"]
+
+
+def test_the_judged_version_decides_under_an_inferred_version():
+    """verl 0.6.0 alone defaults expert_tensor_parallel_size to 1 (the others to null, i.e. ETP = TP): the
+    inferred 0.9.0 fails, so the script fails, and one info note names 0.6.0 (issue 26)."""
+    inferred = check(ETP_UNSET)
+    assert inferred.job.version_source == "inferred" and inferred.job.framework_version == "0.9.0"
+    assert _fold(inferred) == ["error"] and inferred.valid is False
+    (note,) = [f for f in inferred.findings if f.rule == "VERL-VERSIONS-DIFFER"]
+    assert note.severity == "info"
+    assert note.message == (
+        "on verl 0.6.0 this starts: ETP defaults to 1 there (judged: verl 0.9.0); `--versions` shows all"
+    )
+    assert not [f for f in inferred.findings if f.severity == "warning" and "verl 0.6.0" in f.message]
+
+
+@pytest.mark.parametrize("version", ["0.6.1", "0.9.0", "main"])
+def test_the_judged_version_decides_when_given(version):
+    given = check(ETP_UNSET, verl_version=version)
+    assert _fold(given) == ["error"] and given.valid is False
+    assert not [f for f in given.findings if f.rule == "VERL-VERSIONS-DIFFER"]
+
+
+def test_the_judged_version_decides_when_pinned(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(ETP_UNSET.read_text())
+    (tmp_path / "requirements.txt").write_text("verl==0.7.0\n")
+    pinned = check(script)
+    assert pinned.job.version_source == "pinned" and pinned.job.framework_version == "0.7.0"
+    assert _fold(pinned) == ["error"] and pinned.valid is False
+    (tmp_path / "requirements.txt").write_text("verl==0.6.0\n")
+    assert _fold(check(script)) == []  # ETP defaults to 1 on 0.6.0: it starts there
+
+
+def test_the_version_given_in_the_settings_decides(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(ETP_UNSET.read_text())
+    (tmp_path / "pyproject.toml").write_text('[tool.shardcheck]\nverl-version = "0.8.0"\n')
+    assert _fold(check(script)) == ["error"]
+
+
+def test_no_versions_note_when_every_accepted_release_agrees():
+    same = check(CASES / "qwen3_235b_256k_etp_unset.sh", verl_version="0.6.0")
+    assert not [f for f in same.findings if f.rule == "VERL-VERSIONS-DIFFER"]
 
 
 def test_at_least_and_span():

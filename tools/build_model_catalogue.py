@@ -16,6 +16,12 @@ Sources, in the order they are read (a later source never replaces an earlier en
    ``fetch`` leaves): every such file in the repository's history, each at the last commit that wrote it.
 3. Markdown notes holding config.json copies under a heading naming the model (NOTES below), at a pinned
    commit; only the headings listed there, each mapped to its HF id.
+4. mlc-ai/mlc-llm's ``model_preset.py`` (MLC below): HF config.json dicts kept verbatim under MLC's own preset
+   names; only the presets listed there, each mapped to the HF id its ``_name_or_path`` or name says.
+5. Lightning-AI/litgpt's ``litgpt/config.py`` (tools/litgpt_configs.py): litgpt's own field names mapped to the
+   HF ones; the fields litgpt does not record are left out and listed in the entry's ``unknown``. A model an
+   earlier (config.json) source has keeps that entry; where litgpt's mapped facts disagree, the disagreement is
+   printed (the build log).
 
 Written to ``src/shardcheck/models/data/model_catalogue.json.gz``: ``{"about", "models": {hf_id: {"config",
 "source"}}}``, each config cut down to the fields shardcheck's model reader uses (KEEP), the
@@ -63,6 +69,23 @@ NOTES = (
             **{n: f"Qwen/{n}" for n in ("Qwen2.5-3B", "Qwen2.5-14B", "Qwen3-4B", "Qwen3-14B")},
         },
     ),
+)
+
+# (repository, path, commit, {preset: HF id}): mlc-llm's presets whose HF id is sure: the preset's own
+# ``_name_or_path`` (marked *) or a preset name that spells the HF model.
+MLC = (
+    "mlc-ai/mlc-llm",
+    "python/mlc_llm/model/model_preset.py",
+    "d1ea69a87280e821611643958bfec385b62dafd3",
+    {
+        "llama2_13b": "meta-llama/Llama-2-13b-hf",  # *
+        "codellama_7b": "codellama/CodeLlama-7b-hf",  # *
+        "phi-3_5": "microsoft/Phi-3.5-mini-instruct",  # * Phi-3.5-mini-instruct
+        "phi-3_5-vision": "microsoft/Phi-3.5-vision-instruct",  # * Phi-3.5-vision-instruct
+        "phi-4": "microsoft/Phi-4-mini-instruct",  # * Phi-4-mini-instruct
+        "qwen2": "Qwen/Qwen1.5-1.8B-Chat",  # *
+        "gemma3_1b_it": "google/gemma-3-1b-it",
+    },
 )
 
 # The fields shardcheck's model reader (models/facts.py, models/architecture.py) and its rules read.
@@ -192,6 +215,49 @@ def from_notes(repo: str, path: str, commit: str, headings: dict[str, str], mirr
     return out
 
 
+def from_mlc(repo: str, path: str, commit: str, presets: dict[str, str], mirrors: Path) -> dict[str, dict]:
+    """The listed presets of mlc-llm's model_preset.py (a module holding one dict literal, read with ast)."""
+    import ast
+
+    mirror = mirrors / repo.replace("/", "+") / "repo"
+    tree = ast.parse(git(mirror, "show", f"{commit}:{path}"))
+    table = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict)
+    )
+    found = {ast.literal_eval(k): ast.literal_eval(v) for k, v in zip(table.keys, table.values, strict=True)}
+    out = {}
+    for preset, hf_id in presets.items():
+        if not usable(found.get(preset)):
+            sys.exit(f"{repo}:{path}@{commit}: no usable preset {preset!r}")
+        source = {"repo": repo, "path": f"{path} ({preset})", "commit": commit}
+        out[hf_id] = {"config": compact(found[preset]), "source": source}
+    return out
+
+
+def from_litgpt(mirrors: Path) -> dict[str, dict]:
+    """litgpt's configs, mapped to HF names (tools/litgpt_configs.py)."""
+    import litgpt_configs as lit
+
+    mirror = mirrors / lit.REPO.replace("/", "+") / "repo"
+    if not mirror.is_dir():
+        sys.exit(f"{mirror}: no mirror of {lit.REPO}; fetch github:{lit.REPO} first (or pass --mirrors)")
+    return lit.entries(git(mirror, "show", f"{lit.COMMIT}:{lit.PATH}"))
+
+
+def disagreements(real: dict, mapped: dict) -> list[str]:
+    """The fields where a mapped entry's config differs from a real config.json's (the text part of a VL one)."""
+    text = next((real[k] for k in ("text_config", "llm_config") if isinstance(real.get(k), dict)), real)
+    heads = text.get("num_attention_heads")
+    implied = {"num_key_value_heads": heads, "head_dim": (text.get("hidden_size") or 0) // (heads or 1)}
+    return [
+        f"{k}: {text.get(k, implied.get(k))!r} (config.json) vs {v!r}"
+        for k, v in mapped.items()
+        if text.get(k, implied.get(k)) != v
+    ]
+
+
 def from_saved() -> dict[str, dict]:
     """The config.json copies read from huggingface.co pages, saved as ``Org--Name.json``."""
     out = {}
@@ -211,10 +277,23 @@ def build(mirrors: Path) -> dict:
         from_saved(),
         *(from_git(*source, mirrors) for source in GITS),
         *(from_notes(*source, mirrors) for source in NOTES),
+        from_mlc(*MLC, mirrors),
     )
     for found in sources:
         for hf_id, entry in found.items():
             models.setdefault(hf_id, entry)
+    import litgpt_configs as lit
+
+    for pattern, model_type, arch, _, witness in lit.FAMILIES:
+        real = models.get(witness, {}).get("config", {})
+        if real.get("model_type") != model_type or arch not in real.get("architectures", ()):
+            sys.exit(f"litgpt family {pattern}: its witness {witness} is not a {model_type} {arch} config.json")
+    for hf_id, entry in from_litgpt(mirrors).items():
+        if hf_id in models:
+            for what in disagreements(models[hf_id]["config"], entry["config"]):
+                print(f"{hf_id}: litgpt disagrees, the config.json kept: {what}", file=sys.stderr)
+        else:
+            models[hf_id] = entry
     return {
         "about": "Architecture facts of open models, cut from their published config.json; each entry names "
         "the public copy it was read from. Built by tools/build_model_catalogue.py.",

@@ -6,7 +6,8 @@ Usage: python tools/fetch_reference_wheels.py OUT_DIR
   (tests/test_verl_versions.py composes them with ``hydra.compose``; nothing of verl is imported);
 - ``OUT_DIR/megatron-core/<minor>/``: the ``megatron`` package of the newest patch of every megatron-core minor
   (tests/test_megatron_versions_differential.py imports its ``parallel_state`` on the local CPU torch, one
-  minor per subprocess). 0.17-0.19 publish cp312 wheels only: they are unpacked all the same and imported on
+  minor per subprocess; tests/test_megatron_split_versions_differential.py its ``TransformerConfig`` and
+  ``get_num_layers_to_build``). 0.17-0.19 publish cp312 wheels only: they are unpacked all the same and imported on
   Python 3.11 where their pure-Python ``parallel_state`` allows it.
 
 Prints the two environment variables to export. A wheel that cannot be downloaded is skipped with a line on

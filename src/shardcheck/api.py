@@ -42,17 +42,19 @@ class Result:
         return "skipped" if self.error_kind == "no-launch" else "failed"
 
     @property
+    def verdict(self):
+        """The one verdict every report format shows (shardcheck.verdict)."""
+        from shardcheck.verdict import verdict_of
+
+        return verdict_of(self)
+
+    @property
     def valid(self) -> bool | None:
-        """True: no error. False: an error (or an unusable input). None: no error found, but a value
-        some rule needs is unknown (VALUE-UNKNOWN), so the verdict is undecided, never guessed; also
-        None for a file skipped for having no launch command."""
-        if self.status == "skipped":
-            return None
-        if self.error is not None or any(f.severity == "error" and not f.conditional for f in self.findings):
-            return False
-        if any(f.rule == "VALUE-UNKNOWN" or f.severity == "error" for f in self.findings):
-            return None
-        return True
+        """True: no error. False: an error (also one that holds as read, which an unknown argument could
+        change), or an unusable input. None: no error found, but a value some rule needs is unknown
+        (VALUE-UNKNOWN), so the verdict is undecided, never guessed; also None for a file skipped for having no
+        launch command."""
+        return self.verdict.valid
 
     @property
     def layout_valid(self) -> bool | None:
@@ -141,7 +143,7 @@ def summarize_layout(job: Job, layout: MegatronLayout) -> dict:
 
     stages = None
     if job.model is not None and job.model.num_hidden_layers:
-        split = layer_split(layout, job.model.num_hidden_layers)
+        split = layer_split(layout, job.model.num_hidden_layers, job.megatron_core_version)
         if isinstance(split, Split):
             stages = list(split.stages)
     return {
@@ -284,8 +286,9 @@ def _check(
         from shardcheck.rules.registry import run_rules
 
         findings, skipped = run_rules(job)
-        if job.framework == "verl" and job.version_source == "inferred" and len(job.accepted_versions) > 1:
-            findings = _across_versions(
+        verl_job = job.framework in ("verl", "verl-gen")
+        if verl_job and job.version_source == "inferred" and len(job.accepted_versions) > 1:
+            note = _versions_note(
                 job,
                 findings,
                 lambda v: replace(
@@ -307,6 +310,7 @@ def _check(
                     sample_tokens=sample_tokens,
                 ),
             )
+            findings += [note] if note is not None else []
     except NoLaunchError as exc:
         return unusable_result(shown, str(exc), "no-launch", settings)
     except UnreadableInput as exc:
@@ -440,59 +444,62 @@ def _script_lines(origin, path: str) -> set[int]:
     return lines
 
 
-def _across_versions(job: Job, findings: list, judge) -> list:
-    """Under an inferred verl version, an error that does not hold for every version accepting the script is a
-    warning naming those it holds for; an error of another accepted version is added as such a warning.
+def _versions_note(job: Job, findings: list, judge) -> Finding | None:
+    """Under an inferred verl version, one VERL-VERSIONS-DIFFER note naming the other accepted releases whose
+    verdict differs from the judged one's (they start where it fails, or fail where it starts), with the
+    layout value that differs there. The judged version's findings stand as they are.
 
     Versions that read the same defaults and behave alike (versions.behaviour) are judged once."""
-    from dataclasses import replace
-
     from shardcheck.frameworks.verl.versions import behaviour, span
-    from shardcheck.rules.registry import run_rules
+    from shardcheck.origin import Origin
+    from shardcheck.rules.registry import render, run_rules
 
     groups: dict[tuple, list[str]] = {}
     for version in job.accepted_versions:
         groups.setdefault(behaviour(version, job.config_name, job.defaults_read), []).append(version)
-    if len(groups) == 1:
-        return findings
-
-    def key(f) -> tuple:
-        return f.rule, f.line, f.role
-
     mine = behaviour(job.framework_version, job.config_name, job.defaults_read)
-    errors: dict[tuple, dict[tuple, object]] = {mine: {key(f): f for f in findings if f.severity == "error"}}
+    fails_here = any(f.severity == "error" for f in findings)
+    starts: list[str] = []
+    fails: list[str] = []
+    anchor = next((f.origin for f in findings if f.severity == "error" and f.origin is not None), None)
+    why: dict[str, list[str]] = {"starts": [], "fails": []}
     for sig, versions in groups.items():
-        if sig != mine:
-            errors[sig] = {key(f): f for f in run_rules(judge(versions[-1]))[0] if f.severity == "error"}
+        if sig == mine:
+            continue
+        other = judge(versions[-1])
+        theirs = [f for f in run_rules(other)[0] if f.severity == "error"]
+        if fails_here == bool(theirs):
+            continue
+        how = "fails" if theirs else "starts"
+        anchor = anchor or next((f.origin for f in theirs if f.origin is not None), None)
+        (fails if theirs else starts).extend(versions)
+        said = _layout_differences(job, other)
+        if not said:
+            errors = theirs or [f for f in findings if f.severity == "error"]
+            said = [f"{'' if theirs else 'no '}{', '.join(dict.fromkeys(f.rule for f in errors))} there"]
+        why[how].extend(w for w in said if w not in why[how])
+    differs = [(span(vs), how, "; ".join(why[how])) for vs, how in ((starts, "starts"), (fails, "fails")) if vs]
+    if not differs:
+        return None
+    # at the judged version's first error (or the other versions'): the line whose verdict differs
+    origin = anchor or Origin(kind="cli", path=job.path, text="the verl version inferred")
+    return render(Problem(Kind.VERSIONS_DIFFER, origin, {"judged": job.framework_version, "differs": differs}))
+
+
+def _layout_differences(job: Job, other: Job) -> list[str]:
+    """``ETP defaults to 1 there`` for each engine size that another version's defaults make different."""
     out = []
-    for f in findings:
-        if f.severity == "error":
-            holds = [v for sig, vs in groups.items() if key(f) in errors[sig] for v in vs]
-            if len(holds) < len(job.accepted_versions):
-                others = [v for v in job.accepted_versions if v not in holds]
-                f = replace(
-                    f,
-                    severity="warning",
-                    message=f"{f.message} [holds for verl {span(holds)}, not for "
-                    f"{span(others)}; give --verl-version to decide]",
-                )
-        out.append(f)
-    seen = set(errors[mine])
-    for sig in groups:
-        for k, f in errors[sig].items():
-            if k in seen:
-                continue
-            seen.add(k)
-            holds = [v for s2, vs in groups.items() if k in errors[s2] for v in vs]
-            out.append(
-                replace(
-                    f,
-                    severity="warning",
-                    message=f"under verl {span(holds)}: {f.message} [not for "
-                    f"verl {job.framework_version}, the version judged; give --verl-version to decide]",
-                    fix=f"on verl {span(holds)}: {f.fix}" if f.fix else None,
-                )
-            )
+    for role in ("actor", "critic", "ref"):
+        mine, theirs = job.layout(role), other.layout(role)
+        if mine is None or theirs is None:
+            continue
+        for name in ("tp", "pp", "cp", "ep", "etp", "vpp"):
+            a, b = getattr(mine, name), getattr(theirs, name)
+            if a.known and b.known and a.value != b.value:
+                verb = "defaults to" if b.origin.kind == "default" else "is"
+                said = f"{name.upper()} {verb} {b.value} there"
+                if said not in out:
+                    out.append(said)
     return out
 
 
@@ -902,9 +909,7 @@ def version_matrix(
         findings, _ = run_rules(job)
         findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.line or 0, f.rule))
         errors = [f for f in findings if f.severity == "error"]
-        if errors:
-            return (None if all(f.conditional for f in errors) else False), errors[0]
-        return True, None
+        return (False, errors[0]) if errors else (True, None)  # as verdict.py: an error as read is an error
 
     try:
         base = resolve_script(

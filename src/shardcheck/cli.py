@@ -562,10 +562,13 @@ def _check(args) -> int:
         return 2
     if args.versions:
         return _versions(args, env, paths)
-    out = _Output(sys.stdout, args.format == "text" and not args.statistics)
+    # --env over several files: each result waits for the others, so that a name read by no file is said once
+    held = bool(env) and len(paths) > 1
+    out = _Output(sys.stdout, args.format == "text" and not args.statistics and not held)
     progress = _Progress(len(paths))
     results = []
     overrides = {"select": args.select, "ignore": args.ignore, "fail_on": args.fail_on}
+    _refuse_unknown_selectors(args)
     try:
         for p in paths:
             progress.advance(p)
@@ -610,6 +613,11 @@ def _check(args) -> int:
                 out.lines(_result_lines(r, args.quiet, builtin, args.verbose))
     finally:
         progress.stop()
+    if held:
+        env_unused_once(results)
+        if args.format == "text" and not args.statistics:
+            for r in results:
+                out.lines(_result_lines(r, args.quiet, builtin, args.verbose))
     reports = _verify(results) if args.verify else None
     if isinstance(reports, int):
         return reports
@@ -642,6 +650,49 @@ def _check(args) -> int:
     if reports is not None and not all(rep.agrees for rep in reports.values()):
         return 3
     return _exit_status(results, args.exit_zero)
+
+
+def env_unused_once(results) -> None:
+    """SHELL-ENV-UNUSED over several files: none where some file reads the name; where none does, one finding,
+    on the first file, saying so (each file used to warn of every --env it does not read)."""
+    from dataclasses import replace
+
+    def unused(f) -> bool:
+        return f.rule == "SHELL-ENV-UNUSED" and f.data.get("name") is not None
+
+    judged = [r for r in results if r.job is not None]
+    for r in judged:  # a file's unused names were grouped into one finding: one each again
+        r.findings[:] = [m for f in r.findings for m in (f.members if unused(f) and f.members else (f,))]
+    said: set[str] = set()
+    for r in judged:
+        kept = []
+        for f in r.findings:
+            if unused(f):
+                name = f.data["name"]
+                if name in said or any(
+                    not any(unused(g) and g.data["name"] == name for g in o.findings) for o in judged
+                ):
+                    continue
+                said.add(name)
+                f = replace(
+                    f,
+                    message=f"--env {name}: none of the {len(judged)} scripts reads ${name}, so the value "
+                    f"changes nothing",
+                )
+            kept.append(f)
+        r.findings[:] = kept
+
+
+def _refuse_unknown_selectors(args) -> None:
+    """--select / --ignore ids that name no rule or prefix: a usage error (exit 2) with "did you mean"."""
+    from shardcheck.errors import SettingsError
+    from shardcheck.settings import refuse_unknown_ids, split_ids
+
+    for option in ("select", "ignore"):
+        try:
+            refuse_unknown_ids(split_ids(getattr(args, option) or []), f"--{option}")
+        except SettingsError as exc:
+            raise UsageError(f"shardcheck: {exc}") from None
 
 
 def _config_settings(args):

@@ -81,17 +81,18 @@ def render_check(fmt: str, results) -> str:
 
     items = check_items(results)
     scripts = [r.path for r in results]
+    verdicts = {r.path: r.verdict for r in results}  # the one verdict (verdict.py), as the text and JSON say it
     if fmt == "sarif":
         from shardcheck.report.sarif import render_sarif
 
-        return render_sarif(items, scripts=scripts, command="check")
+        return render_sarif(items, scripts=scripts, command="check", verdicts=verdicts)
     if fmt == "github":
-        from shardcheck.report.github import render_github
+        from shardcheck.report.github import render_github, verdict_lines
 
-        return render_github(items)
+        return "\n".join(line for line in (render_github(items), *verdict_lines(verdicts)) if line)
     from shardcheck.report.junit import render_junit
 
-    return render_junit(items, scripts)
+    return render_junit(items, scripts, verdicts=verdicts)
 
 
 def run_diff(args: argparse.Namespace) -> int:

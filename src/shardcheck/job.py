@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shardcheck.origin import Origin, Traced
+from shardcheck.origin import Origin, Traced, UnknownValue
 from shardcheck.problems import Problem
 
 
@@ -283,10 +283,20 @@ class ModelFacts:
     quantization: Quantization | None = None  # config.json's quantization_config (models/quantization.py)
     vision_config: dict | None = field(default=None, compare=False, repr=False)  # a VL model's vision tower
     text_key: str | None = None  # where a VL config keeps its language model: text_config, llm_config, ...
+    # config.json fields the model's source does not record (a catalogue entry mapped from litgpt): unknown,
+    # never the transformers default
+    unknown: frozenset[str] = frozenset()
 
     @property
     def is_moe(self) -> bool:
         return bool(self.num_experts)
+
+    def max_positions(self) -> int | None:
+        """max_position_embeddings; UnknownValue when the model's source does not record it."""
+        if self.max_position_embeddings is None and "max_position_embeddings" in self.unknown:
+            why = f"not recorded by {self.source}; give the model's config.json with --model-config"
+            raise UnknownValue(f"{self.name}'s max_position_embeddings", Traced(None, self.origin, why))
+        return self.max_position_embeddings
 
 
 # Where each framework takes the node count, devices per node and device kind from (None: not a setting).

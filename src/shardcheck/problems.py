@@ -46,12 +46,17 @@ class Kind(Enum):
     UNKNOWN_FLAG_ARGUMENT = "unknown-flag-argument"  # a word of unknown content among the flags
     UNKNOWN_MODEL_FLAG = "unknown-model-flag"  # flag, reason: an architecture flag is unknown
     UNKNOWN_VALUE = "unknown-value"  # name, reason, rule (the rule it stops, or None): a needed value is unknown
+    # cause, names, rules, through (the variables that pass it on), fix (or None), arguments (bool):
+    # several values unknown for one reason (rules/causes.py)
+    UNKNOWN_CAUSE = "unknown-cause"
     # the command line and the files given (api.py)
     ENV_UNUSED = "env-unused"  # name, path, wanted (the names the script reads), close (the closest, or None)
     INPUT_NO_LAUNCH = "input-no-launch"  # message: the one line that says why the file is skipped
     INPUT_UNREADABLE = "input-unreadable"  # message
     INPUT_UNUSABLE = "input-unusable"  # message
     UNKNOWN_RULE_ID = "unknown-rule-id"  # message, fix: an id in a disable comment or setting that names no rule
+    # judged, differs: [(span, "starts" | "fails", why)] (api.py): other accepted verl releases judge otherwise
+    VERSIONS_DIFFER = "versions-differ"
     # Megatron-Core's rank grid (mesh/grid.py); quote: megatron-core's own error text
     GRID_WORLD = "grid-world"
     GRID_VPP_PP = "grid-vpp-pp"

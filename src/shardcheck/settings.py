@@ -94,9 +94,9 @@ class Settings:
         """These settings with the command line's values in place of the file's."""
         changes: dict = {}
         if select is not None:
-            changes["select"] = _ids(select)
+            changes["select"] = split_ids(select)
         if ignore is not None:
-            changes["ignore"] = _ids(ignore)
+            changes["ignore"] = split_ids(ignore)
         if fail_on is not None:
             changes["fail_on"] = fail_on
         return replace(self, **changes) if changes else self
@@ -117,7 +117,7 @@ class Settings:
         return out
 
 
-def _ids(values) -> tuple[str, ...]:
+def split_ids(values) -> tuple[str, ...]:
     out: list[str] = []
     for value in values:
         out.extend(part.strip().upper() for part in str(value).split(",") if part.strip())
@@ -200,7 +200,22 @@ def _id_list(value, what: str, where: str) -> tuple[str, ...]:
             'prefixes such as ["MCORE-", "VERL-CFG-UNKNOWN-KEY"] (an empty prefix would match every '
             "rule)"
         )
-    return _ids(value)
+    return split_ids(value)
+
+
+def refuse_unknown_ids(ids: tuple[str, ...], where: str) -> None:
+    """SettingsError for the first id that names no rule and no prefix of one (as ruff refuses an unknown rule
+    selector), with a "did you mean" from difflib over the ids and prefixes; a renamed or removed id is applied
+    or dropped and warned at check time (SUPPRESS-UNKNOWN-ID)."""
+    from shardcheck.rules.ids import check_id
+    from shardcheck.rules.registry import all_rules
+
+    rules = all_rules()
+    for written in ids:
+        found = check_id(written, rules)
+        if found.kind == "unknown":
+            hint = f"did you mean {found.target}?" if found.target else "`shardcheck rules` lists the ids"
+            raise SettingsError(f"{where} names {written}, which is no rule id or prefix; {hint}")
 
 
 def read_settings(candidate: Path, *, required: bool = False) -> Settings | None:
@@ -268,6 +283,11 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
     if verl_path is not None:  # relative to the settings file's folder
         verl_path = str((Path(candidate).resolve().parent / Path(verl_path).expanduser()).resolve())
     every = [*select, *ignore, *(i for _, ids in pfi for i in ids)]
+    lines = dict(_lines(text, every))
+    for setting, ids in [("select", select), ("ignore", ignore), *((f"per-file-ignores {p!r}", i) for p, i in pfi)]:
+        for written in ids:
+            line = lines.get(written) or _line_of(text, setting.split()[0])
+            refuse_unknown_ids((written,), f"{candidate}:{line}: [tool.shardcheck] {setting}")
     return Settings(
         select=select,
         ignore=ignore,

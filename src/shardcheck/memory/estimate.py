@@ -145,6 +145,7 @@ class MemoryEstimate:
     rollout: RolloutMemory | None = None
     host: HostMemory | None = None
     problems: list[str] = field(default_factory=list)  # why a part could not be estimated
+    problem_origins: dict = field(default_factory=dict)  # problem -> the Origin of the value that stopped it
     # with --sample-tokens and dynamic batch size: the update sized at the token budget (the upper bound);
     # ``train`` (what the rules judge) is sized at the given sample lengths
     train_at_budget: TrainMemory | None = None
@@ -164,6 +165,14 @@ def adapter_for(job: Job):
     return adapter
 
 
+def _stopped_at(out: MemoryEstimate, said: str, exc: Exception) -> None:
+    """Keep where the value that stopped a part of the estimate was written (verdict.py names its line)."""
+    traced = getattr(exc, "traced", None)
+    origin = traced.origin if traced is not None else getattr(exc, "origin", None)
+    if origin is not None:
+        out.problem_origins[said] = origin
+
+
 def estimate(job: Job, device_choice: str | None = None, *, train_of: MemoryEstimate | None = None) -> MemoryEstimate:
     """The memory estimate of ``job`` on ``device_choice`` (else the default for trainer.device).
 
@@ -180,7 +189,9 @@ def estimate(job: Job, device_choice: str | None = None, *, train_of: MemoryEsti
         arch = architecture(job.model)
         adapter = adapter_for(job)
     except (NotModelled, UnknownValue) as exc:
-        out.problems.append(f"parameter counts unknown: {exc}" if isinstance(exc, NotModelled) else str(exc))
+        said = f"parameter counts unknown: {exc}" if isinstance(exc, NotModelled) else str(exc)
+        out.problems.append(said)
+        _stopped_at(out, said, exc)
         return out
     layout = job.layout("actor")
     fsdp = job.fsdp_layout("actor")
@@ -198,6 +209,7 @@ def estimate(job: Job, device_choice: str | None = None, *, train_of: MemoryEsti
             out.problems.append("no training engine shardcheck models (Megatron or FSDP)")
     except UnknownValue as exc:
         out.problems.append(f"train: {exc}")
+        _stopped_at(out, f"train: {exc}", exc)
     out.train_settings = settings
     if out.train is not None and out.train.batch_bound and job.sample_tokens is not None and not reused:
         bound_job = replace(job, sample_tokens=None)
@@ -215,6 +227,7 @@ def estimate(job: Job, device_choice: str | None = None, *, train_of: MemoryEsti
     except UnknownValue as exc:
         out.rollout_problem = str(exc)
         out.problems.append(f"rollout: {exc}")
+        _stopped_at(out, f"rollout: {exc}", exc)
     if out.train is not None:
         _add_critic(job, arch, out, adapter, settings)
         out.host = _host(job, out.train, settings)

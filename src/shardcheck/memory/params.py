@@ -196,6 +196,11 @@ def stage_params(
     output = 0
     if last:
         dense += _norm(arch, arch.hidden)  # final_layernorm
+        if arch.tied is None and first:
+            raise UnknownValue(
+                "whether the model ties its output layer to its embedding (tie_word_embeddings is not recorded "
+                "by its catalogue source; give its config.json with --model-config)"
+            )
         if not arch.tied or not first:
             output = vocab_rows * arch.hidden
     return StageParams(emb, dense, expert, output)

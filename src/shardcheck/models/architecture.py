@@ -111,7 +111,7 @@ class Architecture:
     kv_heads: int
     head_dim: int
     vocab: int
-    tied: bool
+    tied: bool | None  # None: the model's source does not record tie_word_embeddings
     qk_layernorm: bool
     qkv_bias: bool
     mla: Mla | None = None
@@ -144,7 +144,12 @@ class Architecture:
 
 
 class NotModelled(ShardcheckError):
-    """The model's layers are not ones shardcheck can count exactly (its reason is the message)."""
+    """The model's layers are not ones shardcheck can count exactly (its reason is the message; ``origin``: where
+    the value that stops the count was written, when it was)."""
+
+    def __init__(self, message: str, origin=None) -> None:
+        super().__init__(message)
+        self.origin = origin
 
 
 def _int(cfg: dict, key: str) -> int:
@@ -242,7 +247,9 @@ def _architecture(model: ModelFacts) -> Architecture:
         kv_heads=kv,
         head_dim=head_dim,
         vocab=_int(cfg, "vocab_size"),
-        tied=bool(cfg.get("tie_word_embeddings", False)),
+        tied=None
+        if "tie_word_embeddings" in model.unknown and "tie_word_embeddings" not in cfg
+        else bool(cfg.get("tie_word_embeddings", False)),
         qk_layernorm=qk_norm,
         qkv_bias=bias,
         mla=mla,
@@ -312,7 +319,7 @@ def _from_flags(cfg: dict) -> Architecture:
     try:
         values = architecture_values(cfg[MARKER], cfg.get("vocab_size"), cfg.get("vocab_source", "no --vocab-size"))
     except FlagsNotModelled as exc:
-        raise NotModelled(str(exc)) from None
+        raise NotModelled(str(exc), exc.origin) from None
     if values["mla"] is not None:
         values["mla"] = Mla(**values["mla"])
     return Architecture(**values)

@@ -7,14 +7,16 @@ only when a model is neither on disk nor a built-in preset (``lookup``), and onl
 A name finds an entry by its HF id (``Qwen/Qwen2.5-7B-Instruct``, also as the last two parts of a path:
 ``/data/Qwen/Qwen2.5-7B-Instruct``) or by the last part of a path alone (``$HOME/models/Qwen2.5-Math-7B``),
 case-insensitively. A last part that two organisations' models share is ambiguous: no facts, the candidates
-named (``Ambiguous``). An entry whose fields are not what a config.json holds is ``CorruptEntry``.
+named (``Ambiguous``). An entry whose fields are not what a config.json holds is ``CorruptEntry``. An entry
+mapped from a source that is not a config.json (litgpt's configs) lists the fields that source does not record
+under ``unknown``: they are unknown to the rules (``ModelFacts.unknown``), never a default.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shardcheck.errors import InputError, ShardcheckError
@@ -112,9 +114,14 @@ def facts(hf_id: str, entry: object) -> ModelFacts:
         raise CorruptEntry(
             str(exc).replace("; give the model's config.json", "; pass --model-config config.json")
         ) from None
+    unknown = entry.get("unknown") or []
+    if not isinstance(unknown, list) or not all(isinstance(k, str) for k in unknown):
+        raise CorruptEntry(f"{where}: its unknown is not a list of field names; pass --model-config config.json")
     source = f"catalogue: {hf_id}, from {source_text(entry.get('source'))}"
+    if unknown:
+        source += f"; not recorded there: {', '.join(unknown)}"
     origin = Origin(kind="model", text=source)
-    return facts_from_config(config, hf_id, source, origin)
+    return replace(facts_from_config(config, hf_id, source, origin), unknown=frozenset(unknown))
 
 
 def names(path: Path | None = None) -> list[str]:

@@ -34,7 +34,11 @@ NOT_COUNTED = "megatron_lm_not_counted"  # why the flags' layers are not a stack
 
 
 class FlagsNotModelled(ShardcheckError):
-    """The flags' model cannot be counted exactly (the message says why)."""
+    """The flags' model cannot be counted exactly (the message says why; ``origin``: the flag's, when known)."""
+
+    def __init__(self, message: str, origin=None) -> None:
+        super().__init__(message)
+        self.origin = origin
 
 
 def _pattern(node: ast.AST) -> list[int]:
@@ -77,7 +81,7 @@ def moe_layer_pattern(text: str | int, layers: int) -> frozenset[int]:
 def _get(flags: dict[str, Traced], name: str):
     t = flags[name]
     if not t.known:
-        raise FlagsNotModelled(f"{name} is unknown ({t.unknown})")
+        raise FlagsNotModelled(f"{name} is unknown ({t.unknown})", t.origin)
     return t.value
 
 
@@ -86,7 +90,7 @@ def _positive(flags: dict[str, Traced], name: str, default=None):
     if value is None:
         return default
     if not isinstance(value, int) or value < 1:
-        raise FlagsNotModelled(f"{name} {value!r} is not a positive integer")
+        raise FlagsNotModelled(f"{name} {value!r} is not a positive integer", flags[name].origin)
     return value
 
 

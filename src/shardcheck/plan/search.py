@@ -526,6 +526,8 @@ class _StaticFloor:
                 dense += kinds[kind][0]
                 expert += kinds[kind][1]
             rows = padded_vocab(a.vocab, sharding) // t.tp
+            # tied unknown (None): the output layer counted, the larger size, so a plan never rests on a guess
+            # that it fits
             dense += (rows + a.position_embeddings) * a.hidden + (rows * a.hidden if not a.tied or t.pp > 1 else 0)
             self.cache[key] = (dense, expert)
         dense, expert = self.cache[key]
@@ -697,6 +699,7 @@ def plan_job(
             raise PlanError(f"the model cannot be sized ({exc}); give the value it names, or --model-config") from None
     search = _Search(job, dev, margin, space)
     findings, _ = run_rules(search.job)
+    _stop_on_a_blocking_unknown(search, findings)
     current, current_errors, current_valid = _current(search, findings)
     input_errors = [f for f in findings if f.severity == "error" and f.rule.startswith(INPUT_RULES)]
     rollouts = search.rollouts()
@@ -736,6 +739,24 @@ def plan_job(
         time.perf_counter() - started,
         untimed_rollouts=search.untimed,
     )
+
+
+def _stop_on_a_blocking_unknown(search: _Search, findings: list[Finding]) -> None:
+    """PlanError naming the VALUE-UNKNOWN of the script that no layout the planner writes settles (an argument
+    of unknown content may set any key; a value the planner does not set stays unknown): every candidate would
+    be rejected for it, so the search stops at once with that finding and the option that settles it."""
+    from shardcheck.rules.causes import cause_key
+
+    unknown = {cause_key(f): f for f in findings if f.rule == "VALUE-UNKNOWN"}
+    first = next(search.train_options(), None) if unknown else None
+    if first is None:
+        return
+    probe, _ = run_rules(search.candidate(*first, None)[1])
+    blocking = [unknown[k] for k in dict.fromkeys(cause_key(f) for f in probe) if k in unknown]
+    if blocking:
+        f = blocking[0]
+        where = f"{f.origin.location}: " if f.origin is not None and f.origin.location else ""
+        raise PlanError(f"{where}{f.message}; no layout settles it: {f.fix}")
 
 
 def _order(p: Plan) -> tuple:

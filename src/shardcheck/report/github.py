@@ -5,7 +5,8 @@ the message ``%``, CR and LF become ``%25``, ``%0D``, ``%0A``; in property value
 (``%3A``, ``%2C``). Each value is escaped as text first, so a value's own newline shows as ``\\n`` and
 only the line between the message and its fix is a line of the annotation. Lines that are not commands
 (``diff``'s summaries) are text whose file name cannot start a command. Severities map to ``error``,
-``warning`` and ``notice``.
+``warning`` and ``notice``. ``check`` adds one ``::notice`` per script
+with its verdict (verdict.py).
 """
 
 from __future__ import annotations
@@ -33,3 +34,13 @@ def render_github(items: list[Item], summary: list[tuple[str, str]] | None = Non
         lines.append(f"::{COMMANDS[it.severity]} {','.join(props)}::{escape.github_data(message)}")
     lines.extend(f"{escape.file_name(path)}: {escape.text(text)}" for path, text in summary or [])
     return "\n".join(lines)
+
+
+def verdict_lines(verdicts: dict) -> list[str]:
+    """One ``::notice`` per script with its verdict (verdict.py), as the text report words it."""
+    lines = []
+    for script, v in verdicts.items():
+        props = f"file={escape.github_property(escape.text(script))},"
+        props += f"title={escape.github_property('shardcheck verdict: ' + v.word)}"
+        lines.append(f"::notice {props}::{escape.github_data(escape.text(v.sentence))}")
+    return lines

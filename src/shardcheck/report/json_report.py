@@ -112,11 +112,15 @@ def layout_origins(r: Result) -> dict:
 
 def result_to_dict(r: Result) -> dict:
     job = r.job
+    verdict = r.verdict
     doc: dict = {
         "path": r.path,
         "status": r.status,
         "framework": job.framework if job else None,
-        "valid": r.valid,
+        "valid": verdict.valid,
+        "verdict": verdict.word,
+        "verdict_text": verdict.sentence,
+        "not_judged": [n.to_dict() for n in verdict.not_judged],
         "layout_valid": r.layout_valid,
     }
     if r.error is not None:

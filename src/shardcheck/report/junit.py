@@ -1,7 +1,8 @@
 """JUnit XML (the Ant/Jenkins/GitLab schema): one test case per script; it fails when the script has an
-error finding (for ``diff``: on the after side), errors when the input cannot be used; warnings and
-notes go to ``system-out``. Every value is escaped as text (report/escape.py): XML 1.0 forbids most C0
-controls even as character references, and a value's newline would make a line of its own."""
+error finding (for ``diff``: on the after side), errors when the input cannot be used, and (``check``) is
+skipped when its verdict is undecided; the verdict (verdict.py), warnings and notes go to ``system-out``. Every
+value is escaped as text (report/escape.py): XML 1.0 forbids most C0 controls even as character references, and
+a value's newline would make a line of its own."""
 
 from __future__ import annotations
 
@@ -19,8 +20,15 @@ def _line(it: Item) -> str:
 
 
 def render_junit(
-    items: list[Item], scripts: list[str], *, suite: str = "shardcheck check", summaries: dict[str, str] | None = None
+    items: list[Item],
+    scripts: list[str],
+    *,
+    suite: str = "shardcheck check",
+    summaries: dict[str, str] | None = None,
+    verdicts: dict | None = None,
 ) -> str:
+    """``verdicts`` (``check``): script -> its Verdict; its sentence opens ``system-out``, and an undecided
+    script is ``skipped`` (not judged either way), as a failing one fails."""
     by_script: dict[str, list[Item]] = {s: [] for s in scripts}
     for it in items:
         by_script.setdefault(it.script, []).append(it)
@@ -45,10 +53,14 @@ def render_junit(
                 message=f"{len(failing)} error{'s' * (len(failing) != 1)}: {', '.join(rules)}",
             )
             el.text = "\n".join(_line(i) for i in failing)
+        elif verdicts and script in verdicts and verdicts[script].state == "undecided":
+            ET.SubElement(case, "skipped", message=verdicts[script].sentence)
         rest = [i for i in found if not i.unusable and i.severity != "error"]
         out = [_line(i) for i in rest]
         if summaries and script in summaries:
             out.insert(0, escape.text(summaries[script]))
+        if verdicts and script in verdicts:
+            out.insert(0, escape.text(f"verdict: {verdicts[script].sentence}"))
         if out:
             ET.SubElement(case, "system-out").text = "\n".join(out)
     for el in (root, ts):

@@ -12,6 +12,8 @@ cannot be used is its INPUT-* result (a tool execution notification if the setti
 and makes ``executionSuccessful`` false; a file without a launch is skipped, as ``check`` skips it.
 Texts a viewer shows (messages, snippets) are escaped as text (report/escape.py); URIs percent-encode the
 file name's bytes (a name that is not UTF-8 included); the rest is JSON, exact.
+For ``check`` the invocation's properties list each script's verdict (verdict.py), as the text and JSON
+say it.
 """
 
 from __future__ import annotations
@@ -62,7 +64,19 @@ def _uri(path: str) -> str:
     return quote(path, errors="surrogateescape")
 
 
-def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check") -> str:
+def _verdicts(verdicts: dict | None) -> dict:
+    if verdicts is None:
+        return {}
+    return {
+        "verdicts": [
+            {"script": script, "verdict": v.word, "valid": v.valid, "text": escape.text(v.sentence)}
+            for script, v in verdicts.items()
+        ]
+    }
+
+
+def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check", verdicts: dict | None = None) -> str:
+    """``verdicts``: script -> its Verdict (``check``), listed in the invocation's properties."""
     import shardcheck
 
     rule_ids = list(dict.fromkeys(i.rule for i in items if i.rule is not None))
@@ -109,7 +123,7 @@ def render_sarif(items: list[Item], *, scripts: list[str], command: str = "check
             {
                 "executionSuccessful": not any(i.unusable for i in items),
                 "toolExecutionNotifications": notifications,
-                "properties": {"command": command, "scripts": scripts},
+                "properties": {"command": command, "scripts": scripts, **_verdicts(verdicts)},
             }
         ],
         "artifacts": [{"location": {"uri": _uri(s)}} for s in dict.fromkeys(i.path or i.script for i in items)],

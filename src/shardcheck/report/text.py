@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardcheck.api import LAYOUT_RULES, Result, summarize_layout
+from shardcheck.api import Result, summarize_layout
 from shardcheck.job import FsdpLayout, Job, MegatronLayout
 from shardcheck.origin import Origin, Traced
 from shardcheck.report import escape
@@ -393,31 +393,12 @@ def _full_report(r: Result, builtin: bool, verbose: bool = False) -> list:
     out.extend(nearest_lines(r))
     errors = sum(f.severity == "error" for f in r.findings)
     warnings = sum(f.severity == "warning" for f in r.findings)
-    unknown = sum(f.rule == "VALUE-UNKNOWN" for f in r.findings)
-    verdict = {
-        True: "valid",
-        False: "will not start",
-        None: f"undecided: {_plural(unknown, 'value')} a rule needs unknown",
-    }[r.valid]
-    if r.valid is None and errors:
-        verdict = f"will not start as read; {verdict}"
-    if r.valid is False and r.layout_valid and (job.fsdp_layouts or job.layouts):  # a generation job has neither
-        verdict += (
-            "; the FSDP layout itself is valid" if job.fsdp_layouts else "; the Megatron-Core layout itself is valid"
-        )
-    elif (
-        r.valid is not True
-        and r.layout_valid is False
-        and not any(f.severity == "error" and f.rule.startswith(LAYOUT_RULES) for f in r.findings)
-    ):
-        verdict += "; the layout itself is not valid (its errors are suppressed)"
-    if r.suppressed:
-        verdict += f"; {_plural(len(r.suppressed), 'finding')} suppressed"
-    style = {True: "good", False: "bad", None: "warning"}[r.valid]
+    verdict = r.verdict
+    style = {True: "good", False: "bad", None: "warning"}[verdict.valid]
     out.append(
         [
             ("  verdict: ", None),
-            (verdict, style),
+            (verdict.sentence, style),
             (f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})", None),
         ]
     )

@@ -282,9 +282,7 @@ def _memory(job) -> dict | None:
 def verdict_word(result: Result | None) -> str:
     if result is None:
         return "absent"
-    if result.error is not None:
-        return "not a launch" if no_launch(result) else "unusable input"
-    return {True: "valid", False: "will not start", None: "undecided"}[result.valid]
+    return result.verdict.word
 
 
 def compare(path: str, before: Side, after: Side) -> ScriptDiff:

@@ -114,6 +114,9 @@ class Expected:
     fix: str | None
 
 
+INFERRED = "inferred"  # a case's verl_version: no version given, so it is inferred from the keys
+
+
 @dataclass(frozen=True)
 class Case:
     """One side (bad or good) of a rule's cases."""
@@ -129,7 +132,8 @@ class Case:
     device: str | None = None
     host_memory: int | None = None
     model_config: dict | None = None  # a config.json written to a model folder the launch names
-    verl_version: str | None = None  # --verl-version (a case for an entry point an older verl has)
+    # --verl-version (a case for an entry point an older verl has); INFERRED: none given, the version inferred
+    verl_version: str | None = None
     megatron_core_version: str | None = None  # --megatron-core-version (a check a newer Megatron-LM makes)
     expect: tuple[Expected, ...] = ()
 
@@ -174,7 +178,9 @@ class Case:
             extra.append(f"`--device {self.device}`")
         if self.host_memory:
             extra.append(f"`--host-memory {self.host_memory}`")
-        if self.verl_version:
+        if self.verl_version == INFERRED:
+            extra.append("no `--verl-version`: the version inferred")
+        elif self.verl_version:
             extra.append(f"`--verl-version {self.verl_version}`")
         if self.megatron_core_version:
             extra.append(f"`--megatron-core-version {self.megatron_core_version}`")

@@ -41,8 +41,8 @@ def check_id(written: str, current: Collection[str], *, prefix_ok: bool = True) 
         return IdCheck("renamed", current_id(code))
     if code in REMOVED:
         return IdCheck("removed", None, REMOVED[code])
-    if prefix_ok and code.endswith("-") and any(i.startswith(code) for i in current):
-        return IdCheck("ok", code)
+    if prefix_ok and any(i.startswith(code if code.endswith("-") else code + "-") for i in current):
+        return IdCheck("ok", code)  # MCORE- or MCORE: a prefix up to a dash, as Settings.reports matches it
     prefixes = sorted({i[: k + 1] for i in current for k, ch in enumerate(i) if ch == "-"})
     pool = [*current, *RENAMED] + (prefixes if prefix_ok else [])
     close = difflib.get_close_matches(code, pool, n=1, cutoff=0.6)

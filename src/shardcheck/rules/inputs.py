@@ -7,12 +7,14 @@ one problem as its message and fix.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.job import Job
 from shardcheck.problems import Kind, Problem
 from shardcheck.rules.base import Finding, Message, finding, rule
+from shardcheck.rules.causes import settling_option
 
 
 def _did_you_mean(p: Problem) -> str | None:
@@ -433,19 +435,28 @@ UNKNOWN_FIX = "give the value with --env NAME=VALUE, or set it literally in the 
     "warning",
     "A value a rule needs is not known statically",
     certain=True,
-    notes=(Kind.UNKNOWN_ARGUMENT, Kind.UNKNOWN_FLAG_ARGUMENT, Kind.UNKNOWN_MODEL_FLAG, Kind.UNKNOWN_VALUE),
+    notes=(
+        Kind.UNKNOWN_ARGUMENT,
+        Kind.UNKNOWN_FLAG_ARGUMENT,
+        Kind.UNKNOWN_MODEL_FLAG,
+        Kind.UNKNOWN_VALUE,
+        Kind.UNKNOWN_CAUSE,
+    ),
 )
 def value_unknown(p: Problem) -> Message:
     """
     A value came from something shardcheck does not run (command substitution, a loop, a function,
     an environment variable not given): it is reported as unknown, never guessed, and the rules
-    that need it are not checked.
+    that need it are not checked. Values unknown for one cause (one unset variable, one `case` on an
+    unknown subject) are one finding at the cause's first line, naming each value and the rules it
+    stops; the fix names the one option that settles it (`--env NAME=...`, `-- ARGS`).
 
     Why:
     A verdict built on a guessed value is worse than none.
 
     Fix:
-    Give the value with `--env NAME=VALUE`, or set it literally in the script.
+    Give the value with `--env NAME=VALUE` (or the script's arguments after `--`), or set it
+    literally in the script.
 
     Source:
     shardcheck's reader.
@@ -453,7 +464,7 @@ def value_unknown(p: Problem) -> Message:
     if p.kind is Kind.UNKNOWN_ARGUMENT:
         return (
             f"argument {p['text']} is unknown ({p['reason']}); it may set any key, so the verdict is undecided",
-            "give the values it is built from with --env NAME=VALUE",
+            settling_option(p["reason"]) or "give the values it is built from with --env NAME=VALUE",
         )
     if p.kind is Kind.UNKNOWN_FLAG_ARGUMENT:
         return (
@@ -466,8 +477,22 @@ def value_unknown(p: Problem) -> Message:
             f"{p['flag']} is unknown ({p['reason']}); the model rules are not checked",
             "give the value with --env NAME=VALUE",
         )
+    if p.kind is Kind.UNKNOWN_CAUSE:
+        through = f"{_and(['$' + v for v in p['through']])} depend on " if p["through"] else ""
+        rules = p["rules"]
+        stops = f"; {_and(rules)} {'is' if len(rules) == 1 else 'are'} not checked" if rules else ""
+        may = "; an argument of unknown content may set any key" if p["arguments"] else ""
+        cause = re.sub(r"; (give it with|pass) --env.*$", "", p["cause"])
+        return (
+            f"{through}{cause}, so {_and(p['names'])} are unknown{stops}{may}",
+            p["fix"] or UNKNOWN_FIX,
+        )
     stops = f"; {p['rule']} is not checked" if p.args.get("rule") else ""
-    return f"{p['name']} is unknown: {p['reason']}{stops}", UNKNOWN_FIX
+    return f"{p['name']} is unknown: {p['reason']}{stops}", settling_option(p["reason"]) or UNKNOWN_FIX
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def unknown_sizes(job: Job) -> Iterator[Problem]:
@@ -633,9 +658,11 @@ def unusable(p: Problem) -> Message:
 def unknown_id(p: Problem) -> Message:
     """
     `# shardcheck: disable=ID`, `select`, `ignore` and `per-file-ignores` name rule ids (or, in the
-    settings, id prefixes such as `MCORE-`). An id that names no rule has no effect: the finding it
-    was meant for is still reported, or a `select` silently checks nothing. Renamed ids are applied
-    as their new id and reported; removed ids are reported with what replaced them.
+    settings, id prefixes such as `MCORE-`). An id in a disable comment that names no rule has no
+    effect: the finding it was meant for is still reported. In the settings and in `--select` /
+    `--ignore` such an id is a usage error (exit 2, with "did you mean"), as a `select` that names
+    nothing would silently check nothing. Renamed ids are applied as their new id and reported;
+    removed ids are reported with what replaced them.
 
     Why:
     `ignore = ["MCORE-TC-HEAD-TP"]` (for MCORE-TC-HEADS-TP) would otherwise be accepted without a word.

@@ -1,8 +1,10 @@
 """Megatron-Core ``TransformerConfig`` checks and the model-build checks a verl config reaches.
 
-megatron-core 0.16.1: megatron/core/transformer/transformer_config.py (``__post_init__``),
+megatron/core/transformer/transformer_config.py (``__post_init__``),
 megatron/core/transformer/transformer_block.py (``get_num_layers_to_build``),
-megatron/core/transformer/moe/moe_layer.py (``BaseMoELayer.__init__``).
+megatron/core/transformer/moe/moe_layer.py (``BaseMoELayer.__init__``). The attention-head and layer-split
+rules follow the job's megatron-core minor (0.9 … 0.19: frameworks/megatron/attention_split.py and
+frameworks/megatron/pipeline.py, each differential-tested against that minor); the others megatron-core 0.16.1.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import lru_cache
 
+from shardcheck.frameworks.megatron.attention_split import heads_error, query_groups_error
 from shardcheck.frameworks.megatron.pipeline import Split, SplitError, split_layers
+from shardcheck.frameworks.megatron.versions import DEFAULT, as_tuple
 from shardcheck.frameworks.verl.provider import PROVIDER_DEFAULTS
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.origin import Traced
@@ -44,12 +48,12 @@ def heads_tp(job: Job) -> Iterator[Finding]:
     heads = job.model.num_attention_heads
     for e in engines(job):
         tp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size")
-        if heads and heads % tp:
+        text = heads_error(heads, tp) if heads else None
+        if text:
             yield finding(
                 "MCORE-TC-HEADS-TP",
                 f"[{e.role}] {job.model.name} has {heads} attention heads, not a multiple of TP {tp} "
-                f'(megatron-core: "num_attention_heads ({heads}) must be a multiple of '
-                f'tensor_model_parallel_size ({tp}).")',
+                f'(megatron-core: "{text}")',
                 where(e.tp),
                 fix=f"TP must divide {heads}: {_valid(heads, lambda d: heads % d == 0)}",
                 role=e.role,
@@ -59,40 +63,61 @@ def heads_tp(job: Job) -> Iterator[Finding]:
 @rule(
     "MCORE-TC-QG-TP",
     "error",
-    "KV heads (query groups) must be a multiple or a divisor of TP",
+    "KV heads (query groups) must be a multiple of TP (from megatron-core 0.16: or a divisor)",
     needs_model=True,
     engine="megatron",
 )
 def query_groups_tp(job: Job) -> Iterator[Finding]:
     """
     With grouped-query attention the KV heads (`num_query_groups`, HF `num_key_value_heads`) are
-    split over TP ranks, or replicated when TP is a multiple of them (megatron-core ≥ 0.16).
+    split over TP ranks, or, from megatron-core 0.16, replicated when TP is a multiple of them.
 
     Why:
     `TransformerConfig.__post_init__` raises `ValueError: num_query_groups (G) must be a multiple
     or divisor of tensor_model_parallel_size (TP).`
 
+    Versions:
+    megatron-core 0.9-0.15 accept only a multiple of TP: `ValueError: num_query_groups (G) must be a
+    multiple of tensor_model_parallel_size (TP).` (2 KV heads at TP 8 fails there, starts on 0.16+).
+
     Fix:
-    Choose TP that divides the KV heads or is a multiple of them.
+    Choose TP that divides the KV heads (or, on megatron-core 0.16+, is a multiple of them).
 
     Source:
     megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__ (megatron-core
-    0.16.1; core ≤ 0.15 required groups % TP == 0).
+    0.9.0-0.15: groups % TP == 0; 0.16.1-0.19: or TP % groups == 0).
     """
     groups = job.model.num_key_value_heads or job.model.num_attention_heads
+    version = job.megatron_core_version
     for e in engines(job):
         tp = need(e.tp, f"{e.key_prefix}.tensor_model_parallel_size")
-        if groups and groups % tp and tp % groups:
-            yield finding(
-                "MCORE-TC-QG-TP",
-                f"[{e.role}] {job.model.name} has {groups} KV heads, neither a multiple nor a divisor of TP {tp} "
-                f'(megatron-core: "num_query_groups ({groups}) must be a multiple or divisor of '
-                f'tensor_model_parallel_size ({tp}).")',
-                where(e.tp),
-                fix=f"a TP that divides {groups} or is a multiple of it, e.g. "
-                f"{_valid(max(groups, 16), lambda d: groups % d == 0 or d % groups == 0)}",
-                role=e.role,
+        text = query_groups_error(groups, tp, version) if groups else None
+        if text is None:
+            continue
+        if as_tuple(version) >= (0, 16):
+            what = "neither a multiple nor a divisor of"
+            fix = (
+                f"a TP that divides {groups} or is a multiple of it, e.g. "
+                f"{_valid(max(groups, 16), lambda d: groups % d == 0 or d % groups == 0)}"
             )
+        else:
+            what = "not a multiple of"
+            fix = (
+                f"TP must divide {groups} on megatron-core {version}: {_valid(groups, lambda d: groups % d == 0)} "
+                "(megatron-core 0.16+ also takes a multiple of it)"
+            )
+        yield finding(
+            "MCORE-TC-QG-TP",
+            f'[{e.role}] {job.model.name} has {groups} KV heads, {what} TP {tp} ({_quoting(version)}: "{text}")',
+            where(e.tp),
+            fix=fix,
+            role=e.role,
+        )
+
+
+def _quoting(version: str) -> str:
+    """Who is quoted: the minor named when it is not the one the differential tests install by default."""
+    return "megatron-core" if version == DEFAULT else f"megatron-core {version}"
 
 
 GDN_SINCE = (0, 16)  # megatron-core's first minor with experimental_attention_variant="gated_delta_net"
@@ -250,8 +275,9 @@ def experts_ep(job: Job) -> Iterator[Finding]:
 STAGE_LIMIT = 4096  # pipeline stages listed one by one; a larger PP is not split here
 
 
-def layer_split(layout: MegatronLayout, num_layers: int) -> Split | SplitError | None:
-    """The pipeline split of ``layout`` (None when a value it needs is unknown or a layout string is used)."""
+def layer_split(layout: MegatronLayout, num_layers: int, version: str = DEFAULT) -> Split | SplitError | None:
+    """The pipeline split of ``layout`` on megatron-core ``version`` (None when a value it needs is unknown or a
+    layout string is used)."""
     values = (
         layout.pp,
         layout.vpp,
@@ -272,13 +298,21 @@ def layer_split(layout: MegatronLayout, num_layers: int) -> Split | SplitError |
         layout.vpp.value,
         bool(layout.account_for_embedding.value),
         bool(layout.account_for_loss.value),
+        version,
     )
 
 
 @lru_cache(maxsize=256)
-def _split(num_layers, pp, first, last, vpp, emb, loss):
+def _split(num_layers, pp, first, last, vpp, emb, loss, version):
     return split_layers(
-        num_layers, pp, first=first, last=last, vpp=vpp, account_for_embedding=emb, account_for_loss=loss
+        num_layers,
+        pp,
+        first=first,
+        last=last,
+        vpp=vpp,
+        account_for_embedding=emb,
+        account_for_loss=loss,
+        version=version,
     )
 
 
@@ -291,7 +325,7 @@ def _split_findings(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
         need(e.vpp, f"{e.key_prefix}.virtual_pipeline_model_parallel_size")
         need(e.first_stage_layers, f"{e.key_prefix}.override_transformer_config.num_layers_in_first_pipeline_stage")
         need(e.last_stage_layers, f"{e.key_prefix}.override_transformer_config.num_layers_in_last_pipeline_stage")
-        result = layer_split(e, layers)
+        result = layer_split(e, layers, job.megatron_core_version)
         if not isinstance(result, SplitError) or result.kind is not kind:
             continue
         first, last = e.first_stage_layers.value, e.last_stage_layers.value
@@ -303,11 +337,14 @@ def _split_findings(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
             )
         if e.vpp.value is not None:
             facts += f", VPP {e.vpp.value}"
-        quoted = (
-            f'megatron-core: "{result.message}"'
-            if kind is not Kind.SPLIT_NEGATIVE_STAGE
-            else f"{result.message} (megatron-core does not check this)"
-        )
+        said = _quoting(job.megatron_core_version)
+        if result.starts:
+            quoted = f"{result.message}; {said} does not check this: the job starts with another model than configured"
+        elif result.raised in ("ZeroDivisionError", "TypeError"):
+            quoted = f'{said} raises {result.raised}: "{result.message}"'
+        else:
+            quoted = f'{said}: "{result.message}"'
+
         lost = _lost_split(job, e)
         yield finding(
             rule_id,
@@ -315,6 +352,7 @@ def _split_findings(job: Job, rule_id: str, kind: Kind) -> Iterator[Finding]:
             where(e.first_stage_layers, e.last_stage_layers, e.pp, e.vpp) if uneven or lost else where(e.pp, e.vpp),
             fix=_split_fix(e, layers),
             role=e.role,
+            severity="warning" if result.starts else None,
         )
 
 
@@ -395,12 +433,17 @@ def tc_uneven_pos(job: Job) -> Iterator[Finding]:
     Why:
     `TransformerConfig.__post_init__` raises `ValueError: num_layers_in_first_pipeline_stage must be larger than 0`.
 
+    Versions:
+    From megatron-core 0.11. Before (the fields are `first_pipeline_num_layers` / `last_pipeline_num_layers`)
+    nothing checks the count: the first / last stage builds what it is given.
+
     Fix:
     Remove the override or set a positive number of layers.
 
     Source:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.9.0 … 0.19.0, each
+    minor its own: frameworks/megatron/pipeline.py).
     """
     return _split_findings(job, "MCORE-TC-UNEVEN-POS", Kind.SPLIT_UNEVEN_POS)
 
@@ -423,12 +466,19 @@ def tc_uneven_middle(job: Job) -> Iterator[Finding]:
     middle PP stages available.` or `number of layers at middle stage: M must be divisible bythe
     middle pipeline model parallel size S`.
 
+    Versions:
+    0.9/0.10: only `get_num_layers_to_build` asserts `With uneven pipelineing the left over layers must be
+    divisible by left over stages` on the middle ranks. 0.11/0.12: the middle check divides by the middle
+    stages even when none is left: PP 2 with both stages set fails with `ZeroDivisionError: integer modulo by
+    zero`. 0.13-0.15 accept no middle stage, or an empty one. 0.16+: the `Mismatch` text.
+
     Fix:
     Choose first/last so that (L − first − last) divides by PP − 2 (or by PP − 1 with only one of them).
 
     Source:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.9.0 … 0.19.0, each
+    minor its own: frameworks/megatron/pipeline.py).
     """
     return _split_findings(job, "MCORE-TC-UNEVEN-MIDDLE", Kind.SPLIT_UNEVEN_MIDDLE)
 
@@ -450,12 +500,17 @@ def tc_uneven_vpp(job: Job) -> Iterator[Finding]:
     `TransformerConfig.__post_init__` raises `ValueError: number of layers at first stage: Xmust be
     divisible by virtual pipelineparallel degree V` (Megatron's text, spaces missing as in the source).
 
+    Versions:
+    0.9/0.10 refuse uneven stages with VPP altogether (`get_num_layers_to_build` asserts `Uneven number of
+    layer not compatible with interleaved pipeline schedule`); the per-stage checks from 0.11.
+
     Fix:
     Make first, last and the middle-stage layer counts multiples of VPP, or drop VPP.
 
     Source:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.9.0 … 0.19.0, each
+    minor its own: frameworks/megatron/pipeline.py).
     """
     return _split_findings(job, "MCORE-TC-UNEVEN-VPP", Kind.SPLIT_UNEVEN_VPP)
 
@@ -477,20 +532,24 @@ def tc_uneven_account(job: Job) -> Iterator[Finding]:
     `get_num_layers_to_build` asserts "Does not support standalone embedding stage and standalone
     loss stage with uneven pp" when the model is built.
 
+    Versions:
+    From megatron-core 0.11 (before it there is no account_* field at all: MCORE-TC-ACCOUNT-SPLIT).
+
     Fix:
     Remove one of the two override groups.
 
     Source:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.9.0 … 0.19.0, each
+    minor its own: frameworks/megatron/pipeline.py).
     """
     return _split_findings(job, "MCORE-TC-UNEVEN-ACCOUNT", Kind.SPLIT_UNEVEN_ACCOUNT)
 
 
 @rule(
     "MCORE-BUILD-NEGATIVE-STAGE",
-    "error",
-    "First and last stages take more layers than the model has",
+    "warning",
+    "The uneven split builds another layer count than the model has",
     needs_model=True,
     engine="megatron",
     problems=(Kind.SPLIT_NEGATIVE_STAGE,),
@@ -498,19 +557,26 @@ def tc_uneven_account(job: Job) -> Iterator[Finding]:
 def build_negative_stage(job: Job) -> Iterator[Finding]:
     """
     With an uneven split, `num_layers_in_first_pipeline_stage + num_layers_in_last_pipeline_stage`
-    larger than the layer count leaves the middle stages a negative number of layers.
+    larger than the layer count leaves the middle stages a negative number of layers; with no middle
+    stage, first + last other than the layer count builds more or fewer layers than the model has.
 
     Why:
-    megatron-core 0.16.1 does not check it: `get_num_layers_to_build` returns the negative count
-    and those stages build no layers, so the model is not the one configured (shardcheck's own
-    check; there is no Megatron error text).
+    megatron-core does not check it: `get_num_layers_to_build` returns the negative count and those
+    stages build no layers, so the job starts with another model than the one configured (a warning:
+    shardcheck's own check; there is no Megatron error text).
+
+    Versions:
+    0.16+: negative middle stages (the middle check passes on e.g. −2 layers over 2 stages). 0.13-0.15 also
+    accept PP 2 with first + last ≠ L. 0.9/0.10 return the first / last stage's count unchecked (0 or negative
+    included).
 
     Fix:
     Lower the first/last stage layer counts.
 
     Source:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.9.0 … 0.19.0, each
+    minor its own: frameworks/megatron/pipeline.py).
     """
     return _split_findings(job, "MCORE-BUILD-NEGATIVE-STAGE", Kind.SPLIT_NEGATIVE_STAGE)
 
@@ -532,12 +598,18 @@ def tc_account_split(job: Job) -> Iterator[Finding]:
     `TransformerConfig.__post_init__` raises `ValueError: number of middle layers: N must be
     divisible by middle pipeline_model_parallel_size P`.
 
+    Versions:
+    Before 0.11 `TransformerConfig` has no such field: `TypeError: TransformerConfig.__init__() got an
+    unexpected keyword argument 'account_for_embedding_in_pipeline_split'`. 0.11 without VPP checks
+    L % (PP − e − l) (`ZeroDivisionError: integer modulo by zero` when no stage is left); 0.12+ (L+e+l) % PP.
+
     Fix:
     Change PP, or drop one of the account_* overrides.
 
     Source:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.9.0 … 0.19.0, each
+    minor its own: frameworks/megatron/pipeline.py).
     """
     return _split_findings(job, "MCORE-TC-ACCOUNT-SPLIT", Kind.SPLIT_ACCOUNT)
 
@@ -558,12 +630,19 @@ def build_layers_pp(job: Job) -> Iterator[Finding]:
     `TransformerConfig` accepts any L and PP; the model build then asserts `num_layers should be
     divisible by pipeline_model_parallel_size` (get_num_layers_to_build), after weights start loading.
 
+    Versions:
+    0.9/0.10 do not check it: every stage builds ⌊L / PP⌋ layers (30 layers on PP 4: 7, 7, 7, 7, 28 of 30)
+    and the job starts with another model; a warning there. 0.11-0.16 assert `num_layers should be divisible
+    by pipeline_model_parallel_size`; 0.17+ `num_layers=30 should be divisible by
+    config.pipeline_model_parallel_size=4`.
+
     Fix:
     Choose PP dividing the layers, or set num_layers_in_first/last_pipeline_stage.
 
     Source:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.9.0 … 0.19.0, each
+    minor its own: frameworks/megatron/pipeline.py).
     """
     return _split_findings(job, "MCORE-BUILD-LAYERS-PP", Kind.SPLIT_LAYERS_PP)
 
@@ -584,12 +663,17 @@ def build_vpp(job: Job) -> Iterator[Finding]:
     `get_num_layers_to_build` asserts `num_layers_per_pipeline_rank N should be divisible by
     vp_size V` when the model is built.
 
+    Versions:
+    0.9/0.10 do not check it (each chunk builds ⌊L / PP / VPP⌋ layers: a warning, another model); 0.11 asserts
+    `num_layers_per_pipeline_rank should be divisible by vp_size`; 0.12+ name the counts.
+
     Fix:
     Choose a VPP dividing L / PP.
 
     Source:
     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ and
-    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.16.1).
+    megatron/core/transformer/transformer_block.py get_num_layers_to_build (megatron-core 0.9.0 … 0.19.0, each
+    minor its own: frameworks/megatron/pipeline.py).
     """
     return _split_findings(job, "MCORE-BUILD-VPP", Kind.SPLIT_VPP)
 

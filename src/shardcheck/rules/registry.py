@@ -20,7 +20,7 @@ from shardcheck.rules.base import RULES, Finding, NotJudged, Rule, UnknownValue,
 from shardcheck.rules.ids import REMOVED, RENAMED  # noqa: F401 (the tables, for callers of the registry)
 
 # Modules of this package that define no rules.
-NOT_RULE_MODULES = frozenset({"base", "registry", "ids", "docs", "grouping", "examples", "divisors"})
+NOT_RULE_MODULES = frozenset({"base", "registry", "ids", "docs", "grouping", "causes", "examples", "divisors"})
 
 
 @cache
@@ -132,6 +132,9 @@ def run_rules(job: Job, only: tuple[str, ...] = ()) -> tuple[list[Finding], list
     for (location, reason), problem in stopped.items():
         if (location, reason) not in reported:
             findings.append(render(problem))
+    from shardcheck.rules.causes import one_per_cause
+
+    findings = one_per_cause(findings)
     if job.open_arguments:
         lines = ", ".join(str(o.line) for o in job.open_arguments[:4])
         findings = [

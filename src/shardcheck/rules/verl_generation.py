@@ -236,12 +236,10 @@ def generation_sync(job: Job) -> Iterator[Finding]:
     else:
         message = _NO_SYNC.get(str(name), f"no async rollout {name!r} generates synchronously")
         origin = where(name_t, mode_t)
-    strict = job.version_source in ("flag", "config", "path", "vendored", "installed", "pinned")
-    note = "" if strict else f" [holds for verl {job.framework_version}, not for {span(working)}; give --verl-version]"
+    # the version judged decides, however it was chosen (VERL-VERSIONS-DIFFER names the releases that differ)
     yield finding(
         "VERL-GEN-SYNC",
-        f"verl {job.framework_version}'s main_generation cannot generate: {message}{note}",
+        f"verl {job.framework_version}'s main_generation cannot generate: {message}",
         origin,
         fix=f"run main_generation of verl {span(working)}, or verl.trainer.main_generation_server",
-        severity=None if strict else "warning",
     )

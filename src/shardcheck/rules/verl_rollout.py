@@ -235,9 +235,9 @@ def rollout_max_len(job: Job) -> Iterator[Finding]:
     """
     if need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
         return
-    limit = job.model.max_position_embeddings
     mml_t = job.value(f"{RO}.max_model_len")
     mml = need(mml_t, f"{RO}.max_model_len")
+    limit = job.model.max_positions() if mml is not None else None
     if limit and mml is not None and mml > limit:
         yield finding(
             "VERL-RO-MAXLEN",
@@ -273,7 +273,7 @@ def rollout_length_budget(job: Job) -> Iterator[Finding]:
     if need(job.value(f"{RO}.name"), f"{RO}.name") not in ("vllm", "sglang"):
         return
     mml_t = job.value(f"{RO}.max_model_len")
-    mml = need(mml_t, f"{RO}.max_model_len") or job.model.max_position_embeddings
+    mml = need(mml_t, f"{RO}.max_model_len") or job.model.max_positions()
     total = need(job.value("data.max_prompt_length"), "data.max_prompt_length") + need(
         job.value("data.max_response_length"), "data.max_response_length"
     )
@@ -354,7 +354,7 @@ def batched_tokens(job: Job) -> Iterator[Finding]:
     chunked_t = job.value(f"{RO}.enable_chunked_prefill")
     if need(chunked_t, f"{RO}.enable_chunked_prefill"):
         return
-    mml = need(job.value(f"{RO}.max_model_len"), f"{RO}.max_model_len") or job.model.max_position_embeddings
+    mml = need(job.value(f"{RO}.max_model_len"), f"{RO}.max_model_len") or job.model.max_positions()
     mnbt_t = job.value(f"{RO}.max_num_batched_tokens")
     mnbt = need(mnbt_t, f"{RO}.max_num_batched_tokens")
     if mml and mnbt is not None and mnbt < mml:

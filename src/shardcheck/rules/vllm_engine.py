@@ -163,11 +163,14 @@ def vllm_derived_max_len(job: Job) -> Iterator[Finding]:
     the version verl 0.9.1 pins; newer vLLM may differ);
     verl/workers/rollout/vllm_rollout/vllm_async_server.py vLLMHttpServer._validate_configs (verl 0.9.1).
     """
-    if _vllm_tp(job) is None or not job.model.max_position_embeddings:
+    if _vllm_tp(job) is None:
         return
-    limit = job.model.max_position_embeddings
     mml_t = job.value(f"{RO}.max_model_len")
-    mml = need(mml_t, f"{RO}.max_model_len") or limit  # verl: None -> max_position_embeddings
+    given = need(mml_t, f"{RO}.max_model_len")
+    limit = job.model.max_positions() if given is not None else job.model.max_position_embeddings
+    if not limit:
+        return
+    mml = given or limit  # verl: None -> max_position_embeddings
     if mml > limit:
         return  # VERL-RO-MAXLEN: verl rejects it before vLLM sees it
     message = max_len_error(job.model, mml, job.vllm_version)
@@ -249,7 +252,7 @@ def vllm_seqs_vs_tokens(job: Job) -> Iterator[Finding]:
         return
     if not need(job.value(f"{RO}.enable_chunked_prefill"), f"{RO}.enable_chunked_prefill"):
         mml = need(job.value(f"{RO}.max_model_len"), f"{RO}.max_model_len")
-        mml = mml or (job.model.max_position_embeddings if job.model else None)
+        mml = mml or (job.model.max_positions() if job.model else None)
         if mml is None:
             return  # verl raises the token budget to an unknown max_model_len
         tokens = max(tokens, mml)

@@ -23,10 +23,11 @@ CONFIG_RULE_OF_ERROR: tuple[tuple[str, re.Pattern], ...] = tuple(
     (rule, re.compile(pattern))
     for rule, pattern in (
         ("MCORE-TC-HEADS-TP", r"^num_attention_heads \(\d+\) must be a multiple of tensor_model_parallel_size"),
-        ("MCORE-TC-QG-TP", r"^num_query_groups \(\d+\) must be a multiple or divisor of tensor_model_parallel_size"),
+        ("MCORE-TC-QG-TP", r"^num_query_groups \(\d+\) must be a multiple (or divisor )?of tensor_model_parallel_size"),
         ("MCORE-TC-MOE-EP-NOEXP", r"^num_moe_experts must be non None to use expert-parallel"),
         ("MCORE-TC-UNEVEN-POS", r"^num_layers_in_(first|last)_pipeline_stage must be larger than 0"),
         ("MCORE-TC-UNEVEN-VPP", r"^number of layers at (first|last) stage: "),
+        ("MCORE-TC-UNEVEN-VPP", r"^Uneven number of layer not compatible with interleaved pipeline schedule"),
         ("MCORE-TC-UNEVEN-VPP", r"^number of layers on each middle pipeline rank:"),
         ("MCORE-TC-UNEVEN-MIDDLE", r"^Mismatch: -?\d+ middle layers remaining"),
         ("MCORE-TC-UNEVEN-MIDDLE", r"^number of layers at middle stage: "),
@@ -41,7 +42,9 @@ CONFIG_RULE_OF_ERROR: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("MCORE-TC-ACCOUNT-SPLIT", r"^num_layers: \d+ after enable"),
         ("MCORE-TC-ACCOUNT-SPLIT", r"^number of layers on each pipeline rank: "),
         ("MCORE-BUILD-LAYERS-PP", r"^num_layers should be divisible by pipeline_model_parallel_size"),
-        ("MCORE-BUILD-VPP", r"^num_layers_per_pipeline_rank \d+ should be divisible by vp_size"),
+        ("MCORE-BUILD-LAYERS-PP", r"^num_layers=\d+ should be divisible by config\.pipeline_model_parallel_size="),
+        ("MCORE-BUILD-VPP", r"^num_layers_per_pipeline_rank (\d+ )?should be divisible by vp_size"),
+        ("MCORE-TC-ACCOUNT-SPLIT", r"^TransformerConfig\.__init__\(\) got an unexpected keyword argument 'account_"),
         ("MCORE-TC-RECOMPUTE", r"^When using recompute_granuarlity: "),
         ("MCORE-TC-RECOMPUTE", r"^recompute_method: .* must be \"block\" or \"uniform\""),
         ("MCORE-TC-RECOMPUTE", r"^Using recompute_granularity: "),
