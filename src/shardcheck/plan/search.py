@@ -688,6 +688,7 @@ def plan_job(
     started = time.perf_counter()
     kind = job.cluster.device.value if job.cluster.device.known else None
     dev = device_for(device or job.device_choice, kind)
+    _require_speeds(dev)
     if job.model is not None:
         from shardcheck.models.architecture import NotModelled, architecture
 
@@ -736,6 +737,20 @@ def plan_job(
         time.perf_counter() - started,
         untimed_rollouts=search.untimed,
     )
+
+
+def _require_speeds(dev: Device) -> None:
+    """PlanError naming what is missing when the step-time model has no speeds for ``dev`` (a device the memory
+    table knows but estimate/data/device_speeds.json does not, or a --device-memory size)."""
+    from shardcheck.estimate.speeds import names
+
+    known = names()
+    if dev.name not in known:
+        raise PlanError(
+            f"--device {dev.name}: the step-time model has no speeds for it (its peak FLOP/s, memory and link "
+            f"bandwidths are not in estimate/data/device_speeds.json), so no layout can be timed; plan on one of "
+            f"{', '.join(known)}, or judge it with check / memory, which need no speeds"
+        )
 
 
 def _order(p: Plan) -> tuple:
