@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from launches import verl_qwen3_moe
 
 from shardcheck.api import resolve_script
-from shardcheck.plan.search import PlanError, plan_job
+from shardcheck.plan import plan_script
+from shardcheck.plan.search import PlanError, errors_of, knob_view, plan_job
+from shardcheck.rules.registry import run_rules
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +44,50 @@ def test_device_without_speeds_is_one_usage_line(moe_job):
         plan_job(job, device="L4-24GB", top=1)
     with pytest.raises(PlanError, match="no speeds"):
         plan_job(job, device="memory=103079215104", top=1)  # --device-memory 96GiB
+
+
+# --- Megatron-LM with full recompute: the plan deletes the flags appended ones cannot unset -------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+MLM = ROOT / "examples" / "megatron_lm_pretrain_gpt.sh"
+FULL = "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+
+
+def test_full_recompute_megatron_lm_script_gets_proven_plans(tmp_path):
+    """Every Megatron-LM script with full recompute got no plan: the proposal appended --recompute-granularity
+    selective (or nothing for none) and --recompute-method stayed; now the plan deletes those flags and the
+    proof re-reads the script without them."""
+    path = tmp_path / "full.sh"
+    path.write_text(MLM.read_text().replace("--bf16", f"--bf16 {FULL}"))
+    result = plan_script(path, device="h100", top=3)
+    assert result.proven and result.plans, result.counts
+    unset = [p for p in result.plans if p.removed]
+    assert unset, "the fastest plans drop full recompute"
+    for plan in unset:
+        assert {flag for flag, _, _ in plan.removed} >= {"--recompute-method", "--recompute-num-layers"}
+        assert all(where.endswith(":22") for _, _, where in plan.removed)
+        job = resolve_script(
+            path,
+            extra_args=tuple(w for line in plan.lines for w in line.split()),
+            drop_args=tuple((f, v) for f, v, _ in plan.removed),
+        )
+        assert knob_view(job) == knob_view(plan.job)
+        assert not errors_of(run_rules(replace(job, device_choice="H100-SXM-80GB"))[0])
+
+
+def test_script_without_recompute_deletes_nothing():
+    result = plan_script(MLM, device="h100", top=2)
+    assert result.plans and all(not p.removed for p in result.plans)
+
+
+def test_dropped_flags_take_their_value_words_only(tmp_path):
+    path = tmp_path / "drop.sh"
+    path.write_text(
+        MLM.read_text().replace("--bf16", "--bf16 --recompute-granularity=full --recompute-method uniform")
+    )
+    drop = (("--recompute-granularity", True), ("--recompute-method", True), ("--use-distributed-optimizer", False))
+    job = resolve_script(path, drop_args=drop)
+    assert job.value("--recompute-granularity").value is None
+    assert job.value("--recompute-method").value is None
+    assert job.value("--use-distributed-optimizer").value is False
+    assert job.value("--train-iters").value == 10000  # the words after them are kept

@@ -72,6 +72,7 @@ class Plan:
     step: StepTime
     findings: list[Finding] = field(default_factory=list)
     rank: int = 0
+    removed: list[tuple[str, bool, str]] = field(default_factory=list)  # (flag, takes a value, where) to delete
 
     @property
     def seconds(self) -> float:
@@ -329,7 +330,9 @@ class _Search:
         except UnknownValue:
             return None
         self.counts["kept"] += 1
-        return Plan(t, m, r, job, changes, self.adapter.lines(self.job, changes), peak, step, findings)
+        removed = self.adapter.removals(self.job, changes) if hasattr(self.adapter, "removals") else []
+        lines = self.adapter.lines(self.job, changes)
+        return Plan(t, m, r, job, changes, lines, peak, step, findings, removed=removed)
 
     def lean(self, m: Memory) -> Memory:
         """The option of ``m``'s recompute with the least training memory: the distributed optimizer shards

@@ -47,7 +47,13 @@ def plan_dict(plan, *, current: bool = False) -> dict:
         "tflops_per_device": round(step.tflops_per_device, 1),
     }
     if not current:
-        out = {"rank": plan.rank, **out, "overrides": list(plan.lines), "changed_keys": len(plan.changes)}
+        out = {
+            "rank": plan.rank,
+            **out,
+            "overrides": list(plan.lines),
+            "remove": [{"flag": flag, "where": where} for flag, _, where in plan.removed],
+            "changed_keys": len(plan.changes),
+        }
     return out
 
 
@@ -143,7 +149,8 @@ def render_plan_text(result) -> str:
         lines.append("  no layout in the searched space passes every rule and fits; see docs/plan.md")
     for p in result.plans:
         lines.append(f"\n#{p.rank}: {len(p.changes)} changed key(s)")
-        lines.extend(f"    {line}" for line in p.lines)
+        lines.extend(f"    delete {flag}{' and its value' if value else ''} ({where})" for flag, value, where in p.removed)
+        lines.extend(f"    {'append ' if p.removed else ''}{line}" for line in p.lines)
     c = result.counts
     lines.append(
         f"\nsearched {c.get('layouts', 0):,} layouts in {c.get('bounded', 0):,} bound shapes × recomputes, "
