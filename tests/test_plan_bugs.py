@@ -91,3 +91,43 @@ def test_dropped_flags_take_their_value_words_only(tmp_path):
     assert job.value("--recompute-method").value is None
     assert job.value("--use-distributed-optimizer").value is False
     assert job.value("--train-iters").value == 10000  # the words after them are kept
+
+
+# --- the step time does not grow with the dynamic batch's token budget ---------------------------------------
+
+
+def _dynamic(path, cap: int):
+    from shardcheck.estimate.step_time import predict
+    from shardcheck.memory.estimate import estimate
+
+    words = (
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={cap}",
+    )
+    job = replace(resolve_script(path, extra_args=words), device_choice="H200-SXM-141GB")
+    step, why = predict(job)
+    assert why is None, why
+    est = estimate(job, job.device_choice)
+    return step, max(s.total for s in est.train.stages)
+
+
+def test_step_time_does_not_grow_with_ppo_max_token_len(moe_job):
+    """verl's Qwen3-8B example went from 178 s at 3,072 to 2,826 s at 49,152: the tokens of a step are fixed
+    (8 prompts × 2 responses × 4,096 tokens here); the cap only sizes the micro batches (the memory still grows)."""
+    path, _ = moe_job
+    small, small_peak = _dynamic(path, 4096)
+    large, large_peak = _dynamic(path, 65536)
+    assert large.phases["update"] == pytest.approx(small.phases["update"], rel=0.15)
+    assert large.phases["old_log_prob"] == pytest.approx(small.phases["old_log_prob"], rel=0.15)
+    assert large.train_flops == pytest.approx(small.train_flops, rel=0.01)
+    assert large_peak > small_peak  # the memory's bound: a micro batch of the whole budget
+
+
+def test_fixed_micro_batches_time_as_before(moe_job):
+    from shardcheck.estimate.step_time import timed_batches
+    from shardcheck.memory.estimate import adapter_for
+
+    _, job = moe_job
+    lay = job.layout("actor")
+    settings = adapter_for(job).train_settings(job, lay, 2)
+    assert settings.step_tokens is None and timed_batches(settings) is settings

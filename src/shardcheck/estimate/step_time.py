@@ -516,7 +516,7 @@ def _update(
     job: Job, arch: Architecture, layout: MegatronLayout, adapter, sp: Speeds, estimate: MemoryEstimate, out: StepTime
 ) -> None:
     g = _grid(job, layout)
-    settings = adapter.train_settings(job, layout, g.dp)
+    settings = timed_batches(adapter.train_settings(job, layout, g.dp))
     indices = _layer_indices(arch, layout)
     m = settings.micro_batches
     steps = optimizer_steps(job)
@@ -661,6 +661,19 @@ def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
     return arch, layout
 
 
+def timed_batches(settings: TrainSettings) -> TrainSettings:
+    """The micro batches the step runs: with dynamic batch size at a token budget the update's tokens are fixed
+    (``step_tokens``: its samples × their length) and the budget only sizes the micro batches, ``m = ⌈tokens /
+    budget⌉`` (at most one per sample), each of ``tokens / m``. The memory's bound (every sample a full micro batch
+    at the budget) would make the time grow with the budget; verl packs samples up to it (verl/utils/
+    seqlen_balancing.py ``rearrange_micro_batches``), slime likewise (``get_minimum_num_micro_batch_size``)."""
+    total = settings.step_tokens
+    if total is None:
+        return settings
+    m = max(1, min(settings.micro_batches, -(-total // max(1, settings.tokens_per_micro_batch))))
+    return replace(settings, tokens_per_micro_batch=-(-total // m), micro_batches=m)
+
+
 def compute_bound(
     arch: Architecture,
     g: Grid,
@@ -676,6 +689,7 @@ def compute_bound(
     bound for every EP, ETP and rank order of the grid's other sizes. With ``comm``: the same passes with the
     grid's own experts and its TP, CP, EP and PP communication, what ``step_time`` times them at; still a
     lower bound of its training seconds, which add the data-parallel reduce, the optimizer and offload."""
+    settings = timed_batches(settings)
     m = settings.micro_batches
     times, _ = _stage_times(arch, g, indices, settings, sp, backward=True, comm=comm)
     total = steps * pipeline_time(times, m, g.vpp)
@@ -692,9 +706,9 @@ def pipeline_floor(
     the grid's TP, CP and PP. With ``Σ`` the stages' sum (every layer and the output layer once, without
     recompute) and ``t_max ≥ Σ/PP``: ``pipeline_time = (m − 1/v)·t_max + Σ/v ≥ Σ·(m/PP + (1 − 1/PP)/v)``,
     smallest at the largest ``v``; a forward pass, ``(m − 1)·t_max + Σ ≥ Σ·((m − 1)/PP + 1)``."""
-    plain = replace(settings, recompute=Recompute(modules=settings.recompute.modules))
+    plain = replace(timed_batches(settings), recompute=Recompute(modules=settings.recompute.modules))
     whole = (tuple(range(arch.num_layers)),)
-    m, pp = settings.micro_batches, g.pp
+    m, pp = plain.micro_batches, g.pp
     (total,), _ = _stage_times(arch, g, whole, plain, sp, backward=True, comm=False)
     out = steps * total * (m / pp + (1 - 1 / pp) / max(1, vpp))
     if forward_passes:
