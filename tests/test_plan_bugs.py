@@ -11,6 +11,7 @@ from launches import verl_qwen3_moe
 from shardcheck.api import resolve_script
 from shardcheck.plan import plan_script
 from shardcheck.plan.search import PlanError, errors_of, knob_view, plan_job
+from shardcheck.report.plan_report import render_plan_text
 from shardcheck.rules.registry import run_rules
 
 
@@ -131,3 +132,25 @@ def test_fixed_micro_batches_time_as_before(moe_job):
     lay = job.layout("actor")
     settings = adapter_for(job).train_settings(job, lay, 2)
     assert settings.step_tokens is None and timed_batches(settings) is settings
+
+
+# --- a script whose own layer split fails still has its layouts searched -------------------------------------
+
+BROKEN_SPLIT = (
+    "    actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=8 \\\n"
+    "    +actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=7 \\\n"
+)
+
+
+def test_broken_split_script_is_planned(tmp_path):
+    """48 layers, PP 8, 7 on the first stage: the other 41 do not split over 7 stages. The rollout screen timed
+    each rollout with the script's broken split and left every one out, so 0 layouts were searched; the rollout
+    is timed alone now, and every candidate has a split of its own."""
+    path = tmp_path / "split.sh"
+    text = verl_qwen3_moe(tp=1, ep=1)
+    path.write_text(text.replace("    trainer.nnodes", BROKEN_SPLIT + "    trainer.nnodes"))
+    result = plan_script(path, device="h200", top=2)
+    assert not result.current_valid
+    assert result.counts["layouts"] > 0 and result.plans
+    assert not result.untimed_rollouts
+    assert "does not start or fit: MCORE-TC-UNEVEN-MIDDLE" in render_plan_text(result)

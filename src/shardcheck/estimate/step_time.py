@@ -646,7 +646,7 @@ def _rollout(job: Job, arch: Architecture, ro: RolloutMemory, sp: Speeds, out: S
     out.phases["sync"] = ro.weights_bytes / sp.intra_node
 
 
-def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
+def _architecture(job: Job) -> Architecture:
     if job.model is None:
         raise UnknownValue("no model facts")
     try:
@@ -655,6 +655,11 @@ def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
         raise UnknownValue(f"parameter counts unknown: {exc}") from None
     if arch.linear_layers:
         raise UnknownValue("the step time of Gated DeltaNet (linear attention) layers is not modelled")
+    return arch
+
+
+def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
+    arch = _architecture(job)
     layout = job.layout("actor")
     if layout is None:
         raise UnknownValue("the step time is modelled for Megatron engines only")
@@ -740,19 +745,39 @@ def train_lower_bound(job: Job) -> float:
 def step_time(job: Job, estimate: MemoryEstimate) -> StepTime:
     """The predicted seconds of one step of ``job`` on the memory estimate's device; UnknownValue when not modelled."""
     arch, layout = _setup(job)
-    try:
-        sp = speeds_for(estimate.device.name)
-    except KeyError:
-        raise UnknownValue(f"no speeds for {estimate.device.name}") from None
+    sp = _speeds(estimate)
     out = StepTime(0.0, {}, 0.0, known(job.cluster.world, "world"), sp.name)
     _update(job, arch, layout, adapter_for(job), sp, estimate, out)
+    _rollout_phases(job, arch, estimate, sp, out)
+    out.total = sum(out.phases.values())
+    return out
+
+
+def rollout_time(job: Job, estimate: MemoryEstimate) -> StepTime:
+    """The rollout and weight-sync phases of ``step_time`` alone: they read the rollout engine's sizes, not the
+    training layout's, so a job whose own layer split fails still has its rollout timed (the planner's rollout
+    screen, whose candidates each get a training layout of their own)."""
+    arch = _architecture(job)
+    sp = _speeds(estimate)
+    out = StepTime(0.0, {}, 0.0, known(job.cluster.world, "world"), sp.name)
+    _rollout_phases(job, arch, estimate, sp, out)
+    out.total = sum(out.phases.values())
+    return out
+
+
+def _speeds(estimate: MemoryEstimate) -> Speeds:
+    try:
+        return speeds_for(estimate.device.name)
+    except KeyError:
+        raise UnknownValue(f"no speeds for {estimate.device.name}") from None
+
+
+def _rollout_phases(job: Job, arch: Architecture, estimate: MemoryEstimate, sp: Speeds, out: StepTime) -> None:
     if estimate.rollout_problem is not None and job.rollout is not None:
         # a rollout engine whose time is unknown is not a free one: the step is unknown (never ranked)
         raise UnknownValue(f"rollout: {estimate.rollout_problem}")
     if estimate.rollout is not None:
         _rollout(job, arch, estimate.rollout, sp, out)
-    out.total = sum(out.phases.values())
-    return out
 
 
 def predict(job: Job) -> tuple[StepTime | None, str | None]:

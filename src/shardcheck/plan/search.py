@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from shardcheck.errors import ShardcheckError
-from shardcheck.estimate.step_time import StepTime, step_time
+from shardcheck.estimate.step_time import StepTime, rollout_time, step_time
 from shardcheck.job import Job
 from shardcheck.memory.devices import Device, device_for
 from shardcheck.origin import UnknownValue
@@ -263,7 +263,7 @@ class _Search:
             if any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(findings)):
                 continue
             try:
-                step = step_time(job, job_estimate(job))
+                step = rollout_time(job, job_estimate(job))
             except UnknownValue as exc:
                 # never ranked as free: a rollout whose time is unknown is left out, and the report says so
                 self.counts["rollouts_untimed"] = self.counts.get("rollouts_untimed", 0) + 1

@@ -142,9 +142,11 @@ def render_plan_text(result) -> str:
     lines.append("  " + "  ".join(h.ljust(w) for h, w in zip(head, widths)))
     for r in rows:
         lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)))
-    if result.current is not None and not result.current_valid:
+    if not result.current_valid and (result.current is not None or result.current_errors):
         why = ", ".join(sorted({f.rule for f in result.current_errors})) or "its peak exceeds the margin"
         lines.append(f"  the script's own layout does not start or fit: {why}")
+        if result.current_errors:
+            lines.append(f"    first: {result.current_errors[0].message}")
     if not result.plans:
         lines.append("  no layout in the searched space passes every rule and fits; see docs/plan.md")
     for p in result.plans:
