@@ -154,3 +154,35 @@ def test_broken_split_script_is_planned(tmp_path):
     assert result.counts["layouts"] > 0 and result.plans
     assert not result.untimed_rollouts
     assert "does not start or fit: MCORE-TC-UNEVEN-MIDDLE" in render_plan_text(result)
+
+
+# --- plan --model NAME --world N: the documented form searches its layouts ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "model,world,per_node,device,seq",
+    [
+        ("Qwen3-8B", 8, 8, "h100", 4096),
+        ("Qwen3-235B-A22B-Instruct-2507", 256, 16, "910c", 262144),
+    ],
+)
+def test_plan_model_form_finds_plans(model, world, per_node, device, seq):
+    """The rollout screen judged vLLM's start-up memory beside the written launch's own training layout (TP 1,
+    no offload) and rejected every rollout layout; those rules read the training side, and judge each candidate."""
+    from shardcheck.plan import plan_model
+
+    result = plan_model(model, world=world, devices_per_node=per_node, device=device, seq_len=seq, top=1)
+    assert result.counts["layouts"] > 0 and result.plans and result.proven
+    assert not result.rollouts_rejected
+
+
+def test_plan_model_beyond_the_models_context_says_why():
+    """Qwen3-235B-A22B (40,960 positions) at 256K: no rollout starts, and the output names the rule."""
+    from shardcheck.plan import plan_model
+
+    result = plan_model(
+        "Qwen3-235B-A22B", world=256, devices_per_node=16, device="910c", seq_len=262144, top=1, proof=False
+    )
+    assert not result.plans and "VERL-RO-MAXLEN" in result.rollouts_rejected
+    text = render_plan_text(result)
+    assert "no rollout layout starts" in text and "max_position_embeddings (40960)" in text

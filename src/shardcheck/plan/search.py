@@ -54,6 +54,18 @@ INPUT_RULES = (
     "VALUE-BAD-",
 )
 ROLLOUT_RULES = ("VERL-RO-", "VLLM-", "SGLANG-", "MEM-ROLLOUT-")
+# Rollout rules that also read what the colocated training side keeps on the device (its weights, gradients and
+# optimizer state unless offloaded): the rollout screen holds the script's own training layout, so these would
+# reject a rollout that another training layout (more sharding, offload) makes start. They judge each candidate
+# with its own training layout in ``judge`` instead.
+TRAINING_SIDE_RULES = ("VLLM-MEM-STARTUP", "VLLM-MEM-WAKE")
+
+
+def rollout_rejects(findings: list[Finding]) -> bool:
+    """The rollout screen's verdict: an error of a rollout rule that reads the rollout's sizes alone."""
+    return any(
+        f.rule.startswith(ROLLOUT_RULES) and f.rule not in TRAINING_SIDE_RULES for f in errors_of(findings)
+    )
 
 
 class PlanError(ShardcheckError):
@@ -95,6 +107,8 @@ class PlanResult:
     seconds: float
     proven: bool = False
     untimed_rollouts: dict[str, Rollout] = field(default_factory=dict)  # left out: rollout time unknown (why)
+    # when no rollout layout passed the rollout rules: each rule that rejected one -> its first message
+    rollouts_rejected: dict[str, str] = field(default_factory=dict)
 
 
 def adapter_for(job: Job):
@@ -231,6 +245,7 @@ class _Search:
         self.bound = _Bound(self)
         self.expressible = getattr(self.adapter, "expressible", None)  # (job, changes) -> bool; None: all are
         self.untimed: dict[str, Rollout] = {}  # why a rollout layout's time is unknown -> the first such layout
+        self.rejected: dict[str, str] = {}  # rule -> its message on the first rollout layout the screen rejected
         self.lean_fits: dict[tuple, bool] = {}  # (layout, recompute) -> whether its leanest memory option fits
         self.timed_jobs: dict[tuple, tuple] = {}  # (layout, memory) -> (rollout, job) timed with the first rollout
         self.timed: dict[tuple, float | None] = {}  # (layout, memory, rollout) -> train_seconds
@@ -260,7 +275,9 @@ class _Search:
             job = self.adapter.apply(self.job, changes)
             job_estimate(job, train_of=self.job)  # only the rollout's sizes differ: the training part is shared
             findings, _ = run_rules(job, only=ROLLOUT_RULES)  # the rollout rules alone decide this screen
-            if any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(findings)):
+            if rollout_rejects(findings):
+                first = next(f for f in errors_of(findings) if f.rule.startswith(ROLLOUT_RULES))
+                self.rejected.setdefault(first.rule, first.message)
                 continue
             try:
                 step = rollout_time(job, job_estimate(job))
@@ -627,7 +644,7 @@ def nearest(
         if r not in screened:
             _, cand = search.candidate(t0, m0, r)
             found = run_rules(cand, only=ROLLOUT_RULES)[0]
-            screened[r] = not any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(found))
+            screened[r] = not rollout_rejects(found)
         return screened[r]
 
     by_chunk: dict[int, list[tuple[int, Memory]]] = {}
@@ -739,6 +756,7 @@ def plan_job(
         search.counts,
         time.perf_counter() - started,
         untimed_rollouts=search.untimed,
+        rollouts_rejected=search.rejected if not rollouts else {},
     )
 
 

@@ -76,6 +76,7 @@ def render_plan_json(result) -> str:
         "current": current,
         "input_errors": [{"rule": f.rule, "line": f.line, "message": f.message} for f in result.input_errors],
         "searched": dict(result.counts),
+        "rollouts_rejected": [{"rule": rule, "message": m} for rule, m in result.rollouts_rejected.items()],
         "untimed_rollouts": [
             {"tp": r.tp, "dp": r.dp, "ep": r.ep, "why": why} for why, r in result.untimed_rollouts.items()
         ],
@@ -147,7 +148,10 @@ def render_plan_text(result) -> str:
         lines.append(f"  the script's own layout does not start or fit: {why}")
         if result.current_errors:
             lines.append(f"    first: {result.current_errors[0].message}")
-    if not result.plans:
+    if not result.plans and result.rollouts_rejected:
+        lines.append("  no rollout layout starts, whatever the training layout: the rollout rules reject each one")
+        lines.extend(f"    {rule}: {message}" for rule, message in result.rollouts_rejected.items())
+    elif not result.plans:
         lines.append("  no layout in the searched space passes every rule and fits; see docs/plan.md")
     for p in result.plans:
         lines.append(f"\n#{p.rank}: {len(p.changes)} changed key(s)")
