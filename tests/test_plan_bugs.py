@@ -83,9 +83,7 @@ def test_script_without_recompute_deletes_nothing():
 
 def test_dropped_flags_take_their_value_words_only(tmp_path):
     path = tmp_path / "drop.sh"
-    path.write_text(
-        MLM.read_text().replace("--bf16", "--bf16 --recompute-granularity=full --recompute-method uniform")
-    )
+    path.write_text(MLM.read_text().replace("--bf16", "--bf16 --recompute-granularity=full --recompute-method uniform"))
     drop = (("--recompute-granularity", True), ("--recompute-method", True), ("--use-distributed-optimizer", False))
     job = resolve_script(path, drop_args=drop)
     assert job.value("--recompute-granularity").value is None
@@ -186,3 +184,83 @@ def test_plan_model_beyond_the_models_context_says_why():
     assert not result.plans and "VERL-RO-MAXLEN" in result.rollouts_rejected
     text = render_plan_text(result)
     assert "no rollout layout starts" in text and "max_position_embeddings (40960)" in text
+
+
+# --- the shown order: distinct rows, never first a warned plan, the script's savers among ties --------------
+
+EXAMPLE = ROOT / "src" / "shardcheck" / "examples" / "qwen3_235b_256k.sh"
+
+
+@pytest.fixture(scope="module")
+def example_plans():
+    return plan_script(EXAMPLE, device="910c", top=6), plan_script(EXAMPLE, device="910c", top=6, proof=False)
+
+
+def test_one_row_per_distinct_layout(example_plans):
+    """The top 10 repeated one training layout over rollout DP, rank orders and "first = last 16"."""
+    from shardcheck.plan.ranking import Ranking
+
+    result, _ = example_plans
+    rank = Ranking({}, 94, (False, False), ())
+    keys = [rank.distinct(p.layout, p.rollout) for p in result.plans]
+    assert len(result.plans) == 6 and len(set(keys)) == len(keys)
+    raw = plan_job(resolve_script(EXAMPLE), device="910c", top=6, distinct=False)
+    raw_keys = [rank.distinct(p.layout, p.rollout) for p in raw.plans]
+    assert len(set(raw_keys)) < len(raw_keys)  # by time alone they repeat
+
+
+def test_first_plan_is_unwarned_and_keeps_offload(example_plans):
+    """The example's #1 made check warn VLLM-MEM-WAKE and dropped offload (1.1 s of 2,525: a tie)."""
+    from shardcheck.plan.ranking import warnings_of
+    from shardcheck.plan.search import INPUT_RULES
+
+    result, _ = example_plans
+    first = result.plans[0]
+    assert "VLLM-MEM-WAKE" not in warnings_of(first, INPUT_RULES)
+    assert first.memory.offload is True
+    fastest = min(p.seconds for p in result.plans)
+    assert first.seconds <= fastest * 1.03
+    job = resolve_script(EXAMPLE, extra_args=tuple(first.lines))
+    findings = run_rules(replace(job, device_choice="Ascend-910C"))[0]
+    assert not [f for f in findings if f.rule == "VLLM-MEM-WAKE"]
+
+
+def test_order_puts_warned_plans_last_and_ties_by_fewest_changes():
+    from types import SimpleNamespace as NS
+
+    from shardcheck.plan.ranking import Ranking
+    from shardcheck.plan.space import Memory, Rollout, TrainLayout
+
+    def plan(tp, seconds, changes, warn=False, offload=False):
+        t = TrainLayout(tp, 1, 1, 1, None, None, None, None, "tp-cp-ep-dp-pp")
+        finding = NS(rule="VLLM-MEM-WAKE", severity="warning")
+        return NS(
+            layout=t,
+            rollout=Rollout(1, 1, 1),
+            memory=Memory(("none", None, None, None), True, offload),
+            seconds=seconds,
+            changes=dict.fromkeys(range(changes)),
+            findings=[finding] if warn else [],
+        )
+
+    base = {"param_offload": True}
+    warned = plan(1, 100.0, 1, warn=True)
+    tie_many = plan(2, 101.0, 5, offload=True)
+    tie_few = plan(4, 102.0, 2, offload=True)
+    drops_offload = plan(8, 100.5, 1, offload=False)
+    slow = plan(16, 150.0, 1, offload=True)
+    again = plan(2, 101.5, 6, offload=True)  # tie_many's layout again: not a row of its own
+    order = Ranking(base, 4, (False, False), ()).order(
+        [warned, tie_many, tie_few, drops_offload, slow, again], lambda p: {"param_offload": p.memory.offload}
+    )
+    assert order == [tie_few, tie_many, drops_offload, slow, warned]
+
+
+def test_plan_without_a_path_judges_the_built_in_example(capsys):
+    from shardcheck.cli import main
+
+    assert main(["plan", "--device", "910c", "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "(built-in example)" in out.splitlines()[0]
+    assert "now >" not in out and "bound shapes" not in out and "memory floor" not in out
+    assert "× faster" in out and "rollout 4,133.1 →" in out

@@ -730,7 +730,9 @@ def _without_flags(launch, flags: tuple[tuple[str, bool], ...]):
         text = args[i].text or ""
         name = text.partition("=")[0]
         if name in takes:
-            value = takes[name] and "=" not in text and i + 1 < len(args) and not args[i + 1].render("").startswith("--")
+            value = (
+                takes[name] and "=" not in text and i + 1 < len(args) and not args[i + 1].render("").startswith("--")
+            )
             i += 2 if value else 1
             continue
         kept.append(args[i])

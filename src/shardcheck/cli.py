@@ -305,7 +305,11 @@ def _parser() -> argparse.ArgumentParser:
     _input_options(mesh, settings=False)
     _limit_options(mesh)
     plan = sub.add_parser("plan", help="the layouts that start, fit and run fastest, with the lines to paste")
-    plan.add_argument("path", nargs="?", help="a launch script (or give --model and the cluster)")
+    plan.add_argument(
+        "path",
+        nargs="?",
+        help=f"a launch script (or give --model and the cluster; default: the built-in example {EXAMPLE.name})",
+    )
     plan.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     plan.add_argument("--model-config", metavar="PATH", help=MODEL_CONFIG_HELP)
     plan.add_argument("--model", metavar="NAME|config.json", help="plan a verl GRPO job for this model")
@@ -423,6 +427,9 @@ def _plan(args) -> int:
     if bad is not None:
         print(f"shardcheck: {bad}", file=sys.stderr)
         return 2
+    builtin = args.path is None and not args.model
+    if builtin:
+        args.path = str(EXAMPLE)  # as check and memory: no path judges the built-in example
     if args.path is None and any(_version_kwargs(args).values()):
         print(
             "shardcheck plan: the version options judge a launch script: give one "
@@ -440,6 +447,7 @@ def _plan(args) -> int:
                 top=args.top,
                 margin=args.margin,
                 allow_source=tuple(args.allow_source),
+                display=f"{_example_display()} (built-in example)" if builtin else None,
                 **_version_kwargs(args),
             )
         elif args.model and args.world and args.devices_per_node and args.device and args.seq_len:
