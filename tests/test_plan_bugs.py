@@ -264,3 +264,22 @@ def test_plan_without_a_path_judges_the_built_in_example(capsys):
     assert "(built-in example)" in out.splitlines()[0]
     assert "now >" not in out and "bound shapes" not in out and "memory floor" not in out
     assert "× faster" in out and "rollout 4,133.1 →" in out
+
+
+def test_why_faster_in_words():
+    from types import SimpleNamespace as NS
+
+    from shardcheck.plan.space import Memory, Rollout, TrainLayout
+    from shardcheck.report.plan_report import why_faster
+
+    def plan(tp, update, rollout):
+        t = TrainLayout(tp, 1, 1, 1, None, None, None, None, "tp-cp-ep-dp-pp")
+        step = NS(total=update + rollout, phases={"update": update, "rollout": rollout})
+        return NS(layout=t, memory=Memory(("none", None, None, None), True, False), rollout=Rollout(2, 1, 1), step=step)
+
+    text = why_faster(plan(2, 50.0, 50.0), plan(1, 100.0, 100.0))
+    assert text.startswith("#1 takes 100.0 s a step against the script's 200.0 s (2.00× faster); it changes TP 1 → 2")
+    assert "update 100.0 → 50.0 s" in text and "rollout 100.0 → 50.0 s" in text
+    assert "within the model's error" in why_faster(plan(2, 101.0, 100.0), plan(1, 100.0, 100.0), True)
+    assert "does not start or fit" in why_faster(plan(2, 101.0, 100.0), plan(1, 100.0, 100.0), False)
+    assert "cannot be compared" in why_faster(plan(2, 1.0, 1.0), plan(1, 1.0, float("inf")))
