@@ -550,6 +550,7 @@ def resolve_script(
     text: bytes | None = None,
     args: tuple[str, ...] = (),
     extra_args: tuple[str, ...] = (),
+    drop_args: tuple[tuple[str, bool], ...] = (),
     verl_version: tuple[str, str] | None = None,
     megatron_core_version: str | None = None,
     memo: dict | None = None,
@@ -560,7 +561,9 @@ def resolve_script(
     """The resolved Job of the script's (first) verl launch; InputError when there is none.
 
     ``extra_args``: words added at the end of the launch command (``shardcheck plan`` proves its override
-    lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins).
+    lines this way: Hydra overrides for verl, flags for Megatron-LM and slime, where the last one wins);
+    ``drop_args``: (flag, takes a value) pairs removed from the launch first, each occurrence with its value word
+    (a Megatron-LM plan that sets a flag back to unset: argparse has no way to unset one by appending).
     ``verl_version``: (version, where it was given); ``megatron_core_version``: a minor such as ``0.12``;
     ``memo``: a dict that keeps the script's reading between calls on the same script and environment;
     ``allow_source``: folders the files a script names may lie in besides its own tree; ``engine_versions``: the
@@ -577,6 +580,7 @@ def resolve_script(
             text=text,
             args=args,
             extra_args=extra_args,
+            drop_args=drop_args,
             verl_version=verl_version,
             megatron_core_version=megatron_core_version,
             memo={} if memo is None else memo,
@@ -637,6 +641,7 @@ def _resolve_script(
     extra_args: tuple[str, ...],
     verl_version: tuple[str, str] | None,
     megatron_core_version: str | None = None,
+    drop_args: tuple[tuple[str, bool], ...] = (),
     memo: dict,
     allow_source: tuple[str | Path, ...],
     machine=None,
@@ -657,6 +662,8 @@ def _resolve_script(
             memo["reading"] = read_bash(path, env, display=shown, args=args, allow_source=allow_source, machine=machine)
     reading = memo["reading"]
     found = find_launches(reading.commands)
+    if drop_args:
+        found = [_without_flags(launch, drop_args) for launch in found]
     if extra_args:
         found = [_with_args(launch, extra_args) for launch in found]
     detected = [(launch, detect(launch)) for launch in found]
@@ -844,6 +851,28 @@ def _stop_at_unterminated(reading, found) -> None:
             from shardcheck.rules.registry import render
 
             raise InputError(f"{d.origin.location}: {render(d).message}")
+
+
+def _without_flags(launch, flags: tuple[tuple[str, bool], ...]):
+    """The launch without each occurrence of ``flags`` (``--flag value``, ``--flag=value``, or a switch alone)."""
+    from dataclasses import replace
+
+    takes = dict(flags)
+    kept = []
+    args = launch.args
+    i = 0
+    while i < len(args):
+        text = args[i].text or ""
+        name = text.partition("=")[0]
+        if name in takes:
+            value = (
+                takes[name] and "=" not in text and i + 1 < len(args) and not args[i + 1].render("").startswith("--")
+            )
+            i += 2 if value else 1
+            continue
+        kept.append(args[i])
+        i += 1
+    return replace(launch, args=tuple(kept))
 
 
 def _with_args(launch, words: tuple[str, ...]):

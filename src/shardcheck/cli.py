@@ -317,7 +317,11 @@ def _parser() -> argparse.ArgumentParser:
     _input_options(mesh, settings=False)
     _limit_options(mesh)
     plan = sub.add_parser("plan", help="the layouts that start, fit and run fastest, with the lines to paste")
-    plan.add_argument("path", nargs="?", help=f"a launch script, or --model and the cluster (default: {EXAMPLE.name})")
+    plan.add_argument(
+        "path",
+        nargs="?",
+        help=f"a launch script (or give --model and the cluster; default: the built-in example {EXAMPLE.name})",
+    )
     plan.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help=ENV_HELP)
     plan.add_argument("--model-config", metavar="PATH", help=MODEL_CONFIG_HELP)
     plan.add_argument("--model", metavar="NAME|config.json", help="plan a verl GRPO job for this model")
@@ -450,8 +454,9 @@ def _plan(args) -> int:
     if bad is not None:
         say(f"shardcheck: {bad}")
         return 2
-    if args.path is None and args.model is None and args.world is None:  # nothing given: the built-in example
-        args.path = _example_display()
+    builtin = args.path is None and args.model is None and args.world is None  # nothing given
+    if builtin:
+        args.path = str(EXAMPLE)  # as check and memory: no path judges the built-in example
     if args.path is None and any(_version_kwargs(args).values()):
         print(
             "shardcheck plan: the version options judge a launch script: give one "
@@ -469,6 +474,7 @@ def _plan(args) -> int:
                 top=args.top,
                 margin=args.margin,
                 allow_source=tuple(args.allow_source),
+                display=f"{_example_display()} (built-in example)" if builtin else None,
                 **_version_kwargs(args),
             )
         elif args.model and args.world and args.devices_per_node and args.device and args.seq_len:

@@ -516,7 +516,7 @@ def _update(
     job: Job, arch: Architecture, layout: MegatronLayout, adapter, sp: Speeds, estimate: MemoryEstimate, out: StepTime
 ) -> None:
     g = _grid(job, layout)
-    settings = adapter.train_settings(job, layout, g.dp)
+    settings = timed_batches(adapter.train_settings(job, layout, g.dp))
     indices = _layer_indices(arch, layout)
     m = settings.micro_batches
     steps = optimizer_steps(job)
@@ -646,7 +646,7 @@ def _rollout(job: Job, arch: Architecture, ro: RolloutMemory, sp: Speeds, out: S
     out.phases["sync"] = ro.weights_bytes / sp.intra_node
 
 
-def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
+def _architecture(job: Job) -> Architecture:
     if job.model is None:
         raise UnknownValue("no model facts")
     try:
@@ -655,10 +655,28 @@ def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
         raise UnknownValue(f"parameter counts unknown: {exc}") from None
     if arch.linear_layers:
         raise UnknownValue("the step time of Gated DeltaNet (linear attention) layers is not modelled")
+    return arch
+
+
+def _setup(job: Job) -> tuple[Architecture, MegatronLayout]:
+    arch = _architecture(job)
     layout = job.layout("actor")
     if layout is None:
         raise UnknownValue("the step time is modelled for Megatron engines only")
     return arch, layout
+
+
+def timed_batches(settings: TrainSettings) -> TrainSettings:
+    """The micro batches the step runs: with dynamic batch size at a token budget the update's tokens are fixed
+    (``step_tokens``: its samples × their length) and the budget only sizes the micro batches, ``m = ⌈tokens /
+    budget⌉`` (at most one per sample), each of ``tokens / m``. The memory's bound (every sample a full micro batch
+    at the budget) would make the time grow with the budget; verl packs samples up to it (verl/utils/
+    seqlen_balancing.py ``rearrange_micro_batches``), slime likewise (``get_minimum_num_micro_batch_size``)."""
+    total = settings.step_tokens
+    if total is None:
+        return settings
+    m = max(1, min(settings.micro_batches, -(-total // max(1, settings.tokens_per_micro_batch))))
+    return replace(settings, tokens_per_micro_batch=-(-total // m), micro_batches=m)
 
 
 def compute_bound(
@@ -676,6 +694,7 @@ def compute_bound(
     bound for every EP, ETP and rank order of the grid's other sizes. With ``comm``: the same passes with the
     grid's own experts and its TP, CP, EP and PP communication, what ``step_time`` times them at; still a
     lower bound of its training seconds, which add the data-parallel reduce, the optimizer and offload."""
+    settings = timed_batches(settings)
     m = settings.micro_batches
     times, _ = _stage_times(arch, g, indices, settings, sp, backward=True, comm=comm)
     total = steps * pipeline_time(times, m, g.vpp)
@@ -692,9 +711,9 @@ def pipeline_floor(
     the grid's TP, CP and PP. With ``Σ`` the stages' sum (every layer and the output layer once, without
     recompute) and ``t_max ≥ Σ/PP``: ``pipeline_time = (m − 1/v)·t_max + Σ/v ≥ Σ·(m/PP + (1 − 1/PP)/v)``,
     smallest at the largest ``v``; a forward pass, ``(m − 1)·t_max + Σ ≥ Σ·((m − 1)/PP + 1)``."""
-    plain = replace(settings, recompute=Recompute(modules=settings.recompute.modules))
+    plain = replace(timed_batches(settings), recompute=Recompute(modules=settings.recompute.modules))
     whole = (tuple(range(arch.num_layers)),)
-    m, pp = settings.micro_batches, g.pp
+    m, pp = plain.micro_batches, g.pp
     (total,), _ = _stage_times(arch, g, whole, plain, sp, backward=True, comm=False)
     out = steps * total * (m / pp + (1 - 1 / pp) / max(1, vpp))
     if forward_passes:
@@ -726,19 +745,39 @@ def train_lower_bound(job: Job) -> float:
 def step_time(job: Job, estimate: MemoryEstimate) -> StepTime:
     """The predicted seconds of one step of ``job`` on the memory estimate's device; UnknownValue when not modelled."""
     arch, layout = _setup(job)
-    try:
-        sp = speeds_for(estimate.device.name)
-    except KeyError:
-        raise UnknownValue(f"no speeds for {estimate.device.name}") from None
+    sp = _speeds(estimate)
     out = StepTime(0.0, {}, 0.0, known(job.cluster.world, "world"), sp.name)
     _update(job, arch, layout, adapter_for(job), sp, estimate, out)
+    _rollout_phases(job, arch, estimate, sp, out)
+    out.total = sum(out.phases.values())
+    return out
+
+
+def rollout_time(job: Job, estimate: MemoryEstimate) -> StepTime:
+    """The rollout and weight-sync phases of ``step_time`` alone: they read the rollout engine's sizes, not the
+    training layout's, so a job whose own layer split fails still has its rollout timed (the planner's rollout
+    screen, whose candidates each get a training layout of their own)."""
+    arch = _architecture(job)
+    sp = _speeds(estimate)
+    out = StepTime(0.0, {}, 0.0, known(job.cluster.world, "world"), sp.name)
+    _rollout_phases(job, arch, estimate, sp, out)
+    out.total = sum(out.phases.values())
+    return out
+
+
+def _speeds(estimate: MemoryEstimate) -> Speeds:
+    try:
+        return speeds_for(estimate.device.name)
+    except KeyError:
+        raise UnknownValue(f"no speeds for {estimate.device.name}") from None
+
+
+def _rollout_phases(job: Job, arch: Architecture, estimate: MemoryEstimate, sp: Speeds, out: StepTime) -> None:
     if estimate.rollout_problem is not None and job.rollout is not None:
         # a rollout engine whose time is unknown is not a free one: the step is unknown (never ranked)
         raise UnknownValue(f"rollout: {estimate.rollout_problem}")
     if estimate.rollout is not None:
         _rollout(job, arch, estimate.rollout, sp, out)
-    out.total = sum(out.phases.values())
-    return out
 
 
 def predict(job: Job) -> tuple[StepTime | None, str | None]:

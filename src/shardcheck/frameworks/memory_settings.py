@@ -174,6 +174,11 @@ class TrainSettings:
     # which sample-length bound sized the micro batch (dynamic batch size): "max tokens per GPU" or
     # "--sample-tokens MEAN[,MAX]"
     batch_bound: str | None = None
+    # dynamic batch size sized at the token budget alone: the tokens one pipeline runs per update (its samples ×
+    # their length). The memory counts every sample as a full micro batch at the budget (its bound); the step time
+    # packs these tokens into micro batches of the budget (step_time.timed_batches). None: the micro batches are
+    # the step's own (a fixed micro batch size, or --sample-tokens)
+    step_tokens: int | None = None
     # Megatron-Core DDP's overlap_grad_reduce / overlap_param_gather: the step time, not the memory, reads them
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False

@@ -83,6 +83,7 @@ def prove(result: PlanResult, source: ScriptInput) -> None:
             model_config=source.model_config,
             display=source.display,
             extra_args=tuple(w for line in plan.lines for w in line.split()),
+            drop_args=tuple((flag, value) for flag, value, _ in plan.removed),
             allow_source=source.allow_source,
             # the script's reading is shared; the launch's parsed overrides are not (the plan's lines change them)
             memo={"reading": source.memo["reading"]} if "reading" in source.memo else None,

@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass, field, replace
 
 from shardcheck.errors import ShardcheckError
-from shardcheck.estimate.step_time import StepTime, step_time
+from shardcheck.estimate.step_time import StepTime, rollout_time, step_time
 from shardcheck.job import Job
 from shardcheck.memory.devices import Device, device_for
 from shardcheck.origin import UnknownValue
+from shardcheck.plan.ranking import MODEL_ERROR, Ranking, savers_lost, warnings_of
 from shardcheck.plan.space import (
     Memory,
     Rollout,
@@ -54,6 +55,16 @@ INPUT_RULES = (
     "VALUE-BAD-",
 )
 ROLLOUT_RULES = ("VERL-RO-", "VLLM-", "SGLANG-", "MEM-ROLLOUT-")
+# Rollout rules that also read what the colocated training side keeps on the device (its weights, gradients and
+# optimizer state unless offloaded): the rollout screen holds the script's own training layout, so these would
+# reject a rollout that another training layout (more sharding, offload) makes start. They judge each candidate
+# with its own training layout in ``judge`` instead.
+TRAINING_SIDE_RULES = ("VLLM-MEM-STARTUP", "VLLM-MEM-WAKE")
+
+
+def rollout_rejects(findings: list[Finding]) -> bool:
+    """The rollout screen's verdict: an error of a rollout rule that reads the rollout's sizes alone."""
+    return any(f.rule.startswith(ROLLOUT_RULES) and f.rule not in TRAINING_SIDE_RULES for f in errors_of(findings))
 
 
 class PlanError(ShardcheckError):
@@ -72,6 +83,7 @@ class Plan:
     step: StepTime
     findings: list[Finding] = field(default_factory=list)
     rank: int = 0
+    removed: list[tuple[str, bool, str]] = field(default_factory=list)  # (flag, takes a value, where) to delete
 
     @property
     def seconds(self) -> float:
@@ -94,6 +106,8 @@ class PlanResult:
     seconds: float
     proven: bool = False
     untimed_rollouts: dict[str, Rollout] = field(default_factory=dict)  # left out: rollout time unknown (why)
+    # when no rollout layout passed the rollout rules: each rule that rejected one -> its first message
+    rollouts_rejected: dict[str, str] = field(default_factory=dict)
 
 
 def adapter_for(job: Job):
@@ -228,8 +242,10 @@ class _Search:
         self.space = space or space_for(self.job, self.adapter)
         self.base = self.adapter.current(self.job)
         self.bound = _Bound(self)
+        self.ranking = Ranking(self.base, self.space.layers, self.space.account, INPUT_RULES)
         self.expressible = getattr(self.adapter, "expressible", None)  # (job, changes) -> bool; None: all are
         self.untimed: dict[str, Rollout] = {}  # why a rollout layout's time is unknown -> the first such layout
+        self.rejected: dict[str, str] = {}  # rule -> its message on the first rollout layout the screen rejected
         self.lean_fits: dict[tuple, bool] = {}  # (layout, recompute) -> whether its leanest memory option fits
         self.timed_jobs: dict[tuple, tuple] = {}  # (layout, memory) -> (rollout, job) timed with the first rollout
         self.timed: dict[tuple, float | None] = {}  # (layout, memory, rollout) -> train_seconds
@@ -259,10 +275,12 @@ class _Search:
             job = self.adapter.apply(self.job, changes)
             job_estimate(job, train_of=self.job)  # only the rollout's sizes differ: the training part is shared
             findings, _ = run_rules(job, only=ROLLOUT_RULES)  # the rollout rules alone decide this screen
-            if any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(findings)):
+            if rollout_rejects(findings):
+                first = next(f for f in errors_of(findings) if f.rule.startswith(ROLLOUT_RULES))
+                self.rejected.setdefault(first.rule, first.message)
                 continue
             try:
-                step = step_time(job, job_estimate(job))
+                step = rollout_time(job, job_estimate(job))
             except UnknownValue as exc:
                 # never ranked as free: a rollout whose time is unknown is left out, and the report says so
                 self.counts["rollouts_untimed"] = self.counts.get("rollouts_untimed", 0) + 1
@@ -329,7 +347,9 @@ class _Search:
         except UnknownValue:
             return None
         self.counts["kept"] += 1
-        return Plan(t, m, r, job, changes, self.adapter.lines(self.job, changes), peak, step, findings)
+        removed = self.adapter.removals(self.job, changes) if hasattr(self.adapter, "removals") else []
+        lines = self.adapter.lines(self.job, changes)
+        return Plan(t, m, r, job, changes, lines, peak, step, findings, removed=removed)
 
     def lean(self, m: Memory) -> Memory:
         """The option of ``m``'s recompute with the least training memory: the distributed optimizer shards
@@ -626,7 +646,7 @@ def nearest(
         if r not in screened:
             _, cand = search.candidate(t0, m0, r)
             found = run_rules(cand, only=ROLLOUT_RULES)[0]
-            screened[r] = not any(f.rule.startswith(ROLLOUT_RULES) for f in errors_of(found))
+            screened[r] = not rollout_rejects(found)
         return screened[r]
 
     by_chunk: dict[int, list[tuple[int, Memory]]] = {}
@@ -685,11 +705,13 @@ def plan_job(
     space: Space | None = None,
     keep_all: bool = False,
     rank_budget: int = 50,  # candidates judged past the top only to rank the script's own layout
+    distinct: bool = True,  # one plan per distinct layout, in plan/ranking.py's order (False: by time alone)
 ) -> PlanResult:
     """The ``top`` fastest valid layouts of ``job`` (all of them with ``keep_all``), and the script's own rank."""
     started = time.perf_counter()
     kind = job.cluster.device.value if job.cluster.device.known else None
     dev = device_for(device or job.device_choice, kind)
+    _require_speeds(dev)
     if job.model is not None:
         from shardcheck.models.architecture import NotModelled, architecture
 
@@ -712,8 +734,10 @@ def plan_job(
                     plans.append(plan)
     elif rollouts:
         # an invalid script layout gets no rank: the search stops at the top instead of timing up to it
-        plans = _best(search, rollouts, top, current if current_valid else None, rank_budget)
+        plans = _best(search, rollouts, top, current if current_valid else None, rank_budget, distinct)
     plans.sort(key=_order)
+    if distinct and not keep_all:
+        plans = search.ranking.order(plans, lambda p: _knobs(p.layout, p.memory, p.rollout))
     for i, p in enumerate(plans, 1):
         p.rank = i
     current_rank, floor = None, len(plans)
@@ -738,6 +762,7 @@ def plan_job(
         search.counts,
         time.perf_counter() - started,
         untimed_rollouts=search.untimed,
+        rollouts_rejected=search.rejected if not rollouts else {},
     )
 
 
@@ -759,13 +784,50 @@ def _stop_on_a_blocking_unknown(search: _Search, findings: list[Finding]) -> Non
         raise PlanError(f"{where}{f.message}; no layout settles it: {f.fix}")
 
 
+def _keeping_savers(search: _Search, t: TrainLayout, m: Memory, r: Rollout | None) -> Plan | None:
+    """The plan of ``t`` and ``r`` with ``m``'s recompute and the script's own offload and distributed optimizer
+    (None when that is ``m``, is not in the space, or is not valid): offload costs seconds, not a factor, so it
+    often ties within the model's error, and the order keeps the script's memory savers among ties."""
+    base, space = search.base, search.space
+    offload = base.get("param_offload") if base.get("param_offload") in space.offload else m.offload
+    dist = base.get("distributed_optimizer")
+    dist = dist if dist in space.distributed_optimizer else m.distributed_optimizer
+    keep = Memory(m.recompute, dist, offload)
+    if keep == m:
+        return None
+    if search.expressible is not None and not search.expressible(
+        search.job, changes_of(search.adapter, base, _knobs(t, keep, None))
+    ):
+        return None
+    return search.judge(t, keep, r)
+
+
+def _require_speeds(dev: Device) -> None:
+    """PlanError naming what is missing when the step-time model has no speeds for ``dev`` (a device the memory
+    table knows but estimate/data/device_speeds.json does not, or a --device-memory size)."""
+    from shardcheck.estimate.speeds import names
+
+    known = names()
+    if dev.name not in known:
+        raise PlanError(
+            f"--device {dev.name}: the step-time model has no speeds for it (its peak FLOP/s, memory and link "
+            f"bandwidths are not in estimate/data/device_speeds.json), so no layout can be timed; plan on one of "
+            f"{', '.join(known)}, or judge it with check / memory, which need no speeds"
+        )
+
+
 def _order(p: Plan) -> tuple:
     """Fastest first; among times equal to 0.1 %, fewest changed keys first."""
     return (float(f"{p.seconds:.3g}"), len(p.changes))
 
 
 def _best(
-    search: _Search, rollouts: list[tuple[float, Rollout | None]], top: int, current: Plan | None, rank_budget: int
+    search: _Search,
+    rollouts: list[tuple[float, Rollout | None]],
+    top: int,
+    current: Plan | None,
+    rank_budget: int,
+    distinct: bool = True,
 ) -> list[Plan]:
     """Best-first over (training option, rollout) pairs: keys start as lower bounds and are refined.
 
@@ -797,9 +859,21 @@ def _best(
     plans: list[Plan] = []
     stop_at = current.seconds if current is not None else None
     judged_after_top = 0
+    # the shown order (plan/ranking.py) reads every plan within the model's error of the fastest, and wants an
+    # unwarned one and ``top`` distinct layouts: the search goes on for them, within the same judging budget
+    rank = search.ranking
+    reps: dict[tuple, tuple] = {}  # distinct layout -> (warned, tie key) of its best plan found
+    fastest: float | None = None
     while heap:
         key, stage, i, j, item = heapq.heappop(heap)
-        if len(plans) >= top and (stop_at is None or key > stop_at or judged_after_top >= rank_budget):
+        if len(plans) >= top and judged_after_top >= rank_budget:
+            break
+        if distinct:
+            enough = len(reps) >= top and any(not w for w, _ in reps.values())
+            in_band = fastest is not None and key <= fastest * (1 + MODEL_ERROR)
+        else:  # by time alone: the first ``top`` plans
+            enough, in_band = len(plans) >= top, False
+        if enough and not in_band and (stop_at is None or key > stop_at):
             if stop_at is not None and key > stop_at:
                 search.counts["exhausted"] = 1  # every layout faster than the script's own was visited
             break
@@ -835,11 +909,28 @@ def _best(
         r = rollouts[j][1]
         if j + 1 < len(rollouts):
             heapq.heappush(heap, (exact[i] + rollouts[j + 1][0], 2, i, j + 1, (t, m)))
+        layout_key = rank.distinct(t, r)
+        knobs = _knobs(t, m, r)
+        tie = (savers_lost(search.base, knobs), len(changes_of(search.adapter, search.base, knobs)))
+        seen = reps.get(layout_key)
+        if distinct and seen is not None and not seen[0] and seen[1] <= tie:
+            search.counts["duplicates"] = search.counts.get("duplicates", 0) + 1
+            continue  # the same layout, no better a representative (and slower): not judged
         plan = search.judge(t, m, r)
         if len(plans) >= top:
             judged_after_top += 1
-        if plan is not None:
-            plans.append(plan)
+        found = [plan]
+        if distinct and plan is not None and seen is None:
+            found.append(_keeping_savers(search, t, m, r))  # the same layout with the script's savers, judged now
+        for p in found:
+            if p is None:
+                continue
+            plans.append(p)
+            fastest = p.seconds if fastest is None else min(fastest, p.seconds)
+            knobs = _knobs(p.layout, p.memory, p.rollout)
+            mine = (bool(warnings_of(p, INPUT_RULES)), (savers_lost(search.base, knobs), len(p.changes)))
+            if seen is None or mine < seen:
+                reps[layout_key] = seen = mine
     else:
         search.counts["exhausted"] = 1
     return plans

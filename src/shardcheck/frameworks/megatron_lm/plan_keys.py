@@ -2,9 +2,11 @@
 
 A plan's flags are appended to the launch command (argparse: the last one wins). ``apply`` sets them in the
 job's flag values and builds the layout again with ``megatron_layout``, the resolution ``check`` uses.
-A flag argparse can only switch on (``--use-distributed-optimizer``, ``--use-tp-pp-dp-mapping``) or a
-value it cannot take back (no ``--recompute-granularity none``) limits what an appended line can say:
-``expressible`` rejects those changes, and the plan names only layouts that lines can make.
+A value argparse cannot take back by appending (no ``--recompute-granularity none``, no way to unset
+``--recompute-method`` or ``--decoder-first-pipeline-num-layers``) is set back by **removing** the flag from the
+launch (``removals``: the plan says which words to delete, and where; the proof re-reads the script without them).
+A flag argparse can only switch on (``--use-distributed-optimizer``, ``--use-tp-pp-dp-mapping``) is not switched
+off: ``expressible`` rejects those changes, as it rejects unsetting a flag the launch's own words do not give.
 """
 
 from __future__ import annotations
@@ -63,15 +65,34 @@ def current(job: Job) -> dict[str, object]:
     return out
 
 
+UNSETTABLE = ("first", "last", "recompute_granularity", "recompute_method", "recompute_num_layers")
+
+
 def expressible(job: Job, changes: dict[str, object]) -> bool:
-    """Whether appended flags can make ``changes`` (a store_true flag cannot be switched off, an unset
-    size or recompute cannot be set back to "none" by a flag)."""
+    """Whether lines can make ``changes``: appended flags, and removed ones for a value set back to unset (only a
+    flag the launch's own words give can be removed); a store_true flag is not switched off."""
     for knob, value in changes.items():
         if knob in SWITCHES and value in (False, ORDERS[0]):
             return False
-        if value is None and knob not in ("vpp", "recompute_method", "recompute_num_layers"):
+        if value is None and knob != "vpp" and (knob not in UNSETTABLE or _given(job, knob) is None):
             return False
     return True
+
+
+def _given(job: Job, knob: str) -> Origin | None:
+    """Where the launch's words give the knob's flag (None: they do not; its value is the default)."""
+    t = job.values.get(FLAGS[knob])
+    return t.origin if t is not None and t.origin.kind == "script" else None
+
+
+def removals(job: Job, changes: dict[str, object]) -> list[tuple[str, bool, str]]:
+    """(flag, takes a value, where) of each flag the launch must lose for ``changes``: a value set back to unset."""
+    out = []
+    for knob, value in changes.items():
+        if value is None and knob in UNSETTABLE:
+            where = _given(job, knob)
+            out.append((FLAGS[knob], True, (where.location if where is not None else None) or "the launch"))
+    return out
 
 
 def _value(knob: str, value):

@@ -95,9 +95,10 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
             raise UnknownValue("--use-dynamic-batch-size needs --max-tokens-per-gpu")
         tokens, count, longest, bound = dynamic_micro_batches(job, cap * cp, gbs // dp, sample or cap * cp)
         tokens = max(tokens, sample or 0) if job.sample_tokens is None else tokens
+        step_tokens = count * sample if sample and job.sample_tokens is None else None
         sample = longest
     else:
-        bound = None
+        bound = step_tokens = None
         if sample is None:
             raise UnknownValue(
                 "the sample length is unknown: give --rollout-max-context-len, or --rollout-max-prompt-len "
@@ -124,6 +125,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         param_host_copy=False,
         vocab_divisible_by=flag(job, "--make-vocab-size-divisible-by"),
         batch_bound=bound,
+        step_tokens=step_tokens,
         **mlm.extra_settings(job),
     )
 

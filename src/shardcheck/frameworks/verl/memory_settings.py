@@ -182,6 +182,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         param_offload=f"{M}.param_offload" if job.value(f"{M}.param_offload").value else None,
         optimizer_offload=f"{M}.optimizer_offload" if job.value(f"{M}.optimizer_offload").value else None,
         batch_bound=bound,
+        step_tokens=count * seq if bound is not None and job.sample_tokens is None else None,
         mtp_layers=_mtp_layers(job),
         # verl passes override_transformer_config to megatron-core's TransformerConfig (verl
         # examples/grpo_trainer/run_nemotron_nano_v3_30b_a3b_megatron.sh: fp8="e4m3" or "hybrid", fp8_recipe)
