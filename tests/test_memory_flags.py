@@ -135,8 +135,22 @@ def test_offload_fraction_moves_that_share_to_the_host(tmp_path):
     e, _ = est(path)
     full = stage(base, 0).bytes["optimizer"]
     assert stage(e, 0).bytes["optimizer"] == int(full * 0.75) or abs(stage(e, 0).bytes["optimizer"] - full * 0.75) < 2
-    assert abs(stage(e, 0).bytes["optimizer_host"] - full * 0.25) < 2
+    # the host holds the offloaded share's fp32 copy, its two moments and a pinned fp32 gradient: 16 of 12 bytes
+    assert abs(stage(e, 0).bytes["optimizer_host"] - full * 0.25 * 16 / 12) < 2
     assert e.host.offloaded_bytes_per_device > 0
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_offload_without_precision_aware_keeps_the_fp32_master_on_the_device(tmp_path, fraction):
+    """HybridDeviceOptimizer steps a host clone of each offloaded fp32 main shard and copies it back: the device
+    shard stays, only Adam's two moments (8 of the 12 bytes per parameter) leave."""
+    path = variant(tmp_path, MLM, "--bf16", f"--bf16 --optimizer-cpu-offload --optimizer-offload-fraction {fraction}")
+    base, _ = est(MLM)
+    e, _ = est(path)
+    full = stage(base, 0).bytes["optimizer"]
+    kept = stage(e, 0).bytes["optimizer"]
+    assert abs(kept - full * (4 + (1 - fraction) * 8) / 12) < 2
+    assert abs(stage(e, 0).bytes["optimizer_host"] - full * fraction * 16 / 12) < 2
 
 
 def test_recompute_full_keeps_only_layer_inputs(tmp_path):

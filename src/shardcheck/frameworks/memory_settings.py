@@ -77,6 +77,37 @@ def require_adam(job, key: str, sep: str) -> None:
         raise UnknownValue(f"{key}{sep}{name}: shardcheck sizes Adam's state only")
 
 
+# Megatron-Core's optimizer CPU offload (megatron/core/optimizer/__init__.py builds a HybridDeviceOptimizer with
+# ``param_update_in_fp32=True``; megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py, NVIDIA/Megatron-LM@
+# d98e8a64ddf3): ``_get_sub_optimizer_param_groups`` gives the first ``offload_fraction`` of the parameters (by
+# element count) to a CPU Adam over pinned fp32 host copies, the rest to a GPU Adam. Its sub-optimizers get only
+# lr / betas / eps / weight decay, so both moments are fp32 whatever --exp-avg-dtype says.
+OFFLOAD_MASTER = 4  # the fp32 parameter the sub-optimizers step
+OFFLOAD_MOMENTS = 8  # exp_avg + exp_avg_sq, fp32
+OFFLOAD_HOST_GRAD = 4  # ``cpu_copy_map_grad``: a pinned fp32 gradient per offloaded parameter
+
+
+def hybrid_offload(fraction: float, precision_aware: bool) -> tuple[int, float, float]:
+    """Optimizer bytes per parameter, the share of them on the device, and the host bytes as a share of them,
+    under Megatron's optimizer CPU offload with ``fraction`` offloaded.
+
+    Without the precision-aware optimizer the distributed optimizer hands the HybridDeviceOptimizer its fp32
+    main-parameter shards (distrib_optimizer.py ``_build_model_and_main_param_groups``); an offloaded one is
+    cloned to the host, but the device shard stays (the model's bf16 copy is refreshed from it) and receives the
+    update back (``param_copy_back_gpu_hook``): only the two moments leave the device. With the precision-aware
+    optimizer the groups are bf16 views of the model's parameters, and ``param_update_in_fp32`` makes the fp32
+    copy on the device for the kept part only, on the host for the offloaded part."""
+    if not 0.0 <= fraction <= 1.0:
+        raise UnknownValue("--optimizer-offload-fraction is not between 0 and 1")
+    state = OFFLOAD_MASTER + OFFLOAD_MOMENTS
+    if precision_aware:
+        on_device = (1 - fraction) * state
+    else:
+        on_device = OFFLOAD_MASTER + (1 - fraction) * OFFLOAD_MOMENTS
+    host = fraction * (state + OFFLOAD_HOST_GRAD)
+    return state, on_device / state, host / state
+
+
 def dtype_bytes(name, key: str) -> int:
     text = str(name).replace("torch.", "").lower()
     if text not in DTYPE_BYTES:
@@ -143,7 +174,7 @@ class TrainSettings:
     grad_bytes: int
     state_bytes: int  # optimizer bytes per parameter (Adam: fp32 master + two moments)
     distributed_optimizer: bool
-    optimizer_on_device: float  # 1 − optimizer_offload_fraction with Megatron's optimizer CPU offload
+    optimizer_on_device: float  # the share of state_bytes on the device (Megatron's optimizer CPU offload)
     tokens_per_micro_batch: int
     sequence_length: int
     micro_batches: int  # the most micro batches one pipeline runs per update
@@ -184,6 +215,8 @@ class TrainSettings:
     fp8: str | None = None
     fp8_recipe: str | None = None
     overlap_moe_a2a: bool = False
+    # Megatron's optimizer CPU offload: the host's bytes as a share of state_bytes (None: 1 − optimizer_on_device)
+    optimizer_host_share: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ What each term is (the sources are in the modules that compute them, and in ``TE
 - optimizer: Adam's fp32 master weights + ``exp_avg`` + ``exp_avg_sq`` (their dtypes from verl's optim
   config); the distributed optimizer shards dense state over DP·CP and expert state over EDP
   (megatron/core/optimizer/distrib_optimizer.py, one shard per rank of the data-parallel group with CP);
-  Megatron's ``optimizer_cpu_offload`` keeps ``1 - optimizer_offload_fraction`` of it on the device;
+  Megatron's ``optimizer_cpu_offload`` moves the moments of ``optimizer_offload_fraction`` of it to the host (and
+  their fp32 master with the precision-aware optimizer; frameworks/memory_settings.py ``hybrid_offload``);
 - activations: memory/activations.py per layer, times the micro batches a stage holds under 1F1B
   (pipeline stage s keeps ``min(PP - s, micro batches)``; with interleaving, Megatron-Core's warm-up
   ``(PP - s - 1)·2 + (VPP - 1)·PP`` plus one chunk, megatron/core/pipeline_parallel/schedules.py
@@ -565,7 +566,7 @@ def _train(
             "weights": weights,
             "grads": grads,
             "optimizer": int(opt * settings.optimizer_on_device),
-            "optimizer_host": int(opt * (1 - settings.optimizer_on_device)),
+            "optimizer_host": int(opt * _host_share(settings)),
             "gathered": _fsdp_gathered(arch, layers, sharding, settings),
             "activations": int(sum(n * b for n, b in zip(counts, per_chunk)) + once),
             # the main model's logits and each MTP depth's, all kept until backward
@@ -583,6 +584,13 @@ def _train(
             merged.append(row)
     static = max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in rows)
     return TrainMemory(merged, tokens, seq, static, settings.batch_bound), settings
+
+
+def _host_share(settings: TrainSettings) -> float:
+    """The optimizer's host bytes as a share of its state (Megatron's optimizer CPU offload)."""
+    if settings.optimizer_host_share is not None:
+        return settings.optimizer_host_share
+    return 1 - settings.optimizer_on_device
 
 
 def _probs_at_combine(job: Job) -> bool:

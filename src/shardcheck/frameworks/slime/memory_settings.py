@@ -105,7 +105,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
             )
         micro = flag(job, "--micro-batch-size")
         tokens, count = micro * sample, max(1, gbs // (micro * dp))
-    grad, state, on_device = mlm.optimizer(job, bf16=True)  # bf16 = not fp16
+    grad, state, on_device, host = mlm.optimizer(job, bf16=True)  # bf16 = not fp16
     moved = offload_train(job)
     entropy_grad = float(flag(job, "--entropy-coef")) != 0
     return TrainSettings(
@@ -114,6 +114,7 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         state_bytes=state,
         distributed_optimizer=True,
         optimizer_on_device=on_device,
+        optimizer_host_share=host,
         tokens_per_micro_batch=tokens,
         sequence_length=sample or tokens,
         micro_batches=count,
