@@ -70,9 +70,38 @@ def dynamic_micro_batches(job, budget: int, samples: int, longest: int) -> tuple
 ADAM = ("adam", "adamw")
 
 
+class SettingNotModelled(UnknownValue):
+    """A setting whose memory the estimate does not model: what it sizes is left unknown, and MEM-NOT-MODELLED
+    says so in ``check`` (an info line, not a silent skip); ``key``: the setting, whose line it points at."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def cuda_graph_note(settings_on: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The not-modelled (key, line) for the CUDA-graph settings a launch turns on, given as (key, as written)."""
+    if not settings_on:
+        return ()
+    shown = ", ".join(text for _, text in settings_on)
+    return (
+        (settings_on[0][0], f"CUDA graphs ({shown}): their static buffers and memory pool are not in the estimate"),
+    )
+
+
 def require_adam(job, key: str, sep: str) -> None:
-    """Only Adam's state is sized (fp32 master + two moments); another optimizer leaves it unknown."""
+    """Only Adam's state is sized (fp32 master + two moments); another optimizer leaves it unknown.
+
+    bitsandbytes' 8-bit optimizers (``AdamW8bit``, ``PagedAdamW8bit``, …; verl's FSDP ``optim.optimizer_impl:
+    bitsandbytes.optim``) keep uint8 moments with per-block fp32 scales, and small tensors in 32 bits
+    (bitsandbytes/optim/optimizer.py ``min_8bit_size``): not modelled, and said so."""
     name = str(setting(job, key)).lower()
+    if "8bit" in name:
+        raise SettingNotModelled(
+            f"{key}{sep}{name}: bitsandbytes' 8-bit optimizer state is not modelled (shardcheck sizes Adam's "
+            "fp32 / 16-bit state only); the training peak is not judged",
+            key,
+        )
     if name not in ADAM:
         raise UnknownValue(f"{key}{sep}{name}: shardcheck sizes Adam's state only")
 
@@ -217,6 +246,8 @@ class TrainSettings:
     overlap_moe_a2a: bool = False
     # Megatron's optimizer CPU offload: the host's bytes as a share of state_bytes (None: 1 − optimizer_on_device)
     optimizer_host_share: float | None = None
+    # what the job turns on that the estimate leaves out (CUDA graphs): (key, line) each, MEM-NOT-MODELLED says them
+    not_modelled: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

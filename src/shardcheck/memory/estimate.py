@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from shardcheck.frameworks.interface import MEMORY_FRAMEWORKS, framework_module
 from shardcheck.frameworks.megatron.layout_string import LayoutStringError, RankLayout, parse_layout
 from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_chunk_layer_indices
-from shardcheck.frameworks.memory_settings import Kernels, RolloutSettings, TrainSettings, known
+from shardcheck.frameworks.memory_settings import Kernels, RolloutSettings, SettingNotModelled, TrainSettings, known
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
@@ -146,6 +146,9 @@ class MemoryEstimate:
     rollout: RolloutMemory | None = None
     host: HostMemory | None = None
     problems: list[str] = field(default_factory=list)  # why a part could not be estimated
+    # settings of the job the estimate does not model (MEM-NOT-MODELLED), as (key, line): a stopped part's
+    # reason, or a part left out of a figure that is given (CUDA graphs)
+    not_modelled: list[tuple[str, str]] = field(default_factory=list)
     # with --sample-tokens and dynamic batch size: the update sized at the token budget (the upper bound);
     # ``train`` (what the rules judge) is sized at the given sample lengths
     train_at_budget: TrainMemory | None = None
@@ -199,7 +202,11 @@ def estimate(job: Job, device_choice: str | None = None, *, train_of: MemoryEsti
             out.problems.append("no training engine shardcheck models (Megatron or FSDP)")
     except UnknownValue as exc:
         out.problems.append(f"train: {exc}")
+        if isinstance(exc, SettingNotModelled):
+            out.not_modelled.append((exc.key, str(exc)))
     out.train_settings = settings
+    if settings is not None:
+        out.not_modelled += settings.not_modelled
     if out.train is not None and out.train.batch_bound and job.sample_tokens is not None and not reused:
         bound_job = replace(job, sample_tokens=None)
         try:
@@ -378,14 +385,14 @@ def _activations(
     layers = rank.decoder_layers
     # a layer's bytes depend on its index only through its kind (MoE or dense): one call per kind
     per = _per_kind(arch, layers, lambda i: layer_bytes(arch, i, tokens, seq, p, rc, k))
-    once = 0.0
+    once = _selective_working(arch, layers, per, tokens, seq, p, settings)
     if settings.offload_modules and per:
         # every layer's listed modules' saved tensors go to the host; the layer computing keeps its own
         off = {
             i: min(b, offloaded_bytes(arch, i, tokens, seq, p, settings.offload_modules, k, rc)) for i, b in per.items()
         }
         per = {i: b - off[i] for i, b in per.items()}
-        once = max(off.values())
+        once += max(off.values())
     one_mtp = mtp_bytes(arch, tokens, seq, p, rc, k)
     if settings.offload_modules:  # the MTP depth's transformer layer offloads as the decoder's do
         one_mtp -= offloaded_bytes(arch, arch.num_layers - 1, tokens, seq, p, settings.offload_modules, k, rc)
@@ -407,6 +414,23 @@ def _activations(
             out.append(sum(per[i] for i in chunk[::n]) + m * one_mtp)
             working = max(working, max(sum(full[i] for i in chunk[j : j + n]) for j in range(0, len(chunk), n)))
     return out, once + working
+
+
+def _selective_working(arch: Architecture, layers, per: dict, tokens: int, seq: int, p: Parallel, settings) -> float:
+    """Selective recompute's working set: the layer in backward re-creates the tensors its recomputed modules
+    dropped, so the savings of the layers held are not the stage's saving — one layer's come back at the peak.
+
+    megatron-core 0.16.1: ``core_attn``, ``mlp`` and ``moe`` run under ``tensor_parallel.checkpoint``
+    (megatron/core/tensor_parallel/random.py ``CheckpointFunction.backward`` reruns the forward and keeps its
+    outputs until that module's backward is done); ``layernorm``, ``moe_act`` and ``mla_up_proj`` under
+    ``CheckpointWithoutOutput`` (same file: ``_recompute`` refills the discarded output when the consumer's
+    backward starts). The whole layer's dropped bytes are counted, an upper bound (its modules are recomputed
+    one after another)."""
+    rc = settings.recompute
+    if rc.granularity != "selective" or not per:
+        return 0.0
+    kept = _per_kind(arch, layers, lambda i: layer_bytes(arch, i, tokens, seq, p, Recompute(), settings.kernels))
+    return max(0.0, max(kept[i] - per[i] for i in per))
 
 
 def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter, settings: TrainSettings) -> None:

@@ -42,6 +42,7 @@ from shardcheck.frameworks.memory_settings import (
     Recompute,
     RolloutSettings,
     TrainSettings,
+    cuda_graph_note,
     dtype_bytes,
     fp8_format,
     hybrid_offload,
@@ -136,7 +137,21 @@ def extra_settings(job: Job) -> dict:
         "fp8": fp8_format(optional(job, "--fp8-format")),
         "fp8_recipe": optional(job, "--fp8-recipe"),
         "overlap_moe_a2a": bool(optional(job, "--overlap-moe-expert-parallel-comm")),
+        "not_modelled": cuda_graphs(job),
     }
+
+
+def cuda_graphs(job: Job) -> tuple[tuple[str, str], ...]:
+    """The CUDA-graph flags a training launch turns on: their static input / output buffers and private memory
+    pool (megatron/core/transformer/cuda_graphs.py, Transformer Engine ``make_graphed_callables``) are not
+    modelled. ``--cuda-graph-impl`` (core_v0.15 on; none | local | transformer_engine | full_iteration),
+    ``--enable-cuda-graph`` and ``--external-cuda-graph`` (earlier), ``--optimizer-cuda-graph``."""
+    impl = optional(job, "--cuda-graph-impl")
+    on = [("--cuda-graph-impl", f"--cuda-graph-impl {impl}")] if impl not in (None, "none") else []
+    on += [
+        (n, n) for n in ("--enable-cuda-graph", "--external-cuda-graph", "--optimizer-cuda-graph") if optional(job, n)
+    ]
+    return cuda_graph_note(on)
 
 
 def logits(job: Job, fp32_buffers: int) -> Logits:

@@ -10,6 +10,7 @@ from shardcheck.frameworks.memory_settings import (
     Recompute,
     RolloutSettings,
     TrainSettings,
+    cuda_graph_note,
     dtype_bytes,
     dynamic_micro_batches,
     fp8_format,
@@ -192,7 +193,18 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         # FP8 init context; Megatron-LM's --fp8-param-gather sets the same field, megatron/training/arguments.py)
         fp8_params=bool(optional(job, f"{OTC}.fp8_param")),
         overlap_moe_a2a=bool(optional(job, f"{OTC}.overlap_moe_expert_parallel_comm")),
+        not_modelled=_cuda_graphs(job),
     )
+
+
+def _cuda_graphs(job: Job) -> tuple[tuple[str, str], ...]:
+    """TransformerConfig's CUDA graphs (``cuda_graph_impl`` from core_v0.15, ``enable_cuda_graph`` before), set
+    through override_transformer_config: their static buffers and memory pool are not modelled."""
+    impl = optional(job, f"{OTC}.cuda_graph_impl")
+    on = [(f"{OTC}.cuda_graph_impl", f"{OTC}.cuda_graph_impl={impl}")] if impl not in (None, "none") else []
+    if optional(job, f"{OTC}.enable_cuda_graph"):
+        on.append((f"{OTC}.enable_cuda_graph", f"{OTC}.enable_cuda_graph=True"))
+    return cuda_graph_note(on)
 
 
 SGL = f"{RO}.engine_kwargs.sglang"
