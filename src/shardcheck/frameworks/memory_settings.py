@@ -116,9 +116,19 @@ OFFLOAD_MOMENTS = 8  # exp_avg + exp_avg_sq, fp32
 OFFLOAD_HOST_GRAD = 4  # ``cpu_copy_map_grad``: a pinned fp32 gradient per offloaded parameter
 
 
-def hybrid_offload(fraction: float, precision_aware: bool) -> tuple[int, float, float]:
-    """Optimizer bytes per parameter, the share of them on the device, and the host bytes as a share of them,
-    under Megatron's optimizer CPU offload with ``fraction`` offloaded.
+@dataclass(frozen=True, slots=True)
+class OffloadShares:
+    """Megatron's optimizer CPU offload: optimizer bytes per parameter, the share of them on the device, the
+    host's bytes as a share of them, and the share of the fp32 master on the device."""
+
+    state_bytes: int
+    on_device: float
+    host: float
+    master_on_device: float
+
+
+def hybrid_offload(fraction: float, precision_aware: bool) -> OffloadShares:
+    """The optimizer's bytes under Megatron's optimizer CPU offload with ``fraction`` offloaded.
 
     Without the precision-aware optimizer the distributed optimizer hands the HybridDeviceOptimizer its fp32
     main-parameter shards (distrib_optimizer.py ``_build_model_and_main_param_groups``); an offloaded one is
@@ -129,12 +139,20 @@ def hybrid_offload(fraction: float, precision_aware: bool) -> tuple[int, float, 
     if not 0.0 <= fraction <= 1.0:
         raise UnknownValue("--optimizer-offload-fraction is not between 0 and 1")
     state = OFFLOAD_MASTER + OFFLOAD_MOMENTS
-    if precision_aware:
-        on_device = (1 - fraction) * state
-    else:
-        on_device = OFFLOAD_MASTER + (1 - fraction) * OFFLOAD_MOMENTS
-    host = fraction * (state + OFFLOAD_HOST_GRAD)
-    return state, on_device / state, host / state
+    master = 1 - fraction if precision_aware else 1.0
+    on_device = master * OFFLOAD_MASTER + (1 - fraction) * OFFLOAD_MOMENTS
+    host = fraction * (state + OFFLOAD_HOST_GRAD)  # the fp32 copy, both moments and a pinned fp32 gradient
+    return OffloadShares(state, on_device / state, host / state, master)
+
+
+def opt_fields(o: OffloadShares) -> dict:
+    """The TrainSettings fields of the optimizer's bytes."""
+    return {
+        "state_bytes": o.state_bytes,
+        "optimizer_on_device": o.on_device,
+        "optimizer_host_share": o.host,
+        "master_on_device": o.master_on_device,
+    }
 
 
 def dtype_bytes(name, key: str) -> int:
@@ -244,8 +262,10 @@ class TrainSettings:
     fp8: str | None = None
     fp8_recipe: str | None = None
     overlap_moe_a2a: bool = False
-    # Megatron's optimizer CPU offload: the host's bytes as a share of state_bytes (None: 1 − optimizer_on_device)
+    # Megatron's optimizer CPU offload: the host's bytes as a share of state_bytes (None: 1 − optimizer_on_device),
+    # and the share of the fp32 master copy on the device (hybrid_offload: all of it unless precision-aware)
     optimizer_host_share: float | None = None
+    master_on_device: float = 1.0
     # what the job turns on that the estimate leaves out (CUDA graphs): (key, line) each, MEM-NOT-MODELLED says them
     not_modelled: tuple[tuple[str, str], ...] = ()
 

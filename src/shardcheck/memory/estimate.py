@@ -417,20 +417,26 @@ def _activations(
 
 
 def _selective_working(arch: Architecture, layers, per: dict, tokens: int, seq: int, p: Parallel, settings) -> float:
-    """Selective recompute's working set: the layer in backward re-creates the tensors its recomputed modules
-    dropped, so the savings of the layers held are not the stage's saving — one layer's come back at the peak.
+    """Selective recompute's working set: the layer in backward re-creates what a recomputed module dropped, so
+    the stage saves the held layers' bytes less what one module of one layer brings back at the peak.
 
     megatron-core 0.16.1: ``core_attn``, ``mlp`` and ``moe`` run under ``tensor_parallel.checkpoint``
     (megatron/core/tensor_parallel/random.py ``CheckpointFunction.backward`` reruns the forward and keeps its
     outputs until that module's backward is done); ``layernorm``, ``moe_act`` and ``mla_up_proj`` under
     ``CheckpointWithoutOutput`` (same file: ``_recompute`` refills the discarded output when the consumer's
-    backward starts). The whole layer's dropped bytes are counted, an upper bound (its modules are recomputed
-    one after another)."""
+    backward starts, and it is freed with the consumer's inputs). A layer's backward visits its modules one
+    after another (MLP side, then attention), so the largest single module's bytes count."""
     rc = settings.recompute
     if rc.granularity != "selective" or not per:
         return 0.0
-    kept = _per_kind(arch, layers, lambda i: layer_bytes(arch, i, tokens, seq, p, Recompute(), settings.kernels))
-    return max(0.0, max(kept[i] - per[i] for i in per))
+    k = settings.kernels
+    kept = _per_kind(arch, layers, lambda i: layer_bytes(arch, i, tokens, seq, p, Recompute(), k))
+    most = 0.0
+    for module in sorted(rc.modules):
+        alone = Recompute("selective", modules=frozenset({module}))
+        one = _per_kind(arch, layers, lambda i, r=alone: layer_bytes(arch, i, tokens, seq, p, r, k))
+        most = max(most, max(kept[i] - one[i] for i in per))
+    return most
 
 
 def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter, settings: TrainSettings) -> None:
@@ -900,8 +906,11 @@ def _built_state(b: dict[str, int], settings: TrainSettings, params: bool, optim
     at the end of their init (verl/workers/engine/megatron/transformer_impl.py, 0.9.1).
     """
     kept = b["weights"] + b["grads"] if params else 0
-    if optimizer and settings.state_bytes:
-        kept += b["optimizer"] * 4 // settings.state_bytes
+    if optimizer and settings.state_bytes and settings.optimizer_on_device:
+        # Megatron's optimizer CPU offload: ``optimizer`` is the device's share; its master part is
+        # ``master_on_device`` of the whole (frameworks/memory_settings.py hybrid_offload)
+        whole = b["optimizer"] / settings.optimizer_on_device
+        kept += int(whole * 4 * settings.master_on_device) // settings.state_bytes
     return kept
 
 

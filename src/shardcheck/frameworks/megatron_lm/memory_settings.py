@@ -39,6 +39,7 @@ from shardcheck.frameworks.memory_settings import (
     FixKeys,
     Kernels,
     Logits,
+    OffloadShares,
     Recompute,
     RolloutSettings,
     TrainSettings,
@@ -46,6 +47,7 @@ from shardcheck.frameworks.memory_settings import (
     dtype_bytes,
     fp8_format,
     hybrid_offload,
+    opt_fields,
     optional,
     require_adam,
 )
@@ -60,9 +62,9 @@ def weight_bytes(job: Job) -> int:
     return 4
 
 
-def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, int, float, float | None]:
-    """(grad bytes, optimizer bytes per parameter, share of the optimizer state on the device, host share: see
-    memory_settings.hybrid_offload); ``bf16`` overrides the flag (slime sets it itself)."""
+def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, OffloadShares]:
+    """(grad bytes, the optimizer's bytes per parameter and where they live: memory_settings.hybrid_offload);
+    ``bf16`` overrides the flag (slime sets it itself)."""
     bf16 = bool(flag(job, "--bf16")) if bf16 is None else bf16
     params = 2 if bf16 else weight_bytes(job)
     aware = bool(flag(job, "--use-precision-aware-optimizer"))
@@ -83,8 +85,8 @@ def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, int, float, f
     )
     master = 4 if params < 4 else 0  # the mixed-precision optimizer's fp32 main parameters
     if flag(job, "--optimizer-cpu-offload"):
-        return (grad, *hybrid_offload(float(flag(job, "--optimizer-offload-fraction")), aware))
-    return grad, master + moments, 1.0, None
+        return grad, hybrid_offload(float(flag(job, "--optimizer-offload-fraction")), aware)
+    return grad, OffloadShares(master + moments, 1.0, 0.0, 1.0)
 
 
 def recompute(job: Job) -> Recompute:
@@ -168,14 +170,12 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     micro, seq = flag(job, "--micro-batch-size"), flag(job, "--seq-length")
     if not micro or not seq:
         raise UnknownValue("--micro-batch-size and --seq-length are required by Megatron-LM (validate_args)")
-    grad, state, on_device, host = optimizer(job)
+    grad, opt = optimizer(job)
     return TrainSettings(
         weight_bytes=weight_bytes(job),
         grad_bytes=grad,
-        state_bytes=state,
         distributed_optimizer=bool(flag(job, "--use-distributed-optimizer")),
-        optimizer_on_device=on_device,
-        optimizer_host_share=host,
+        **opt_fields(opt),
         tokens_per_micro_batch=micro * seq,
         sequence_length=seq,
         micro_batches=micro_batch_count(job, micro, dp),

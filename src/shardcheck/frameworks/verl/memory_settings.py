@@ -7,6 +7,7 @@ from shardcheck.frameworks.memory_settings import (
     FixKeys,
     Logits,
     Lora,
+    OffloadShares,
     Recompute,
     RolloutSettings,
     TrainSettings,
@@ -16,6 +17,7 @@ from shardcheck.frameworks.memory_settings import (
     fp8_format,
     hybrid_offload,
     known,
+    opt_fields,
     optional,
     require_adam,
 )
@@ -91,8 +93,8 @@ def lora(job: Job, megatron: bool) -> Lora | None:
     return Lora(rank, frozenset(modules), fused=megatron)
 
 
-def _optimizer(job: Job) -> tuple[int, int, float, float | None]:
-    """(grad bytes, optimizer bytes per parameter, share of the optimizer state on the device, host share)."""
+def _optimizer(job: Job) -> tuple[int, OffloadShares]:
+    """(grad bytes, the optimizer's bytes per parameter and where they live)."""
     aware = bool(_v(job, f"{OPT}.use_precision_aware_optimizer"))
     # verl/workers/engine/megatron/transformer_impl.py: grad_reduce_in_fp32 = not use_low_precision_main_grads
     grad = dtype_bytes(_v(job, f"{OPT}.main_grads_dtype"), f"{OPT}.main_grads_dtype") if aware else 4
@@ -107,8 +109,8 @@ def _optimizer(job: Job) -> tuple[int, int, float, float | None]:
     )
     if job.value(f"{OPT}.override_optimizer_config.optimizer_cpu_offload").value:
         fraction = job.value(f"{OPT}.override_optimizer_config.optimizer_offload_fraction").value
-        return (grad, *hybrid_offload(1.0 if fraction is None else float(fraction), aware))
-    return grad, 4 + moments, 1.0, None
+        return grad, hybrid_offload(1.0 if fraction is None else float(fraction), aware)
+    return grad, OffloadShares(4 + moments, 1.0, 0.0, 1.0)
 
 
 def _recompute(job: Job) -> Recompute:
@@ -160,17 +162,15 @@ def _mtp_layers(job: Job) -> int:
 def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     cp = known(layout.cp, "CP")
     tokens, seq, count, bound = micro_batches(job, cp, dp)
-    grad, state, on_device, host = _optimizer(job)
+    grad, opt = _optimizer(job)
     # verl's reference model, colocated and built with the actor's sizes by default, stays on the device
     # during the update unless ref.megatron.param_offload moves it away.
     ref = job.layout("ref") is not None and not job.value("actor_rollout_ref.ref.megatron.param_offload").value
     return TrainSettings(
         weight_bytes=dtype_bytes(_v(job, f"{M}.dtype"), f"{M}.dtype"),
         grad_bytes=grad,
-        state_bytes=state,
         distributed_optimizer=bool(_v(job, f"{M}.use_distributed_optimizer")),
-        optimizer_on_device=on_device,
-        optimizer_host_share=host,
+        **opt_fields(opt),
         tokens_per_micro_batch=tokens,
         sequence_length=seq,
         micro_batches=count,
