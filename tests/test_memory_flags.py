@@ -135,8 +135,22 @@ def test_offload_fraction_moves_that_share_to_the_host(tmp_path):
     e, _ = est(path)
     full = stage(base, 0).bytes["optimizer"]
     assert stage(e, 0).bytes["optimizer"] == int(full * 0.75) or abs(stage(e, 0).bytes["optimizer"] - full * 0.75) < 2
-    assert abs(stage(e, 0).bytes["optimizer_host"] - full * 0.25) < 2
+    # the host holds the offloaded share's fp32 copy, its two moments and a pinned fp32 gradient: 16 of 12 bytes
+    assert abs(stage(e, 0).bytes["optimizer_host"] - full * 0.25 * 16 / 12) < 2
     assert e.host.offloaded_bytes_per_device > 0
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_offload_without_precision_aware_keeps_the_fp32_master_on_the_device(tmp_path, fraction):
+    """HybridDeviceOptimizer steps a host clone of each offloaded fp32 main shard and copies it back: the device
+    shard stays, only Adam's two moments (8 of the 12 bytes per parameter) leave."""
+    path = variant(tmp_path, MLM, "--bf16", f"--bf16 --optimizer-cpu-offload --optimizer-offload-fraction {fraction}")
+    base, _ = est(MLM)
+    e, _ = est(path)
+    full = stage(base, 0).bytes["optimizer"]
+    kept = stage(e, 0).bytes["optimizer"]
+    assert abs(kept - full * (4 + (1 - fraction) * 8) / 12) < 2
+    assert abs(stage(e, 0).bytes["optimizer_host"] - full * fraction * 16 / 12) < 2
 
 
 def test_recompute_full_keeps_only_layer_inputs(tmp_path):
@@ -153,6 +167,34 @@ def test_recompute_full_keeps_only_layer_inputs(tmp_path):
     a, f, s = (stage(x, 0).bytes["activations"] for x in (base, full, selective))
     assert f < s < a or f < s <= a
     assert f * 5 < a
+
+
+def test_selective_recompute_savings_give_back_one_module_at_the_peak(tmp_path):
+    """The layer in backward re-creates what a recomputed module dropped, one module after another: the stage
+    saves every held layer's dropped bytes less the largest one module brings back (not the sum)."""
+    from shardcheck.memory.activations import Parallel, Recompute, layer_bytes
+
+    modules = ("layernorm", "moe_act")
+    flags = f"--bf16 --recompute-granularity selective --recompute-modules {' '.join(modules)}"
+    base, result = est(MLM)
+    sel, _ = est(variant(tmp_path, MLM, "--bf16", flags))
+    arch = architecture(result.job.model)
+    tokens, seq = base.train.tokens_per_micro_batch, base.train.sequence_length
+    layout = result.job.layout("actor")
+    p = Parallel(tp=2, sequence_parallel=bool(layout.sequence_parallel.value), cp=1, ep=4, etp=1)
+    k = base.train_settings.kernels
+    whole = layer_bytes(arch, 0, tokens, seq, p, Recompute(), k)
+
+    def dropped(names) -> float:
+        return whole - layer_bytes(arch, 0, tokens, seq, p, Recompute("selective", modules=frozenset(names)), k)
+
+    each = [dropped([m]) for m in modules]
+    assert min(each) > 0 and dropped(modules) > max(each)
+    a, b = stage(base, 0), stage(sel, 0)
+    layers_held = round(a.bytes["activations"] / whole)  # every layer alike, micro batches of both chunks
+    assert layers_held > 1
+    saved = a.bytes["activations"] - b.bytes["activations"]
+    assert abs(saved - (dropped(modules) * layers_held - max(each))) < 0.001 * saved
 
 
 def test_bf16_halves_weights_and_keeps_fp32_grads(tmp_path):

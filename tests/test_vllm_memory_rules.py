@@ -34,6 +34,27 @@ def test_startup_counts_the_master_copy_not_adams_moments(tmp_path):
     assert ro.training_resident_bytes == stage["weights"] + stage["grads"] + stage["optimizer"]
 
 
+def test_startup_master_under_megatrons_optimizer_cpu_offload(tmp_path):
+    """HybridDeviceOptimizer keeps the fp32 master shards on the device (only Adam's moments go to the host);
+    with the precision-aware optimizer the offloaded share's fp32 copy is made on the host."""
+    gmu = "actor_rollout_ref.rollout.gpu_memory_utilization=0.5 "
+    offload = (
+        "+actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=True "
+        "+actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_offload_fraction=1.0 "
+    )
+    plain = job_estimate(_result(tmp_path, MOE + gmu).job)
+    moved = job_estimate(_result(tmp_path, MOE + gmu + offload).job)
+    full = max(plain.train.stages, key=lambda s: s.total).bytes["optimizer"]
+    kept = max(moved.train.stages, key=lambda s: s.total).bytes
+    assert abs(kept["optimizer"] - full // 3) <= 2  # the fp32 master: 4 of 12 bytes per parameter
+    assert moved.rollout.startup_resident_bytes == plain.rollout.startup_resident_bytes
+    aware = MOE.replace("use_precision_aware_optimizer=False", "use_precision_aware_optimizer=True")
+    aware_est = job_estimate(_result(tmp_path, aware + gmu + offload).job)
+    b = max(aware_est.train.stages, key=lambda s: s.total).bytes
+    assert b["optimizer"] == 0
+    assert aware_est.rollout.startup_resident_bytes == b["weights"] + b["grads"]
+
+
 def test_offload_at_init_frees_the_device(tmp_path):
     words = (
         MOE + "actor_rollout_ref.rollout.gpu_memory_utilization=0.9 actor_rollout_ref.actor.megatron.param_offload=True"

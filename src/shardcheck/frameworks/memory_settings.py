@@ -70,11 +70,89 @@ def dynamic_micro_batches(job, budget: int, samples: int, longest: int) -> tuple
 ADAM = ("adam", "adamw")
 
 
+class SettingNotModelled(UnknownValue):
+    """A setting whose memory the estimate does not model: what it sizes is left unknown, and MEM-NOT-MODELLED
+    says so in ``check`` (an info line, not a silent skip); ``key``: the setting, whose line it points at."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def cuda_graph_note(settings_on: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The not-modelled (key, line) for the CUDA-graph settings a launch turns on, given as (key, as written)."""
+    if not settings_on:
+        return ()
+    shown = ", ".join(text for _, text in settings_on)
+    return (
+        (settings_on[0][0], f"CUDA graphs ({shown}): their static buffers and memory pool are not in the estimate"),
+    )
+
+
 def require_adam(job, key: str, sep: str) -> None:
-    """Only Adam's state is sized (fp32 master + two moments); another optimizer leaves it unknown."""
+    """Only Adam's state is sized (fp32 master + two moments); another optimizer leaves it unknown.
+
+    bitsandbytes' 8-bit optimizers (``AdamW8bit``, ``PagedAdamW8bit``, …; verl's FSDP ``optim.optimizer_impl:
+    bitsandbytes.optim``) keep uint8 moments with per-block fp32 scales, and small tensors in 32 bits
+    (bitsandbytes/optim/optimizer.py ``min_8bit_size``): not modelled, and said so."""
     name = str(setting(job, key)).lower()
+    if "8bit" in name:
+        raise SettingNotModelled(
+            f"{key}{sep}{name}: bitsandbytes' 8-bit optimizer state is not modelled (shardcheck sizes Adam's "
+            "fp32 / 16-bit state only); the training peak is not judged",
+            key,
+        )
     if name not in ADAM:
         raise UnknownValue(f"{key}{sep}{name}: shardcheck sizes Adam's state only")
+
+
+# Megatron-Core's optimizer CPU offload (megatron/core/optimizer/__init__.py builds a HybridDeviceOptimizer with
+# ``param_update_in_fp32=True``; megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py, NVIDIA/Megatron-LM@
+# d98e8a64ddf3): ``_get_sub_optimizer_param_groups`` gives the first ``offload_fraction`` of the parameters (by
+# element count) to a CPU Adam over pinned fp32 host copies, the rest to a GPU Adam. Its sub-optimizers get only
+# lr / betas / eps / weight decay, so both moments are fp32 whatever --exp-avg-dtype says.
+OFFLOAD_MASTER = 4  # the fp32 parameter the sub-optimizers step
+OFFLOAD_MOMENTS = 8  # exp_avg + exp_avg_sq, fp32
+OFFLOAD_HOST_GRAD = 4  # ``cpu_copy_map_grad``: a pinned fp32 gradient per offloaded parameter
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadShares:
+    """Megatron's optimizer CPU offload: optimizer bytes per parameter, the share of them on the device, the
+    host's bytes as a share of them, and the share of the fp32 master on the device."""
+
+    state_bytes: int
+    on_device: float
+    host: float
+    master_on_device: float
+
+
+def hybrid_offload(fraction: float, precision_aware: bool) -> OffloadShares:
+    """The optimizer's bytes under Megatron's optimizer CPU offload with ``fraction`` offloaded.
+
+    Without the precision-aware optimizer the distributed optimizer hands the HybridDeviceOptimizer its fp32
+    main-parameter shards (distrib_optimizer.py ``_build_model_and_main_param_groups``); an offloaded one is
+    cloned to the host, but the device shard stays (the model's bf16 copy is refreshed from it) and receives the
+    update back (``param_copy_back_gpu_hook``): only the two moments leave the device. With the precision-aware
+    optimizer the groups are bf16 views of the model's parameters, and ``param_update_in_fp32`` makes the fp32
+    copy on the device for the kept part only, on the host for the offloaded part."""
+    if not 0.0 <= fraction <= 1.0:
+        raise UnknownValue("--optimizer-offload-fraction is not between 0 and 1")
+    state = OFFLOAD_MASTER + OFFLOAD_MOMENTS
+    master = 1 - fraction if precision_aware else 1.0
+    on_device = master * OFFLOAD_MASTER + (1 - fraction) * OFFLOAD_MOMENTS
+    host = fraction * (state + OFFLOAD_HOST_GRAD)  # the fp32 copy, both moments and a pinned fp32 gradient
+    return OffloadShares(state, on_device / state, host / state, master)
+
+
+def opt_fields(o: OffloadShares) -> dict:
+    """The TrainSettings fields of the optimizer's bytes."""
+    return {
+        "state_bytes": o.state_bytes,
+        "optimizer_on_device": o.on_device,
+        "optimizer_host_share": o.host,
+        "master_on_device": o.master_on_device,
+    }
 
 
 def dtype_bytes(name, key: str) -> int:
@@ -143,7 +221,7 @@ class TrainSettings:
     grad_bytes: int
     state_bytes: int  # optimizer bytes per parameter (Adam: fp32 master + two moments)
     distributed_optimizer: bool
-    optimizer_on_device: float  # 1 − optimizer_offload_fraction with Megatron's optimizer CPU offload
+    optimizer_on_device: float  # the share of state_bytes on the device (Megatron's optimizer CPU offload)
     tokens_per_micro_batch: int
     sequence_length: int
     micro_batches: int  # the most micro batches one pipeline runs per update
@@ -189,6 +267,12 @@ class TrainSettings:
     fp8: str | None = None
     fp8_recipe: str | None = None
     overlap_moe_a2a: bool = False
+    # Megatron's optimizer CPU offload: the host's bytes as a share of state_bytes (None: 1 − optimizer_on_device),
+    # and the share of the fp32 master copy on the device (hybrid_offload: all of it unless precision-aware)
+    optimizer_host_share: float | None = None
+    master_on_device: float = 1.0
+    # what the job turns on that the estimate leaves out (CUDA graphs): (key, line) each, MEM-NOT-MODELLED says them
+    not_modelled: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

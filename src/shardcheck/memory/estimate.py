@@ -12,7 +12,8 @@ What each term is (the sources are in the modules that compute them, and in ``TE
 - optimizer: Adam's fp32 master weights + ``exp_avg`` + ``exp_avg_sq`` (their dtypes from verl's optim
   config); the distributed optimizer shards dense state over DP·CP and expert state over EDP
   (megatron/core/optimizer/distrib_optimizer.py, one shard per rank of the data-parallel group with CP);
-  Megatron's ``optimizer_cpu_offload`` keeps ``1 - optimizer_offload_fraction`` of it on the device;
+  Megatron's ``optimizer_cpu_offload`` moves the moments of ``optimizer_offload_fraction`` of it to the host (and
+  their fp32 master with the precision-aware optimizer; frameworks/memory_settings.py ``hybrid_offload``);
 - activations: memory/activations.py per layer, times the micro batches a stage holds under 1F1B
   (pipeline stage s keeps ``min(PP - s, micro batches)``; with interleaving, Megatron-Core's warm-up
   ``(PP - s - 1)·2 + (VPP - 1)·PP`` plus one chunk, megatron/core/pipeline_parallel/schedules.py
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from shardcheck.frameworks.interface import MEMORY_FRAMEWORKS, framework_module
 from shardcheck.frameworks.megatron.layout_string import LayoutStringError, RankLayout, parse_layout
 from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_chunk_layer_indices
-from shardcheck.frameworks.memory_settings import Kernels, RolloutSettings, TrainSettings, known
+from shardcheck.frameworks.memory_settings import Kernels, RolloutSettings, SettingNotModelled, TrainSettings, known
 from shardcheck.job import Job, MegatronLayout
 from shardcheck.memory.activations import Parallel, Recompute, layer_bytes, mtp_bytes, offloaded_bytes
 from shardcheck.memory.devices import GIB, Device, device_for
@@ -146,6 +147,9 @@ class MemoryEstimate:
     host: HostMemory | None = None
     problems: list[str] = field(default_factory=list)  # why a part could not be estimated
     problem_origins: dict = field(default_factory=dict)  # problem -> the Origin of the value that stopped it
+    # settings of the job the estimate does not model (MEM-NOT-MODELLED), as (key, line): a stopped part's
+    # reason, or a part left out of a figure that is given (CUDA graphs)
+    not_modelled: list[tuple[str, str]] = field(default_factory=list)
     # with --sample-tokens and dynamic batch size: the update sized at the token budget (the upper bound);
     # ``train`` (what the rules judge) is sized at the given sample lengths
     train_at_budget: TrainMemory | None = None
@@ -210,7 +214,11 @@ def estimate(job: Job, device_choice: str | None = None, *, train_of: MemoryEsti
     except UnknownValue as exc:
         out.problems.append(f"train: {exc}")
         _stopped_at(out, f"train: {exc}", exc)
+        if isinstance(exc, SettingNotModelled):
+            out.not_modelled.append((exc.key, str(exc)))
     out.train_settings = settings
+    if settings is not None:
+        out.not_modelled += settings.not_modelled
     if out.train is not None and out.train.batch_bound and job.sample_tokens is not None and not reused:
         bound_job = replace(job, sample_tokens=None)
         try:
@@ -390,14 +398,14 @@ def _activations(
     layers = rank.decoder_layers
     # a layer's bytes depend on its index only through its kind (MoE or dense): one call per kind
     per = _per_kind(arch, layers, lambda i: layer_bytes(arch, i, tokens, seq, p, rc, k))
-    once = 0.0
+    once = _selective_working(arch, layers, per, tokens, seq, p, settings)
     if settings.offload_modules and per:
         # every layer's listed modules' saved tensors go to the host; the layer computing keeps its own
         off = {
             i: min(b, offloaded_bytes(arch, i, tokens, seq, p, settings.offload_modules, k, rc)) for i, b in per.items()
         }
         per = {i: b - off[i] for i, b in per.items()}
-        once = max(off.values())
+        once += max(off.values())
     one_mtp = mtp_bytes(arch, tokens, seq, p, rc, k)
     if settings.offload_modules:  # the MTP depth's transformer layer offloads as the decoder's do
         one_mtp -= offloaded_bytes(arch, arch.num_layers - 1, tokens, seq, p, settings.offload_modules, k, rc)
@@ -419,6 +427,29 @@ def _activations(
             out.append(sum(per[i] for i in chunk[::n]) + m * one_mtp)
             working = max(working, max(sum(full[i] for i in chunk[j : j + n]) for j in range(0, len(chunk), n)))
     return out, once + working
+
+
+def _selective_working(arch: Architecture, layers, per: dict, tokens: int, seq: int, p: Parallel, settings) -> float:
+    """Selective recompute's working set: the layer in backward re-creates what a recomputed module dropped, so
+    the stage saves the held layers' bytes less what one module of one layer brings back at the peak.
+
+    megatron-core 0.16.1: ``core_attn``, ``mlp`` and ``moe`` run under ``tensor_parallel.checkpoint``
+    (megatron/core/tensor_parallel/random.py ``CheckpointFunction.backward`` reruns the forward and keeps its
+    outputs until that module's backward is done); ``layernorm``, ``moe_act`` and ``mla_up_proj`` under
+    ``CheckpointWithoutOutput`` (same file: ``_recompute`` refills the discarded output when the consumer's
+    backward starts, and it is freed with the consumer's inputs). A layer's backward visits its modules one
+    after another (MLP side, then attention), so the largest single module's bytes count."""
+    rc = settings.recompute
+    if rc.granularity != "selective" or not per:
+        return 0.0
+    k = settings.kernels
+    kept = _per_kind(arch, layers, lambda i: layer_bytes(arch, i, tokens, seq, p, Recompute(), k))
+    most = 0.0
+    for module in sorted(rc.modules):
+        alone = Recompute("selective", modules=frozenset({module}))
+        one = _per_kind(arch, layers, lambda i, r=alone: layer_bytes(arch, i, tokens, seq, p, r, k))
+        most = max(most, max(kept[i] - one[i] for i in per))
+    return most
 
 
 def _add_critic(job: Job, arch: Architecture, out: MemoryEstimate, adapter, settings: TrainSettings) -> None:
@@ -578,7 +609,7 @@ def _train(
             "weights": weights,
             "grads": grads,
             "optimizer": int(opt * settings.optimizer_on_device),
-            "optimizer_host": int(opt * (1 - settings.optimizer_on_device)),
+            "optimizer_host": int(opt * _host_share(settings)),
             "gathered": _fsdp_gathered(arch, layers, sharding, settings),
             "activations": int(sum(n * b for n, b in zip(counts, per_chunk)) + once),
             # the main model's logits and each MTP depth's, all kept until backward
@@ -596,6 +627,13 @@ def _train(
             merged.append(row)
     static = max(r.bytes["weights"] + r.bytes["grads"] + r.bytes["optimizer"] for r in rows)
     return TrainMemory(merged, tokens, seq, static, settings.batch_bound), settings
+
+
+def _host_share(settings: TrainSettings) -> float:
+    """The optimizer's host bytes as a share of its state (Megatron's optimizer CPU offload)."""
+    if settings.optimizer_host_share is not None:
+        return settings.optimizer_host_share
+    return 1 - settings.optimizer_on_device
 
 
 def _probs_at_combine(job: Job) -> bool:
@@ -881,8 +919,11 @@ def _built_state(b: dict[str, int], settings: TrainSettings, params: bool, optim
     at the end of their init (verl/workers/engine/megatron/transformer_impl.py, 0.9.1).
     """
     kept = b["weights"] + b["grads"] if params else 0
-    if optimizer and settings.state_bytes:
-        kept += b["optimizer"] * 4 // settings.state_bytes
+    if optimizer and settings.state_bytes and settings.optimizer_on_device:
+        # Megatron's optimizer CPU offload: ``optimizer`` is the device's share; its master part is
+        # ``master_on_device`` of the whole (frameworks/memory_settings.py hybrid_offload)
+        whole = b["optimizer"] / settings.optimizer_on_device
+        kept += int(whole * 4 * settings.master_on_device) // settings.state_bytes
     return kept
 
 

@@ -28,7 +28,9 @@ EXPLAIN = {
     "grads": "Megatron DDP main_grad buffer over all local parameters: fp32 (verl sets grad_reduce_in_fp32 unless the "
     "precision-aware optimizer uses 16-bit main_grads_dtype)",
     "optimizer": "Adam: fp32 master + exp_avg + exp_avg_sq; the distributed optimizer shards dense state over DP·CP "
-    "and expert state over EDP; optimizer_cpu_offload keeps 1 − optimizer_offload_fraction on the device",
+    "and expert state over EDP; optimizer_cpu_offload moves the moments of optimizer_offload_fraction to the host, "
+    "the fp32 master stays unless the precision-aware optimizer is on (HybridDeviceOptimizer, "
+    "frameworks/memory_settings.py)",
     "activations": "per-layer bytes of Korthikanti et al. 2022 generalised to GQA/SwiGLU/MoE with flash attention "
     "(shardcheck/memory/activations.py) × micro batches in flight under 1F1B (PP − stage; interleaved: "
     "Megatron's warm-up count), + one recompute group with full recompute",

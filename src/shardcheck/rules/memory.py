@@ -346,3 +346,43 @@ def host_memory(job: Job) -> Iterator[Finding]:
         where(job.value(keys[0]), job.value(keys[1]), job.cluster.devices_per_node, job.cluster.nnodes),
         fix=keys[2],
     )
+
+
+@rule(
+    "MEM-NOT-MODELLED",
+    "info",
+    "A setting whose memory the estimate does not model",
+    needs_model=True,
+    frameworks=MEMORY_FRAMEWORKS,
+)
+def not_modelled(job: Job) -> Iterator[Finding]:
+    """
+    The training estimate leaves out, or cannot size, what some settings allocate; each is said here
+    instead of being judged silently. bitsandbytes' 8-bit optimizers (`AdamW8bit`, `PagedAdamW8bit`:
+    uint8 moments with per-block fp32 scales, small tensors in 32 bits) stop the training estimate, so
+    MEM-TRAIN-OOM does not judge it. CUDA graphs (Megatron-LM `--cuda-graph-impl`, `--enable-cuda-graph`,
+    `--external-cuda-graph`, `--optimizer-cuda-graph`; TransformerConfig `cuda_graph_impl` /
+    `enable_cuda_graph` through verl's override_transformer_config) keep static input and output
+    buffers and a private memory pool that the estimate does not count: its peak may be low.
+
+    Why:
+    A launch the estimate cannot size must not read as one that fits.
+
+    Fix:
+    Measure the peak of one step on the device (bench/gpu_memory_measure.py); without the setting the
+    estimate judges the launch in full.
+
+    Source:
+    bitsandbytes/optim/optimizer.py (Optimizer2State, min_8bit_size); megatron/core/transformer/cuda_graphs.py;
+    shardcheck/frameworks/memory_settings.py (require_adam, cuda_graph_note).
+    """
+    est = _estimate(job)
+    if est is None:
+        return
+    for key, text in est.not_modelled:
+        yield finding(
+            "MEM-NOT-MODELLED",
+            text,
+            where(job.value(key), *_engine_sizes(job)),
+            fix="measure one step's peak on the device (bench/gpu_memory_measure.py)",
+        )

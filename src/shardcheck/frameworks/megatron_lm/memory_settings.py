@@ -7,7 +7,8 @@
 - optimizer: Adam keeps an fp32 main copy of 16-bit parameters (none in fp32 training) and
   ``exp_avg`` / ``exp_avg_sq`` (fp32, or ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with
   ``--use-precision-aware-optimizer``); ``--use-distributed-optimizer`` (default off) shards it;
-  ``--optimizer-cpu-offload`` keeps ``1 − --optimizer-offload-fraction`` (default 1.0) on the device;
+  ``--optimizer-cpu-offload`` (``--optimizer-offload-fraction``, default 1.0) moves Adam's moments of that share
+  to the host, and with ``--use-precision-aware-optimizer`` their fp32 master too (memory_settings.hybrid_offload);
 - recompute: ``--recompute-granularity`` / ``-method`` / ``-num-layers`` / ``--recompute-modules``
   (default core_attn, TransformerConfig.__post_init__); ``--recompute-activations`` is selective;
 - batch: one micro batch is ``--micro-batch-size × --seq-length`` tokens; a pipeline runs
@@ -38,11 +39,15 @@ from shardcheck.frameworks.memory_settings import (
     FixKeys,
     Kernels,
     Logits,
+    OffloadShares,
     Recompute,
     RolloutSettings,
     TrainSettings,
+    cuda_graph_note,
     dtype_bytes,
     fp8_format,
+    hybrid_offload,
+    opt_fields,
     optional,
     require_adam,
 )
@@ -57,8 +62,8 @@ def weight_bytes(job: Job) -> int:
     return 4
 
 
-def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, int, float]:
-    """(grad bytes, optimizer bytes per parameter, share of the optimizer state on the device);
+def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, OffloadShares]:
+    """(grad bytes, the optimizer's bytes per parameter and where they live: memory_settings.hybrid_offload);
     ``bf16`` overrides the flag (slime sets it itself)."""
     bf16 = bool(flag(job, "--bf16")) if bf16 is None else bf16
     params = 2 if bf16 else weight_bytes(job)
@@ -79,12 +84,9 @@ def optimizer(job: Job, *, bf16: bool | None = None) -> tuple[int, int, float]:
         else 8
     )
     master = 4 if params < 4 else 0  # the mixed-precision optimizer's fp32 main parameters
-    on_device = 1.0
     if flag(job, "--optimizer-cpu-offload"):
-        on_device = 1.0 - float(flag(job, "--optimizer-offload-fraction"))
-        if not 0.0 <= on_device <= 1.0:
-            raise UnknownValue("--optimizer-offload-fraction is not between 0 and 1")
-    return grad, master + moments, on_device
+        return grad, hybrid_offload(float(flag(job, "--optimizer-offload-fraction")), aware)
+    return grad, OffloadShares(master + moments, 1.0, 0.0, 1.0)
 
 
 def recompute(job: Job) -> Recompute:
@@ -137,7 +139,21 @@ def extra_settings(job: Job) -> dict:
         "fp8": fp8_format(optional(job, "--fp8-format")),
         "fp8_recipe": optional(job, "--fp8-recipe"),
         "overlap_moe_a2a": bool(optional(job, "--overlap-moe-expert-parallel-comm")),
+        "not_modelled": cuda_graphs(job),
     }
+
+
+def cuda_graphs(job: Job) -> tuple[tuple[str, str], ...]:
+    """The CUDA-graph flags a training launch turns on: their static input / output buffers and private memory
+    pool (megatron/core/transformer/cuda_graphs.py, Transformer Engine ``make_graphed_callables``) are not
+    modelled. ``--cuda-graph-impl`` (core_v0.15 on; none | local | transformer_engine | full_iteration),
+    ``--enable-cuda-graph`` and ``--external-cuda-graph`` (earlier), ``--optimizer-cuda-graph``."""
+    impl = optional(job, "--cuda-graph-impl")
+    on = [("--cuda-graph-impl", f"--cuda-graph-impl {impl}")] if impl not in (None, "none") else []
+    on += [
+        (n, n) for n in ("--enable-cuda-graph", "--external-cuda-graph", "--optimizer-cuda-graph") if optional(job, n)
+    ]
+    return cuda_graph_note(on)
 
 
 def logits(job: Job, fp32_buffers: int) -> Logits:
@@ -154,13 +170,12 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     micro, seq = flag(job, "--micro-batch-size"), flag(job, "--seq-length")
     if not micro or not seq:
         raise UnknownValue("--micro-batch-size and --seq-length are required by Megatron-LM (validate_args)")
-    grad, state, on_device = optimizer(job)
+    grad, opt = optimizer(job)
     return TrainSettings(
         weight_bytes=weight_bytes(job),
         grad_bytes=grad,
-        state_bytes=state,
         distributed_optimizer=bool(flag(job, "--use-distributed-optimizer")),
-        optimizer_on_device=on_device,
+        **opt_fields(opt),
         tokens_per_micro_batch=micro * seq,
         sequence_length=seq,
         micro_batches=micro_batch_count(job, micro, dp),

@@ -39,6 +39,7 @@ from shardcheck.frameworks.memory_settings import (
     TrainSettings,
     dynamic_micro_batches,
     known,
+    opt_fields,
 )
 from shardcheck.frameworks.memory_settings import setting as flag
 from shardcheck.job import Job, MegatronLayout
@@ -106,15 +107,14 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
             )
         micro = flag(job, "--micro-batch-size")
         tokens, count = micro * sample, max(1, gbs // (micro * dp))
-    grad, state, on_device = mlm.optimizer(job, bf16=True)  # bf16 = not fp16
+    grad, opt = mlm.optimizer(job, bf16=True)  # bf16 = not fp16
     moved = offload_train(job)
     entropy_grad = float(flag(job, "--entropy-coef")) != 0
     return TrainSettings(
         weight_bytes=2,
         grad_bytes=grad,
-        state_bytes=state,
         distributed_optimizer=True,
-        optimizer_on_device=on_device,
+        **opt_fields(opt),
         tokens_per_micro_batch=tokens,
         sequence_length=sample or tokens,
         micro_batches=count,

@@ -7,13 +7,17 @@ from shardcheck.frameworks.memory_settings import (
     FixKeys,
     Logits,
     Lora,
+    OffloadShares,
     Recompute,
     RolloutSettings,
     TrainSettings,
+    cuda_graph_note,
     dtype_bytes,
     dynamic_micro_batches,
     fp8_format,
+    hybrid_offload,
     known,
+    opt_fields,
     optional,
     require_adam,
 )
@@ -89,8 +93,8 @@ def lora(job: Job, megatron: bool) -> Lora | None:
     return Lora(rank, frozenset(modules), fused=megatron)
 
 
-def _optimizer(job: Job) -> tuple[int, int, float]:
-    """(grad bytes, optimizer bytes per parameter, share of the optimizer state on the device)."""
+def _optimizer(job: Job) -> tuple[int, OffloadShares]:
+    """(grad bytes, the optimizer's bytes per parameter and where they live)."""
     aware = bool(_v(job, f"{OPT}.use_precision_aware_optimizer"))
     # verl/workers/engine/megatron/transformer_impl.py: grad_reduce_in_fp32 = not use_low_precision_main_grads
     grad = dtype_bytes(_v(job, f"{OPT}.main_grads_dtype"), f"{OPT}.main_grads_dtype") if aware else 4
@@ -103,11 +107,10 @@ def _optimizer(job: Job) -> tuple[int, int, float]:
         if aware
         else 8
     )
-    on_device = 1.0
     if job.value(f"{OPT}.override_optimizer_config.optimizer_cpu_offload").value:
         fraction = job.value(f"{OPT}.override_optimizer_config.optimizer_offload_fraction").value
-        on_device = 1.0 - (1.0 if fraction is None else float(fraction))
-    return grad, 4 + moments, on_device
+        return grad, hybrid_offload(1.0 if fraction is None else float(fraction), aware)
+    return grad, OffloadShares(4 + moments, 1.0, 0.0, 1.0)
 
 
 def _recompute(job: Job) -> Recompute:
@@ -159,16 +162,15 @@ def _mtp_layers(job: Job) -> int:
 def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
     cp = known(layout.cp, "CP")
     tokens, seq, count, bound = micro_batches(job, cp, dp)
-    grad, state, on_device = _optimizer(job)
+    grad, opt = _optimizer(job)
     # verl's reference model, colocated and built with the actor's sizes by default, stays on the device
     # during the update unless ref.megatron.param_offload moves it away.
     ref = job.layout("ref") is not None and not job.value("actor_rollout_ref.ref.megatron.param_offload").value
     return TrainSettings(
         weight_bytes=dtype_bytes(_v(job, f"{M}.dtype"), f"{M}.dtype"),
         grad_bytes=grad,
-        state_bytes=state,
         distributed_optimizer=bool(_v(job, f"{M}.use_distributed_optimizer")),
-        optimizer_on_device=on_device,
+        **opt_fields(opt),
         tokens_per_micro_batch=tokens,
         sequence_length=seq,
         micro_batches=count,
@@ -192,7 +194,18 @@ def train_settings(job: Job, layout: MegatronLayout, dp: int) -> TrainSettings:
         # FP8 init context; Megatron-LM's --fp8-param-gather sets the same field, megatron/training/arguments.py)
         fp8_params=bool(optional(job, f"{OTC}.fp8_param")),
         overlap_moe_a2a=bool(optional(job, f"{OTC}.overlap_moe_expert_parallel_comm")),
+        not_modelled=_cuda_graphs(job),
     )
+
+
+def _cuda_graphs(job: Job) -> tuple[tuple[str, str], ...]:
+    """TransformerConfig's CUDA graphs (``cuda_graph_impl`` from core_v0.15, ``enable_cuda_graph`` before), set
+    through override_transformer_config: their static buffers and memory pool are not modelled."""
+    impl = optional(job, f"{OTC}.cuda_graph_impl")
+    on = [(f"{OTC}.cuda_graph_impl", f"{OTC}.cuda_graph_impl={impl}")] if impl not in (None, "none") else []
+    if optional(job, f"{OTC}.enable_cuda_graph"):
+        on.append((f"{OTC}.enable_cuda_graph", f"{OTC}.enable_cuda_graph=True"))
+    return cuda_graph_note(on)
 
 
 SGL = f"{RO}.engine_kwargs.sglang"

@@ -149,6 +149,8 @@ MEMORY_KEYS = tuple(
                 "fp8_recipe",
                 "fp8_param",
                 "overlap_moe_expert_parallel_comm",
+                "cuda_graph_impl",
+                "enable_cuda_graph",
             ),
         ),
         (
@@ -397,6 +399,8 @@ VALUE_KINDS: dict[str, ValueKind] = {
     f"{_OTC_KEY}.fp8_recipe": NAME_OR_NULL,
     f"{_OTC_KEY}.fp8_param": FLAG_OR_NULL,
     f"{_OTC_KEY}.overlap_moe_expert_parallel_comm": FLAG_OR_NULL,
+    f"{_OTC_KEY}.cuda_graph_impl": NAME_OR_NULL,  # MEM-NOT-MODELLED
+    f"{_OTC_KEY}.enable_cuda_graph": FLAG_OR_NULL,
     f"{_A}.calculate_entropy": FLAG,
     f"{_A}.entropy_coeff": NUMBER,
     f"{_A}.entropy_from_logits_with_chunking": FLAG,
