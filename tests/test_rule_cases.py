@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shardcheck.api import check
-from shardcheck.rules.examples import LAUNCHES, Case, rule_cases
+from shardcheck.rules.examples import LAUNCHES, Case, faulted, rule_cases
 from shardcheck.rules.registry import all_rules, run_rules
 
 CASES = rule_cases()
@@ -30,14 +30,15 @@ def run_case(case: Case, tmp_path: Path):
     text = case.text(model_dir)
     if text is not None:
         path.write_text(text)
-    result = check(
-        path,
-        case.env,
-        device=case.device,
-        host_memory=case.host_memory,
-        verl_version=case.verl_version,
-        megatron_core_version=case.megatron_core_version,
-    )
+    with faulted(case.fault):
+        result = check(
+            path,
+            case.env,
+            device=case.device,
+            host_memory=case.host_memory,
+            verl_version=case.verl_version,
+            megatron_core_version=case.megatron_core_version,
+        )
     return [f for f in result.findings if f.rule == case.rule], result.valid
 
 

@@ -51,6 +51,7 @@ class Kind(Enum):
     INPUT_NO_LAUNCH = "input-no-launch"  # message: the one line that says why the file is skipped
     INPUT_UNREADABLE = "input-unreadable"  # message
     INPUT_UNUSABLE = "input-unusable"  # message
+    INTERNAL_ERROR = "internal-error"  # message: a bug of shardcheck while judging the input (or one rule)
     UNKNOWN_RULE_ID = "unknown-rule-id"  # message, fix: an id in a disable comment or setting that names no rule
     # Megatron-Core's rank grid (mesh/grid.py); quote: megatron-core's own error text
     GRID_WORLD = "grid-world"

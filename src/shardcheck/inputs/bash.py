@@ -179,6 +179,8 @@ class _Interpreter:
         self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
+        # why the positional parameters are not known (a `shift N` of an unknown N), else None
+        self.positional_unknown: str | None = None
         self.functions: dict[str, object] = {}
         self.commands: list[Command] = []
         self.diagnostics: list[Problem] = []
@@ -863,14 +865,10 @@ class _Interpreter:
             args = [f.text for f in fields[1:]]
             if "--" in args:
                 self.positional = tuple(fields[1 + args.index("--") + 1 :])
+                self.positional_unknown = None
             return
         if name == "shift":
-            k = (
-                int(fields[1].text)
-                if len(fields) > 1 and (fields[1].text or "").isascii() and fields[1].text.isdigit()
-                else 1
-            )
-            self.positional = self.positional[k:]
+            self._shift(fields, origin)
             return
         if name in self.functions:
             self._call_function(name, fields, origin)
@@ -878,6 +876,17 @@ class _Interpreter:
         if self._command_string(fields):
             return
         self.commands.append(Command(tuple(fields), origin, env_prefix, self.condition))
+
+    def _shift(self, fields: list[Field], origin: Origin) -> None:
+        """``shift [N]``; an N not known here (``shift $(date)``, ``shift "$N"``) leaves every positional
+        parameter unknown, its reason naming the line."""
+        count = fields[1].text if len(fields) > 1 else "1"
+        if count is None or not (count.isascii() and count.isdigit() and len(count) < 10):
+            shown = fields[1].render() if len(fields) > 1 else ""
+            self.positional = ()
+            self.positional_unknown = f"the positional parameters after `shift {shown}` (line {origin.line})"
+            return
+        self.positional = self.positional[int(count) :]
 
     def _command_string(self, fields: list[Field]) -> bool:
         """``bash -c "$CMD"`` (also behind ``srun``, ``nohup`` ...): the string is read as a script of its own
@@ -896,6 +905,7 @@ class _Interpreter:
                 child = _StringInterpreter(src, at, self)
                 child.vars, child.functions = dict(self.vars), self.functions
                 child.positional = tuple(fields[k + 4 :])  # bash -c STRING NAME ARGS...: $0 = NAME
+                child.positional_unknown = None
                 child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
                 child.run_block(tree.root_node.children)
                 return True
@@ -945,6 +955,7 @@ class _Interpreter:
             return
         child = _Interpreter(src, path, self.env, real_path=real, parent=self)
         child.vars, child.functions, child.positional = self.vars, self.functions, self.positional
+        child.positional_unknown = self.positional_unknown
         child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
         temporary = {k: self.vars.get(k) for k, _ in env_prefix}  # `A=1 source f`: A holds while f runs
         for k, value in env_prefix:
@@ -1041,9 +1052,9 @@ class _Interpreter:
             budget.call_depth -= 1
 
     def _run_function(self, name: str, body, fields: list[Field], origin: Origin) -> None:
-        saved_positional = self.positional
+        saved_positional, saved_unknown = self.positional, self.positional_unknown
         saved_consumed = self.consumed_until
-        self.positional = tuple(fields[1:])
+        self.positional, self.positional_unknown = tuple(fields[1:]), None
         self.consumed_until = 0
         start = dict(self.vars)
         saved_condition = self.condition
@@ -1056,7 +1067,7 @@ class _Interpreter:
         for var_name, var in after.items():
             if not _same_value(start.get(var_name), var):
                 self.vars[var_name] = self._unknown_var(var_name, var.origin, f"${var_name} {reason}")
-        self.positional = saved_positional
+        self.positional, self.positional_unknown = saved_positional, saved_unknown
         self.consumed_until = saved_consumed
 
     def _syntax(self, exc: WordSyntaxError) -> None:
@@ -1243,6 +1254,10 @@ class _Interpreter:
 
     def _get(self, name: str, index: str | None, origin: Origin):
         """Return ('scalar', Field) / ('array', [Field]) / raise _Unset."""
+        if self.positional_unknown is not None and (name in ("@", "*", "#") or (name.isascii() and name.isdigit())):
+            if name != "0":
+                unknown = Field((Seg(None, origin, f"${name}: {self.positional_unknown} are unknown"),), origin)
+                return ("array", [unknown]) if name in ("@", "*") else ("scalar", unknown)
         if name in ("@", "*"):
             return "array", list(self.positional)
         if name.isascii() and name.isdigit():

@@ -60,7 +60,7 @@ def load_hydra():
     if "hydra" not in sys.modules:
         try:
             _install_deferred_package()
-        except Exception:  # never let the speed-up break the import
+        except (ImportError, OSError, ValueError, AttributeError):  # never let the speed-up break the import
             sys.modules.pop("hydra", None)
     try:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl

@@ -109,7 +109,9 @@ def _flat(tree: dict, prefix: str, out: set[str]) -> None:
 def read_config_dir(directory: Path) -> ConfigFiles:
     """Every ``*.yaml`` under ``directory`` (at most MAX_DEPTH deep, MAX_FILES files), parsed with OmegaConf's
     YAML loader as Hydra's FileConfigSource does; a file that cannot be parsed is a CustomConfigUnread."""
+    import yaml
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     found: dict[str, tuple[dict, object]] = {}
     base = directory.resolve()
@@ -136,7 +138,8 @@ def read_config_dir(directory: Path) -> ConfigFiles:
             try:
                 header = _header(text)
                 tree = OmegaConf.to_container(OmegaConf.create(text), resolve=False) if text.strip() else {}
-            except Exception as exc:  # noqa: BLE001 — a YAML error of any kind: the file is unreadable
+            except (yaml.YAMLError, OmegaConfBaseException, ValueError, TypeError, RecursionError) as exc:
+                # a YAML error, a document OmegaConf rejects (a list, a bad key), nesting past the stack
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise CustomConfigUnread(f"{entry}: not a YAML config Hydra can load ({first})") from None
             found[rel] = (header, tree)
