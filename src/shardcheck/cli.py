@@ -547,7 +547,7 @@ def _check(args) -> int:
 
             r, failure = _guarded(args, display, judged)
             if failure is not None:
-                r = unusable_result(display, failure.message, failure.result_kind, given or Settings())
+                r = unusable_result(display, failure.line, failure.result_kind, given or Settings())
             results.append(r)
             if out.streaming:
                 progress.pause()
@@ -820,7 +820,7 @@ def _memory(args) -> int:
         results.append(
             result
             if failure is None
-            else MemoryResult(display, error=failure.message, internal=failure.kind == "internal")
+            else MemoryResult(display, error=failure.line, internal=failure.kind == "internal")
         )
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)

@@ -148,7 +148,7 @@ def judge(
         from shardcheck.api import unusable_result
         from shardcheck.settings import Settings
 
-        result = unusable_result(display, failure.message, failure.result_kind, Settings())
+        result = unusable_result(display, failure.line, failure.result_kind, Settings())
     side = Side(label, result)
     side.context = _context(result.findings, Path(path), display)
     job = result.job

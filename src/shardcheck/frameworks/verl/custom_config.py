@@ -283,8 +283,15 @@ def from_dir(directory: Path, name: str, how: str) -> CustomConfig:
         raise CustomConfigUnread(f"{directory / (name + '.yaml')}: not a mapping")
     searchpath = ((primary.get("hydra") or {}) if isinstance(primary.get("hydra"), dict) else {}).get("searchpath")
     searchpath = tuple(str(s) for s in searchpath) if isinstance(searchpath, list) else ()
+    defaults = primary.get("defaults") or []
+    if not isinstance(defaults, list):
+        # hydra/_internal/config_repository.py _extract_defaults_list (hydra-core 1.3), as Hydra words it
+        shown = "mapping" if isinstance(defaults, dict) else type(defaults).__name__
+        raise CustomConfigUnread(
+            f"{directory / (name + '.yaml')}: Invalid defaults list in '{name}', defaults must be a list (got {shown})"
+        )
     bases = []
-    for entry in primary.get("defaults") or []:
+    for entry in defaults:
         if isinstance(entry, str) and entry != "_self_" and "/" not in entry and "@" not in entry:
             if f"{entry.removesuffix('.yaml')}.yaml" not in config_files.files:
                 bases.append(entry.removesuffix(".yaml"))
