@@ -454,6 +454,27 @@ def test_every_command_has_the_per_input_time_limit(tmp_path, command):
     assert "not a YAML config" not in out  # a timeout stays a timeout
 
 
+def test_after_a_timeout_the_next_script_of_the_batch_is_judged(tmp_path):
+    (tmp_path / "fz.yaml").write_text(BILLION_LAUGHS)
+    slow = _script(tmp_path, "python3 -m verl.trainer.main_ppo --config-path=. --config-name=fz trainer.nnodes=1\n")
+    plain = _script(tmp_path, f"{LAUNCH}\n", "plain.sh")
+    code, out = _run(["check", str(slow), str(plain), "--time-limit", "1", "--no-fix-proof", "--format", "json"])
+    results = _json(out)["results"]
+    assert "took more than 1 s" in results[0]["error"]
+    # the abandoned input's imports must not leave the registries of rules and launches empty
+    assert "VERL-ACT-MBS" in [f["rule"] for f in results[1]["findings"]], results[1]
+    code, out = _run(["memory", str(plain)])
+    assert "no launch command" not in out and "verl 0.9.1" in out and code == 0, out
+    code, out = _run(["check", "-q", "--no-fix-proof", str(plain)])
+    assert "VERL-ACT-MBS" in out and code == 1, out
+
+
+def test_the_version_matrix_has_the_per_input_time_limit(tmp_path):
+    path = _script(tmp_path, f"{LAUNCH}\n")  # one row per bundled release: far more than 10 ms
+    code, out = _run(["check", "--versions", str(path), "--time-limit", "0.01"])
+    assert code == 2 and "took more than 0.01 s" in out, out
+
+
 def test_a_timeout_swallowed_on_the_way_is_still_a_timeout():
     import time
 

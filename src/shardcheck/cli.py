@@ -770,23 +770,32 @@ def _bad_version(args) -> str | None:
 
 def _versions(args, env: dict[str, str], paths: list[str]) -> int:
     """--versions: one row per bundled verl release (and megatron-core minor where the layout verdict changes)."""
-    from shardcheck.api import version_matrix
+    from shardcheck.api import VersionMatrix, version_matrix
     from shardcheck.report.versions_report import render_versions_json, render_versions_text
 
-    matrices = [
-        version_matrix(
-            p,
-            env,
-            model_config=args.model_config,
-            display=p if args.paths else _example_display(),
-            megatron_core_version=args.megatron_core_version,
-            allow_source=tuple(getattr(args, "allow_source", ()) or ()),
-            verl_path=getattr(args, "verl_path", None),
+    matrices, internal = [], False
+    for p in paths:
+        display = p if args.paths else _example_display()
+        matrix, failure = _guarded(
+            args,
+            display,
+            functools.partial(
+                version_matrix,
+                p,
+                env,
+                model_config=args.model_config,
+                display=display,
+                megatron_core_version=args.megatron_core_version,
+                allow_source=tuple(getattr(args, "allow_source", ()) or ()),
+                verl_path=getattr(args, "verl_path", None),
+            ),
         )
-        for p in paths
-    ]
+        if failure is not None:
+            internal = internal or failure.kind == "internal"
+            matrix = VersionMatrix(display, error=failure.line)
+        matrices.append(matrix)
     print(render_versions_json(matrices) if args.format == "json" else render_versions_text(matrices))
-    return 2 if any(m.error for m in matrices) else 0
+    return 4 if internal else 2 if any(m.error for m in matrices) else 0
 
 
 def _memory(args) -> int:

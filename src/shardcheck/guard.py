@@ -195,10 +195,14 @@ def internal_error_text(exc: BaseException, *, debug: bool = False) -> str:
 
 
 def _forget_modules_since(before: set[str]) -> None:
-    """An import the limit cut short leaves a half-made module behind; drop every module imported during
-    the abandoned input, so that the next input imports them afresh."""
+    """An import the limit cut short leaves a half-made module behind: drop the modules imported during the
+    abandoned input whose import never finished (``__spec__._initializing``), so that the next input imports
+    them afresh. Modules imported whole stay: dropping them too would leave two copies of a module whose
+    tables others hold (the registry of rules or frameworks), and the next input would be judged by neither."""
     for name in [n for n in sys.modules if n not in before]:
-        sys.modules.pop(name, None)
+        module = sys.modules.get(name)
+        if getattr(getattr(module, "__spec__", None), "_initializing", False):
+            sys.modules.pop(name, None)
 
 
 def _ignore(signum, frame) -> None:
