@@ -590,10 +590,13 @@ def _config_settings(args):
     from shardcheck.errors import SettingsError
     from shardcheck.settings import load_settings
 
-    try:
-        return load_settings(Path("."), Path(args.config))
+    try:  # under the per-input guard as well: a settings file is input too
+        settings, failure = _guarded(args, args.config, lambda: load_settings(Path("."), Path(args.config)))
     except SettingsError as exc:
         raise UsageError(f"shardcheck: --config: {exc}") from None
+    if failure is not None:
+        raise UsageError(f"shardcheck: --config: {failure.line}")
+    return settings
 
 
 def _settings_for(where: Path, load, overrides: dict):
