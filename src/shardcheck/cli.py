@@ -91,6 +91,14 @@ def _size(text: str) -> int:
     return int(size)
 
 
+def _memory_size(text: str) -> int:
+    """``--device-memory`` / ``--host-memory``: a size, and more than nothing."""
+    size = _size(text)
+    if size == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a memory of 0 bytes; give the memory it has, e.g. 96GiB")
+    return size
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -137,11 +145,11 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--device-memory",
-        type=_size,
+        type=_memory_size,
         metavar="SIZE",
         help="memory of one device, for a card without a preset (e.g. 96GiB); instead of --device",
     )
-    p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
+    p.add_argument("--host-memory", type=_memory_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
     p.add_argument(
         "--sample-tokens",
         type=_sample_tokens,
