@@ -632,3 +632,21 @@ def test_fuzz_finds_of_the_second_campaign(tmp_path, capsys):
     script.write_text("python3 -m verl.trainer.main_ppo --config-path=. --config-name=fz trainer.nnodes=1\n")
     assert main(["check", str(script), "--no-fix-proof", "-q"]) in (0, 1)
     assert "defaults must be a list (got int)" in capsys.readouterr().out
+
+
+def test_report_of_a_huge_world_is_drawn_in_bounded_time(tmp_path):
+    """The HTML rank map listed every group of the world outside the per-input guard (fuzz_cli: a report of a
+    mutated NNODES ran for minutes at 5 GiB); past LIST_LIMIT ranks it says so instead."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=1099511627776 "
+        "trainer.n_gpus_per_node=8 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
+        "actor_rollout_ref.rollout.name=vllm\n"
+    )
+    start = time.monotonic()
+    assert main(["report", str(script), "-o", str(tmp_path / "r.html")]) in (0, 1)
+    assert time.monotonic() - start < SECONDS
+    assert "too many to draw" in (tmp_path / "r.html").read_text()
+    script.write_text(script.read_text().replace("1099511627776", "2"))
+    assert main(["report", str(script), "-o", str(tmp_path / "r.html")]) in (0, 1)
+    assert 'class="ranks"' in (tmp_path / "r.html").read_text()  # a world that fits is still drawn
