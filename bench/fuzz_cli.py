@@ -169,7 +169,12 @@ def run_one(argv: list[str]) -> tuple[str | None, float, str]:
         return (f"internal {m.group(1)} at {m.group(2)}" if m else f"internal: {text.strip()[-160:]}"), elapsed, text
     if "Traceback (most recent call last)" in text:
         return "traceback printed", elapsed, text
-    if "--format" in argv and argv[argv.index("--format") + 1] == "json" and argv[0] not in ("explain",):
+    if (
+        "--format" in argv
+        and argv[argv.index("--format") + 1] == "json"
+        and argv[0] not in ("explain",)
+        and "-o" not in argv
+    ):
         try:
             json.JSONDecoder().raw_decode(text.lstrip())
         except ValueError:
