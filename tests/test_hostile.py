@@ -603,3 +603,50 @@ def test_more_fuzz_finds_of_the_100k_run(tmp_path, text):
     path.write_bytes(text.encode("latin-1"))
     read_bash_text(text.encode("latin-1"), str(path))
     assert bounded(functools.partial(check, path)) is not None
+
+
+def test_fuzz_finds_of_the_second_campaign(tmp_path, capsys):
+    """The classes bench/fuzz_cli.py found (issue 27's run): each an internal error before its fix."""
+    from shardcheck.memory.devices import MEMORY_CHOICE
+    from shardcheck.plan import plan_script
+
+    # a --device-memory card in the planner: no speeds to time it by (was KeyError '96 GiB device')
+    example = os.path.join(os.path.dirname(__file__), "..", "src", "shardcheck", "examples", "qwen3_235b_256k.sh")
+    result = bounded(lambda: plan_script(example, device=f"{MEMORY_CHOICE}{96 << 30}", top=2))
+    assert result.plans == [] and result.job is not None
+    # first- and last-stage layers with PP 1: Megatron builds `last` layers only; the step time is unknown
+    # (was ValueError "layer split (11,) does not cover 94 layers" out of step_time)
+    case = os.path.join(os.path.dirname(__file__), "data", "cases", "qwen3_235b_256k_before.sh")
+    with open(case) as fh:
+        lines = [line for line in fh if "actor.megatron.pipeline_model_parallel_size" not in line]
+    script = tmp_path / "run.sh"
+    script.write_text("".join(lines))
+    assert main(["plan", str(script), "--top", "1"]) in (0, 1)
+    assert "internal error" not in capsys.readouterr().err
+    # --device-memory 0 and --host-memory 0: a usage error, not a device of no memory
+    for option in ("--device-memory", "--host-memory"):
+        assert main(["check", str(script), option, "0"]) == 2
+        assert "a memory of 0 bytes" in capsys.readouterr().err
+    # a Hydra config whose defaults is not a list: Hydra's own error, the config unread (was TypeError)
+    (tmp_path / "fz.yaml").write_text("defaults: 3\n")
+    script.write_text("python3 -m verl.trainer.main_ppo --config-path=. --config-name=fz trainer.nnodes=1\n")
+    assert main(["check", str(script), "--no-fix-proof", "-q"]) in (0, 1)
+    assert "defaults must be a list (got int)" in capsys.readouterr().out
+
+
+def test_report_of_a_huge_world_is_drawn_in_bounded_time(tmp_path):
+    """The HTML rank map listed every group of the world outside the per-input guard (fuzz_cli: a report of a
+    mutated NNODES ran for minutes at 5 GiB); past LIST_LIMIT ranks it says so instead."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer trainer.nnodes=1099511627776 "
+        "trainer.n_gpus_per_node=8 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
+        "actor_rollout_ref.rollout.name=vllm\n"
+    )
+    start = time.monotonic()
+    assert main(["report", str(script), "-o", str(tmp_path / "r.html")]) in (0, 1)
+    assert time.monotonic() - start < SECONDS
+    assert "too many to draw" in (tmp_path / "r.html").read_text()
+    script.write_text(script.read_text().replace("1099511627776", "2"))
+    assert main(["report", str(script), "-o", str(tmp_path / "r.html")]) in (0, 1)
+    assert 'class="ranks"' in (tmp_path / "r.html").read_text()  # a world that fits is still drawn

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shardcheck.api import check
-from shardcheck.rules.examples import INFERRED, LAUNCHES, Case, rule_cases
+from shardcheck.rules.examples import INFERRED, LAUNCHES, Case, faulted, rule_cases
 from shardcheck.rules.registry import all_rules, run_rules
 
 CASES = rule_cases()
@@ -33,14 +33,15 @@ def run_case(case: Case, tmp_path: Path):
         path.write_text(text)
     pinned = os.environ.pop("SHARDCHECK_VERL_VERSION", None) if case.verl_version == INFERRED else None
     try:
-        result = check(
-            path,
-            case.env,
-            device=case.device,
-            host_memory=case.host_memory,
-            verl_version=None if case.verl_version == INFERRED else case.verl_version,
-            megatron_core_version=case.megatron_core_version,
-        )
+        with faulted(case.fault):
+            result = check(
+                path,
+                case.env,
+                device=case.device,
+                host_memory=case.host_memory,
+                verl_version=None if case.verl_version == INFERRED else case.verl_version,
+                megatron_core_version=case.megatron_core_version,
+            )
     finally:
         if pinned is not None:
             os.environ["SHARDCHECK_VERL_VERSION"] = pinned

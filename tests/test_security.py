@@ -391,13 +391,16 @@ def test_internal_error_is_exit_4_one_line(monkeypatch, capsys, tmp_path):
     script = _tree(tmp_path)
     code, out = _run(["check", str(script)], capsys)
     assert code == 4 and "internal error (ZeroDivisionError: planted" in out and "Traceback" not in out
-    assert len(out.strip().splitlines()) == 1 and "report" in out
+    # crash isolation (issue 32): the script's one INTERNAL-ERROR line, then the batch's summary
+    (line,) = [row for row in out.strip().splitlines() if "internal error" in row]
+    assert "INTERNAL-ERROR" in line and "report" in line and "1 failed" in out.strip().splitlines()[-1]
     code, out = _run(["check", str(script), "--debug"], capsys)
     assert code == 4 and "Traceback" in out
     code, out = _run(["check", str(script), "--format", "json"], capsys)
     import json
 
-    assert code == 4 and "internal error" in json.loads(out.split("\nshardcheck: internal")[0])["error"]
+    (result,) = json.loads(out)["results"]
+    assert code == 4 and "internal error" in result["error"] and result["findings"][0]["rule"] == "INTERNAL-ERROR"
 
 
 @pytest.mark.parametrize(

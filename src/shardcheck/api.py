@@ -27,7 +27,7 @@ class Result:
     skipped: list[str] = field(default_factory=list)
     error: str | None = None  # the one-line reason when the input cannot be used at all
     settings: Settings = field(default_factory=Settings)
-    error_kind: str | None = None  # with error: "unreadable", "no-launch", "unusable" or "usage"
+    error_kind: str | None = None  # with error: "unreadable", "no-launch", "unusable", "usage" or "internal"
     suppressed: list = field(default_factory=list)  # findings a disable comment or the settings hide
     # the script read again with words added to its launch command, as this result's job was (plan/fixes.py
     # proves fixes with it); None for an input that was not resolved
@@ -73,7 +73,10 @@ class Result:
 
     @property
     def exit_code(self) -> int:
-        """2: the file could not be read (or a setting or option used); 1: a finding at or above fail-on; else 0."""
+        """4: an internal error of shardcheck while judging it (INTERNAL-ERROR); 2: the file could not be read
+        (or a setting or option used); 1: a finding at or above fail-on; else 0."""
+        if self.error_kind == "internal" or any(f.rule == "INTERNAL-ERROR" for f in self.findings):
+            return 4
         if self.error_kind in ("unreadable", "usage"):
             return 2
         return 1 if any(self.settings.fails(f.severity) for f in self.findings) else 0
@@ -374,6 +377,7 @@ _KIND_PROBLEM = {
     "unreadable": Kind.INPUT_UNREADABLE,
     "unusable": Kind.INPUT_UNUSABLE,
     "usage": Kind.INPUT_UNUSABLE,
+    "internal": Kind.INTERNAL_ERROR,
 }
 
 
@@ -395,13 +399,14 @@ def unusable_result(shown: str, message: str, kind: str, settings: Settings) -> 
 def _id_findings(job: Job, settings: Settings, path) -> list:
     """SUPPRESS-UNKNOWN-ID warnings: ids in the script's disable comments and in the settings that name no rule."""
     from shardcheck.origin import Origin
+    from shardcheck.rules.ids import SUGGESTIONS
     from shardcheck.rules.registry import id_problem, render, rule_id
 
     if not settings.reports(rule_id(Kind.UNKNOWN_RULE_ID), path):
         return []
     out = []
     for line, written in job.suppression_ids:
-        problem = id_problem(written, "`# shardcheck: disable=`", prefix_ok=False)
+        problem = id_problem(written, "`# shardcheck: disable=`", prefix_ok=False, suggest=len(out) < SUGGESTIONS)
         if problem is not None:
             out.append(
                 render(
@@ -1071,11 +1076,12 @@ class MemoryResult:
     error: str | None = None
     step: object | None = None  # shardcheck.estimate.step_time.StepTime: the model's seconds per step
     version: str | None = None  # which framework version's defaults the estimate used, and why
+    internal: bool = False  # the error is an internal error of shardcheck (exit status 4)
 
     @property
     def exit_code(self) -> int:
         if self.error is not None:
-            return 2
+            return 4 if self.internal else 2
         return 1 if any(f.severity == "error" for f in self.findings) else 0
 
 

@@ -19,10 +19,6 @@ from shardcheck.errors import UsageError
 
 EXAMPLE = Path(__file__).with_name("examples") / "qwen3_235b_256k.sh"
 EXIT_INTERNAL = 4
-REPORT_HINT = (
-    "this is a bug in shardcheck, not a verdict on the input: please report it with the input "
-    "(rerun with --debug for the traceback)"
-)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,14 +77,30 @@ _UNITS = {
 }
 
 
+MAX_SIZE = 1 << 60  # 1 EiB: far above any device or host, and below every OS limit (RLIMIT_AS takes 2^63)
+
+
 def _size(text: str) -> int:
     """``--host-memory 512GiB`` / ``2TiB`` / ``1000GB`` → bytes (no unit: GiB)."""
     number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
     unit = text[len(number) :].lower() or "gib"
     try:
-        return int(float(number) * _UNITS[unit])
+        size = float(number) * _UNITS[unit]
     except (ValueError, KeyError):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 512GiB, 2TiB or 1000GB") from None
+        size = -1.0
+    if not 0 <= size <= MAX_SIZE:  # NaN, infinity (1e400GiB) and sizes no machine has (1e20TiB) too
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a size such as 512GiB, 2TiB or 1000GB (at most {MAX_SIZE >> 60} EiB)"
+        )
+    return int(size)
+
+
+def _memory_size(text: str) -> int:
+    """``--device-memory`` / ``--host-memory``: a size, and more than nothing."""
+    size = _size(text)
+    if size == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a memory of 0 bytes; give the memory it has, e.g. 96GiB")
+    return size
 
 
 def _seconds(text: str) -> float:
@@ -122,13 +134,10 @@ def _limit_options(p: argparse.ArgumentParser) -> None:
 
 
 def _guarded(args, shown: str, fn):
-    """``fn()`` under the input's time and memory limits: (its value, None) or (None, the one-line error)."""
-    from shardcheck.guard import run_guarded
+    """``fn()`` under the input's guard (guard.run_input): (its value, None) or (None, the Failure)."""
+    from shardcheck.guard import run_input
 
-    value, why = run_guarded(fn, seconds=args.time_limit, memory=args.memory_limit)
-    if why is None:
-        return value, None
-    return None, f"{shown}: {why}; simplify the input, or raise --time-limit / --memory-limit"
+    return run_input(shown, fn, seconds=args.time_limit, memory=args.memory_limit, debug=args.debug)
 
 
 def _memory_options(p: argparse.ArgumentParser) -> None:
@@ -141,11 +150,11 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--device-memory",
-        type=_size,
+        type=_memory_size,
         metavar="SIZE",
         help="memory of one device, for a card without a preset (e.g. 96GiB); instead of --device",
     )
-    p.add_argument("--host-memory", type=_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
+    p.add_argument("--host-memory", type=_memory_size, metavar="SIZE", help="RAM per node, for MEM-HOST (e.g. 2TiB)")
     p.add_argument(
         "--sample-tokens",
         type=_sample_tokens,
@@ -335,12 +344,13 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--margin", type=float, default=0.10, help="memory kept free, a share of the device (0.10)")
     plan.add_argument("--format", choices=("text", "json"), default="text")
     _input_options(plan, settings=False)
+    _limit_options(plan)
     _version_options(plan)
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
     explain = sub.add_parser("explain", help="print a rule's documentation")
     explain.add_argument("rule_id")
-    add_review_parsers(sub, _memory_options, _env_pairs)  # diff, report
+    add_review_parsers(sub, _memory_options, _limit_options, _env_pairs)  # diff, report
     return parser
 
 
@@ -381,23 +391,16 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, BrokenPipeError, SystemExit):
         raise
     except Exception as exc:  # noqa: BLE001 — the crash contract: one line and a reserved exit status
-        if "--debug" in argv:
-            import traceback
+        from shardcheck.guard import internal_error_line
 
-            traceback.print_exc()
-        where = exc.__traceback__
-        while where is not None and where.tb_next is not None:
-            where = where.tb_next
-        at = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where is not None else ""
-        _print_error(f"shardcheck: internal error ({type(exc).__name__}: {str(exc)[:200]}{at}); {REPORT_HINT}", as_json)
+        _print_error(f"shardcheck: {internal_error_line(exc, debug='--debug' in argv)}", as_json)
         return EXIT_INTERNAL
 
 
 def _dispatch(args) -> int:
     if getattr(args, "device_memory", None) is not None:
         if args.device:
-            print("shardcheck: give --device or --device-memory, not both", file=sys.stderr)
-            return 2
+            raise UsageError("shardcheck: give --device or --device-memory, not both")
         from shardcheck.memory.devices import MEMORY_CHOICE
 
         args.device = f"{MEMORY_CHOICE}{args.device_memory}"
@@ -439,8 +442,7 @@ def _dispatch(args) -> int:
             said = f" ({status.note})" if status.kind == "removed" else ""
             if status.kind == "unknown" and status.target:
                 said = f" (did you mean {status.target}?)"
-            print(f"shardcheck: no rule {args.rule_id!r}{said}; `shardcheck rules` lists them", file=sys.stderr)
-            return 2
+            raise UsageError(f"shardcheck: no rule {args.rule_id!r}{said}; `shardcheck rules` lists them")
     print(page)
     return 0
 
@@ -450,55 +452,53 @@ def _plan(args) -> int:
     from shardcheck.plan import PlanError, plan_model, plan_script
     from shardcheck.report.plan_report import render_plan_json, render_plan_text
 
-    bad = _bad_version(args)
-    if bad is not None:
-        say(f"shardcheck: {bad}")
-        return 2
+    _usable_versions(args)
     builtin = args.path is None and args.model is None and args.world is None  # nothing given
     if builtin:
         args.path = str(EXAMPLE)  # as check and memory: no path judges the built-in example
     if args.path is None and any(_version_kwargs(args).values()):
-        print(
+        raise UsageError(
             "shardcheck plan: the version options judge a launch script: give one "
-            "(shardcheck plan run.sh --verl-version X)",
-            file=sys.stderr,
+            "(shardcheck plan run.sh --verl-version X)"
         )
-        return 2
+    if args.path is not None:
+        work = functools.partial(
+            plan_script,
+            args.path,
+            _env_pairs(args.env),
+            model_config=args.model_config,
+            device=args.device,
+            top=args.top,
+            margin=args.margin,
+            allow_source=tuple(args.allow_source),
+            display=f"{_example_display()} (built-in example)" if builtin else None,
+            **_version_kwargs(args),
+        )
+    elif args.model and args.world and args.devices_per_node and args.device and args.seq_len:
+        work = functools.partial(
+            plan_model,
+            args.model,
+            world=args.world,
+            devices_per_node=args.devices_per_node,
+            device=args.device,
+            seq_len=args.seq_len,
+            global_batch=args.global_batch,
+            framework=args.framework,
+            top=args.top,
+            margin=args.margin,
+        )
+    else:
+        raise UsageError(
+            "shardcheck plan: give a launch script, or --model, --world, --devices-per-node, --device and --seq-len"
+        )
     try:
-        if args.path is not None:
-            result = plan_script(
-                args.path,
-                _env_pairs(args.env),
-                model_config=args.model_config,
-                device=args.device,
-                top=args.top,
-                margin=args.margin,
-                allow_source=tuple(args.allow_source),
-                display=f"{_example_display()} (built-in example)" if builtin else None,
-                **_version_kwargs(args),
-            )
-        elif args.model and args.world and args.devices_per_node and args.device and args.seq_len:
-            result = plan_model(
-                args.model,
-                world=args.world,
-                devices_per_node=args.devices_per_node,
-                device=args.device,
-                seq_len=args.seq_len,
-                global_batch=args.global_batch,
-                framework=args.framework,
-                top=args.top,
-                margin=args.margin,
-            )
-        else:
-            print(
-                "shardcheck plan: give a launch script, or --model, --world, --devices-per-node, --device and "
-                "--seq-len",
-                file=sys.stderr,
-            )
-            return 2
+        result, failure = _guarded(args, args.path or args.model, work)
     except (InputError, PlanError) as exc:
-        say(f"shardcheck plan: {exc}")
+        _print_error(f"shardcheck plan: {exc}", args.format == "json", args.path)
         return 2
+    if failure is not None:
+        _print_error(f"shardcheck plan: {failure.line}", args.format == "json", args.path)
+        return failure.exit_code
     print(render_plan_json(result) if args.format == "json" else render_plan_text(result))
     return 0 if result.plans else 1
 
@@ -553,19 +553,15 @@ def _proven_check(*args, **kwargs):
 
 def _check(args) -> int:
     from shardcheck.api import check, unusable_result
-    from shardcheck.settings import load_settings
+    from shardcheck.settings import Settings, load_settings
 
     env = _env_pairs(args.env)
     given = _config_settings(args)
     builtin = not args.paths
     paths = expand_paths(args.paths, tuple(args.allow_source)) if args.paths else [str(EXAMPLE)]
     if paths.count("-") > 1:
-        print("shardcheck: - (standard input) can be given once", file=sys.stderr)
-        return 2
-    bad = _bad_version(args)
-    if bad is not None:
-        say(f"shardcheck: {bad}")
-        return 2
+        raise UsageError("shardcheck: - (standard input) can be given once")
+    _usable_versions(args)
     if args.versions:
         return _versions(args, env, paths)
     # --env over several files: each result waits for the others, so that a name read by no file is said once
@@ -594,25 +590,20 @@ def _check(args) -> int:
                 where = name
             else:
                 text, display, where = None, _example_display() if builtin else p, Path(p)
-            settings = (
-                given.overridden(**overrides) if given is not None else _settings_for(where, load_settings, overrides)
-            )
-            r, why = _guarded(
-                args,
-                display,
-                functools.partial(
-                    _proven_check if not args.no_fix_proof else check,
-                    where,
-                    env,
-                    display=display,
-                    text=text,
-                    settings=settings,
-                    args=args.script_args,
-                    **kwargs,
-                ),
-            )
-            if why is not None:
-                r = unusable_result(display, why, "unusable", settings)
+            judge = _proven_check if not args.no_fix_proof else check
+
+            def judged(where=where, display=display, text=text, kwargs=kwargs):
+                # the settings are read under the input's guard too (a settings file of 60,000 ids)
+                settings = (
+                    given.overridden(**overrides)
+                    if given is not None
+                    else _settings_for(where, load_settings, overrides)
+                )
+                return judge(where, env, display=display, text=text, settings=settings, args=args.script_args, **kwargs)
+
+            r, failure = _guarded(args, display, judged)
+            if failure is not None:
+                r = unusable_result(display, failure.line, failure.result_kind, given or Settings())
             results.append(r)
             if out.streaming:
                 progress.pause()
@@ -625,8 +616,6 @@ def _check(args) -> int:
             for r in results:
                 out.lines(_result_lines(r, args.quiet, builtin, args.verbose))
     reports = _verify(results) if args.verify else None
-    if isinstance(reports, int):
-        return reports
     if args.format in CI_FORMATS:
         print(render_check(args.format, results))
     elif args.format == "json":
@@ -708,10 +697,13 @@ def _config_settings(args):
     from shardcheck.errors import SettingsError
     from shardcheck.settings import load_settings
 
-    try:
-        return load_settings(Path("."), Path(args.config))
+    try:  # under the per-input guard as well: a settings file is input too
+        settings, failure = _guarded(args, args.config, lambda: load_settings(Path("."), Path(args.config)))
     except SettingsError as exc:
         raise UsageError(f"shardcheck: --config: {exc}") from None
+    if failure is not None:
+        raise UsageError(f"shardcheck: --config: {failure.line}")
+    return settings
 
 
 def _settings_for(where: Path, load, overrides: dict):
@@ -728,8 +720,11 @@ def _settings_for(where: Path, load, overrides: dict):
 
 
 def _exit_status(results, exit_zero: bool) -> int:
-    """As ruff: 2 when no input could be read (or settings are unusable), 1 for a finding at fail-on, else 0."""
+    """As ruff: 4 after an internal error on any input, 2 when no input could be read (or settings are
+    unusable), 1 for a finding at fail-on, else 0."""
     codes = [r.exit_code for r in results]
+    if 4 in codes:  # an internal error while judging one input: the others were judged, the status says so
+        return 4
     if all(c == 2 for c in codes) or any(r.error_kind == "usage" for r in results):
         return 2
     code = 1 if any(c != 0 for c in codes) else 0
@@ -854,6 +849,13 @@ def _no_progress() -> bool:
     return os.environ.get("TERM") == "dumb"
 
 
+def _usable_versions(args) -> None:
+    """An unknown --verl-version / --megatron-core-version is a usage error: one line naming the bundled ones."""
+    bad = _bad_version(args)
+    if bad is not None:
+        raise UsageError(f"shardcheck: {bad}")
+
+
 def _bad_version(args) -> str | None:
     """An unknown --verl-version / --megatron-core-version: one line naming the bundled ones (exit 2)."""
     from shardcheck.errors import InputError
@@ -883,40 +885,46 @@ def _bad_version(args) -> str | None:
 
 def _versions(args, env: dict[str, str], paths: list[str]) -> int:
     """--versions: one row per bundled verl release (and megatron-core minor where the layout verdict changes)."""
-    from shardcheck.api import version_matrix
+    from shardcheck.api import VersionMatrix, version_matrix
     from shardcheck.report.versions_report import render_versions_json, render_versions_text
 
-    matrices = [
-        version_matrix(
-            p,
-            env,
-            model_config=args.model_config,
-            display=p if args.paths else _example_display(),
-            megatron_core_version=args.megatron_core_version,
-            allow_source=tuple(getattr(args, "allow_source", ()) or ()),
-            verl_path=getattr(args, "verl_path", None),
+    matrices, internal = [], False
+    for p in paths:
+        display = p if args.paths else _example_display()
+        matrix, failure = _guarded(
+            args,
+            display,
+            functools.partial(
+                version_matrix,
+                p,
+                env,
+                model_config=args.model_config,
+                display=display,
+                megatron_core_version=args.megatron_core_version,
+                allow_source=tuple(getattr(args, "allow_source", ()) or ()),
+                verl_path=getattr(args, "verl_path", None),
+            ),
         )
-        for p in paths
-    ]
+        if failure is not None:
+            internal = internal or failure.kind == "internal"
+            matrix = VersionMatrix(display, error=failure.line)
+        matrices.append(matrix)
     print(render_versions_json(matrices) if args.format == "json" else render_versions_text(matrices))
-    return 2 if any(m.error for m in matrices) else 0
+    return 4 if internal else 2 if any(m.error for m in matrices) else 0
 
 
 def _memory(args) -> int:
     from shardcheck.api import MemoryResult, memory
     from shardcheck.report.memory_report import render_memory_json, render_memory_text
 
-    bad = _bad_version(args)
-    if bad is not None:
-        say(f"shardcheck: {bad}")
-        return 2
+    _usable_versions(args)
     env = _env_pairs(args.env)
     settings = _config_settings(args)
     paths = args.paths or [str(EXAMPLE)]
     results = []
     for p in paths:
         display = p if args.paths else f"{_example_display()} (built-in example)"
-        result, why = _guarded(
+        result, failure = _guarded(
             args,
             display,
             functools.partial(
@@ -933,25 +941,27 @@ def _memory(args) -> int:
                 **_version_kwargs(args),
             ),
         )
-        results.append(result if why is None else MemoryResult(display, error=why))
+        results.append(
+            result
+            if failure is None
+            else MemoryResult(display, error=failure.line, internal=failure.kind == "internal")
+        )
     print(render_memory_json(results) if args.format == "json" else render_memory_text(results, explain=args.explain))
     return max(r.exit_code for r in results)
 
 
-def _verify(results) -> dict | int:
-    """--verify: one megatron-core worker run for every result with a job; {id(result): VerifyReport}, or exit 2."""
+def _verify(results) -> dict:
+    """--verify: one megatron-core worker run for every result with a job; {id(result): VerifyReport}."""
     from shardcheck.verify import VerifyError, verify_available, verify_jobs
 
     hint = verify_available()
     if hint is not None:
-        say(f"shardcheck: {hint}")
-        return 2
+        raise UsageError(f"shardcheck: {hint}")
     judged = [r for r in results if r.job is not None]
     try:
         reports = verify_jobs([r.job for r in judged], [r.findings for r in judged])
     except VerifyError as exc:
-        say(f"shardcheck: --verify: {exc}")
-        return 2
+        raise UsageError(f"shardcheck: --verify: {exc}") from None
     return {id(r): rep for r, rep in zip(judged, reports)}
 
 
@@ -984,13 +994,15 @@ def _mesh(args) -> int:
         env = _env_pairs(args.env)
         path = args.path or str(EXAMPLE)
         try:
-            job, why = _guarded(args, path, lambda: resolve_script(path, env, allow_source=tuple(args.allow_source)))
+            job, failure = _guarded(
+                args, path, lambda: resolve_script(path, env, allow_source=tuple(args.allow_source))
+            )
         except InputError as exc:
             _print_error(f"error: {exc}", args.format == "json", args.path)
             return 2
-        if why is not None:
-            _print_error(f"error: {why}", args.format == "json", args.path)
-            return 2
+        if failure is not None:
+            _print_error(f"error: {failure.line}", args.format == "json", args.path)
+            return failure.exit_code
         shown = args.path or _example_display() + (" (built-in example)" if args.format == "text" else "")
     else:
         _mesh_sizes(args)
@@ -1006,10 +1018,10 @@ def _mesh(args) -> int:
             order=args.order,
         )
         shown = "<sizes>"
-    result, why = _guarded(args, shown, lambda: mesh(job, shown))
-    if why is not None:
-        _print_error(f"error: {why}", args.format == "json", shown)
-        return 2
+    result, failure = _guarded(args, shown, lambda: mesh(job, shown))
+    if failure is not None:
+        _print_error(f"error: {failure.line}", args.format == "json", shown)
+        return failure.exit_code
     if args.rank is not None and result.grid is not None and not 0 <= args.rank < result.grid.world:
         raise UsageError(f"shardcheck mesh: --rank {args.rank} is outside 0..{result.grid.world - 1}")
     report = None

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from shardcheck.errors import UsageError
 from shardcheck.report import escape
 
 CI_FORMATS = ("sarif", "github", "junit")
@@ -14,8 +15,9 @@ DIFF_FORMATS = ("text", "json", "markdown", *CI_FORMATS, "html")
 ENV_HELP = "a value the script reads from its environment (repeatable)"
 
 
-def add_parsers(sub, memory_options, env_pairs) -> None:
-    """The ``diff`` and ``report`` subcommands (``memory_options``: cli's --device / --host-memory)."""
+def add_parsers(sub, memory_options, limit_options, env_pairs) -> None:
+    """The ``diff`` and ``report`` subcommands (``memory_options``: cli's --device / --host-memory;
+    ``limit_options``: its --time-limit / --memory-limit, the per-input guard of ``check``)."""
     diff = sub.add_parser(
         "diff",
         help="what a change to launch scripts changes: verdict, layout, placement, memory",
@@ -46,6 +48,7 @@ def add_parsers(sub, memory_options, env_pairs) -> None:
         help="worker processes for the checks (default: one per CPU, at most 8, for 8 or more sides)",
     )
     memory_options(diff)
+    limit_options(diff)
     report = sub.add_parser("report", help="a self-contained HTML report of launch scripts")
     report.add_argument("paths", nargs="*", help="launch scripts (default: the built-in example)")
     report.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help=ENV_HELP)
@@ -59,6 +62,7 @@ def add_parsers(sub, memory_options, env_pairs) -> None:
     )
     report.add_argument("--exit-zero", action="store_true", help="exit 0 even when a script has errors")
     memory_options(report)
+    limit_options(report)
     diff.set_defaults(review_env=env_pairs)
     report.set_defaults(review_env=env_pairs)
 
@@ -68,11 +72,17 @@ def say(message: str) -> None:
     print(escape.text(message), file=sys.stderr)
 
 
-def _emit(text: str, output: str | None) -> None:
-    if output:
-        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    else:
+def _emit(text: str, output: str | None, command: str = "diff") -> None:
+    """The report on standard output, or in the ``-o`` file; a file that cannot be written (a missing folder,
+    a directory, a full disk) is a usage error: one line."""
+    if not output:
         print(text)
+        return
+    try:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"shardcheck {command}: -o {output}: cannot be written ({said})") from None
 
 
 def render_check(fmt: str, results) -> str:
@@ -105,6 +115,8 @@ def run_diff(args: argparse.Namespace) -> int:
         device=args.device,
         host_memory=args.host_memory,
         jobs=args.jobs,
+        time_limit=args.time_limit,
+        memory_limit=args.memory_limit,
     )
     try:
         if args.device is not None:
@@ -119,12 +131,12 @@ def run_diff(args: argparse.Namespace) -> int:
         elif len(args.paths) == 2:
             diffs = diff_files(args.paths[0], args.paths[1], options)
         else:
-            print("shardcheck diff: give BEFORE AFTER (two scripts), or --git [REV] [PATH ...]", file=sys.stderr)
-            return 2
+            raise UsageError("shardcheck diff: give BEFORE AFTER (two scripts), or --git [REV] [PATH ...]")
+    except UsageError:
+        raise
     except InputError as exc:
-        say(f"shardcheck diff: {exc}")
-        return 2
-    _emit(render_diff(args.format, diffs), args.output)
+        raise UsageError(f"shardcheck diff: {exc}") from None
+    _emit(render_diff(args.format, diffs), args.output, "diff")
     code = max((d.exit_code for d in diffs), default=0)
     return 0 if args.exit_zero and code == 1 else code
 
@@ -175,13 +187,22 @@ def run_report(args: argparse.Namespace) -> int:
 
             find_device(args.device)
     except InputError as exc:
-        say(f"shardcheck report: {exc}")
-        return 2
+        raise UsageError(f"shardcheck report: {exc}") from None
     sides = [
-        judge(p, p, p, env=env, model_config=args.model_config, device=args.device, host_memory=args.host_memory)
+        judge(
+            p,
+            p,
+            p,
+            env=env,
+            model_config=args.model_config,
+            device=args.device,
+            host_memory=args.host_memory,
+            time_limit=args.time_limit,
+            memory_limit=args.memory_limit,
+        )
         for p in args.paths
     ]
-    Path(args.output).write_text(render_check_html(sides), encoding="utf-8")
+    _emit(render_check_html(sides), args.output, "report")
     print(f"wrote {escape.text(args.output)}")
     code = max(s.result.exit_code for s in sides)
     return 0 if args.exit_zero and code == 1 else code

@@ -54,6 +54,7 @@ class Kind(Enum):
     INPUT_NO_LAUNCH = "input-no-launch"  # message: the one line that says why the file is skipped
     INPUT_UNREADABLE = "input-unreadable"  # message
     INPUT_UNUSABLE = "input-unusable"  # message
+    INTERNAL_ERROR = "internal-error"  # message: a bug of shardcheck while judging the input (or one rule)
     UNKNOWN_RULE_ID = "unknown-rule-id"  # message, fix: an id in a disable comment or setting that names no rule
     # judged, differs: [(span, "starts" | "fails", why)] (api.py): other accepted verl releases judge otherwise
     VERSIONS_DIFFER = "versions-differ"

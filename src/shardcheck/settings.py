@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -103,6 +104,7 @@ class Settings:
 
     def id_problems(self) -> list[tuple[str, str | None, str | None, int | None]]:
         """(message, fix, file, line) for every id in the settings that names no current rule."""
+        from shardcheck.rules.ids import SUGGESTIONS
         from shardcheck.rules.registry import id_problem
 
         written = dict(self.lines)
@@ -111,7 +113,7 @@ class Settings:
         named += [(f"per-file-ignores {pattern!r}", i) for pattern, ids in self.per_file_ignores for i in ids]
         for setting, i in named:
             where = f"[tool.shardcheck] {setting}" if self.source else f"--{setting}"
-            problem = id_problem(i, where)
+            problem = id_problem(i, where, suggest=len(out) < SUGGESTIONS)
             if problem is not None:
                 out.append((*problem, self.source, written.get(i)))
         return out
@@ -124,15 +126,16 @@ def split_ids(values) -> tuple[str, ...]:
     return tuple(out)
 
 
+_QUOTED = re.compile(r"""(["'])(.*?)\1""")
+
+
 def _lines(text: str, ids: list[str]) -> tuple[tuple[str, int], ...]:
     """The line of each id's first mention in the file (tomllib gives no positions)."""
-    out = []
-    rows = text.upper().splitlines()
-    for i in ids:
-        number = next((n for n, row in enumerate(rows, 1) if f'"{i}"' in row or f"'{i}'" in row), None)
-        if number is not None:
-            out.append((i, number))
-    return tuple(out)
+    first: dict[str, int] = {}  # each quoted word's first line: one pass, not one per id (60,000 ids)
+    for n, row in enumerate(text.upper().splitlines(), 1):
+        for m in _QUOTED.finditer(row):
+            first.setdefault(m.group(2), n)
+    return tuple((i, first[i]) for i in ids if i in first)
 
 
 MAX_SETTINGS_BYTES = 1 << 20
@@ -231,8 +234,13 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
             raise SettingsError(f"{candidate}:1: larger than {MAX_SETTINGS_BYTES >> 20} MiB; not a settings file")
         text = candidate.read_bytes().decode("utf-8")
         doc = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"{candidate}:1: cannot be read as TOML ({exc}); fix or remove it") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise SettingsError(f"{candidate}:1: cannot be read as TOML (nested too deep); fix or remove it") from None
+    except (OSError, ValueError) as exc:  # ValueError: TOMLDecodeError, UnicodeDecodeError, a 5,000-digit integer
+        said = " ".join(str(exc).split())[:160]
+        if "integer string conversion" in said:
+            said = "an integer of more than 4,300 digits"
+        raise SettingsError(f"{candidate}:1: cannot be read as TOML ({said}); fix or remove it") from None
     tool = doc.get("tool", {})
     table = tool.get("shardcheck") if isinstance(tool, dict) else None
     if table is None:
@@ -273,6 +281,10 @@ def read_settings(candidate: Path, *, required: bool = False) -> Settings | None
         raise SettingsError(
             f"{candidate}:{_line_of(text, 'verl-path')}: [tool.shardcheck] verl-path = "
             f'{str(verl_path)[:60]}; give a folder as a string such as "../verl"'
+        )
+    if verl_path is not None and "\x00" in verl_path:
+        raise SettingsError(
+            f"{candidate}:{_line_of(text, 'verl-path')}: [tool.shardcheck] verl-path holds a NUL byte; give a folder"
         )
     if verl_path is not None and verl_version is not None:
         raise SettingsError(

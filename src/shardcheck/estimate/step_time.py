@@ -492,7 +492,10 @@ def _layer_indices(arch: Architecture, layout: MegatronLayout) -> tuple[tuple[in
     )
     if not isinstance(split, Split):
         raise UnknownValue(f'the layer split fails (megatron-core: "{split.message}")')
-    return stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
+    try:
+        return stage_layer_indices(split, arch.num_layers, vpp=vpp, account_for_embedding=emb, account_for_loss=loss)
+    except ValueError as exc:  # a split the layout rules reject (first- and last-stage layers with PP 1), as memory
+        raise UnknownValue(f"{exc}; fix the layout first") from None
 
 
 def optimizer_steps(job: Job) -> int:

@@ -1090,7 +1090,7 @@ class _Interpreter:
             return
         if name == "shift":
             count = fields[1].text if len(fields) > 1 else "1"
-            if count is None or not (count.isascii() and count.isdigit()):
+            if count is None or not (count.isascii() and count.isdigit() and len(count) < 10):
                 shown = fields[1].unknowns[0].unknown if count is None else f"`shift {bounds.short(count, 40)}`"
                 self.positional_why = f"the script's arguments after the shift at line {origin.line} ({shown})"
                 return
@@ -1118,6 +1118,7 @@ class _Interpreter:
                 child = self._string_shell(body.text, body.value_origin(0))
                 child.vars = dict(self.vars)  # a shell of its own: what it sets stays there
                 child.positional = tuple(fields[k + 4 :])  # bash -c STRING NAME ARGS...: $0 = NAME
+                child.positional_why = None
                 try:
                     child.run_block(child.tree.root_node.children)
                 except _Exit:
@@ -1235,6 +1236,7 @@ class _Interpreter:
             return
         child = _Interpreter(src, path, self.env, real_path=real, parent=self)
         child.vars, child.functions, child.positional = self.vars, self.functions, self.positional
+        child.positional_why = self.positional_why
         child.commands, child.diagnostics, child.condition = self.commands, self.diagnostics, self.condition
         temporary = {k: self.vars.get(k) for k, _ in env_prefix}  # `A=1 source f`: A holds while f runs
         for k, value in env_prefix:
@@ -1591,7 +1593,8 @@ class _Interpreter:
         """Return ('scalar', Field) / ('array', [Field]) / raise _Unset."""
         if self.positional_why is not None and (name in ("@", "*", "#") or (name.isascii() and name.isdigit())):
             if name != "0":
-                return "scalar", Field((Seg(None, origin, f"${name}: {self.positional_why} are not known"),), origin)
+                unknown = Field((Seg(None, origin, f"${name}: {self.positional_why} are not known"),), origin)
+                return ("array", [unknown]) if name in ("@", "*") else ("scalar", unknown)
         if name in ("@", "*"):
             return "array", list(self.positional)
         if name.isascii() and name.isdigit():

@@ -46,7 +46,11 @@ def _install_deferred_package() -> bool:
                 return importlib.import_module(f"hydra.{name}")
         if not initialised:
             initialised = True
-            spec.loader.exec_module(module)  # the real hydra/__init__.py, in this module
+            try:
+                spec.loader.exec_module(module)  # the real hydra/__init__.py, in this module
+            except BaseException:  # cut short (the per-input time limit): run it whole on the next access
+                initialised = False
+                raise
             return getattr(module, name)
         raise AttributeError(f"module 'hydra' has no attribute {name!r}")
 
@@ -60,7 +64,7 @@ def load_hydra():
     if "hydra" not in sys.modules:
         try:
             _install_deferred_package()
-        except Exception:  # never let the speed-up break the import
+        except (ImportError, OSError, ValueError, AttributeError):  # never let the speed-up break the import
             sys.modules.pop("hydra", None)
     try:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl

@@ -105,6 +105,11 @@ def largest_of_kind(kind: str) -> Device:
     return _device(max(rows)[1])
 
 
+def device_choice(device: Device) -> str:
+    """What names ``device`` again for ``find_device``: its preset name, or ``--device-memory``'s choice."""
+    return f"{MEMORY_CHOICE}{device.memory_bytes}" if device.source == "--device-memory" else device.name
+
+
 def custom_device(memory_bytes: int, kind: str = "cuda") -> Device:
     """``--device-memory SIZE``: a device of that memory, for cards without a preset."""
     return Device(f"{memory_bytes / GIB:g} GiB device", kind, memory_bytes, "--device-memory")

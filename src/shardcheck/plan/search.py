@@ -236,7 +236,9 @@ def _peak(job: Job) -> int | None:
 class _Search:
     def __init__(self, job: Job, device: Device, margin: float, space: Space | None):
         self.adapter = adapter_for(job)
-        self.job = replace(job, device_choice=device.name)
+        from shardcheck.memory.devices import device_choice
+
+        self.job = replace(job, device_choice=device_choice(device))  # a --device-memory card stays findable
         self.device = device
         self.limit = device.memory_bytes * (1 - margin)
         self.space = space or space_for(self.job, self.adapter)
@@ -411,7 +413,10 @@ class _Bound:
         job = search.job
         self.arch = architecture_of(job.model) if job.model is not None else None
         self.adapter = adapter_for(job)
-        self.speeds = speeds_for(search.device.name)
+        try:
+            self.speeds = speeds_for(search.device.name)
+        except KeyError:  # a device without measured speeds (--device-memory): no layout is timed, as step_time
+            self.speeds = None
         self.steps, self.passes = optimizer_steps(job), forward_passes(job)
         self.settings: dict = {}
         self.splits: dict = {}
@@ -426,8 +431,8 @@ class _Bound:
         sizes and recompute (step_time.pipeline_floor)."""
         from shardcheck.estimate.step_time import pipeline_floor
 
-        if self.arch is None:
-            raise UnknownValue("no model")
+        if self.arch is None or self.speeds is None:
+            raise UnknownValue("no model" if self.arch is None else f"no speeds for {self.search.device.name}")
         g, settings = self._grid(t, None)
         vpp = max(v or 1 for v in self.search.space.vpp)
         return pipeline_floor(self.arch, g, settings, self.speeds, self.steps, self.passes, vpp)
@@ -475,8 +480,8 @@ class _Bound:
         from shardcheck.estimate.step_time import compute_bound
         from shardcheck.frameworks.megatron.pipeline import Split, split_layers, stage_layer_indices
 
-        if self.arch is None:
-            raise UnknownValue("no model")
+        if self.arch is None or self.speeds is None:
+            raise UnknownValue("no model" if self.arch is None else f"no speeds for {self.search.device.name}")
         world = self.search.space.world
         dp = world // (t.tp * t.pp * t.cp)
         # the compute bound does not depend on EP, ETP or the rank order (step_time.layer_seconds ``bound``: the
@@ -494,9 +499,12 @@ class _Bound:
             )
             if not isinstance(split, Split):
                 raise UnknownValue("split")
-            self.splits[skey] = stage_layer_indices(
-                split, L, vpp=t.vpp, account_for_embedding=emb, account_for_loss=loss
-            )
+            try:
+                self.splits[skey] = stage_layer_indices(
+                    split, L, vpp=t.vpp, account_for_embedding=emb, account_for_loss=loss
+                )
+            except ValueError:  # a split that builds fewer layers than the model has (PP 1 with first and last)
+                raise UnknownValue("split") from None
         seconds = compute_bound(
             self.arch, g, self.splits[skey], settings, self.speeds, self.steps, self.passes, comm=layout
         )

@@ -42,6 +42,7 @@ CHART_PX = 220  # the height of the device's capacity in a chart
 BAR_W, GAP = 26, 10
 CELL = 13
 MAX_NODES_DRAWN = 32
+MAX_DEVICES_DRAWN = 256
 GRID_KINDS = ("tp", "ep", "pp")
 
 CSS = """
@@ -194,6 +195,7 @@ def ranks_svg(side: Side, side_id: str) -> str:
     if job is None:
         return ""
     from shardcheck.api import mesh_grid
+    from shardcheck.mesh.grid import LIST_LIMIT
 
     _, grid, _ = mesh_grid(job)
     per_node = job.cluster.devices_per_node
@@ -201,6 +203,11 @@ def ranks_svg(side: Side, side_id: str) -> str:
         return '<p class="note">no rank map (the layout is invalid or not known)</p>'
     n = per_node.value
     nodes = -(-grid.world // n)
+    if not grid.listable or n > MAX_DEVICES_DRAWN:  # listing the groups of a huge world takes unbounded time
+        return (
+            f'<p class="note">{grid.world} ranks on {nodes} nodes × {n}: too many to draw (at most '
+            f"{LIST_LIMIT} ranks, {MAX_DEVICES_DRAWN} a node)</p>"
+        )
     shown_nodes = min(nodes, MAX_NODES_DRAWN)
     out = []
     for kind in GRID_KINDS:

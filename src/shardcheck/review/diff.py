@@ -130,9 +130,25 @@ def judge(
     model_config: str | None = None,
     device: str | None = None,
     host_memory: int | None = None,
+    time_limit: float | None = None,
+    memory_limit: int | None = None,
 ) -> Side:
-    """Check one version of a script and derive what a diff compares."""
-    result = check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory)
+    """Check one version of a script and derive what a diff compares, under the per-input guard
+    (guard.run_input: ``time_limit`` seconds, ``memory_limit`` bytes; an internal error is this side's
+    INTERNAL-ERROR finding)."""
+    from shardcheck.guard import run_input
+
+    result, failure = run_input(
+        display,
+        lambda: check(path, env, model_config=model_config, display=display, device=device, host_memory=host_memory),
+        seconds=time_limit,
+        memory=memory_limit,
+    )
+    if failure is not None:
+        from shardcheck.api import unusable_result
+        from shardcheck.settings import Settings
+
+        result = unusable_result(display, failure.line, failure.result_kind, Settings())
     side = Side(label, result)
     side.context = _context(result.findings, Path(path), display)
     job = result.job
@@ -443,6 +459,8 @@ class DiffOptions:
     device: str | None = None
     host_memory: int | None = None
     jobs: int = 0  # worker processes for the checks; 0: one per CPU (at most 8) when there are many scripts
+    time_limit: float | None = None  # the per-input guard of each side (guard.run_input); None: no limit
+    memory_limit: int | None = None
 
     def kwargs(self) -> dict:
         return {
@@ -450,6 +468,8 @@ class DiffOptions:
             "model_config": self.model_config,
             "device": self.device,
             "host_memory": self.host_memory,
+            "time_limit": self.time_limit,
+            "memory_limit": self.memory_limit,
         }
 
 

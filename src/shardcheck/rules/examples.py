@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import textwrap
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -135,6 +137,7 @@ class Case:
     # --verl-version (a case for an entry point an older verl has); INFERRED: none given, the version inferred
     verl_version: str | None = None
     megatron_core_version: str | None = None  # --megatron-core-version (a check a newer Megatron-LM makes)
+    fault: str | None = None  # a rule whose check raises while the case runs (``faulted``): INTERNAL-ERROR's case
     expect: tuple[Expected, ...] = ()
 
     def text(self, model_dir: Path | None = None) -> str | None:
@@ -184,6 +187,8 @@ class Case:
             extra.append(f"`--verl-version {self.verl_version}`")
         if self.megatron_core_version:
             extra.append(f"`--megatron-core-version {self.megatron_core_version}`")
+        if self.fault:
+            extra.append(f"rule {self.fault} failing with a simulated bug")
         if extra:
             head += "\n\n(" + ", ".join(extra) + ")"
         if self.side == "good":
@@ -194,6 +199,27 @@ class Case:
             for e in self.expect
         )
         return head + f"\n\nreports\n\n```\n{found}\n```"
+
+
+def _simulated_bug(job) -> list:
+    raise RuntimeError("a simulated bug")
+
+
+@contextmanager
+def faulted(rule_id: str | None) -> Iterator[None]:
+    """While the block runs, rule ``rule_id``'s check raises (a simulated bug; None: no fault)."""
+    if rule_id is None:
+        yield
+        return
+    from shardcheck.rules.registry import all_rules
+
+    rules = all_rules()
+    original = rules[rule_id]
+    rules[rule_id] = replace(original, check=_simulated_bug)
+    try:
+        yield
+    finally:
+        rules[rule_id] = original
 
 
 def _short(value) -> str:

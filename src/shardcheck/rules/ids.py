@@ -9,6 +9,7 @@ renamed id is redirected to its new id. :func:`check_id` is the one place that j
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -32,8 +33,19 @@ class IdCheck:
     note: str | None = None
 
 
-def check_id(written: str, current: Collection[str], *, prefix_ok: bool = True) -> IdCheck:
-    """Judge one id as written against the ``current`` rule ids (prefixes such as ``MCORE-`` when ``prefix_ok``)."""
+SUGGESTIONS = 100  # unknown ids given a "did you mean" each: a settings file of 60,000 ids stays fast
+
+
+@functools.cache
+def _pool(current: frozenset[str], prefix_ok: bool) -> tuple[str, ...]:
+    """What an unknown id is compared with: the current ids, the renamed ones and (``prefix_ok``) their prefixes."""
+    prefixes = sorted({i[: k + 1] for i in current for k, ch in enumerate(i) if ch == "-"})
+    return (*sorted(current), *RENAMED, *(prefixes if prefix_ok else []))
+
+
+def check_id(written: str, current: Collection[str], *, prefix_ok: bool = True, suggest: bool = True) -> IdCheck:
+    """Judge one id as written against the ``current`` rule ids (prefixes such as ``MCORE-`` when ``prefix_ok``);
+    ``suggest``: look for the closest id of an unknown one (else its ``target`` is None)."""
     code = written.strip().upper()
     if code == "ALL" or code in current:
         return IdCheck("ok", code)
@@ -43,18 +55,18 @@ def check_id(written: str, current: Collection[str], *, prefix_ok: bool = True) 
         return IdCheck("removed", None, REMOVED[code])
     if prefix_ok and any(i.startswith(code if code.endswith("-") else code + "-") for i in current):
         return IdCheck("ok", code)  # MCORE- or MCORE: a prefix up to a dash, as Settings.reports matches it
-    prefixes = sorted({i[: k + 1] for i in current for k, ch in enumerate(i) if ch == "-"})
-    pool = [*current, *RENAMED] + (prefixes if prefix_ok else [])
-    close = difflib.get_close_matches(code, pool, n=1, cutoff=0.6)
+    if not suggest:
+        return IdCheck("unknown", None)
+    close = difflib.get_close_matches(code, _pool(frozenset(current), prefix_ok), n=1, cutoff=0.6)
     target = current_id(close[0]) if close else None
     return IdCheck("unknown", target)
 
 
 def id_problem(
-    written: str, where: str, current: Collection[str], *, prefix_ok: bool = True
+    written: str, where: str, current: Collection[str], *, prefix_ok: bool = True, suggest: bool = True
 ) -> tuple[str, str | None] | None:
     """(message, fix) for an id that names no current rule, else None."""
-    c = check_id(written, current, prefix_ok=prefix_ok)
+    c = check_id(written, current, prefix_ok=prefix_ok, suggest=suggest)
     if c.kind == "ok":
         return None
     shown = written.strip()

@@ -650,6 +650,33 @@ def unusable(p: Problem) -> Message:
 
 
 @rule(
+    "INTERNAL-ERROR",
+    "error",
+    "shardcheck failed while judging this script (a bug of shardcheck, not a verdict)",
+    notes=(Kind.INTERNAL_ERROR,),
+)
+def internal_error(p: Problem) -> Message:
+    """
+    An internal error of shardcheck while judging this script, or while one rule judged it: the
+    message names the exception, its one-line text and the file:line it was raised at. The other
+    scripts of the batch (and the other rules) are still judged; the exit status is 4 at the end,
+    as ruff does for a panic. It is not a verdict on the script either way.
+
+    Why:
+    One bug must not lose the verdicts on every other file of a batch, nor pass as "valid".
+
+    Fix:
+    Report the script to shardcheck's maintainers; `--debug` prints the traceback.
+
+    Source:
+    shardcheck itself.
+    """
+    from shardcheck.guard import REPORT_HINT
+
+    return p["message"], REPORT_HINT
+
+
+@rule(
     "SUPPRESS-UNKNOWN-ID",
     "warning",
     "A rule id in a disable comment or a setting that names no rule",

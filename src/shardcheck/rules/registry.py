@@ -12,6 +12,7 @@ import pkgutil
 from dataclasses import replace
 from functools import cache
 
+from shardcheck.errors import ShardcheckError
 from shardcheck.frameworks.value_kinds import is_invalid
 from shardcheck.job import Job
 from shardcheck.problems import Kind, Problem
@@ -73,14 +74,25 @@ def check_id(written: str, *, prefix_ok: bool = True) -> ids.IdCheck:
     return ids.check_id(written, all_rules(), prefix_ok=prefix_ok)
 
 
-def id_problem(written: str, where: str, *, prefix_ok: bool = True) -> tuple[str, str | None] | None:
-    """(message, fix) for an id that names no current rule, else None."""
-    return ids.id_problem(written, where, all_rules(), prefix_ok=prefix_ok)
+def id_problem(
+    written: str, where: str, *, prefix_ok: bool = True, suggest: bool = True
+) -> tuple[str, str | None] | None:
+    """(message, fix) for an id that names no current rule, else None (``suggest``: see ``ids.check_id``)."""
+    return ids.id_problem(written, where, all_rules(), prefix_ok=prefix_ok, suggest=suggest)
 
 
 def current_id(written: str) -> str:
     """The id a written id stands for today (a renamed id's new name; otherwise itself, upper-cased)."""
     return ids.current_id(written)
+
+
+def _internal_error(rule_id: str, exc: Exception, job: Job) -> Finding:
+    """The INTERNAL-ERROR finding of a rule that raised: the other rules' findings still stand."""
+    from shardcheck.guard import internal_error_text
+    from shardcheck.origin import Origin
+
+    message = f"rule {rule_id}: {internal_error_text(exc)}"
+    return render(Problem(Kind.INTERNAL_ERROR, Origin(kind="cli", path=job.path), {"message": message}))
 
 
 def run_rules(job: Job, only: tuple[str, ...] = ()) -> tuple[list[Finding], list[str]]:
@@ -124,6 +136,11 @@ def run_rules(job: Job, only: tuple[str, ...] = ()) -> tuple[list[Finding], list
                     Kind.UNKNOWN_VALUE, where, {"name": exc.name, "reason": exc.traced.unknown, "rule": rule_obj.id}
                 ),
             )
+        except (MemoryError, ShardcheckError):
+            raise  # the input's memory limit (guard.py), or bad input said on purpose: not this rule's bug
+        except Exception as exc:  # noqa: BLE001 — crash isolation per rule: the bug is this rule's finding
+            findings.append(_internal_error(rule_obj.id, exc, job))
+            continue
     reported = {
         (f.origin.location if f.origin else None, f.data.get("reason"))
         for f in findings

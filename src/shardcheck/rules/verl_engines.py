@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from shardcheck.frameworks.megatron.transformer_fields import closest_field
 from shardcheck.job import Job
-from shardcheck.rules.base import Finding, engines, finding, need, rule, where
+from shardcheck.rules.base import Finding, UnknownValue, engines, finding, need, rule, where
 
 _NAMES = ("TP", "PP", "CP", "EP", "ETP", "VPP")
 
@@ -143,7 +143,7 @@ def _critic_sizes(job: Job) -> tuple | None:
 
     try:
         used = critic_used(job)
-    except Exception:  # noqa: BLE001 - an unknown enable/estimator: the critic may or may not exist
+    except UnknownValue:  # an unknown enable/estimator: the critic may or may not exist
         return None
     strategy = job.value("critic.strategy")
     if not used or not strategy.known or strategy.value != "megatron":

@@ -110,7 +110,7 @@ with warnings.catch_warnings():
 
 try:
     from megatron.core.package_info import __version__ as MEGATRON_VERSION
-except Exception:  # noqa: BLE001  # pragma: no cover - very old or unusual installs
+except ImportError:  # pragma: no cover - very old or unusual installs: no package_info module
     from importlib.metadata import version as _version
 
     MEGATRON_VERSION = _version("megatron-core")
@@ -279,8 +279,8 @@ def _format_error(exc: BaseException) -> str:
 def _reset_state() -> None:
     try:
         ps.destroy_model_parallel()
-    except Exception:  # noqa: BLE001, S110  # pragma: no cover - defensive
-        pass
+    except (RuntimeError, AssertionError, AttributeError, ValueError):  # pragma: no cover - defensive
+        pass  # nothing was initialised, or a half-made state: the globals are reset below either way
     for name, value in _EXTRA_RESET.items():
         if hasattr(ps, name):
             setattr(ps, name, value)
@@ -316,7 +316,7 @@ def _run_one(case: dict, rank: int, record: bool):
                 order=case.get("order") or DEFAULT_ORDER,
                 create_gloo_process_groups=False,
             )
-        except Exception as exc:  # noqa: BLE001  # megatron raises RuntimeError/AssertionError/...
+        except Exception as exc:  # noqa: BLE001 — the oracle's answer: whatever megatron-core raises is the verdict
             return {"valid": False, "error": _format_error(exc)}, None
         groups = {k: sorted(dist.get_process_group_ranks(get())) for k, get in _GETTERS.items()}
         res = {
@@ -438,7 +438,7 @@ def _model(case: dict) -> dict:
             # megatron/core/transformer/moe/moe_layer.py BaseMoELayer.__init__:
             #     assert self.config.num_moe_experts % ep_size == 0      (no message)
             raise AssertionError(f"num_moe_experts % ep_size == 0 ({experts} % {ep}; BaseMoELayer.__init__)")
-    except Exception as exc:  # noqa: BLE001  # megatron raises ValueError/AssertionError/...
+    except Exception as exc:  # noqa: BLE001 — the oracle's answer: whatever megatron-core raises is the verdict
         out.update(config_valid=False, config_error=_format_error(exc))
         return out
     out.update(config_valid=True, layers_per_stage=stages)

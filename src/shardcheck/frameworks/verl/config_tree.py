@@ -208,14 +208,12 @@ class VerlConfig:
         """The effective value at ``key`` with where it came from; unknown when an input was unknown."""
         self.read.add(key)
         item = self.setter(key)
+        from omegaconf.errors import OmegaConfBaseException
+
         try:
             value = self.select(key)
-        except Exception as exc:
-            from omegaconf.errors import OmegaConfBaseException
-
-            if not isinstance(exc, OmegaConfBaseException):
-                raise
-            return Traced(None, item.origin if item else self.default_origin(key), f"{key}: {exc}")
+        except OmegaConfBaseException as exc:  # OmegaConf's message spans lines (full_key: …, object_type=…)
+            return Traced(None, item.origin if item else self.default_origin(key), f"{key}: {_one_line(exc)}")
         reason = self._unknown_reason(key, value)
         if item is not None:
             return Traced(None if reason else value, item.origin, reason)
@@ -471,13 +469,19 @@ def _base_config(tree: dict, source: str):
     if payload is not None:
         try:
             cached = pickle.loads(payload)  # our own entry (HMAC-verified): safe to unpickle
-        except Exception:  # noqa: BLE001 — an entry of another omegaconf build, say: rebuild it
+        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError, IndexError):
+            # an entry of another omegaconf build, say (the errors pickle.loads documents): rebuild it
             cached = None
     if cached is not None:
         return cached
     cfg = OmegaConf.create(tree)
     config_cache.store(directory, name, pickle.dumps(cfg))
     return cfg
+
+
+def _one_line(exc: BaseException) -> str:
+    """An OmegaConf / Hydra error's message with its line breaks and runs of whitespace folded."""
+    return " ".join(str(exc).split())
 
 
 def apply_overrides(
@@ -570,14 +574,17 @@ def _apply_omega(
             rebuild()
             if custom is not None:
                 continue  # the real config may well have (or lack) this key
-            message = " ".join(str(exc).split())
+            message = _one_line(exc)
             kind = "unknown_key" if item.kind == "change" and "Could not override" in message else "hydra"
             suggestion = did_you_mean(item.key, defaults) if kind == "unknown_key" else None
             config.issues.append(ConfigIssue(kind, message, item, suggestion))
             continue
-        except OmegaConfBaseException as exc:
+        except (OmegaConfBaseException, ValueError, TypeError, IndexError) as exc:
+            # ValueError / TypeError / IndexError: a key under a list node (`trainer.logger.q=1`,
+            # `trainer.logger.q.r=1`): OmegaConf.update's `int(last)` / `_select_one` raise past Hydra's
+            # handlers (omegaconf/omegaconf.py update, 2.3), and Hydra's main prints the error and exits 1
             rebuild()
-            config.issues.append(ConfigIssue("hydra", f"Error merging override {item.text}: {exc}", item))
+            config.issues.append(ConfigIssue("hydra", f"Error merging override {item.text}: {_one_line(exc)}", item))
             continue
         applied.append(item)
         if item.kind == "delete":

@@ -111,7 +111,9 @@ def read_config_dir(directory: Path, vet=None) -> ConfigFiles:
     YAML loader as Hydra's FileConfigSource does; a file that cannot be parsed is a CustomConfigUnread.
     ``vet``: why a file may not be read (inputs/read_policy.py's ``refusal``), for a folder a script names: a
     refused file is a CustomConfigUnread that names it, its contents never read."""
+    import yaml
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     found: dict[str, tuple[dict, object]] = {}
     base = directory.resolve()
@@ -141,7 +143,8 @@ def read_config_dir(directory: Path, vet=None) -> ConfigFiles:
             try:
                 header = _header(text)
                 tree = OmegaConf.to_container(OmegaConf.create(text), resolve=False) if text.strip() else {}
-            except Exception as exc:  # noqa: BLE001 — a YAML error of any kind: the file is unreadable
+            except (yaml.YAMLError, OmegaConfBaseException, ValueError, TypeError, RecursionError) as exc:
+                # a YAML error, a document OmegaConf rejects (a list, a bad key), nesting past the stack
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise CustomConfigUnread(f"{entry}: not a YAML config Hydra can load ({first})") from None
             found[rel] = (header, tree)
@@ -288,8 +291,15 @@ def from_dir(directory: Path, name: str, how: str, vet=None) -> CustomConfig:
         raise CustomConfigUnread(f"{directory / (name + '.yaml')}: not a mapping")
     searchpath = ((primary.get("hydra") or {}) if isinstance(primary.get("hydra"), dict) else {}).get("searchpath")
     searchpath = tuple(str(s) for s in searchpath) if isinstance(searchpath, list) else ()
+    defaults = primary.get("defaults") or []
+    if not isinstance(defaults, list):
+        # hydra/_internal/config_repository.py _extract_defaults_list (hydra-core 1.3), as Hydra words it
+        shown = "mapping" if isinstance(defaults, dict) else type(defaults).__name__
+        raise CustomConfigUnread(
+            f"{directory / (name + '.yaml')}: Invalid defaults list in '{name}', defaults must be a list (got {shown})"
+        )
     bases = []
-    for entry in primary.get("defaults") or []:
+    for entry in defaults:
         if isinstance(entry, str) and entry != "_self_" and "/" not in entry and "@" not in entry:
             if f"{entry.removesuffix('.yaml')}.yaml" not in config_files.files:
                 bases.append(entry.removesuffix(".yaml"))
