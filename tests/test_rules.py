@@ -39,6 +39,7 @@ def _case_input(case):
 
 
 # rule id -> (bad, good): each rule's cases, from its case file.
+DATA = Path(__file__).parent / "data"
 CASES = {
     rid: (_case_input(bad), _case_input(good))
     for rid, (bad, good) in rule_cases().items()
@@ -58,7 +59,10 @@ def rule_findings(tmp_path, text, rule_id: str, env=None):
         return [f for f in findings if f.rule == rule_id], Result("<sizes>", text, findings, skipped)
     path = tmp_path / "run.sh"
     path.write_text(text)
-    result = check(path, env, device=DEVICES.get(rule_id), host_memory=HOST_MEMORY.get(rule_id))
+    # the cases name model folders under tests/data, outside tmp_path: the read policy lets them be read only there
+    result = check(
+        path, env, device=DEVICES.get(rule_id), host_memory=HOST_MEMORY.get(rule_id), allow_source=(str(DATA),)
+    )
     assert result.error is None, result.error
     return [f for f in result.findings if f.rule == rule_id], result
 
