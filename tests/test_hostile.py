@@ -608,12 +608,12 @@ def test_more_fuzz_finds_of_the_100k_run(tmp_path, text):
 def test_fuzz_finds_of_the_second_campaign(tmp_path, capsys):
     """The classes bench/fuzz_cli.py found (issue 27's run): each an internal error before its fix."""
     from shardcheck.memory.devices import MEMORY_CHOICE
-    from shardcheck.plan import plan_script
+    from shardcheck.plan import PlanError, plan_script
 
-    # a --device-memory card in the planner: no speeds to time it by (was KeyError '96 GiB device')
+    # a --device-memory card in the planner: no speeds to time it by (was KeyError '96 GiB device'): one line
     example = os.path.join(os.path.dirname(__file__), "..", "src", "shardcheck", "examples", "qwen3_235b_256k.sh")
-    result = bounded(lambda: plan_script(example, device=f"{MEMORY_CHOICE}{96 << 30}", top=2))
-    assert result.plans == [] and result.job is not None
+    with pytest.raises(PlanError, match="the step-time model has no speeds for it"):
+        bounded(lambda: plan_script(example, device=f"{MEMORY_CHOICE}{96 << 30}", top=2))
     # first- and last-stage layers with PP 1: Megatron builds `last` layers only; the step time is unknown
     # (was ValueError "layer split (11,) does not cover 94 layers" out of step_time)
     case = os.path.join(os.path.dirname(__file__), "data", "cases", "qwen3_235b_256k_before.sh")
