@@ -526,3 +526,19 @@ def test_a_settings_file_of_60000_ids_is_read_in_one_pass(tmp_path, monkeypatch)
     with pytest.raises(SettingsError) as raised:
         read_settings(tmp_path / "pyproject.toml")
     assert "pyproject.toml:3" in str(raised.value) and "MCORE-X0" in str(raised.value) and len(calls) == 1
+
+
+def test_a_model_path_left_for_hydra_to_interpolate_is_unknown_not_a_crash(tmp_path):
+    """`model.path=\\${WORK_DIR}/m` hands Hydra an interpolation of a key verl's config lacks (the fuzz run's open
+    class: InterpolationKeyError out of the model lookup): the model is unknown, with OmegaConf's reason."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo 'actor_rollout_ref.model.path=${WORK_DIR}/Qwen3-8B' "
+        "trainer.nnodes=1 trainer.n_gpus_per_node=8\n"
+    )
+    from shardcheck.api import check
+
+    result = check(str(script))
+    assert not [f for f in result.findings if f.rule == "INTERNAL-ERROR"]
+    [found] = [f for f in result.findings if f.rule == "MODEL-NOT-FOUND"]
+    assert "Interpolation key 'WORK_DIR' not found" in found.message

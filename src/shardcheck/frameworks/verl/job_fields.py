@@ -34,7 +34,14 @@ def read_model(config: VerlConfig, key: str, notes: list[Problem], model_config:
     """(the model path as traced, its facts or None, a one-line problem or None): the model ``key`` names, or the
     ``--model-config`` given, relative paths read from the script's folder."""
     model_path = checked(key, config.get(key), NAME_OR_NULL, notes)
-    raw_path = config.select(key)
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        raw_path = config.select(key)
+    except OmegaConfBaseException:  # `${WORK_DIR}` left for Hydra to resolve: config.get said why
+        if model_config is None:
+            return model_path, None, f"{model_path.unknown}; pass --model-config config.json"
+        raw_path = None
     model, problem = load_model(
         str(raw_path) if raw_path is not None else None, model_path.known, model_config, base=Path(path).parent
     )
