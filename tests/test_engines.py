@@ -144,3 +144,19 @@ def test_slime_role_file_missing_is_unknown(tmp_path):
     result = _slime(tmp_path, "--advantage-estimator ppo --megatron-config-path elsewhere/roles.yaml")
     tp = result.job.layout("critic").tp
     assert not tp.known and "not a readable file" in tp.unknown and result.valid is None
+
+
+def test_slime_heads_with_dp_attention_and_a_model_from_flags(tmp_path):
+    """A model given by Megatron-LM flags has no HF model type: with DP attention, SGLang's attention TP
+    (tp_size / dp_size) is what is judged, not the whole tp_size (slime's run-glm4.7-30B-A3B-delta.sh: 20 heads,
+    tp 8, dp 8 got a false SGLANG-TP-HEADS); an attention TP that does not divide the heads stays an error."""
+    # 18 heads: attention TP 1 (dp 8) divides them, 4 (dp 2) does not
+    heads = SLIME.replace(
+        "--num-attention-heads 32 --group-query-attention --num-query-groups 4", "--num-attention-heads 18"
+    )
+    path = tmp_path / "run.sh"
+    path.write_text(heads + "--sglang-enable-dp-attention --sglang-dp-size 8\n")
+    assert not [f for f in check(path).findings if f.rule == "SGLANG-TP-HEADS"]
+    path.write_text(heads + "--sglang-enable-dp-attention --sglang-dp-size 2\n")
+    found = [f for f in check(path).findings if f.rule == "SGLANG-TP-HEADS"]
+    assert found and "split over 4 ranks" in found[0].message

@@ -156,3 +156,17 @@ def test_parallel_size_out_of_every_range_says_why(tmp_path, value, why):
     else:
         shown = "inf" if value == "1e400" else value
         assert messages == [f"trainer.nnodes must be a positive integer (at most 2^40), got {shown}{why}"]
+
+
+@pytest.mark.parametrize(("value", "bad"), [("0", False), ("2", False), ("-1", True)])
+def test_megatron_lm_mtp_num_layers_0_is_no_mtp(tmp_path, value, bad):
+    """--mtp-num-layers 0 turns MTP off (megatron-core 0.16.1 builds no MTP block for 0 layers); MindSpeed-LLM's
+    deepseek4 acceptance scripts pass it (a false VALUE-BAD-RANGE on 4 scripts of the ecosystem corpus)."""
+    script = tmp_path / "pretrain.sh"
+    script.write_text(
+        "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+        f"--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 64 --bf16 "
+        f"--lr 3e-4 --train-iters 10 --mtp-num-layers {value}\n"
+    )
+    messages = [f.message for f in check(script).findings if f.rule == "VALUE-BAD-RANGE"]
+    assert messages == ([f"--mtp-num-layers {value}: must be a whole number ≥ 0"] if bad else [])

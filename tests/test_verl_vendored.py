@@ -85,3 +85,43 @@ def test_a_check_an_older_copy_does_not_make_is_not_judged(tmp_path, written, ju
     assert result.job.version_source == "vendored"
     assert any(f.rule == "VERL-ACT-TBS-MINI" for f in result.findings) is judged
     assert ("train_batch_size >= ppo_mini_batch_size check not judged" in result.job.version_reason) is (not judged)
+
+
+GENERATE = """python3 -m verl.trainer.main_generation \\
+    trainer.nnodes=1 trainer.n_gpus_per_node=8 \\
+    data.path=/data/test.parquet data.output_path=/data/out.parquet \\
+    model.path=/models/qwen rollout.tensor_model_parallel_size=2
+"""
+
+
+def _carry_generation(root, version):
+    """A carried verl ``version`` with main_generation.py and its generation.yaml (verl/trainer of a checkout)."""
+    import yaml
+
+    from shardcheck.frameworks.verl.versions import version_doc
+
+    _carry(root, version, version)
+    trainer = root / "verl" / "trainer"
+    (trainer / "config" / "generation.yaml").write_text(
+        yaml.safe_dump(version_doc(version)["configs"]["generation"], sort_keys=False)
+    )
+    (trainer / "main_generation.py").write_text(
+        'import hydra\n\n\n@hydra.main(config_path="config", config_name="generation", version_base=None)\n'
+        "def main(config):\n    pass\n"
+    )
+
+
+def test_a_generation_launch_is_judged_against_the_carried_copy(tmp_path):
+    """Forks carrying verl 0.1 … 0.6 ran main_generation with a sync rollout; judging them on the bundled 0.7.0
+    (whose rollouts are all async) gave a false VERL-GEN-SYNC on 16 scripts of the ecosystem corpus."""
+    _carry_generation(tmp_path / "repo", "0.6.0")
+    result = _run(tmp_path / "repo" / "examples" / "generation", GENERATE)
+    assert (result.job.framework, result.job.version_source) == ("verl-gen", "vendored")
+    assert result.job.framework_version == "0.6.0"
+    assert not [f for f in result.findings if f.severity == "error"]
+
+
+def test_a_generation_launch_without_a_carried_copy_is_judged_on_0_7_0(tmp_path):
+    result = _run(tmp_path / "repo", GENERATE)
+    assert result.job.version_source != "vendored"
+    assert "VERL-GEN-SYNC" in {f.rule for f in result.findings}

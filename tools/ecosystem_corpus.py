@@ -46,7 +46,10 @@ PIN_FILE = re.compile(
     r"(^|/)(requirements[^/]*\.txt|setup\.py|pyproject\.toml|Dockerfile[^/]*|environment\.ya?ml)$"
     r"|(^|/)verl/version/version$"
 )
-VENDORED_CONFIG = re.compile(r"(^|/)verl/trainer/config/.*\.yaml$")
+# a verl the repository carries: its config tree and its Hydra entry points (shardcheck reads their @hydra.main)
+VENDORED_CONFIG = re.compile(
+    r"(^|/)verl/trainer/(config/.*\.yaml|(main_[A-Za-z0-9_]*|fsdp_sft_trainer|sft_trainer)\.py)$"
+)
 # a Megatron-LM fork's argument tables (src/shardcheck/frameworks/megatron_lm/forks.py reads them), and the
 # marker folders it looks for: python files that declare flags
 FORK_CODE = re.compile(r"^((mindspeed_llm|megatron_patch|flagscale)/.*\.py|megatron/(training/)?arguments\.py)$")

@@ -683,8 +683,11 @@ def _resolve_script(
     if flag_launch is not None and flag_launch[1] in ("verl-sft", "verl-gen"):
         from shardcheck.frameworks.verl.versions import find_pin
 
-        given_pin = find_pin(Path(path)) if verl_version is None and text is None and Path(path).is_file() else None
-        sft_options = {"verl_version": verl_version, "pinned": given_pin, "env": env}
+        sft_readable = verl_version is None and text is None and Path(path).is_file()
+        # a verl the script's repository carries is the one its SFT / generation launch runs, as for main_ppo
+        sft_carried = _carried_verl(Path(path), reading, flag_launch[0]) if sft_readable else (None, None, None)
+        given_pin = find_pin(Path(path)) if sft_readable and sft_carried[0] is None else None
+        sft_options = {"verl_version": sft_carried[0] or verl_version, "pinned": given_pin, "env": env}
     flag_job = (
         resolve(
             flag_launch[1],
@@ -701,6 +704,8 @@ def _resolve_script(
         else None
     )
     if flag_job is not None:
+        if sft_options:
+            flag_job = _as_vendored(flag_job, *sft_carried)
         return replace(
             flag_job,
             notes=_shell_notes(reading) + flag_job.notes,
@@ -749,24 +754,33 @@ def _resolve_script(
         memo=memo,
         env=env,
     )
-    if carried is not None and job.version_source == "path":
-        from shardcheck.frameworks.verl.verl_path import load
-
-        match = load(carried.directory).match
-        job = replace(
-            job,
-            version_source="vendored",
-            verl_path=(carried.directory, match.version, match.exact),
-            carried_verl=carried_version,
-        )
-    elif unloadable is not None:
-        job = replace(job, version_reason=f"{job.version_reason}; {unloadable}")
+    job = _as_vendored(job, carried, carried_version, unloadable)
     return replace(
         job,
         notes=_shell_notes(reading) + job.notes,
         suppressions=reading.suppressions,
         suppression_ids=reading.suppression_ids,
     )
+
+
+def _as_vendored(job: Job, carried, carried_version: str | None, unloadable: str | None) -> Job:
+    """The job judged with the verl its repository carries marked ``vendored``; or, when that copy does not load,
+    the line saying so added to its version reason (``_carried_verl``'s three values)."""
+    from dataclasses import replace
+
+    if carried is not None and job.version_source == "path":
+        from shardcheck.frameworks.verl.verl_path import load
+
+        match = load(carried.directory).match
+        return replace(
+            job,
+            version_source="vendored",
+            verl_path=(carried.directory, match.version, match.exact),
+            carried_verl=carried_version,
+        )
+    if unloadable is not None:
+        return replace(job, version_reason=f"{job.version_reason}; {unloadable}")
+    return job
 
 
 def _carried_verl(path: Path, reading, launch):

@@ -50,6 +50,10 @@ def sglang_heads(job: Job) -> Iterator[Finding]:
     if engine is None or not heads:
         return
     split = engine.attn_tp(job.model.model_type)
+    if engine.dp_attention_on and job.model.model_type is None:
+        # a model given by Megatron-LM flags (slime) has no HF model type, so which split SGLang's model code uses
+        # is unknown: judge the attention TP, which fails whenever the whole tp_size (its multiple) fails too
+        split = engine.tp_size // engine.dp
     if split < 1:
         return  # tp_size below dp_size: SGLang's server arguments refuse it before any model loads
     if heads % split:

@@ -89,13 +89,16 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
             "--qk-pos-emb-head-dim",
             "--v-head-dim",
             "--micro-batch-size",
-            "--mtp-num-layers",
             "--microbatch-group-size-per-virtual-pipeline-stage",
             "--num-distributed-optimizer-instances",
         ),
         (1, None),
     ),
     "--num-layers": (1, MAX_LAYERS),
+    # 0 is "no MTP": megatron-core builds no MTP block for it (multi_token_prediction.py get_mtp_num_layers_to_build
+    # `config.mtp_num_layers if config.mtp_num_layers else 0`; gpt_layer_specs.py get_gpt_mtp_block_spec returns None
+    # for 0 layers, megatron-core 0.16.1) and Megatron-LM checks MTP only `if args.mtp_num_layers:` (arguments.py)
+    "--mtp-num-layers": (0, None),
     "--decoder-first-pipeline-num-layers": (0, None),
     "--decoder-last-pipeline-num-layers": (0, None),
     "--optimizer-offload-fraction": (0, 1),
