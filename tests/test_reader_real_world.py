@@ -504,3 +504,15 @@ def test_dirname_agrees_with_coreutils():
     for text in ("/a/b/c", "/a/b/", "a", "/", "a/b", "//a", "", "a//b//"):
         out = subprocess.run(["dirname", "--", text], capture_output=True, text=True, check=True).stdout.strip()
         assert dirname(text) == out, text
+
+
+def test_an_exit_on_missing_arguments_names_the_option_that_gives_them(tmp_path):
+    """verl's SFT examples exit with their usage when run with no arguments: the "no launch" line says how to
+    give them (`-- ARGS`); with them the launch is judged."""
+    path = tmp_path / "run.sh"
+    path.write_text(f'if [ "$#" -lt 2 ]; then\n  echo usage; exit 1\nfi\n{LAUNCH}\n')
+    said = str(check(path).error)
+    assert "`exit` ends the script" in said and "shardcheck check run.sh -- ARGS" in said
+    assert check(path, args=("8", "/tmp/ckpt")).job is not None
+    path.write_text(f"echo start\nexit 0\n{LAUNCH}\n")  # an exit that does not depend on the arguments
+    assert "-- ARGS" not in str(check(path).error)

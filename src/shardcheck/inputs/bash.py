@@ -113,7 +113,10 @@ def read_bash_text(
         interp.run_block(tree.root_node.children)
     except _Exit as stop:  # `exit` outside any undecided condition: bash runs nothing after it
         if stop.skips_launch:
-            unrun.insert(0, f"{stop.where}: `exit` ends the script; the launch after it never runs")
+            said = f"{stop.where}: `exit` ends the script; the launch after it never runs"
+            if not args and _READS_ARGS.search(src):  # `[ "$#" -lt 2 ] && exit 1`: read with no arguments
+                said += " when it is given no arguments (give them after `--`: shardcheck check run.sh -- ARGS)"
+            unrun.insert(0, said)
     except RecursionError:  # every nesting has its own bound; this is the last line of defence
         raise InputError(f"{path}:1: nested too deeply for shardcheck to read; simplify the script") from None
     suppressions, written = _suppressions(tree.root_node, src)
@@ -195,6 +198,7 @@ class _Exit(ShardcheckError):
 
 
 _HOLE = "__shardcheck_eval_unknown_"  # the name an unknown part of an eval'd string stands under
+_READS_ARGS = re.compile(r"\$#|\$\{#\}|\$[1-9]|\$\{[1-9]")  # the script reads its arguments
 _LAUNCHER_TEXT = re.compile(r"\b(?:python3?|torchrun|deepspeed)\b")
 
 
