@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shardcheck.errors import SettingsError
+from shardcheck.inputs.read_policy import owned_by_caller, work_tree_root
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 _KEYS = (
@@ -148,31 +149,12 @@ def script_folder(script: str | Path) -> Path:
     return Path(os.path.abspath(script)).parent
 
 
-def owned_by_caller(path: Path) -> bool:
-    """Whether ``path`` (and, when it is a symlink, what it points at) belongs to the user running shardcheck: git's
-    ``safe.directory`` rule (git-config(1) ``safe.directory``: a repository owned by someone else is not trusted)."""
-    try:
-        uid = os.geteuid()
-        return os.lstat(path).st_uid == uid and os.stat(path).st_uid == uid
-    except (OSError, ValueError):
-        return False
-
-
 def _untrusted(path: Path) -> str:
     try:
         owner = f"uid {os.lstat(path).st_uid}"
     except (OSError, ValueError):
         owner = "someone else"
     return f"{path} is owned by {owner}, not by you (uid {os.geteuid()}): not obeyed"
-
-
-def work_tree_root(start: Path) -> Path | None:
-    """The top of the git work tree holding ``start`` (the directory with ``.git``), or None. A ``.git`` that
-    someone else owns (a shared, world-writable parent folder holding another user's) makes no work tree."""
-    for directory in [start, *start.parents]:
-        if os.path.lexists(directory / ".git"):
-            return directory if owned_by_caller(directory / ".git") else None
-    return None
 
 
 def settings_candidates(start: Path) -> list[Path]:

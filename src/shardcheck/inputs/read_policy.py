@@ -58,22 +58,32 @@ class ReadPolicy:
         return None
 
 
-def repository_root(path: Path) -> Path | None:
-    """The git repository holding ``path`` (the first folder above it with a ``.git``), when the caller owns that
-    ``.git`` (git's ``safe.directory`` rule: git-config(1)) and the repository is not the home directory or ``/``;
-    else None. Its scripts are run from its root, and its files are the script's tree."""
-    for folder in (path, *path.parents):
-        marker = folder / ".git"
-        try:
-            if not os.path.lexists(marker):
-                continue
-            owned = os.lstat(marker).st_uid == os.geteuid() == os.stat(marker).st_uid
-        except OSError:
-            return None
-        if not owned or folder in (Path(os.path.realpath(Path.home())), Path("/")):
-            return None
-        return Path(os.path.realpath(folder))
+def owned_by_caller(path: Path) -> bool:
+    """Whether ``path`` (and, when it is a symlink, what it points at) belongs to the user running shardcheck: git's
+    ``safe.directory`` rule (git-config(1) ``safe.directory``: a repository owned by someone else is not trusted)."""
+    try:
+        uid = os.geteuid()
+        return os.lstat(path).st_uid == uid and os.stat(path).st_uid == uid
+    except (OSError, ValueError):
+        return False
+
+
+def work_tree_root(start: Path) -> Path | None:
+    """The top of the git work tree holding ``start`` (the directory with ``.git``), or None. A ``.git`` that
+    someone else owns (a shared, world-writable parent folder holding another user's) makes no work tree."""
+    for directory in [start, *start.parents]:
+        if os.path.lexists(directory / ".git"):
+            return directory if owned_by_caller(directory / ".git") else None
     return None
+
+
+def repository_root(path: Path) -> Path | None:
+    """The caller's git work tree holding ``path`` (work_tree_root), symlinks resolved, unless it is the home
+    directory or ``/``; else None. Its scripts are run from its root, and its files are the script's tree."""
+    top = work_tree_root(path)
+    if top is None or Path(os.path.realpath(top)) in (Path(os.path.realpath(Path.home())), Path("/")):
+        return None
+    return Path(os.path.realpath(top))
 
 
 _CURRENT: ContextVar[ReadPolicy | None] = ContextVar("shardcheck_read_policy", default=None)

@@ -66,7 +66,7 @@ class RevisionTree:
         self._tmp = tempfile.TemporaryDirectory(prefix="shardcheck-git-")
         self.root = Path(self._tmp.name)
         # the revision's copy is the top of a work tree, as the repository is: settings are looked for up to
-        # here and never above (shardcheck.settings.work_tree_root looks for `.git`)
+        # here and never above (inputs/read_policy.work_tree_root looks for `.git`)
         (self.root / ".git").mkdir()
 
     def close(self) -> None:
