@@ -516,3 +516,5 @@ def test_an_exit_on_missing_arguments_names_the_option_that_gives_them(tmp_path)
     assert check(path, args=("8", "/tmp/ckpt")).job is not None
     path.write_text(f"echo start\nexit 0\n{LAUNCH}\n")  # an exit that does not depend on the arguments
     assert "-- ARGS" not in str(check(path).error)
+    path.write_text(f'say() {{ echo "$1"; }}\nsay hi\nexit 0\n{LAUNCH}\n')  # a function's $1 is its own
+    assert "-- ARGS" not in str(check(path).error)

@@ -114,7 +114,7 @@ def read_bash_text(
     except _Exit as stop:  # `exit` outside any undecided condition: bash runs nothing after it
         if stop.skips_launch:
             said = f"{stop.where}: `exit` ends the script; the launch after it never runs"
-            if not args and _READS_ARGS.search(src):  # `[ "$#" -lt 2 ] && exit 1`: read with no arguments
+            if not args and interp.reads_args:  # `[ "$#" -lt 2 ] && exit 1`: read with no arguments
                 said += " when it is given no arguments (give them after `--`: shardcheck check run.sh -- ARGS)"
             unrun.insert(0, said)
     except RecursionError:  # every nesting has its own bound; this is the last line of defence
@@ -198,7 +198,6 @@ class _Exit(ShardcheckError):
 
 
 _HOLE = "__shardcheck_eval_unknown_"  # the name an unknown part of an eval'd string stands under
-_READS_ARGS = re.compile(r"\$#|\$\{#\}|\$[1-9]|\$\{[1-9]")  # the script reads its arguments
 _LAUNCHER_TEXT = re.compile(r"\b(?:python3?|torchrun|deepspeed)\b")
 
 
@@ -224,6 +223,7 @@ class _Interpreter:
         self.loop_markers: list[str] = []  # the argument loops being followed (shell_args.py), innermost last
         self.condition_at_loop: dict[str, str | None] = {}
         self.env_read: set[str] = parent.env_read if parent is not None else set()  # names looked up in env
+        self.reads_args = False  # (on the main script's interpreter) `$#` or `$N` read outside any function
         self.assoc: set[str] = parent.assoc if parent is not None else set()  # names declared with -A
         self.vars: dict[str, Var] = {}
         self.positional: tuple[Field, ...] = ()
@@ -1595,6 +1595,10 @@ class _Interpreter:
 
     def _get(self, name: str, index: str | None, origin: Origin):
         """Return ('scalar', Field) / ('array', [Field]) / raise _Unset."""
+        if self.budget.call_depth == 0 and (
+            name in ("@", "*", "#") or (name.isascii() and name.isdigit() and name != "0")
+        ):
+            self.main.reads_args = True  # the script's own arguments (a function's are its own)
         if self.positional_why is not None and (name in ("@", "*", "#") or (name.isascii() and name.isdigit())):
             if name != "0":
                 unknown = Field((Seg(None, origin, f"${name}: {self.positional_why} are not known"),), origin)
